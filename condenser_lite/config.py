@@ -1,0 +1,85 @@
+"""Notebook parameters and shared locations.
+
+Every chapter's first cell holds papermill parameters; papermill passes ``-p full true`` as the
+*string* ``"true"``, so each chapter validates its parameters with the helpers here
+(explained in the introduction, ``book/intro.md``, "Running the book").
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+CACHE_ENV = "CONDENSER_LITE_CACHE"
+
+_TRUE = {"true", "1", "yes", "y", "on", "t"}
+_FALSE = {"false", "0", "no", "n", "off", "f", ""}
+
+
+def parse_bool(value: object, name: str = "full") -> bool:
+    """Read a boolean parameter that may arrive as a bool, an int or a string.
+
+    ``papermill ... -p full true`` injects ``full = "true"``; ``-p full True`` injects a bool.
+    Anything else is an error that names the parameter and the accepted spellings.
+    """
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+        return value.strip().lower() in _TRUE
+    raise ValueError(
+        f"parameter {name!r} must be a boolean, got {value!r} ({type(value).__name__}); "
+        f"use one of True/False, true/false, 1/0, yes/no (e.g. papermill -p {name} true)"
+    )
+
+
+def parse_int(value: object, name: str, minimum: int | None = None) -> int:
+    """Read an integer parameter (papermill may pass ``"3"``); error names the parameter."""
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        if isinstance(value, float) and not value.is_integer():
+            raise TypeError
+        out = int(str(value).strip()) if isinstance(value, str) else int(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError(f"parameter {name!r} must be an integer, got {value!r} ({type(value).__name__})") from None
+    if minimum is not None and out < minimum:
+        raise ValueError(f"parameter {name!r} must be >= {minimum}, got {out}")
+    return out
+
+
+def parse_float(value: object, name: str) -> float:
+    """Read a float parameter (papermill may pass ``"1e-4"``); error names the parameter."""
+    if isinstance(value, bool):
+        raise ValueError(f"parameter {name!r} must be a number, got {value!r}")
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError(f"parameter {name!r} must be a number, got {value!r} ({type(value).__name__})") from None
+
+
+def cache_dir(sub: str | None = None) -> Path:
+    """Where tokenizers, checkpoints and results are cached: ``$CONDENSER_LITE_CACHE`` or
+    ``~/.cache/condenser_lite``. Chapters share it, so a model pre-trained in chapter 2 is reused later."""
+    root = Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "condenser_lite").expanduser()
+    path = root / sub if sub else root
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def pick_device() -> str:
+    """``"cuda"``, ``"xla"`` (TPU), ``"mps"`` or ``"cpu"``, whichever this machine has."""
+    import torch
+
+    if torch.cuda.is_available():
+        return "cuda"
+    try:  # Colab TPU runtime
+        import torch_xla  # noqa: F401
+
+        return "xla"
+    except ImportError:
+        pass
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return "mps"
+    return "cpu"
