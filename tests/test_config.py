@@ -1,0 +1,33 @@
+import pytest
+
+from condenser_lite.config import cache_dir, parse_bool, parse_float, parse_int
+
+
+@pytest.mark.parametrize("value,expected", [
+    (True, True), (False, False), ("true", True), ("True", True), (" TRUE ", True), ("false", False),
+    ("False", False), ("1", True), ("0", False), (1, True), (0, False), ("yes", True), ("no", False),
+])
+def test_parse_bool_accepts_papermill_strings(value, expected):
+    assert parse_bool(value) is expected
+
+
+@pytest.mark.parametrize("value", ["maybe", "tru", 2, 0.5, None, [True]])
+def test_parse_bool_rejects_with_clear_message(value):
+    with pytest.raises(ValueError, match="parameter 'full' must be a boolean"):
+        parse_bool(value)
+
+
+def test_parse_int_and_float():
+    assert parse_int("12", "steps") == 12 and parse_int(3, "steps") == 3
+    with pytest.raises(ValueError, match="'steps' must be an integer"):
+        parse_int("1.5", "steps")
+    with pytest.raises(ValueError, match=">= 1"):
+        parse_int(0, "steps", minimum=1)
+    assert parse_float("1e-4", "lr") == 1e-4
+    with pytest.raises(ValueError, match="'lr' must be a number"):
+        parse_float("fast", "lr")
+
+
+def test_cache_dir_follows_env(tmp_path, monkeypatch):
+    monkeypatch.setenv("CONDENSER_LITE_CACHE", str(tmp_path / "c"))
+    assert cache_dir("x") == tmp_path / "c" / "x" and (tmp_path / "c" / "x").is_dir()
