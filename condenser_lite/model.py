@@ -1,0 +1,413 @@
+"""The two pre-training models of the book: a plain MLM baseline and Condenser.
+
+`BertMLM` is BERT's masked-language-model objective on a `BertForMaskedLM`.
+`Condenser` (Gao & Callan, EMNLP 2021, section 3) splits the same backbone into
+early and late layers and adds a small head that must predict masked tokens from
+the *late* CLS vector plus the *early* token vectors, so the CLS has to carry what
+the late layers learned about the whole text. Both compute MLM logits only at
+masked positions: on a CPU the vocabulary projection over every position is the
+most expensive part of a small model's step.
+
+Explained in chapter 2, `notebooks/02_condenser.ipynb`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import AutoConfig, AutoModel, BertConfig, BertForMaskedLM, PreTrainedModel
+from transformers.masking_utils import create_bidirectional_mask
+from transformers.models.bert.modeling_bert import BertLayer
+
+# Paper settings for bert-base-uncased (12 layers): head reads the output of layer 6,
+# 2 head layers, backbone MLM kept as the "semantic constraint" (section 3.4).
+PAPER_CONDENSER = dict(skip_from=6, n_head_layers=2, late_mlm=True, head_weight=1.0, late_weight=1.0)
+# Scaled-down settings for `tiny_bert_config()` (4 layers): same 50/50 early/late split.
+TINY_CONDENSER = dict(skip_from=2, n_head_layers=2, late_mlm=True, head_weight=1.0, late_weight=1.0)
+
+HEAD_FILE = "condenser_head.pt"
+# The authors' checkpoints (github luyug/Condenser, e.g. Hub `Luyu/co-condenser-marco`)
+# store the head as `model.pt` with keys `c_head.<i>....`; we read that name too.
+AUTHORS_HEAD_FILE = "model.pt"
+CONDENSER_CONFIG_FILE = "condenser_config.json"
+
+
+def tiny_bert_config(vocab_size: int = 8192, **overrides) -> BertConfig:
+    """A scaled-down BERT that a 2-core CPU pre-trains in minutes.
+
+    4 layers, hidden 128, 4 heads, FFN 512. `max_position_embeddings=128`: BERT's
+    position ids start at 0, so 128 rows cover the 128-token blocks we pre-train on;
+    a longer input then fails loudly instead of silently using position rows that
+    pre-training never touched (pass `max_position_embeddings=...` to change it).
+    Any `BertConfig` field can be overridden.
+
+    Explained in chapter 2, `notebooks/02_condenser.ipynb`.
+    """
+    kwargs = dict(
+        vocab_size=vocab_size,
+        hidden_size=128,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        intermediate_size=512,
+        max_position_embeddings=128,
+    )
+    kwargs.update(overrides)
+    if kwargs["hidden_size"] % kwargs["num_attention_heads"]:
+        raise ValueError(
+            f"hidden_size={kwargs['hidden_size']} must be divisible by "
+            f"num_attention_heads={kwargs['num_attention_heads']}; change one of them."
+        )
+    return BertConfig(**kwargs)
+
+
+def masked_lm_loss(mlm_head: nn.Module, hidden: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy over masked tokens, projecting only the masked positions.
+
+    Identical to `BertForMaskedLM(labels=...)` (which projects every position and
+    then ignores the -100 labels), at a fraction of the cost.
+
+    Explained in chapter 2, `notebooks/02_condenser.ipynb`.
+    """
+    selected = labels != -100
+    if not bool(selected.any()):
+        raise ValueError(
+            "labels has no masked position (all -100), so the MLM loss is undefined; "
+            "build batches with pretrain_data.MLMCollator, which masks at least one token per sequence."
+        )
+    logits = mlm_head(hidden[selected])  # [n_masked, vocab]
+    return F.cross_entropy(logits.float(), labels[selected])
+
+
+def _as_backbone(model: BertForMaskedLM | str | os.PathLike | nn.Module, **load_kwargs) -> BertForMaskedLM:
+    """A `BertForMaskedLM` from a path / Hub id, a `BertMLM`, or itself."""
+    if isinstance(model, (str, os.PathLike)):
+        return BertForMaskedLM.from_pretrained(model, **load_kwargs)
+    if isinstance(model, BertMLM):
+        return model.backbone
+    if isinstance(model, BertForMaskedLM):
+        return model
+    raise TypeError(
+        f"expected a BertForMaskedLM, a BertMLM, or a checkpoint path / Hub id, got {type(model).__name__}"
+    )
+
+
+def load_encoder(name_or_dir: str | os.PathLike, **kwargs) -> PreTrainedModel:
+    """The plain encoder of a pre-trained checkpoint (a `BertModel` for BERT/Condenser).
+
+    A Condenser checkpoint is an ordinary `BertForMaskedLM` checkpoint, so this is
+    just `AutoModel`; the Condenser head is not used after pre-training. BERT's pooler
+    is left out (retrieval uses the raw last-layer CLS).
+
+    Explained in chapter 4, `notebooks/04_finetune.ipynb`.
+    """
+    config = AutoConfig.from_pretrained(name_or_dir)
+    if config.model_type == "bert":
+        kwargs.setdefault("add_pooling_layer", False)
+    return AutoModel.from_pretrained(name_or_dir, **kwargs)
+
+
+@dataclass
+class MLMOutput:
+    """`loss`: mean CE over masked tokens (None without labels); `cls`: last-layer CLS [B, H]."""
+
+    loss: torch.Tensor | None
+    cls: torch.Tensor
+
+
+class BertMLM(nn.Module):
+    """Plain masked-language-model pre-training (the "BERT" arm of the experiments).
+
+    Explained in chapter 2, `notebooks/02_condenser.ipynb`.
+    """
+
+    def __init__(self, backbone: BertForMaskedLM):
+        super().__init__()
+        self.backbone = backbone
+
+    @property
+    def config(self) -> BertConfig:
+        return self.backbone.config
+
+    @classmethod
+    def from_config(cls, config: BertConfig) -> "BertMLM":
+        return cls(BertForMaskedLM(config))
+
+    @classmethod
+    def from_pretrained(cls, name_or_dir: str | os.PathLike, **kwargs) -> "BertMLM":
+        return cls(BertForMaskedLM.from_pretrained(name_or_dir, **kwargs))
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+    ) -> MLMOutput:
+        hidden = self.backbone.bert(
+            input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+        ).last_hidden_state
+        loss = None if labels is None else masked_lm_loss(self.backbone.cls, hidden, labels)
+        return MLMOutput(loss=loss, cls=hidden[:, 0])
+
+    def save_pretrained(self, save_directory: str | os.PathLike, **kwargs) -> None:
+        """A plain HF `BertForMaskedLM` checkpoint (config + safetensors)."""
+        self.backbone.save_pretrained(save_directory, **kwargs)
+
+
+@dataclass
+class CondenserOutput:
+    """`loss` = head_weight * head_loss + late_weight * late_loss (None without labels).
+
+    `cls` is the backbone's late (last-layer) CLS [B, H], before any pooler: the
+    vector fine-tuning and coCondenser's contrastive loss use.
+    """
+
+    loss: torch.Tensor | None
+    head_loss: torch.Tensor | None
+    late_loss: torch.Tensor | None
+    cls: torch.Tensor
+
+
+class Condenser(nn.Module):
+    """Condenser: BERT backbone + a head that sees [late CLS; early tokens].
+
+    backbone layers 1..skip_from are the "early" encoder, the rest the "late" one
+    (paper eq. 6-7). The head is `n_head_layers` ordinary BERT layers over the late
+    CLS followed by the early token vectors (eq. 8), trained with MLM (eq. 9). With
+    `late_mlm` the backbone's own MLM loss is added (eq. 10-11), through the same
+    MLM head `backbone.cls`, so the shared projection W of the paper is shared here.
+
+    Explained in chapter 2, `notebooks/02_condenser.ipynb`.
+    """
+
+    def __init__(
+        self,
+        backbone: BertForMaskedLM,
+        skip_from: int = 6,
+        n_head_layers: int = 2,
+        late_mlm: bool = True,
+        head_weight: float = 1.0,
+        late_weight: float = 1.0,
+    ):
+        super().__init__()
+        if not isinstance(backbone, BertForMaskedLM):
+            raise TypeError(f"backbone must be a transformers BertForMaskedLM, got {type(backbone).__name__}")
+        n_layers = backbone.config.num_hidden_layers
+        if not isinstance(skip_from, int) or not 1 <= skip_from < n_layers:
+            raise ValueError(
+                f"skip_from={skip_from!r} must be an int with 1 <= skip_from < num_hidden_layers={n_layers}: "
+                "the head reads the output of layer skip_from, and at least one late layer must follow it."
+            )
+        if not isinstance(n_head_layers, int) or n_head_layers < 1:
+            raise ValueError(f"n_head_layers={n_head_layers!r} must be an int >= 1.")
+        if head_weight < 0 or late_weight < 0:
+            raise ValueError(f"head_weight={head_weight} and late_weight={late_weight} must be >= 0.")
+        self.backbone = backbone
+        self.skip_from = skip_from
+        self.n_head_layers = n_head_layers
+        self.late_mlm = bool(late_mlm)
+        self.head_weight = float(head_weight)
+        self.late_weight = float(late_weight)
+        # Same config object as the backbone, so switching the backbone's attention
+        # implementation (e.g. to "eager") switches the head too.
+        self.head = nn.ModuleList([BertLayer(backbone.config) for _ in range(n_head_layers)])
+        # BERT's own init: normal(0, initializer_range) weights, zero biases, LayerNorm 1/0.
+        self.head.apply(backbone._init_weights)
+
+    @property
+    def config(self) -> BertConfig:
+        return self.backbone.config
+
+    def condenser_config(self) -> dict:
+        return dict(
+            skip_from=self.skip_from,
+            n_head_layers=self.n_head_layers,
+            late_mlm=self.late_mlm,
+            head_weight=self.head_weight,
+            late_weight=self.late_weight,
+        )
+
+    # ---- forward -------------------------------------------------------------------
+
+    def head_forward(
+        self, late_cls: torch.Tensor, early_tokens: torch.Tensor, attention_mask: torch.Tensor | None
+    ) -> torch.Tensor:
+        """Run the head over [late CLS; early tokens] (paper eq. 8) -> [B, T, H].
+
+        `late_cls` is [B, H] or [B, 1, H]; `early_tokens` the early layer's vectors at
+        positions 1.. ([B, T-1, H]); `attention_mask` the ordinary [B, T] 0/1 mask.
+        """
+        if late_cls.dim() == 2:
+            late_cls = late_cls.unsqueeze(1)
+        hidden = torch.cat([late_cls, early_tokens], dim=1)
+        # Built for whichever attention implementation is active (additive float
+        # mask for eager, boolean for sdpa, None when nothing is padded).
+        mask = create_bidirectional_mask(config=self.config, inputs_embeds=hidden, attention_mask=attention_mask)
+        for layer in self.head:
+            hidden = layer(hidden, mask)  # transformers 5: returns a Tensor, not a tuple
+        return hidden
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+    ) -> CondenserOutput:
+        out = self.backbone.bert(
+            input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, output_hidden_states=True
+        )
+        # hidden_states[0] is the embedding output, so [skip_from] is the output of layer skip_from.
+        early = out.hidden_states[self.skip_from]
+        late = out.last_hidden_state
+        cls = late[:, 0]
+        if labels is None:
+            return CondenserOutput(loss=None, head_loss=None, late_loss=None, cls=cls)
+
+        head_hidden = self.head_forward(late[:, :1], early[:, 1:], attention_mask)
+        head_loss = masked_lm_loss(self.backbone.cls, head_hidden, labels)
+        loss = self.head_weight * head_loss
+        late_loss = None
+        if self.late_mlm:
+            late_loss = masked_lm_loss(self.backbone.cls, late, labels)
+            loss = loss + self.late_weight * late_loss
+        return CondenserOutput(loss=loss, head_loss=head_loss, late_loss=late_loss, cls=cls)
+
+    # ---- construction --------------------------------------------------------------
+
+    @classmethod
+    def from_config(cls, config: BertConfig, **condenser_kwargs) -> "Condenser":
+        """A randomly initialised Condenser with a BERT-shaped `config`."""
+        return cls(BertForMaskedLM(config), **condenser_kwargs)
+
+    @classmethod
+    def from_bert(
+        cls,
+        model: BertForMaskedLM | str | os.PathLike | nn.Module,
+        skip_from: int,
+        n_head_layers: int = 2,
+        late_mlm: bool = True,
+        head_weight: float = 1.0,
+        late_weight: float = 1.0,
+        **load_kwargs,
+    ) -> "Condenser":
+        """Start a Condenser from a plain MLM checkpoint with a fresh head (paper section 3.4).
+
+        `model` is a checkpoint dir / Hub id, a `BertForMaskedLM` or a `BertMLM`
+        (used in place, not copied). This is how the "Condenser" arm continues from
+        the "BERT" arm.
+        """
+        backbone = _as_backbone(model, **load_kwargs)
+        return cls(backbone, skip_from, n_head_layers, late_mlm, head_weight, late_weight)
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        name_or_dir: str | os.PathLike,
+        head: str = "load",
+        backbone_kwargs: dict | None = None,
+        **overrides,
+    ) -> "Condenser":
+        """Load a Condenser saved by `save_pretrained`, or one of the authors' checkpoints.
+
+        `head="load"` requires the head weights (`condenser_head.pt`, or the authors'
+        `model.pt`) and raises if they are missing; `head="random"` starts a fresh head
+        on the loaded backbone. `overrides` replace entries of `condenser_config.json`
+        (skip_from, n_head_layers, late_mlm, head_weight, late_weight); `backbone_kwargs`
+        go to `BertForMaskedLM.from_pretrained` (e.g. `attn_implementation="eager"`). Without that
+        file (the authors' checkpoints), n_head_layers is read from the head weights
+        and skip_from defaults to half the layers (6 for bert-base, the paper's value).
+        """
+        if head not in ("load", "random"):
+            raise ValueError(f"head={head!r} must be 'load' or 'random'.")
+        allowed = set(PAPER_CONDENSER)
+        unknown = set(overrides) - allowed
+        if unknown:
+            raise TypeError(f"unknown Condenser argument(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
+
+        backbone = BertForMaskedLM.from_pretrained(name_or_dir, **(backbone_kwargs or {}))
+        settings = dict(_read_condenser_config(name_or_dir) or {})
+        state = None
+        if head == "load":
+            state = _read_head_state(name_or_dir)
+            if state is None:
+                raise FileNotFoundError(
+                    f"no Condenser head weights ({HEAD_FILE} or {AUTHORS_HEAD_FILE}) found for {name_or_dir!r}. "
+                    "A plain BERT checkpoint has no head: pass head='random' to start a fresh one "
+                    "(or use Condenser.from_bert)."
+                )
+            settings.setdefault("n_head_layers", 1 + max(int(k.split(".")[0]) for k in state))
+        settings.update(overrides)
+        settings.setdefault("skip_from", backbone.config.num_hidden_layers // 2)
+        settings.setdefault("n_head_layers", PAPER_CONDENSER["n_head_layers"])
+        model = cls(backbone, **settings)
+        if state is not None:
+            missing, unexpected = model.head.load_state_dict(state, strict=False)
+            if missing or unexpected:
+                raise ValueError(
+                    f"head weights in {name_or_dir!r} do not fit n_head_layers={model.n_head_layers}: "
+                    f"missing {missing[:4]}..., unexpected {unexpected[:4]}...; "
+                    "pass the right n_head_layers, or head='random'."
+                )
+        return model
+
+    def save_pretrained(self, save_directory: str | os.PathLike, **kwargs) -> None:
+        """Backbone as a plain `BertForMaskedLM` checkpoint + `condenser_head.pt` + `condenser_config.json`.
+
+        `AutoModel` / `AutoModelForMaskedLM` load the directory with no custom code;
+        `Condenser.from_pretrained` loads all of it.
+        """
+        self.backbone.save_pretrained(save_directory, **kwargs)
+        if not kwargs.get("is_main_process", True):
+            return
+        head_state = {f"head.{k}": v.detach().cpu() for k, v in self.head.state_dict().items()}
+        torch.save(head_state, os.path.join(save_directory, HEAD_FILE))
+        with open(os.path.join(save_directory, CONDENSER_CONFIG_FILE), "w") as f:
+            json.dump(self.condenser_config(), f, indent=2)
+
+
+def _hub_file(name_or_dir: str | os.PathLike, filename: str) -> str | None:
+    """Path of `filename` in a local checkpoint dir, or downloaded from a Hub repo; None if absent."""
+    if os.path.isdir(name_or_dir):
+        path = os.path.join(name_or_dir, filename)
+        return path if os.path.isfile(path) else None
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
+
+    try:
+        return hf_hub_download(str(name_or_dir), filename)
+    except (EntryNotFoundError, LocalEntryNotFoundError):
+        return None
+
+
+def _read_condenser_config(name_or_dir: str | os.PathLike) -> dict | None:
+    path = _hub_file(name_or_dir, CONDENSER_CONFIG_FILE)
+    if path is None:
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def _read_head_state(name_or_dir: str | os.PathLike) -> dict[str, torch.Tensor] | None:
+    """Head weights keyed like our `nn.ModuleList` ("0.attention..."), or None if absent."""
+    for filename in (HEAD_FILE, AUTHORS_HEAD_FILE):
+        path = _hub_file(name_or_dir, filename)
+        if path is None:
+            continue
+        raw = torch.load(path, map_location="cpu", weights_only=True)
+        state = {}
+        for key, value in raw.items():
+            # ours: "head.<i>..."; the authors': "c_head.<i>...". Other keys (none in
+            # the authors' files we know of) are not head weights and are skipped.
+            for prefix in ("head.", "c_head."):
+                if key.startswith(prefix):
+                    state[key[len(prefix):]] = value
+        if not state:
+            raise ValueError(f"{path} holds no Condenser head weights (no 'head.' or 'c_head.' keys).")
+        return state
+    return None

@@ -1,0 +1,313 @@
+"""MLM pre-training data: sentences -> packed blocks -> whole-word-masked batches.
+
+The recipe is BERT's, as the Condenser authors used it: split text into sentences,
+pack whole sentences greedily into blocks of at most `max_len - 2` tokens without
+crossing a document (sometimes aiming at a shorter random length, so the model also
+sees short inputs), wrap each block as `[CLS] ... [SEP]`, then mask 15% of the
+tokens a whole word at a time, replacing 80% of them with [MASK], 10% with a random
+token and leaving 10% unchanged.
+
+Explained in chapter 2, `notebooks/02_condenser.ipynb`.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Mapping, Sequence
+
+import torch
+import torch.nn.functional as F
+
+# Words followed by "." that rarely end a sentence. ("etc." often does, so it is not here.)
+_ABBREVIATIONS = frozenset(
+    """mr mrs ms dr prof sr jr st mt ft vs cf al fig figs eq eqs no nos vol vols pp ed eds
+    inc ltd co corp bros jan feb mar apr jun jul aug sep sept oct nov dec gen col lt sgt
+    capt cmdr adm rev gov sen rep pres approx est dept univ ca op ch sec art""".split()
+)
+# A candidate end: terminal punctuation, optional closing quotes/brackets, whitespace.
+_END = re.compile(r"([.!?\u2026]+[\"'\u201d\u2019)\]]*)(\s+)")
+_NEXT_STARTS_SENTENCE = re.compile(r"[\"'\u201c\u2018(\[]*[A-Z0-9]")
+_DOTTED_ACRONYM = re.compile(r"^(?:[A-Za-z]\.)+[A-Za-z]$")  # U.S, e.g, i.e, Ph.D
+
+
+def _is_abbreviation(word: str) -> bool:
+    word = word.lstrip("\"'(\u201c\u2018[")
+    return (
+        len(word) == 1  # an initial, as in "J. Smith"
+        or word.lower() in _ABBREVIATIONS
+        or bool(_DOTTED_ACRONYM.match(word))
+    )
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split text into sentences with a small regex rule set (no downloads).
+
+    Line breaks are hard boundaries (paragraphs). Inside a line, a sentence ends at
+    `.`, `!`, `?` or `...` (plus closing quotes/brackets) followed by whitespace and
+    a capital letter, digit or opening quote -- unless the `.` closes an
+    abbreviation ("Dr.", "e.g.", "U.S.", an initial "J."). In a line with no capital
+    letters at all (lower-cased text) any following character may start a sentence.
+
+    Explained in chapter 2, `notebooks/02_condenser.ipynb`.
+    """
+    sentences = []
+    for line in text.split("\n"):
+        line = line.strip()
+        if not line:
+            continue
+        cased = any(c.isupper() for c in line)
+        start = 0
+        for m in _END.finditer(line):
+            rest = line[m.end():]
+            if not rest or (cased and not _NEXT_STARTS_SENTENCE.match(rest)):
+                continue
+            if m.group(1).rstrip("\"'\u201d\u2019)]") == ".":
+                words = line[start:m.start()].split()
+                if words and _is_abbreviation(words[-1]):
+                    continue
+            sentence = line[start:m.end(1)].strip()
+            if sentence:
+                sentences.append(sentence)
+            start = m.end()
+        tail = line[start:].strip()
+        if tail:
+            sentences.append(tail)
+    return sentences
+
+
+def _pack_document(
+    sentences: list[list[int]], max_tokens: int, min_len: int, short_seq_prob: float, rng: random.Random
+) -> list[list[int]]:
+    """Greedy packing of one document's tokenized sentences into blocks of <= target tokens."""
+
+    def new_target() -> int:
+        # BERT's recipe: sometimes aim shorter, so fine-tuning-length inputs are not a surprise.
+        if rng.random() < short_seq_prob:
+            return rng.randint(min(min_len, max_tokens), max_tokens)
+        return max_tokens
+
+    blocks: list[list[int]] = []
+    current: list[int] = []
+    target = new_target()
+    for sentence in sentences:
+        if current and len(current) + len(sentence) > target:
+            blocks.append(current)
+            current, target = [], new_target()
+        while len(sentence) > target:  # only when `current` is empty: cut, don't drop
+            blocks.append(sentence[:target])
+            sentence, target = sentence[target:], new_target()
+        current = current + sentence
+    if current:
+        blocks.append(current)
+    return [b for b in blocks if len(b) >= min_len]
+
+
+def pack_blocks(
+    dataset,
+    tokenizer,
+    max_len: int = 128,
+    short_seq_prob: float = 0.1,
+    seed: int = 0,
+    num_proc: int | None = None,
+    min_len: int = 8,
+    text_column: str = "text",
+):
+    """Pack each document's sentences into `[CLS] ... [SEP]` blocks of at most `max_len` tokens.
+
+    `dataset` is a `datasets.Dataset` whose `text_column` holds one document (or
+    section) per row. Sentences are tokenized without special tokens and packed
+    greedily, whole, into blocks of at most `max_len - 2` tokens within a row, never
+    across rows. With probability `short_seq_prob` a block aims at a random shorter
+    length. A sentence longer than the target is cut into pieces. Blocks with fewer
+    than `min_len` tokens (not counting [CLS]/[SEP]) are dropped. Randomness comes
+    from a generator seeded by (seed, row index), so the result does not depend on
+    batching or `num_proc`.
+
+    Returns a `datasets.Dataset` with columns `input_ids` and `doc_index` (the source row).
+
+    Explained in chapter 2, `notebooks/02_condenser.ipynb`.
+    """
+    if text_column not in dataset.column_names:
+        raise ValueError(
+            f"dataset has no column {text_column!r} (columns: {dataset.column_names}); "
+            "pass text_column=... or rename the column."
+        )
+    if max_len < min_len + 2:
+        raise ValueError(f"max_len={max_len} must be at least min_len + 2 = {min_len + 2} ([CLS] and [SEP]).")
+    if min_len < 1:
+        raise ValueError(f"min_len={min_len} must be >= 1.")
+    if not 0.0 <= short_seq_prob <= 1.0:
+        raise ValueError(f"short_seq_prob={short_seq_prob} must be in [0, 1].")
+    cls_id, sep_id = tokenizer.cls_token_id, tokenizer.sep_token_id
+    if cls_id is None or sep_id is None:
+        raise ValueError("tokenizer needs cls_token and sep_token (a BERT-style WordPiece tokenizer).")
+    max_tokens = max_len - 2
+
+    def pack(batch: dict, indices: list[int]) -> dict:
+        docs = [split_sentences(text or "") for text in batch[text_column]]
+        flat = [s for doc in docs for s in doc]
+        # One tokenizer call per batch: the fast tokenizer parallelises it in Rust.
+        ids = (
+            tokenizer(
+                flat, add_special_tokens=False, return_attention_mask=False, return_token_type_ids=False, verbose=False
+            )["input_ids"]
+            if flat
+            else []
+        )
+        out_ids, out_doc = [], []
+        pos = 0
+        for doc_index, doc in zip(indices, docs):
+            sentences = ids[pos:pos + len(doc)]
+            pos += len(doc)
+            rng = random.Random(f"{seed}:{doc_index}")
+            for block in _pack_document(sentences, max_tokens, min_len, short_seq_prob, rng):
+                out_ids.append([cls_id, *block, sep_id])
+                out_doc.append(doc_index)
+        return {"input_ids": out_ids, "doc_index": out_doc}
+
+    return dataset.map(
+        pack,
+        batched=True,
+        with_indices=True,
+        remove_columns=dataset.column_names,
+        num_proc=num_proc,
+        desc="packing blocks",
+    )
+
+
+class MLMCollator:
+    """Pad a list of `{"input_ids": ...}` examples and apply (whole-word) MLM masking.
+
+    Returns `input_ids`, `attention_mask` (1 = token) and `labels` (-100 except at
+    selected positions). Per sequence, words (a token plus its following `##`
+    continuation tokens) are visited in random order and each is taken if it still fits
+    a budget of round(mlm_probability x non-special tokens) (BERT's rule); the first
+    word drawn is always taken, so every sequence with a non-special token has at
+    least one label. Each
+    selected token becomes [MASK] with probability `mask_replace_prob`, a random
+    non-special vocabulary token with probability `random_replace_prob`, else stays.
+    Special tokens (including padding and [UNK]) are never selected.
+
+    All randomness comes from the global torch RNG, so `torch.manual_seed(s)` before a
+    call reproduces it exactly (the training loop's determinism rule).
+
+    (transformers 5's `DataCollatorForLanguageModeling(whole_word_mask=True)` needs
+    character offsets, which packed blocks do not have, and turns the 80/10/10
+    replacement off in whole-word mode, so it does not fit here.)
+
+    Explained in chapter 2, `notebooks/02_condenser.ipynb`.
+    """
+
+    def __init__(
+        self,
+        tokenizer,
+        mlm_probability: float = 0.15,
+        whole_word: bool = True,
+        pad_to_multiple_of: int | None = None,
+        mask_replace_prob: float = 0.8,
+        random_replace_prob: float = 0.1,
+    ):
+        if not 0.0 < mlm_probability < 1.0:
+            raise ValueError(f"mlm_probability={mlm_probability} must be in (0, 1).")
+        if mask_replace_prob < 0 or random_replace_prob < 0 or mask_replace_prob + random_replace_prob > 1:
+            raise ValueError(
+                f"mask_replace_prob={mask_replace_prob} and random_replace_prob={random_replace_prob} "
+                "must be >= 0 and sum to at most 1."
+            )
+        if pad_to_multiple_of is not None and pad_to_multiple_of < 1:
+            raise ValueError(f"pad_to_multiple_of={pad_to_multiple_of} must be a positive int or None.")
+        if not hasattr(tokenizer, "convert_ids_to_tokens"):
+            raise TypeError(
+                "tokenizer must be a transformers tokenizer (e.g. from condenser_lite.tokenizer.load_tokenizer); "
+                "wrap a raw tokenizers.Tokenizer with transformers.PreTrainedTokenizerFast(tokenizer_object=...)."
+            )
+        if tokenizer.mask_token_id is None or tokenizer.pad_token_id is None:
+            raise ValueError("tokenizer needs mask_token and pad_token for MLM batches.")
+        self.tokenizer = tokenizer
+        self.mlm_probability = mlm_probability
+        self.whole_word = whole_word
+        self.pad_to_multiple_of = pad_to_multiple_of
+        self.mask_replace_prob = mask_replace_prob
+        self.random_replace_prob = random_replace_prob
+        self.mask_id = tokenizer.mask_token_id
+        self.pad_id = tokenizer.pad_token_id
+
+        # Per-vocabulary lookup tables, so masking is a few tensor ops per batch.
+        vocab_size = len(tokenizer)
+        tokens = tokenizer.convert_ids_to_tokens(list(range(vocab_size)))
+        prefix = getattr(getattr(getattr(tokenizer, "backend_tokenizer", None), "model", None),
+                         "continuing_subword_prefix", None) or "##"
+        self.is_special = torch.zeros(vocab_size, dtype=torch.bool)
+        self.is_special[list(tokenizer.all_special_ids)] = True
+        self.is_continuation = torch.tensor([t is not None and t.startswith(prefix) for t in tokens])
+        # Random replacements: never a special or reserved token such as bert's "[unused17]".
+        reserved = torch.tensor([t is not None and len(t) > 2 and t[0] == "[" and t[-1] == "]" for t in tokens])
+        self.random_ids = (~self.is_special & ~reserved).nonzero().squeeze(1)
+        if len(self.random_ids) == 0:
+            raise ValueError("tokenizer has no ordinary (non-special) tokens to use as random replacements.")
+
+    def __call__(self, examples: Sequence[Mapping | Sequence[int] | torch.Tensor]) -> dict[str, torch.Tensor]:
+        if len(examples) == 0:
+            raise ValueError("cannot collate an empty list of examples.")
+        seqs = [torch.as_tensor(e["input_ids"] if isinstance(e, Mapping) else e, dtype=torch.long) for e in examples]
+        length = max(len(s) for s in seqs)
+        if self.pad_to_multiple_of:
+            length = -(-length // self.pad_to_multiple_of) * self.pad_to_multiple_of
+        input_ids = torch.full((len(seqs), length), self.pad_id, dtype=torch.long)
+        attention_mask = torch.zeros((len(seqs), length), dtype=torch.long)
+        for i, s in enumerate(seqs):
+            input_ids[i, : len(s)] = s
+            attention_mask[i, : len(s)] = 1
+        input_ids, labels = self.mask(input_ids, attention_mask)
+        return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+
+    def mask(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Masked copy of `input_ids` [B, T] and its `labels`; usable by other collators."""
+        if int(input_ids.max()) >= len(self.is_special) or int(input_ids.min()) < 0:
+            raise ValueError(
+                f"input_ids contain ids outside the tokenizer's vocabulary (size {len(self.is_special)}); "
+                "were the blocks made with a different tokenizer?"
+            )
+        B, T = input_ids.shape
+        special = self.is_special[input_ids] | (attention_mask == 0)
+        if self.whole_word:
+            # A word starts at a non-continuation token (or a "##" piece right after a special
+            # token, as when a block starts inside a cut sentence).
+            prev_special = F.pad(special[:, :-1], (1, 0), value=True)
+            start = ~special & (~self.is_continuation[input_ids] | prev_special)
+        else:
+            start = ~special
+        positions = torch.arange(T).expand(B, T)
+        # For every token, the position of its word's first token.
+        word_start = torch.where(start, positions, -1).cummax(dim=1).values.clamp(min=0)
+        word_len = torch.zeros(B, T, dtype=torch.long).scatter_add_(1, word_start, (~special).long())
+
+        # Visit words in a random order and take each one that still fits the budget
+        # (BERT's rule); the first word is always taken, so no sequence is left without a label.
+        priority = torch.rand(B, T).masked_fill(~start, 2.0)
+        order = priority.argsort(dim=1)  # word starts first, shuffled
+        len_sorted = word_len.gather(1, order)
+        remaining = ((~special).sum(1) * self.mlm_probability).round().long()
+        take_sorted = torch.zeros(B, T, dtype=torch.bool)
+        take_sorted[:, 0] = len_sorted[:, 0] > 0
+        remaining -= len_sorted[:, 0]
+        for j in range(1, int(start.sum(1).max())):  # one vector step per word rank, not per token
+            if not bool((remaining > 0).any()):
+                break
+            fits = (len_sorted[:, j] > 0) & (len_sorted[:, j] <= remaining)
+            take_sorted[:, j] = fits
+            remaining -= len_sorted[:, j] * fits
+        take_start = torch.zeros(B, T, dtype=torch.bool).scatter_(1, order, take_sorted)
+        selected = take_start.gather(1, word_start) & ~special
+        if not bool(selected.any()):
+            raise ValueError("no maskable token in the batch (only special tokens or padding); check the blocks.")
+
+        labels = torch.where(selected, input_ids, torch.full_like(input_ids, -100))
+        u = torch.rand(B, T)
+        to_mask = selected & (u < self.mask_replace_prob)
+        to_random = selected & ~to_mask & (u < self.mask_replace_prob + self.random_replace_prob)
+        random_tokens = self.random_ids[torch.randint(len(self.random_ids), (B, T))]
+        masked = input_ids.masked_fill(to_mask, self.mask_id)
+        masked = torch.where(to_random, random_tokens, masked)
+        return masked, labels

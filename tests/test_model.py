@@ -1,0 +1,309 @@
+"""BertMLM and Condenser (chapter 2): wiring of the head, losses, masks, saving and loading."""
+
+import json
+import os
+
+import pytest
+import torch
+from transformers import AutoModel, AutoModelForMaskedLM, BertConfig, BertForMaskedLM, BertModel
+from transformers.masking_utils import create_bidirectional_mask
+
+from condenser_lite import model as model_module
+from condenser_lite.model import (
+    AUTHORS_HEAD_FILE,
+    CONDENSER_CONFIG_FILE,
+    HEAD_FILE,
+    PAPER_CONDENSER,
+    BertMLM,
+    Condenser,
+    load_encoder,
+    masked_lm_loss,
+    tiny_bert_config,
+)
+
+VOCAB = 100
+
+
+def small_config(**overrides) -> BertConfig:
+    kwargs = dict(
+        vocab_size=VOCAB, hidden_size=32, num_hidden_layers=4, num_attention_heads=2, intermediate_size=64,
+        max_position_embeddings=64,
+    )
+    kwargs.update(overrides)
+    return BertConfig(**kwargs)
+
+
+def make_condenser(seed=0, **kwargs) -> Condenser:
+    torch.manual_seed(seed)
+    kwargs.setdefault("skip_from", 2)
+    kwargs.setdefault("n_head_layers", 2)
+    return Condenser.from_config(small_config(), **kwargs)
+
+
+def make_batch(seed=0, batch_size=4, length=16, lengths=None):
+    """Random ids (5.. = ordinary tokens), [CLS]=2 first, ~30% labelled, >= 1 label per row, right padding."""
+    g = torch.Generator().manual_seed(seed)
+    lengths = lengths or [length] * batch_size
+    T = max(lengths)
+    input_ids = torch.randint(5, VOCAB, (len(lengths), T), generator=g)
+    input_ids[:, 0] = 2
+    attention_mask = torch.zeros_like(input_ids)
+    labels = torch.full_like(input_ids, -100)
+    for i, n in enumerate(lengths):
+        attention_mask[i, :n] = 1
+        input_ids[i, n:] = 0
+        chosen = torch.rand(n, generator=g) < 0.3
+        chosen[0] = False
+        chosen[1 + int(torch.randint(n - 1, (1,), generator=g))] = True
+        labels[i, :n][chosen] = input_ids[i, :n][chosen]
+    return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+
+
+# ---- configuration and construction ----------------------------------------------
+
+
+def test_tiny_bert_config_defaults_and_overrides():
+    c = tiny_bert_config()
+    assert (c.vocab_size, c.num_hidden_layers, c.hidden_size, c.num_attention_heads, c.intermediate_size) == (
+        8192, 4, 128, 4, 512,
+    )
+    assert c.max_position_embeddings >= 128
+    assert tiny_bert_config(vocab_size=500, num_hidden_layers=6).num_hidden_layers == 6
+    with pytest.raises(ValueError, match="divisible"):
+        tiny_bert_config(num_attention_heads=3)
+    assert PAPER_CONDENSER["skip_from"] == 6 and PAPER_CONDENSER["n_head_layers"] == 2
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(skip_from=0), "skip_from"), (dict(skip_from=4), "skip_from"), (dict(n_head_layers=0), "n_head_layers"),
+])
+def test_condenser_validates_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        make_condenser(**kwargs)
+
+
+def test_head_is_initialised_like_bert():
+    torch.manual_seed(0)
+    m = Condenser.from_config(small_config(initializer_range=0.05, hidden_size=64, intermediate_size=256), skip_from=2)
+    layer = m.head[0]
+    assert len(m.head) == 2
+    for ln in (layer.attention.output.LayerNorm, layer.output.LayerNorm):
+        assert torch.equal(ln.weight, torch.ones_like(ln.weight)) and torch.equal(ln.bias, torch.zeros_like(ln.bias))
+    w = layer.intermediate.dense.weight
+    assert abs(w.std().item() - 0.05) < 0.005 and abs(w.mean().item()) < 0.005
+    assert torch.equal(layer.intermediate.dense.bias, torch.zeros_like(layer.intermediate.dense.bias))
+
+
+# ---- forward --------------------------------------------------------------------------
+
+
+def test_condenser_outputs_shapes_and_loss_combination():
+    m = make_condenser(head_weight=2.0, late_weight=0.5).eval()
+    batch = make_batch()
+    out = m(**batch)
+    assert out.cls.shape == (4, 32)
+    assert out.loss.dim() == 0 and out.head_loss.dim() == 0 and out.late_loss.dim() == 0
+    torch.testing.assert_close(out.loss, 2.0 * out.head_loss + 0.5 * out.late_loss)
+    # cls is the last layer's CLS before any pooler
+    hidden = m.backbone.bert(batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
+    torch.testing.assert_close(out.cls, hidden[:, 0])
+    no_labels = m(batch["input_ids"], batch["attention_mask"])
+    assert no_labels.loss is None and no_labels.head_loss is None and no_labels.late_loss is None
+    torch.testing.assert_close(no_labels.cls, out.cls)
+    m.late_mlm = False
+    only_head = m(**batch)
+    assert only_head.late_loss is None
+    torch.testing.assert_close(only_head.loss, 2.0 * only_head.head_loss)
+
+
+def test_head_input_is_late_cls_plus_early_tokens():
+    """Recompute the head loss by hand from the output of layer skip_from and the late CLS."""
+    m = make_condenser(skip_from=2).eval()
+    batch = make_batch(lengths=[16, 11, 7, 16])
+    out = m(**batch)
+    bert = m.backbone.bert
+    with torch.no_grad():
+        h = bert.embeddings(batch["input_ids"])
+        mask4d = create_bidirectional_mask(config=m.config, inputs_embeds=h, attention_mask=batch["attention_mask"])
+        for layer in bert.encoder.layer[:2]:
+            h = layer(h, mask4d)
+        early = h
+        late = bert(batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
+        head_hidden = m.head_forward(late[:, 0], early[:, 1:], batch["attention_mask"])
+        expected = masked_lm_loss(m.backbone.cls, head_hidden, batch["labels"])
+    torch.testing.assert_close(out.head_loss, expected)
+
+
+def test_head_sees_late_cls_but_not_late_tokens():
+    m = make_condenser().eval()
+    batch = make_batch()
+    head_out = []
+    m.head[-1].register_forward_hook(lambda module, args, output: head_out.append(output))
+    base = m(**batch)
+
+    def perturb(positions):
+        def hook(module, args, output):
+            output = output.clone()
+            # random, not constant: LayerNorm would erase a constant shift of a vector
+            noise = torch.randn(output[:, positions].shape, generator=torch.Generator().manual_seed(0))
+            output[:, positions] += noise
+            return output
+        return m.backbone.bert.encoder.layer[-1].register_forward_hook(hook)
+
+    handle = perturb(slice(1, None))  # late token states: only the late MLM loss may change
+    out = m(**batch)
+    handle.remove()
+    assert torch.equal(head_out[1], head_out[0]) and torch.equal(out.head_loss, base.head_loss)
+    assert not torch.allclose(out.late_loss, base.late_loss)
+
+    handle = perturb(slice(0, 1))  # late CLS: the head's output at every position must react
+    m(**batch)
+    handle.remove()
+    assert ((head_out[2] - head_out[0]).abs().amax(dim=-1) > 1e-4).all()
+
+
+def _grad_norm(module):
+    return sum(p.grad.abs().sum().item() for p in module.parameters() if p.grad is not None)
+
+
+@pytest.mark.parametrize("path", ["head", "late"])
+def test_gradients_reach_early_layers_through_each_loss(path):
+    m = make_condenser(head_weight=1.0 if path == "head" else 0.0, late_weight=1.0 if path == "late" else 0.0)
+    m(**make_batch()).loss.backward()
+    layers = m.backbone.bert.encoder.layer
+    assert _grad_norm(layers[0]) > 0 and _grad_norm(layers[1]) > 0  # early layers (< skip_from)
+    assert _grad_norm(layers[-1]) > 0  # late layers: through the late CLS when only the head loss is on
+    assert (_grad_norm(m.head) > 0) == (path == "head")
+
+
+def test_masked_only_loss_equals_full_logits_loss():
+    torch.manual_seed(0)
+    mlm = BertMLM.from_config(small_config()).eval()
+    batch = make_batch(lengths=[16, 9, 13])
+    reference = mlm.backbone(**batch).loss  # logits at every position, -100 ignored
+    torch.testing.assert_close(mlm(**batch).loss, reference)
+    c = Condenser(mlm.backbone, skip_from=2).eval()
+    torch.testing.assert_close(c(**batch).late_loss, reference)
+    with pytest.raises(ValueError, match="no masked position"):
+        mlm(batch["input_ids"], batch["attention_mask"], torch.full_like(batch["labels"], -100))
+
+
+@pytest.mark.parametrize("attn", ["eager", "sdpa"])
+def test_padding_does_not_change_losses(attn):
+    m = make_condenser().eval()
+    m.backbone.set_attn_implementation(attn)
+    assert m.head[0].attention.self.config._attn_implementation == attn  # the head follows the backbone
+    short = make_batch(seed=3, batch_size=1, length=9)
+    alone = m(**short)
+    long = make_batch(seed=4, batch_size=1, length=16)
+    padded = {k: torch.cat([torch.nn.functional.pad(short[k], (0, 7), value=0 if k != "labels" else -100), long[k]])
+              for k in short}
+    together = m(**padded)
+    other = m(**long)
+    n_short, n_long = (short["labels"] != -100).sum(), (long["labels"] != -100).sum()
+    for name in ("head_loss", "late_loss"):
+        mean = (getattr(alone, name) * n_short + getattr(other, name) * n_long) / (n_short + n_long)
+        torch.testing.assert_close(getattr(together, name), mean, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(together.cls[0], alone.cls[0], rtol=1e-5, atol=1e-5)
+
+
+def test_eager_and_sdpa_agree():
+    m = make_condenser().eval()
+    batch = make_batch(lengths=[16, 10, 5])
+    sdpa = m(**batch)
+    m.backbone.set_attn_implementation("eager")
+    eager = m(**batch)
+    torch.testing.assert_close(eager.loss, sdpa.loss, rtol=1e-5, atol=1e-5)
+
+
+# ---- saving and loading ----------------------------------------------------------------
+
+
+def test_saved_backbone_is_a_plain_bert_checkpoint(tmp_path):
+    m = make_condenser().eval()
+    m.save_pretrained(tmp_path)
+    assert (tmp_path / "model.safetensors").exists() and (tmp_path / HEAD_FILE).exists()
+    assert json.loads((tmp_path / CONDENSER_CONFIG_FILE).read_text()) == m.condenser_config()
+    batch = make_batch(lengths=[16, 12])
+    ids, mask = batch["input_ids"], batch["attention_mask"]
+    with torch.no_grad():
+        expected = m.backbone.bert(ids, attention_mask=mask).last_hidden_state
+        expected_logits = m.backbone(ids, attention_mask=mask).logits
+        encoders = (BertModel.from_pretrained(tmp_path), AutoModel.from_pretrained(tmp_path), load_encoder(tmp_path))
+        for encoder in encoders:
+            got = encoder.eval()(ids, attention_mask=mask).last_hidden_state
+            torch.testing.assert_close(got, expected, rtol=0, atol=1e-6)
+        mlm = AutoModelForMaskedLM.from_pretrained(tmp_path).eval()
+        torch.testing.assert_close(mlm(ids, attention_mask=mask).logits, expected_logits, rtol=0, atol=1e-6)
+    assert load_encoder(tmp_path).pooler is None
+
+
+def test_condenser_round_trip(tmp_path):
+    m = make_condenser(skip_from=3, n_head_layers=1, late_weight=0.5).eval()
+    m.save_pretrained(tmp_path)
+    loaded = Condenser.from_pretrained(tmp_path).eval()
+    assert loaded.condenser_config() == m.condenser_config()
+    batch = make_batch()
+    with torch.no_grad():
+        a, b = m(**batch), loaded(**batch)
+    assert torch.equal(a.loss, b.loss) and torch.equal(a.head_loss, b.head_loss)
+    override = Condenser.from_pretrained(tmp_path, late_mlm=False)
+    assert override.late_mlm is False and override.skip_from == 3
+
+
+def test_missing_head_raises_unless_random(tmp_path):
+    torch.manual_seed(0)
+    BertMLM.from_config(small_config()).save_pretrained(tmp_path)
+    with pytest.raises(FileNotFoundError, match="head='random'"):
+        Condenser.from_pretrained(tmp_path)
+    fresh = Condenser.from_pretrained(tmp_path, head="random", skip_from=1, n_head_layers=3)
+    assert (fresh.skip_from, len(fresh.head)) == (1, 3)
+    with pytest.raises(ValueError, match="head="):
+        Condenser.from_pretrained(tmp_path, head="yes")
+
+
+def test_from_bert_continues_a_plain_mlm_model(tmp_path):
+    torch.manual_seed(0)
+    mlm = BertMLM.from_config(small_config()).eval()
+    mlm.save_pretrained(tmp_path)
+    batch = make_batch()
+    for source in (mlm, mlm.backbone, str(tmp_path)):
+        c = Condenser.from_bert(source, skip_from=2).eval()
+        torch.testing.assert_close(c(**batch).late_loss, mlm(**batch).loss)
+    assert BertMLM.from_pretrained(tmp_path).config.num_hidden_layers == 4
+
+
+def test_loads_authors_head_file_and_hub_ids(tmp_path, monkeypatch):
+    """The authors save the head as model.pt with keys c_head.<i>...; Hub ids fetch it with hf_hub_download."""
+    m = make_condenser(skip_from=2, n_head_layers=2).eval()
+    m.backbone.save_pretrained(tmp_path)
+    torch.save({f"c_head.{k}": v for k, v in m.head.state_dict().items()}, tmp_path / AUTHORS_HEAD_FILE)
+    batch = make_batch()
+    local = Condenser.from_pretrained(tmp_path).eval()  # no condenser_config.json: inferred
+    assert (local.skip_from, local.n_head_layers) == (2, 2)
+    torch.testing.assert_close(local(**batch).loss, m(**batch).loss, rtol=0, atol=0)
+
+    import huggingface_hub
+    from huggingface_hub.errors import EntryNotFoundError
+
+    asked = []
+
+    def fake_download(repo_id, filename, **kwargs):
+        asked.append(filename)
+        path = tmp_path / filename
+        if not path.exists():
+            raise EntryNotFoundError(f"{filename} not in {repo_id}")
+        return str(path)
+
+    original = BertForMaskedLM.from_pretrained.__func__
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download)
+    monkeypatch.setattr(
+        BertForMaskedLM, "from_pretrained", classmethod(lambda cls, name, **kw: original(cls, tmp_path, **kw))
+    )
+    hub = Condenser.from_pretrained("someone/co-condenser").eval()
+    assert HEAD_FILE in asked and asked.index(HEAD_FILE) < asked.index(AUTHORS_HEAD_FILE)
+    torch.testing.assert_close(hub(**batch).loss, m(**batch).loss, rtol=0, atol=0)
+    os.remove(tmp_path / AUTHORS_HEAD_FILE)
+    with pytest.raises(FileNotFoundError, match="head='random'"):
+        Condenser.from_pretrained("someone/co-condenser")
+    assert model_module._read_head_state(tmp_path) is None
