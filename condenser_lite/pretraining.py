@@ -1,0 +1,318 @@
+"""Pre-training recipes: plain MLM, Condenser and coCondenser stages, cached by their settings.
+
+A *stage* is one call of the training loop: a method (``"mlm"``, ``"condenser"`` or
+``"cocondenser"``), a starting checkpoint, a corpus and a budget. Stages chain: the book's
+"Condenser" arm is the "BERT" arm's checkpoint continued with Condenser pre-training, and
+coCondenser continues that one on the target corpus. Each finished stage is saved under
+``$CONDENSER_LITE_CACHE/checkpoints/<method>-<hash>/``, the hash covering every setting and the
+starting checkpoint's own hash, so chapters and the command line share a stage instead of
+re-running it, and an interrupted stage resumes from its last training checkpoint.
+
+Presets follow nanoGPT: :class:`PretrainConfig` defaults are the scaled-down (tiny) settings;
+:func:`paper_condenser` and :func:`paper_cocondenser` return the papers' settings.
+Explained in chapter 2 (``notebooks/02_condenser.ipynb``) and chapter 3
+(``notebooks/03_cocondenser.ipynb``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+import logging
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from .config import cache_dir
+
+logger = logging.getLogger(__name__)
+
+METHODS = ("mlm", "condenser", "cocondenser")
+DONE_FILE = "pretrain_config.json"  # written last: a stage folder without it is unfinished
+
+
+@dataclass
+class PretrainConfig:
+    """One pre-training stage. Defaults: the scaled-down book (a tiny BERT on a 2-core CPU).
+
+    ``init`` is ``None`` (a tiny BERT from scratch with ``tokenizer``'s vocabulary), a checkpoint
+    folder or a Hub id. ``head`` says what a Condenser starts with: ``"random"`` (a fresh head,
+    Condenser from BERT, paper section 3.4) or ``"load"`` (the checkpoint's head, coCondenser from
+    Condenser); ``None`` picks ``"random"`` for ``condenser`` and ``"load"`` for ``cocondenser``.
+    ``corpus`` is ``"general"`` (the Wikipedia sample, WikiText-2 and news; at full scale
+    ``"wikipedia"``) for ``mlm``/``condenser``, or a retrieval corpus (``"scifact"``,
+    ``"msmarco"``, ``"wikipedia-nq"``) whose documents coCondenser cuts spans from.
+    ``batch_size`` counts sequences for MLM/Condenser and *documents* (two spans each) for
+    coCondenser. ``mlm_weight``/``co_weight`` weight coCondenser's two terms (table 4's
+    ablations set one to 0); ``chunk_size`` turns on the gradient cache.
+    """
+
+    method: str = "condenser"
+    init: str | None = None
+    head: str | None = None
+    tokenizer: str | None = None  # None: the checkpoint's own, or the book's WordPiece for a new model
+    corpus: str = "general"
+    corpus_limit: int | None = None  # use only the first N documents (full-scale smoke runs)
+    max_len: int = 128
+    # the tiny BERT built when init is None (ignored otherwise)
+    hidden_size: int = 128
+    num_hidden_layers: int = 4
+    num_attention_heads: int = 4
+    intermediate_size: int = 512
+    vocab_size: int = 8192
+    # Condenser (paper section 3)
+    skip_from: int = 2
+    n_head_layers: int = 2
+    late_mlm: bool = True
+    # masking and packing
+    mlm_probability: float = 0.15
+    short_seq_prob: float = 0.1
+    # coCondenser (section 3.2-3.3)
+    mlm_weight: float = 1.0
+    co_weight: float = 1.0
+    chunk_size: int | None = None
+    min_span: int = 16
+    # optimisation (training.TrainConfig)
+    max_steps: int | None = None
+    epochs: float = 1.0
+    batch_size: int = 64
+    grad_accum: int = 1
+    lr: float = 5e-4
+    weight_decay: float = 0.01
+    warmup_ratio: float = 0.1
+    max_grad_norm: float | None = 1.0
+    mixed_precision: str = "no"
+    seed: int = 42
+    save_every: int | None = 200
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ValueError(f"method={self.method!r} is not one of {METHODS}")
+        if self.head not in (None, "load", "random"):
+            raise ValueError(f"head={self.head!r} must be 'load', 'random' or None")
+        if self.method == "cocondenser" and self.corpus == "general":
+            raise ValueError("coCondenser pre-trains on a target corpus: set corpus='scifact' (or 'msmarco', ...)")
+
+    def replace(self, **changes) -> "PretrainConfig":
+        unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
+        if unknown:
+            raise TypeError(f"unknown PretrainConfig field(s) {sorted(unknown)}")
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def resolved_head(self) -> str:
+        return self.head or ("load" if self.method == "cocondenser" else "random")
+
+
+def paper_condenser(**changes) -> PretrainConfig:
+    """Condenser paper section 4.1: from bert-base-uncased, skip_from 6, 2 head layers, lr 1e-4,
+    weight decay 0.01, 10% warm-up, 8 epochs of Wikipedia + BookCorpus, max length 128, ~1024
+    sequences per update (here 64 x 16 accumulation steps; raise the micro-batch on a big GPU)."""
+    cfg = PretrainConfig(method="condenser", init="bert-base-uncased", head="random", corpus="wikipedia",
+                         skip_from=6, n_head_layers=2, lr=1e-4, batch_size=1024, grad_accum=16, epochs=8,
+                         mixed_precision="auto", save_every=1000)
+    return cfg.replace(**changes)
+
+
+def paper_cocondenser(**changes) -> PretrainConfig:
+    """coCondenser section 4.1: from Luyu/condenser *with its head*, on the target corpus (MS MARCO
+    passages), 2,000 documents (4,000 spans) per update through the gradient cache, lr 1e-4,
+    weight decay 0.01, linear decay, 8 epochs (gains flatten after about 4)."""
+    cfg = PretrainConfig(method="cocondenser", init="Luyu/condenser", head="load", corpus="msmarco",
+                         skip_from=6, n_head_layers=2, lr=1e-4, batch_size=2000, chunk_size=128, epochs=8,
+                         min_span=8, mixed_precision="auto", save_every=200)
+    return cfg.replace(**changes)
+
+
+# ---- caching -----------------------------------------------------------------------------
+
+
+def _init_key(init: str | None) -> str | None:
+    """A cached stage is named by its hash; chaining stages must hash the parent's settings too."""
+    if init is None:
+        return None
+    done = Path(init) / DONE_FILE
+    if done.exists():
+        return json.loads(done.read_text())["key"]
+    return str(init)
+
+
+def stage_key(cfg: PretrainConfig, tokenizer_id: str | None = None) -> str:
+    """Hash of every setting that changes the result (bookkeeping fields excluded).
+
+    ``tokenizer_id`` names the vocabulary when the stage builds a new model (the book's
+    WordPiece folder is itself named by a hash of its training data and settings)."""
+    settings = dataclasses.asdict(cfg)
+    settings.pop("save_every")
+    settings["init"] = _init_key(cfg.init)
+    settings["tokenizer_id"] = tokenizer_id
+    blob = json.dumps(settings, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def stage_dir(cfg: PretrainConfig, tokenizer_id: str | None = None) -> Path:
+    """Where the stage's checkpoint lives (``<cache>/checkpoints/<method>-<hash>``)."""
+    return cache_dir("checkpoints") / f"{cfg.method}-{stage_key(cfg, tokenizer_id)}"
+
+
+def _tokenizer_id(cfg: PretrainConfig, tokenizer) -> str | None:
+    if cfg.init is not None:
+        return None  # the init checkpoint (already in the key) carries its tokenizer
+    return str(Path(tokenizer.name_or_path).name) if cfg.tokenizer is None else str(cfg.tokenizer)
+
+
+def is_done(path: str | Path) -> bool:
+    return (Path(path) / DONE_FILE).exists()
+
+
+# ---- building blocks -----------------------------------------------------------------------
+
+
+def get_tokenizer(cfg: PretrainConfig, data_dir: str | None = None):
+    """The stage's tokenizer: explicit, else the starting checkpoint's, else the book's WordPiece."""
+    from .tokenizer import load_tokenizer, tiny_tokenizer
+
+    if cfg.tokenizer is not None:
+        return load_tokenizer(cfg.tokenizer)
+    if cfg.init is not None:
+        return load_tokenizer(cfg.init)
+    return tiny_tokenizer(vocab_size=cfg.vocab_size, data_dir=data_dir)
+
+
+def build_model(cfg: PretrainConfig, tokenizer):
+    """``BertMLM`` for ``mlm``, ``Condenser`` otherwise, from scratch or from ``cfg.init``."""
+    from .model import BertMLM, Condenser, tiny_bert_config
+
+    condenser_kw = dict(skip_from=cfg.skip_from, n_head_layers=cfg.n_head_layers, late_mlm=cfg.late_mlm)
+    if cfg.init is None and cfg.method != "mlm" and cfg.resolved_head == "load":
+        raise ValueError("head='load' needs an init checkpoint that has a Condenser head")
+    if cfg.init is None:
+        config = tiny_bert_config(
+            vocab_size=len(tokenizer), hidden_size=cfg.hidden_size, num_hidden_layers=cfg.num_hidden_layers,
+            num_attention_heads=cfg.num_attention_heads, intermediate_size=cfg.intermediate_size,
+            max_position_embeddings=cfg.max_len, pad_token_id=tokenizer.pad_token_id,
+        )
+        if cfg.method == "mlm":
+            return BertMLM.from_config(config)
+        return Condenser.from_config(config, **condenser_kw)
+    if cfg.method == "mlm":
+        return BertMLM.from_pretrained(cfg.init)
+    if cfg.resolved_head == "load":
+        return Condenser.from_pretrained(cfg.init, head="load", **condenser_kw)
+    return Condenser.from_bert(cfg.init, **condenser_kw)
+
+
+def general_blocks(cfg: PretrainConfig, tokenizer, data_dir: str | None = None):
+    """The general corpus packed into ``[CLS] ... [SEP]`` blocks (MLM and Condenser stages)."""
+    from datasets import Dataset
+
+    from .data import load_pretraining_corpus
+    from .pretrain_data import pack_blocks
+
+    if cfg.corpus not in ("general", "wikipedia"):
+        raise ValueError(f"MLM/Condenser stages read corpus='general' (or 'wikipedia' at full scale), got {cfg.corpus!r}")
+    full = cfg.corpus == "wikipedia"
+    corpus = load_pretraining_corpus(data_dir=data_dir, full=full)
+    if full:  # streamed: materialise only what the budget needs
+        limit = cfg.corpus_limit or 1_000_000
+        corpus = Dataset.from_list(list(corpus.take(limit)))
+    elif cfg.corpus_limit:
+        corpus = corpus.select(range(min(cfg.corpus_limit, len(corpus))))
+    return pack_blocks(corpus, tokenizer, max_len=cfg.max_len, short_seq_prob=cfg.short_seq_prob, seed=cfg.seed)
+
+
+def target_documents(cfg: PretrainConfig, data_dir: str | None = None):
+    """The target search corpus coCondenser pre-trains on (rows with ``title`` and ``text``)."""
+    from .data import load_beir, load_tevatron_corpus
+
+    names = {"msmarco": "Tevatron/msmarco-passage-corpus", "wikipedia-nq": "Tevatron/wikipedia-nq-corpus"}
+    if cfg.corpus in names:
+        docs = load_tevatron_corpus(names[cfg.corpus], data_dir=data_dir)
+    else:
+        docs = load_beir(cfg.corpus, data_dir=data_dir).corpus
+    if cfg.corpus_limit:
+        docs = docs.select(range(min(cfg.corpus_limit, len(docs))))
+    return docs
+
+
+def span_pairs(cfg: PretrainConfig, tokenizer, data_dir: str | None = None):
+    """Per-epoch span pairs of the target corpus (``spans.SpanPairs``)."""
+    from .spans import SpanPairs, tokenize_documents
+
+    ids = tokenize_documents(target_documents(cfg, data_dir), tokenizer)
+    return SpanPairs(ids, max_len=cfg.max_len, min_span=cfg.min_span, seed=cfg.seed)
+
+
+# ---- running a stage -------------------------------------------------------------------------
+
+
+def train_config(cfg: PretrainConfig, output_dir: str | Path, progress: bool | None = None):
+    from .training import TrainConfig
+
+    return TrainConfig(
+        output_dir=str(output_dir), max_steps=cfg.max_steps, epochs=cfg.epochs, batch_size=cfg.batch_size,
+        grad_accum=cfg.grad_accum, lr=cfg.lr, weight_decay=cfg.weight_decay, warmup_ratio=cfg.warmup_ratio,
+        max_grad_norm=cfg.max_grad_norm, mixed_precision=cfg.mixed_precision, seed=cfg.seed,
+        save_every=cfg.save_every, progress=progress,
+    )
+
+
+def pretrain(
+    cfg: PretrainConfig,
+    output_dir: str | Path | None = None,
+    data_dir: str | None = None,
+    progress: bool | None = None,
+) -> Path:
+    """Run one pre-training stage (or reuse it from the cache) and return its checkpoint folder.
+
+    The folder holds a plain Hugging Face BERT checkpoint (the backbone; with a Condenser also
+    ``condenser_head.pt``), the tokenizer, the training log ``train/log.jsonl`` and
+    ``pretrain_config.json``. Interrupting and calling again resumes from the last training
+    checkpoint in ``train/``.
+    Explained in chapter 2 (``notebooks/02_condenser.ipynb``).
+    """
+    from .pretrain_data import MLMCollator
+    from .training import train
+
+    if cfg.init is not None and Path(cfg.init).is_dir() and not (Path(cfg.init) / "config.json").exists():
+        raise FileNotFoundError(f"init checkpoint {cfg.init} is incomplete (no config.json); re-run the stage that makes it")
+    tokenizer = get_tokenizer(cfg, data_dir)
+    tok_id = _tokenizer_id(cfg, tokenizer)
+    out = Path(output_dir) if output_dir is not None else stage_dir(cfg, tok_id)
+    if is_done(out):
+        logger.info("reusing pre-trained stage %s", out)
+        return out
+    model = build_model(cfg, tokenizer)
+    mlm_collator = MLMCollator(tokenizer, mlm_probability=cfg.mlm_probability)
+    tcfg = train_config(cfg, out / "train", progress)
+    if cfg.method == "cocondenser":
+        from .gradcache import cocondenser_step
+        from .spans import SpanPairCollator
+
+        pairs = span_pairs(cfg, tokenizer, data_dir)
+        step_fn = functools.partial(cocondenser_step, chunk_size=cfg.chunk_size,
+                                    mlm_weight=cfg.mlm_weight, co_weight=cfg.co_weight)
+        result = train(model, pairs, tcfg, collate_fn=SpanPairCollator(mlm_collator), step_fn=step_fn)
+        n_skipped = pairs.n_skipped
+    else:
+        blocks = general_blocks(cfg, tokenizer, data_dir)
+        result = train(model, blocks, tcfg, collate_fn=mlm_collator)
+        n_skipped = 0
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    record = {"key": stage_key(cfg, tok_id), "config": dataclasses.asdict(cfg), "steps": result.step,
+              "wall_time": result.wall_time, "skipped_documents": n_skipped}
+    (out / DONE_FILE).write_text(json.dumps(record, indent=2, default=str))
+    # the optimizer state is only needed to resume an unfinished stage
+    shutil.rmtree(out / "train" / "checkpoint", ignore_errors=True)
+    return out
+
+
+def read_log(path: str | Path) -> list[dict]:
+    """A stage's (or any training run's) per-step log as a list of dicts (chapter 6 plots it)."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "train" / "log.jsonl" if (path / "train").exists() else path / "log.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

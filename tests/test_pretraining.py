@@ -1,0 +1,94 @@
+"""The pre-training recipes chain, cache and resume (tiny budgets on the local data mirror)."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoModel
+
+from condenser_lite.model import Condenser
+from condenser_lite.pretraining import PretrainConfig, build_model, is_done, paper_cocondenser, paper_condenser, pretrain, read_log, stage_key
+from condenser_lite.tokenizer import train_wordpiece
+
+MIRROR = Path(__file__).resolve().parents[2] / "shared" / "data"
+pytestmark = pytest.mark.skipif(not MIRROR.exists(), reason="local data mirror ../shared/data not found")
+
+
+@pytest.fixture(scope="module")
+def tokenizer_dir(tmp_path_factory):
+    from condenser_lite.data import load_beir
+
+    texts = [r["text"] for r in load_beir("scifact", data_dir=MIRROR).corpus.select(range(300))]
+    out = tmp_path_factory.mktemp("tok")
+    train_wordpiece(texts, vocab_size=600, save_dir=out)
+    return str(out)
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    monkeypatch.setenv("CONDENSER_LITE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("CONDENSER_LITE_DATA", str(MIRROR))
+
+
+def tiny(tokenizer_dir, **kw):
+    base = dict(tokenizer=tokenizer_dir, hidden_size=32, num_hidden_layers=4, num_attention_heads=2,
+                intermediate_size=64, max_len=64, batch_size=4, max_steps=2, corpus_limit=40, save_every=None)
+    base.update(kw)
+    return PretrainConfig(**base)
+
+
+def test_stages_chain_and_cache(env, tokenizer_dir):
+    bert = pretrain(tiny(tokenizer_dir, method="mlm"))
+    assert is_done(bert) and not (bert / "condenser_head.pt").exists()
+    assert [r["step"] for r in read_log(bert)] == [1, 2]
+
+    condenser_cfg = tiny(tokenizer_dir, method="condenser", init=str(bert))
+    condenser = pretrain(condenser_cfg)
+    assert (condenser / "condenser_head.pt").exists()
+    assert AutoModel.from_pretrained(condenser).config.num_hidden_layers == 4  # plain BERT checkpoint
+    # cached: the second call returns the same folder without training (its mtime is unchanged)
+    stamp = (condenser / "pretrain_config.json").stat().st_mtime_ns
+    assert pretrain(condenser_cfg) == condenser
+    assert (condenser / "pretrain_config.json").stat().st_mtime_ns == stamp
+
+    co = pretrain(tiny(tokenizer_dir, method="cocondenser", init=str(condenser), corpus="scifact", chunk_size=3))
+    log = read_log(co)
+    assert {"loss", "mlm_loss", "co_loss"} <= set(log[0])
+    record = json.loads((co / "pretrain_config.json").read_text())
+    assert record["steps"] == 2 and record["config"]["init"] == str(condenser)
+    # the coCondenser stage starts from the Condenser *with its head*
+    loaded = Condenser.from_pretrained(co)
+    assert loaded.n_head_layers == 2 and loaded.skip_from == 2
+
+
+def test_key_covers_settings_and_parent(env, tokenizer_dir, tmp_path):
+    a = tiny(tokenizer_dir, method="mlm")
+    assert stage_key(a) == stage_key(tiny(tokenizer_dir, method="mlm", save_every=5))  # bookkeeping only
+    assert stage_key(a) != stage_key(tiny(tokenizer_dir, method="mlm", lr=1e-3))
+    parent = tmp_path / "p"
+    parent.mkdir()
+    (parent / "pretrain_config.json").write_text(json.dumps({"key": "k1"}))
+    child = tiny(tokenizer_dir, init=str(parent))
+    k1 = stage_key(child)
+    (parent / "pretrain_config.json").write_text(json.dumps({"key": "k2"}))
+    assert stage_key(child) != k1  # a re-trained parent invalidates its children
+
+
+def test_bad_settings_are_named():
+    with pytest.raises(ValueError, match="method"):
+        PretrainConfig(method="electra")
+    with pytest.raises(ValueError, match="corpus='scifact'"):
+        PretrainConfig(method="cocondenser")
+    with pytest.raises(TypeError, match="unknown PretrainConfig field"):
+        PretrainConfig().replace(learning_rate=1)
+    with pytest.raises(ValueError, match="head='load' needs an init"):
+        build_model(PretrainConfig(method="condenser", head="load"), tokenizer=[0] * 10)
+
+
+def test_paper_presets_match_the_papers():
+    c = paper_condenser()
+    assert (c.init, c.skip_from, c.n_head_layers, c.lr, c.weight_decay, c.max_len) == ("bert-base-uncased", 6, 2, 1e-4, 0.01, 128)
+    co = paper_cocondenser()
+    assert (co.init, co.resolved_head, co.batch_size, co.corpus) == ("Luyu/condenser", "load", 2000, "msmarco")
+    assert co.chunk_size is not None  # 2,000 documents per update only fit through the gradient cache
