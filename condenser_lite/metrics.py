@@ -1,0 +1,182 @@
+"""Retrieval metrics: an ir_measures wrapper, nb-recall and DPR top-k answer accuracy.
+
+Explained in chapter 4, `notebooks/04_finetune.ipynb`.
+
+A *run* is ``{query_id: {doc_id: score}}`` and *qrels* are ``{query_id: {doc_id: grade}}``,
+the dictionaries ``ir_measures`` (and pytrec_eval, BEIR, Tevatron) use.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+import unicodedata
+from collections.abc import Iterable, Mapping, Sequence
+
+import ir_measures
+
+__all__ = ["evaluate_run", "nb_recall", "topk_answer_accuracy", "normalize_answer", "has_answer"]
+
+# The names the papers use, mapped to ir_measures' names.
+_ALIASES = {"MRR@": "RR@", "Recall@": "R@", "NDCG@": "nDCG@"}
+
+
+def _parse_measure(name: str):
+    canonical = name
+    for alias, target in _ALIASES.items():
+        if canonical.startswith(alias):
+            canonical = target + canonical[len(alias):]
+    try:
+        return ir_measures.parse_measure(canonical)
+    except Exception as err:  # ir_measures raises several types for bad names
+        raise ValueError(
+            f"metrics: cannot parse {name!r}; use ir_measures names such as 'nDCG@10', 'RR@10', 'R@100'"
+        ) from err
+
+
+def _clean_run(run: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, float]]:
+    # pytrec_eval wants str ids and python floats (numpy float32 is rejected).
+    return {str(q): {str(d): float(s) for d, s in docs.items()} for q, docs in run.items()}
+
+
+def _clean_qrels(qrels: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
+    return {str(q): {str(d): int(g) for d, g in docs.items()} for q, docs in qrels.items() if len(docs) > 0}
+
+
+def evaluate_run(
+    qrels: Mapping[str, Mapping[str, int]],
+    run: Mapping[str, Mapping[str, float]],
+    metrics: Sequence[str] = ("nDCG@10", "RR@10", "R@100"),
+    per_query: bool = False,
+) -> dict:
+    """Mean of each metric over the queries that have qrels (explained in chapter 4).
+
+    Queries with qrels that are missing from the run count as zero, so a retriever cannot
+    look better by skipping hard queries (ir_measures 0.4 already does this; we make it
+    explicit so the rule does not depend on the provider). Run entries for queries without
+    qrels are ignored. ``MRR@k`` and ``Recall@k`` are accepted as aliases.
+
+    Returns ``{metric: mean}``; with ``per_query=True`` returns ``{query_id: {metric: value}}``
+    for every query with qrels.
+    """
+    qrels = _clean_qrels(qrels)
+    if not qrels:
+        raise ValueError("evaluate_run: qrels are empty; pass the relevance labels of the evaluated split")
+    if isinstance(metrics, str):
+        metrics = (metrics,)
+    parsed = {name: _parse_measure(name) for name in metrics}
+    run = {q: docs for q, docs in _clean_run(run).items() if q in qrels}
+
+    table = {q: {name: 0.0 for name in parsed} for q in qrels}
+    by_measure = {m: name for name, m in parsed.items()}
+    if run:
+        for row in ir_measures.iter_calc(list(parsed.values()), qrels, run):
+            table[row.query_id][by_measure[row.measure]] = float(row.value)
+    if per_query:
+        return table
+    n = len(table)
+    return {name: sum(row[name] for row in table.values()) / n for name in parsed}
+
+
+def _top(docs: Mapping[str, float], depth: int) -> list[str]:
+    # Sort by score, ties broken by doc id so results do not depend on dict order.
+    return [d for d, _ in sorted(docs.items(), key=lambda x: (-x[1], x[0]))[:depth]]
+
+
+def nb_recall(
+    run1: Mapping[str, Mapping[str, float]],
+    run2: Mapping[str, Mapping[str, float]],
+    n: int,
+    k: int,
+) -> float:
+    """Neighbourhood recall nb-recall^n@k, coCondenser eq. 17 (explained in chapter 4).
+
+    For each query of the stage-2 run: |top-k of stage 1 ∩ top-n of stage 2| / n, averaged over
+    the stage-2 queries (a query missing from ``run1`` scores zero). It measures how many of the
+    passages the final retriever ranks highest the first-stage retriever already found, i.e.
+    how well stage 1 located the hard negatives stage 2 trained on.
+    """
+    if n < 1 or k < 1:
+        raise ValueError(f"nb_recall: n and k must be >= 1, got n={n}, k={k}")
+    if not run2:
+        raise ValueError("nb_recall: run2 (the stage-2 run) is empty")
+    total = 0.0
+    for q, docs2 in run2.items():
+        top2 = set(_top(docs2, n))
+        top1 = set(_top(run1.get(q, {}), k))
+        total += len(top1 & top2) / n
+    return total / len(run2)
+
+
+# --- DPR top-k accuracy ------------------------------------------------------------
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+
+
+def _is_punct(ch: str) -> bool:
+    # ASCII punctuation plus every Unicode punctuation category (dashes, quotes, ...).
+    return ch in string.punctuation or unicodedata.category(ch).startswith("P")
+
+
+def normalize_answer(text: str) -> list[str]:
+    """Lower-case, strip punctuation and English articles, split on whitespace (chapter 4).
+
+    Unicode is NFD-normalised first, as DPR does, so accented forms compare equal
+    whichever way they were composed.
+    """
+    text = unicodedata.normalize("NFD", text).lower()
+    # Punctuation becomes a space so "U.S.-based" and "U.S. based" tokenise alike.
+    text = "".join(" " if _is_punct(ch) else ch for ch in text)
+    text = _ARTICLES.sub(" ", text)
+    return text.split()
+
+
+def _contains(haystack: list[str], needle: list[str]) -> bool:
+    m = len(needle)
+    if m == 0 or m > len(haystack):
+        return False
+    first = needle[0]
+    return any(haystack[i] == first and haystack[i:i + m] == needle for i in range(len(haystack) - m + 1))
+
+
+def has_answer(passage: str, answers: Iterable[str]) -> bool:
+    """True if any answer's token sequence occurs contiguously in the passage's (chapter 4)."""
+    tokens = normalize_answer(passage)
+    return any(_contains(tokens, normalize_answer(a)) for a in answers)
+
+
+def topk_answer_accuracy(
+    run: Mapping[str, Mapping[str, float]],
+    passages_text: Mapping[str, str],
+    answers: Mapping[str, Sequence[str]],
+    ks: Sequence[int] = (5, 20, 100),
+) -> dict[str, float]:
+    """DPR's top-k retrieval accuracy: share of questions with an answer in the top k (chapter 4).
+
+    ``answers`` maps each question id to its answer strings; every question counts (one missing
+    from the run scores zero). ``passages_text`` maps doc id to passage text. Returns
+    ``{"Top-5": ..., "Top-20": ..., "Top-100": ...}``.
+    """
+    if not answers:
+        raise ValueError("topk_answer_accuracy: answers is empty; pass {question_id: [answer, ...]}")
+    ks = sorted(set(int(k) for k in ks))
+    if ks[0] < 1:
+        raise ValueError(f"topk_answer_accuracy: ks must be >= 1, got {ks}")
+    hits = {k: 0 for k in ks}
+    cache: dict[str, list[str]] = {}
+    for q, ans in answers.items():
+        if isinstance(ans, str):
+            ans = [ans]
+        ans_tokens = [t for t in (normalize_answer(a) for a in ans) if t]
+        first_hit = None
+        for rank, doc in enumerate(_top(run.get(q, {}), ks[-1])):
+            if doc not in passages_text:
+                raise KeyError(f"topk_answer_accuracy: doc {doc!r} of query {q!r} is not in passages_text")
+            if doc not in cache:
+                cache[doc] = normalize_answer(passages_text[doc])
+            if any(_contains(cache[doc], a) for a in ans_tokens):
+                first_hit = rank
+                break
+        for k in ks:
+            hits[k] += first_hit is not None and first_hit < k
+    return {f"Top-{k}": hits[k] / len(answers) for k in ks}

@@ -1,0 +1,130 @@
+"""The full-scale retrieval code path, end to end, on a hand-made Tevatron mirror.
+
+`tests/fixtures/tevatron_tiny` is a mirror root laid out like the Hub's `Tevatron/msmarco-passage`
+(train, dev, corpus; 12 passages). With a tiny random BERT and two optimizer steps per round this
+runs exactly the calls the full MS MARCO / NQ runs make (load, two-round fine-tuning with mining,
+encode, exact search, evaluate, TREC run), so `full=True` can fail only for want of hardware.
+"""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
+from transformers import AutoTokenizer, BertConfig, BertModel, PreTrainedTokenizerFast
+
+from condenser_lite import retrieval as R
+from condenser_lite.data import load_tevatron, load_tevatron_corpus
+from condenser_lite.metrics import evaluate_run, topk_answer_accuracy
+
+FIXTURE = Path(__file__).parent / "fixtures" / "tevatron_tiny"
+NAME = "Tevatron/msmarco-passage"
+
+
+def make_checkpoint(path: Path, texts: list[str]) -> Path:
+    """Tiny WordPiece (trained on the fixture) + random BERT, hidden 32, 2 layers, 128 positions."""
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    tok.train_from_iterator(texts, trainers.WordPieceTrainer(vocab_size=400, special_tokens=special))
+    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
+    )
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]"
+    )
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(fast), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=128)
+    BertModel(config).save_pretrained(path)
+    fast.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def data():
+    train = load_tevatron(NAME, "train", data_dir=FIXTURE)
+    dev = load_tevatron(NAME, "dev", data_dir=FIXTURE)
+    corpus = load_tevatron_corpus(NAME, data_dir=FIXTURE)
+    return train, dev, corpus
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory, data):
+    train, dev, corpus = data
+    texts = list(corpus["title"]) + list(corpus["text"]) + list(train["query"]) + list(dev["query"])
+    return make_checkpoint(tmp_path_factory.mktemp("tiny_ckpt"), texts)
+
+
+def test_fixture_is_tevatron_schema(data):
+    train, dev, corpus = data
+    R.validate_training_schema(train)
+    assert len(train) == 6 and len(dev) == 3 and len(corpus) == 12
+
+
+def test_two_round_msmarco_path(data, ckpt, tmp_path):
+    train, dev, corpus = data
+    preset = R.RETRIEVER_PRESETS["msmarco"]
+    tok = AutoTokenizer.from_pretrained(ckpt)
+    # Paper settings except the budget: 2 steps per round, 2 queries x 4 passages (the fixture has 3 negatives).
+    small = dict(max_steps=2, batch_size=2, progress=False)
+    cfg1 = R.train_config_from_preset(preset, tmp_path / "round1", round=1, **small)
+    cfg2 = R.train_config_from_preset(preset, tmp_path / "round2", round=2, **small)
+    model, train2 = R.two_round(
+        ckpt, train, corpus, tok, cfg1, cfg2,
+        q_max_len=preset.q_max_len, p_max_len=preset.p_max_len, train_n_passages=4,
+        depth=preset.mine_depth, n_mined=preset.n_mined, seed=0,
+    )
+    # both rounds trained and saved plain HF dirs; round 2 started from the pre-trained checkpoint
+    for cfg in (cfg1, cfg2):
+        assert (Path(cfg.output_dir) / "config.json").exists()
+        assert (Path(cfg.output_dir) / "tokenizer.json").exists()
+        assert len((Path(cfg.output_dir) / "log.jsonl").read_text().splitlines()) == 2
+    assert model.train_result.step == 2 and np.isfinite(model.train_result.history[-1]["loss"])
+
+    # mined negatives: BM25 negatives kept, labelled positives never among the negatives
+    for old, new in zip(train, train2):
+        pos = {p["docid"] for p in new["positive_passages"]}
+        negs = [p["docid"] for p in new["negative_passages"]]
+        assert not pos & set(negs)
+        assert negs[: len(old["negative_passages"])] == [p["docid"] for p in old["negative_passages"]]
+        assert len(negs) == len(set(negs)) == 11  # 12 passages - 1 positive: depth 200 covers the corpus
+
+    # evaluate the round-2 model on dev through the full-scale evaluation path
+    eval_set = R.tevatron_eval_set(dev, corpus)
+    res = R.evaluate_retriever(cfg2.output_dir, eval_set, split="dev", metrics=("MRR@10", "R@1000"), k=1000)
+    assert set(res["metrics"]) == {"MRR@10", "R@1000"}
+    assert res["metrics"]["R@1000"] == pytest.approx(1.0)  # k covers the whole corpus
+    assert 0 < res["metrics"]["MRR@10"] <= 1
+    assert set(res["run"]) == {"d1", "d2", "d3"} and all(len(v) == 12 for v in res["run"].values())
+    embs, ids = res["corpus_embeddings"]
+    assert embs.shape == (12, 32) and ids == list(corpus["docid"])
+    # the same numbers from the model object and from a TREC run file written and read back
+    again = R.evaluate_retriever(model, eval_set, split="dev", tokenizer=tok, metrics=("MRR@10",), corpus_embeddings=(embs, ids))
+    assert again["metrics"]["MRR@10"] == pytest.approx(res["metrics"]["MRR@10"], abs=1e-6)
+    R.write_trec_run(res["run"], tmp_path / "dev.trec", tag="round2")
+    rerun = R.read_trec_run(tmp_path / "dev.trec")
+    assert evaluate_run(eval_set.qrels["dev"], rerun, ("MRR@10",))["MRR@10"] == pytest.approx(res["metrics"]["MRR@10"])
+
+
+def test_untied_gradient_cache_nq_path(data, ckpt, tmp_path):
+    """NQ settings: untied encoders, 2 passages per query, gradient cache, top-k answer accuracy."""
+    train, dev, corpus = data
+    preset = R.RETRIEVER_PRESETS["nq"]
+    tok = AutoTokenizer.from_pretrained(ckpt)
+    cfg = R.train_config_from_preset(preset, tmp_path / "nq", max_steps=2, batch_size=4, progress=False)
+    model = R.finetune_retriever(
+        ckpt, train, tok, cfg, q_max_len=preset.q_max_len, p_max_len=128,
+        train_n_passages=preset.train_n_passages, untied=preset.untied, grad_cache_chunk=3,
+    )
+    assert model.untied and (Path(cfg.output_dir) / "query" / "config.json").exists()
+    assert "accuracy" in model.train_result.history[-1]
+    res = R.evaluate_retriever(cfg.output_dir, R.tevatron_eval_set(dev, corpus), split="dev", k=20)
+    passages = dict(zip(corpus["docid"], corpus["text"]))
+    answers = {"d1": ["chemical energy"], "d2": ["tectonic plates"], "d3": ["snow"]}
+    acc = topk_answer_accuracy(res["run"], passages, answers, ks=(5, 20))
+    assert acc["Top-20"] == pytest.approx(1.0)  # 12 passages: the answer is always within the top 20
+    assert 0 <= acc["Top-5"] <= 1

@@ -1,0 +1,373 @@
+"""retrieval.py: collator, BM25, schema checks, bi-encoder, encode, FAISS search, TREC files,
+gradient cache. Tiny random models and hand-made data; a few seconds in all."""
+
+import random
+from pathlib import Path
+from types import SimpleNamespace
+
+import datasets
+import numpy as np
+import pytest
+import torch
+from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
+from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
+
+from condenser_lite import retrieval as R
+from condenser_lite.data import SchemaError
+
+WORDS = (
+    "the cat sat on a mat dogs chase cats in park protein binds dna cells divide gene "
+    "volcano lava magma erupts ice glacier snow music jazz violin code python compiler "
+    "what how which why is are of to and from into with for by title text query passage"
+)
+
+
+def make_checkpoint(path: Path, hidden: int = 32, layers: int = 2, dropout: float = 0.1) -> Path:
+    """A tiny WordPiece tokenizer and a random BERT (hidden 32, 2 layers) saved as one HF dir."""
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    tok.train_from_iterator([WORDS] * 3, trainers.WordPieceTrainer(vocab_size=300, special_tokens=special))
+    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
+    )
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]"
+    )
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=len(fast), hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=2,
+        intermediate_size=2 * hidden, max_position_embeddings=64,
+        hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout,
+    )
+    BertModel(config).save_pretrained(path)
+    fast.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory):
+    return make_checkpoint(tmp_path_factory.mktemp("tiny_bert"))
+
+
+@pytest.fixture(scope="module")
+def tokenizer(ckpt):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(ckpt)
+
+
+def passage(d, title, text):
+    return {"docid": d, "title": title, "text": text}
+
+
+EXAMPLES = [
+    {
+        "query_id": "q1", "query": "what erupts lava",
+        "positive_passages": [passage("v", "volcano", "magma erupts as lava")],
+        "negative_passages": [passage(f"n{i}", "music", f"jazz violin {'code ' * i}") for i in range(5)],
+    },
+    {
+        "query_id": "q2", "query": "how do cells divide",
+        "positive_passages": [passage("c1", "cells", "cells divide"), passage("c2", "gene", "gene and dna")],
+        "negative_passages": [passage(f"m{i}", "ice", f"glacier snow {'park ' * i}") for i in range(4)],
+    },
+]
+
+
+# --- collator ----------------------------------------------------------------------------
+
+
+def test_collator_shapes_and_positive_first(tokenizer):
+    col = R.RetrievalCollator(tokenizer, q_max_len=8, p_max_len=16, train_n_passages=4)
+    random.seed(0)
+    batch = col(EXAMPLES)
+    assert batch["query_input_ids"].shape[0] == 2 and batch["query_input_ids"].shape[1] <= 8
+    assert batch["passage_input_ids"].shape[0] == 8 and batch["passage_input_ids"].shape[1] <= 16
+    assert batch["passage_attention_mask"].shape == batch["passage_input_ids"].shape
+    # Re-draw the same groups with the same seed and check the layout: positive at i*n, then negatives.
+    random.seed(0)
+    groups = [col.group(ex) for ex in EXAMPLES]
+    for i, (ex, group) in enumerate(zip(EXAMPLES, groups)):
+        assert group[0] in ex["positive_passages"]
+        negs = group[1:]
+        assert len(negs) == 3 and len({p["docid"] for p in negs}) == 3  # without replacement
+        assert all(p in ex["negative_passages"] for p in negs)
+        # the tokenised row equals the "title [SEP] text" encoding of that passage
+        expected = tokenizer(f"{group[0]['title']} [SEP] {group[0]['text']}", truncation=True, max_length=16)["input_ids"]
+        row = batch["passage_input_ids"][i * 4]
+        assert row[: len(expected)].tolist() == expected
+        assert int(batch["passage_attention_mask"][i * 4].sum()) == len(expected)
+    sep = tokenizer.sep_token_id
+    assert (batch["passage_input_ids"][0] == sep).sum() == 2  # [CLS] title [SEP] text [SEP]
+
+
+def test_collator_is_driven_by_python_random(tokenizer):
+    col = R.RetrievalCollator(tokenizer, train_n_passages=3)
+    random.seed(1)
+    a = col(EXAMPLES)
+    random.seed(1)
+    b = col(EXAMPLES)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_collator_too_few_or_no_negatives(tokenizer):
+    col = R.RetrievalCollator(tokenizer, train_n_passages=8)  # q2 has 4 negatives < 7
+    with pytest.warns(UserWarning, match="with replacement"):
+        batch = col(EXAMPLES)
+    assert batch["passage_input_ids"].shape[0] == 16
+    bare = dict(EXAMPLES[0], negative_passages=[])
+    with pytest.raises(SchemaError, match="no negative passages"):
+        col([bare])
+    only_pos = R.RetrievalCollator(tokenizer, train_n_passages=1)([bare])
+    assert only_pos["passage_input_ids"].shape[0] == 1
+
+
+# --- schema and qrels checks ---------------------------------------------------------------
+
+
+def test_schema_errors_name_the_field():
+    ds = datasets.Dataset.from_list(EXAMPLES)
+    R.validate_training_schema(ds)  # fine
+    with pytest.raises(SchemaError, match="negative_passages"):
+        R.validate_training_schema(ds.remove_columns("negative_passages"))
+    with pytest.raises(SchemaError, match="'query'"):
+        R.validate_training_schema(ds.remove_columns("query"))
+    bad = [dict(EXAMPLES[0], positive_passages=[{"title": "t", "text": "x"}])]
+    with pytest.raises(SchemaError, match="docid"):
+        R.validate_training_schema(datasets.Dataset.from_list(bad))
+    with pytest.raises(SchemaError, match="no queries"):
+        R.validate_training_schema(ds.select([]))
+
+
+def test_check_qrels_counts_missing_ids():
+    with pytest.raises(SchemaError, match=r"2 document ids .*'x1'"):
+        R.check_qrels({"q": {"d1": 1, "x1": 1}, "r": {"x2": 1}}, ["d1", "d2"])
+    with pytest.raises(SchemaError, match="1 query ids"):
+        R.check_qrels({"q": {"d1": 1}, "zz": {"d1": 1}}, ["d1"], query_ids=["q"])
+    with pytest.raises(SchemaError, match="empty"):
+        R.check_qrels({}, ["d1"])
+
+
+# --- BM25 and BEIR -> Tevatron -------------------------------------------------------------
+
+CORPUS = datasets.Dataset.from_dict(
+    {
+        "_id": ["d0", "d1", "d2", "d3", "d4", "d5"],
+        "title": ["Volcano", "Jazz", "Glacier", "Cells", "Python", "Lava lamp"],
+        "text": [
+            "A volcano erupts when magma rises and escapes as lava.",
+            "Jazz music began in New Orleans.",
+            "A glacier is a river of ice formed from snow.",
+            "Cells divide by mitosis; the gene is copied.",
+            "Python is a programming language.",
+            "A lamp with coloured wax that moves like lava.",
+        ],
+    }
+)
+
+
+def test_bm25_ranks_the_obvious_document_first():
+    run = R.bm25_search(CORPUS, {"a": "volcano magma eruption", "b": "glacier ice", "c": "jazz"}, k=3)
+    assert next(iter(sorted(run["a"].items(), key=lambda x: -x[1])))[0] == "d0"
+    assert max(run["b"], key=run["b"].get) == "d2"
+    assert list(run["c"]) == ["d1"]  # only one document matches; zero-score padding is dropped
+    assert all(len(docs) <= 3 for docs in run.values())
+    with pytest.raises(ValueError, match="empty"):
+        R.bm25_search(CORPUS, {}, k=3)
+
+
+def test_to_tevatron_negatives_exclude_positives():
+    beir = SimpleNamespace(
+        corpus=CORPUS,
+        queries=datasets.Dataset.from_dict({"_id": ["q1", "q2", "q3"], "text": ["lava", "lava volcano", "nothing"]}),
+        qrels={"train": {"q1": {"d0": 1}, "q2": {"d5": 1, "d0": 0}}},  # d0 graded 0 for q2: not a positive
+    )
+    ds = R.to_tevatron(beir, "train", n_negatives=2, bm25_depth=10)
+    assert ds.column_names == list(R.TEVATRON_FIELDS)
+    rows = {r["query_id"]: r for r in ds}
+    assert set(rows) == {"q1", "q2"}  # q3 has no qrels
+    assert [p["docid"] for p in rows["q1"]["positive_passages"]] == ["d0"]
+    for r in rows.values():
+        pos = {p["docid"] for p in r["positive_passages"]}
+        negs = [p["docid"] for p in r["negative_passages"]]
+        assert negs and len(negs) <= 2 and not pos & set(negs)
+    assert rows["q1"]["negative_passages"][0]["docid"] == "d5"  # the other "lava" document
+    assert "d0" in [p["docid"] for p in rows["q2"]["negative_passages"]]  # judged non-relevant: a negative
+    missing = SimpleNamespace(corpus=CORPUS, queries=beir.queries, qrels={"train": {"q1": {"nope": 1}}})
+    with pytest.raises(SchemaError, match="not in the corpus"):
+        R.to_tevatron(missing)
+    with pytest.raises(SchemaError, match="no qrels for split"):
+        R.to_tevatron(beir, "test")
+
+
+def test_sample_queries_seeded_nested_and_checked():
+    ds = datasets.Dataset.from_dict({"query_id": [str(i) for i in range(50)]})
+    a = R.sample_queries(ds, 10, seed=3)
+    assert a["query_id"] == R.sample_queries(ds, 10, seed=3)["query_id"]
+    assert a["query_id"] != R.sample_queries(ds, 10, seed=4)["query_id"]
+    assert R.sample_queries(ds, 20, seed=3)["query_id"][:10] == a["query_id"]
+    with pytest.raises(ValueError, match="only 50"):
+        R.sample_queries(ds, 51, seed=0)
+
+
+def test_bm25_scifact_matches_beir():
+    """BM25 on the real SciFact test set lands near BEIR's 0.665 (skipped without the mirror)."""
+    from condenser_lite.data import DataSourceError, load_beir
+    from condenser_lite.metrics import evaluate_run
+
+    try:
+        beir = load_beir("scifact")
+    except DataSourceError:
+        pytest.skip("SciFact mirror not available (set CONDENSER_LITE_DATA)")
+    qrels = beir.qrels["test"]
+    queries = {q: t for q, t in zip(beir.queries["_id"], beir.queries["text"]) if q in qrels}
+    plain = evaluate_run(qrels, R.bm25_search(beir.corpus, queries, k=100, stem=False), ("nDCG@10", "R@100"))
+    assert 0.65 < plain["nDCG@10"] < 0.675 and plain["R@100"] > 0.85  # measured 0.662 / 0.876
+    stemmed = evaluate_run(qrels, R.bm25_search(beir.corpus, queries, k=100, stem=True), ("nDCG@10", "R@100"))
+    assert stemmed["nDCG@10"] > plain["nDCG@10"] and stemmed["R@100"] > plain["R@100"]  # measured 0.686 / 0.913
+
+
+# --- bi-encoder and encode -----------------------------------------------------------------
+
+
+def test_biencoder_uses_last_layer_cls_and_round_trips(ckpt, tokenizer, tmp_path):
+    model = R.BiEncoder.from_pretrained(ckpt).eval()
+    assert not model.untied and model.encoder("query") is model.encoder("passage")
+    texts = ["what erupts lava", "cells divide into two cells by mitosis", "jazz"]
+    embs = R.encode(model, texts, tokenizer, max_len=16, batch_size=2)
+    enc = tokenizer(texts, padding=True, return_tensors="pt", return_token_type_ids=False)
+    with torch.no_grad():
+        ref = model.query_encoder(**enc).last_hidden_state[:, 0].numpy()
+    assert embs.dtype == np.float32 and embs.shape == (3, 32)
+    np.testing.assert_allclose(embs, ref, atol=1e-5)  # length sorting restores the input order
+    model.save_pretrained(tmp_path / "tied")
+    again = R.BiEncoder.from_pretrained(tmp_path / "tied")
+    np.testing.assert_allclose(R.encode(again, texts, tokenizer, max_len=16), embs, atol=1e-6)
+
+    untied = R.BiEncoder.from_pretrained(ckpt, untied=True)
+    assert untied.untied and untied.encoder("query") is not untied.encoder("passage")
+    with torch.no_grad():
+        for p in untied.encoder("passage").parameters():
+            p.add_(0.01)
+    untied.save_pretrained(tmp_path / "untied")
+    assert (tmp_path / "untied" / "query" / "config.json").exists()
+    loaded = R.BiEncoder.from_pretrained(tmp_path / "untied")
+    assert loaded.untied
+    pairs = (["volcano"], ["magma erupts"])
+    q = R.encode(loaded, pairs[1], tokenizer, max_len=16, side="query")
+    p = R.encode(loaded, pairs, tokenizer, max_len=16)
+    assert not np.allclose(q, R.encode(loaded, pairs[1], tokenizer, max_len=16, side="passage"))
+    np.testing.assert_allclose(p, R.encode(untied, pairs, tokenizer, max_len=16), atol=1e-6)
+    with pytest.raises(ValueError, match="max_position_embeddings"):
+        R.encode(model, texts, tokenizer, max_len=512)
+
+
+def test_forward_loss_matches_the_formula(ckpt, tokenizer):
+    model = R.BiEncoder.from_pretrained(ckpt, train_n_passages=3).eval()
+    random.seed(0)
+    batch = R.RetrievalCollator(tokenizer, train_n_passages=3)(EXAMPLES)
+    with torch.no_grad():
+        out = model(**batch)
+        q = model.encode_query(batch["query_input_ids"], batch["query_attention_mask"])
+        p = model.encode_passage(batch["passage_input_ids"], batch["passage_attention_mask"])
+    scores = q @ p.T
+    expected = -(scores[0, 0] - scores[0].logsumexp(0) + scores[1, 3] - scores[1].logsumexp(0)) / 2
+    assert float(out.loss) == pytest.approx(float(expected), rel=1e-5)
+    assert 0.0 <= float(out.accuracy) <= 1.0 and out.q_reps.shape == (2, 32) and out.p_reps.shape == (6, 32)
+    bad = R.RetrievalCollator(tokenizer, train_n_passages=2)(EXAMPLES)
+    with pytest.raises(ValueError, match="train_n_passages"):
+        model(**bad)
+
+
+def _grads(model):
+    return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+@pytest.mark.parametrize("untied", [False, True])
+def test_gradient_cache_matches_full_batch(ckpt, tokenizer, untied):
+    model = R.BiEncoder.from_pretrained(ckpt, untied=untied, train_n_passages=3).eval()  # no dropout: exact
+    random.seed(0)
+    batch = R.RetrievalCollator(tokenizer, train_n_passages=3)(EXAMPLES)
+    full = R.retrieval_step(model, batch)
+    g_full = _grads(model)
+    model.zero_grad()
+    cached = R.retrieval_step(model, batch, chunk_size=2)
+    g_cached = _grads(model)
+    assert cached["loss"] == pytest.approx(full["loss"], rel=1e-6)
+    assert g_full.keys() == g_cached.keys() and len(g_full) > 10
+    for name in g_full:
+        torch.testing.assert_close(g_cached[name], g_full[name], atol=1e-5, rtol=1e-3)
+
+
+def test_gradient_cache_replays_dropout(ckpt, tokenizer):
+    """With dropout on, the cached gradient is exact only if pass 2 replays pass 1's RNG."""
+    model = R.BiEncoder.from_pretrained(ckpt, train_n_passages=3).train()
+    random.seed(0)
+    batch = R.RetrievalCollator(tokenizer, train_n_passages=3)(EXAMPLES)
+
+    def cached(replay):
+        model.zero_grad()
+        torch.manual_seed(0)
+        R.retrieval_step(model, batch, chunk_size=2, replay_rng=replay)
+        return _grads(model)
+
+    a, b, c = cached(True), cached(True), cached(False)
+    name = next(iter(a))
+    torch.testing.assert_close(a[name], b[name])
+    assert not torch.allclose(a[name], c[name])
+
+
+# --- FAISS search and TREC files -----------------------------------------------------------
+
+
+def test_search_is_exact_top_k():
+    rng = np.random.default_rng(0)
+    p = rng.standard_normal((300, 16)).astype(np.float32)
+    q = rng.standard_normal((7, 16)).astype(np.float32)
+    pids, qids = [f"d{i}" for i in range(300)], [f"q{i}" for i in range(7)]
+    run = R.search(p, pids, q, qids, k=10)
+    scores = q @ p.T
+    for i, qid in enumerate(qids):
+        top = np.argsort(-scores[i])[:10]
+        got = sorted(run[qid].items(), key=lambda x: -x[1])
+        assert [d for d, _ in got] == [pids[j] for j in top]
+        np.testing.assert_allclose([s for _, s in got], scores[i, top], rtol=1e-5)
+    assert all(len(v) == 300 for v in R.search(p, pids, q, qids, k=1000).values())  # k > N: all of them
+
+
+def test_search_memory_budget_and_approximate_indexes():
+    rng = np.random.default_rng(1)
+    p = rng.standard_normal((2000, 8)).astype(np.float32)
+    pids = [str(i) for i in range(2000)]
+    with pytest.raises(MemoryError, match="ivf"):
+        R.search(p, pids, p[:2], ["a", "b"], k=5, memory_budget=1000)
+    for kind in ("hnsw", "ivf"):
+        run = R.search(p, pids, p[:3], ["a", "b", "c"], k=5, index_type=kind)
+        assert all(len(docs) == 5 for docs in run.values())
+        assert max(run["a"], key=run["a"].get) in pids
+
+
+def test_trec_run_round_trip(tmp_path):
+    run = {"q1": {"d1": 3.25, "d2": -1.0, "d3": 0.1234567891}, "q2": {"d9": 7.0}}
+    path = tmp_path / "runs" / "run.trec"
+    R.write_trec_run(run, path, tag="tiny")
+    lines = path.read_text().splitlines()
+    assert lines[0] == "q1 Q0 d1 1 3.25 tiny" and lines[2].split()[3] == "3"
+    assert R.read_trec_run(path) == run
+    path.write_text("q1 Q0 d1 1\n")
+    with pytest.raises(ValueError, match="6 fields"):
+        R.read_trec_run(path)
+
+
+def test_presets_build_train_configs(tmp_path):
+    cfg = R.train_config_from_preset("msmarco", tmp_path)
+    assert (cfg.lr, cfg.batch_size, cfg.epochs, cfg.weight_decay) == (5e-6, 8, 3, 0.0)
+    assert R.train_config_from_preset("msmarco", tmp_path, round=2).epochs == 2
+    nq = R.RETRIEVER_PRESETS["nq"]
+    assert nq.untied and nq.train_n_passages == 2 and nq.p_max_len == 256
+    assert R.train_config_from_preset("scifact", tmp_path, max_steps=2).max_steps == 2
+    with pytest.raises(ValueError, match="unknown preset"):
+        R.train_config_from_preset("nope", tmp_path)
