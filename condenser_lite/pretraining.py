@@ -227,7 +227,7 @@ def target_documents(cfg: PretrainConfig, data_dir: str | None = None):
     """The target search corpus coCondenser pre-trains on (rows with ``title`` and ``text``)."""
     from .data import load_beir, load_tevatron_corpus
 
-    names = {"msmarco": "Tevatron/msmarco-passage-corpus", "wikipedia-nq": "Tevatron/wikipedia-nq-corpus"}
+    names = {"msmarco": "Tevatron/msmarco-passage", "wikipedia-nq": "Tevatron/wikipedia-nq"}
     if cfg.corpus in names:
         docs = load_tevatron_corpus(names[cfg.corpus], data_dir=data_dir)
     else:

@@ -36,3 +36,29 @@ def test_pretrain_command_runs_a_stage(tmp_path, monkeypatch, capsys):
           "--set", "max_len=32"])
     assert is_done(tmp_path / "out")
     assert str(tmp_path / "out") in capsys.readouterr().out
+
+
+def test_retrieval_commands_end_to_end_on_the_tiny_fixture(tmp_path, capsys):
+    """finetune (two rounds) -> search -> evaluate -> encode, as a full-scale user types them."""
+    import json
+
+    import numpy as np
+
+    from test_fullscale_path import FIXTURE, make_checkpoint
+
+    texts = [json.loads(line)["text"] for line in (FIXTURE / "msmarco-passage" / "corpus.jsonl").open()]
+    init = make_checkpoint(tmp_path / "init", texts * 3)
+    common = ["--data", "msmarco", "--data-dir", str(FIXTURE)]
+    main(["finetune", "--init", str(init), "--output-dir", str(tmp_path / "ft"), "--rounds", "2", "--max-steps", "2",
+          "--set", "batch_size=2", "--set", "train_n_passages=2", "--set", "mixed_precision=no", *common])
+    assert (tmp_path / "ft" / "round2" / "config.json").exists()
+    capsys.readouterr()
+    main(["search", "--model", str(tmp_path / "ft" / "round2"), "--split", "dev", "--out", str(tmp_path / "dev.trec"),
+          "--k", "5", *common])
+    searched = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    main(["evaluate", "--run", str(tmp_path / "dev.trec"), "--split", "dev", *common])
+    evaluated = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert searched == evaluated and set(evaluated) == {"nDCG@10", "RR@10", "R@100"}
+    main(["encode", "--model", str(tmp_path / "ft" / "round2"), "--out", str(tmp_path / "e.npz"), "--split", "dev", *common])
+    saved = np.load(tmp_path / "e.npz")
+    assert saved["embeddings"].shape == (len(texts), 32) and len(saved["ids"]) == len(texts)
