@@ -174,7 +174,7 @@ def main() -> None:
             else f"{'skipped':>11}"
         ratio = f"{b['seconds_per_update'] / a['seconds_per_update']:11.2f}" if a and b else f"{'':>11}"
         print(f"{r['spans']:>6} | {ta} | {tb} | {ratio} | {mem(a):>16} | {mem(b):>16}")
-    print(f"* batch <= chunk size: the cached step is the plain step (one forward/backward)")
+    print("* batch <= chunk size: the cached step is the plain step (one forward/backward)")
     print(f"total wall time {time.perf_counter() - start:.0f} s (budget {args.budget:.0f} s)")
 
 

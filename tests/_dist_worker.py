@@ -9,7 +9,6 @@ the metrics to ``OUT_DIR/rank{RANK}_{CHUNK}.pt``, for each chunk size in turn.
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 from pathlib import Path
 

@@ -1,4 +1,3 @@
-import dataclasses
 from pathlib import Path
 
 import pytest
@@ -44,7 +43,8 @@ def test_retrieval_commands_end_to_end_on_the_tiny_fixture(tmp_path, capsys):
 
     import numpy as np
 
-    from test_fullscale_path import FIXTURE, make_checkpoint
+    from test_fullscale_path import FIXTURE
+    from tiny_checkpoint import make_checkpoint
 
     texts = [json.loads(line)["text"] for line in (FIXTURE / "msmarco-passage" / "corpus.jsonl").open()]
     init = make_checkpoint(tmp_path / "init", texts * 3)

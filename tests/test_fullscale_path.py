@@ -10,10 +10,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
-from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
-from transformers import AutoTokenizer, BertConfig, BertModel, PreTrainedTokenizerFast
+from transformers import AutoTokenizer
 
+from tiny_checkpoint import make_checkpoint
 from condenser_lite import retrieval as R
 from condenser_lite.data import load_tevatron, load_tevatron_corpus
 from condenser_lite.metrics import evaluate_run, topk_answer_accuracy
@@ -22,26 +21,6 @@ FIXTURE = Path(__file__).parent / "fixtures" / "tevatron_tiny"
 NAME = "Tevatron/msmarco-passage"
 
 
-def make_checkpoint(path: Path, texts: list[str]) -> Path:
-    """Tiny WordPiece (trained on the fixture) + random BERT, hidden 32, 2 layers, 128 positions."""
-    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    tok.train_from_iterator(texts, trainers.WordPieceTrainer(vocab_size=400, special_tokens=special))
-    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
-    tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
-    )
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]"
-    )
-    torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(fast), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=128)
-    BertModel(config).save_pretrained(path)
-    fast.save_pretrained(path)
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +35,7 @@ def data():
 def ckpt(tmp_path_factory, data):
     train, dev, corpus = data
     texts = list(corpus["title"]) + list(corpus["text"]) + list(train["query"]) + list(dev["query"])
-    return make_checkpoint(tmp_path_factory.mktemp("tiny_ckpt"), texts)
+    return make_checkpoint(tmp_path_factory.mktemp("tiny_ckpt"), texts, vocab_size=400)
 
 
 def test_fixture_is_tevatron_schema(data):

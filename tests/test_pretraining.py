@@ -4,7 +4,6 @@ import json
 from pathlib import Path
 
 import pytest
-import torch
 from transformers import AutoModel
 
 from condenser_lite.model import Condenser

@@ -2,16 +2,14 @@
 gradient cache. Tiny random models and hand-made data; a few seconds in all."""
 
 import random
-from pathlib import Path
 from types import SimpleNamespace
 
 import datasets
 import numpy as np
 import pytest
 import torch
-from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
-from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
 
+from tiny_checkpoint import make_checkpoint
 from condenser_lite import retrieval as R
 from condenser_lite.data import SchemaError
 
@@ -22,34 +20,11 @@ WORDS = (
 )
 
 
-def make_checkpoint(path: Path, hidden: int = 32, layers: int = 2, dropout: float = 0.1) -> Path:
-    """A tiny WordPiece tokenizer and a random BERT (hidden 32, 2 layers) saved as one HF dir."""
-    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    tok.train_from_iterator([WORDS] * 3, trainers.WordPieceTrainer(vocab_size=300, special_tokens=special))
-    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
-    tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
-    )
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]"
-    )
-    torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=len(fast), hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=2,
-        intermediate_size=2 * hidden, max_position_embeddings=64,
-        hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout,
-    )
-    BertModel(config).save_pretrained(path)
-    fast.save_pretrained(path)
-    return path
 
 
 @pytest.fixture(scope="module")
 def ckpt(tmp_path_factory):
-    return make_checkpoint(tmp_path_factory.mktemp("tiny_bert"))
+    return make_checkpoint(tmp_path_factory.mktemp("tiny_bert"), [WORDS] * 3, max_positions=64)
 
 
 @pytest.fixture(scope="module")

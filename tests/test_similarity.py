@@ -1,15 +1,14 @@
 """similarity.py: STS bi-encoder with cosine regression; loss goes down on a toy, Spearman is right."""
 
-from pathlib import Path
 
 import datasets
 import numpy as np
 import pytest
 import torch
 from scipy.stats import spearmanr
-from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
-from transformers import AutoTokenizer, BertConfig, BertModel, PreTrainedTokenizerFast
+from transformers import AutoTokenizer
 
+from tiny_checkpoint import make_checkpoint
 from condenser_lite.similarity import PairCollator, SentenceEncoder, evaluate_sts, finetune_sts, sample_pairs
 from condenser_lite.training import TrainConfig
 
@@ -20,32 +19,12 @@ SENTENCES = [
 ]
 
 
-def make_checkpoint(path: Path) -> Path:
-    """Tiny WordPiece + random BERT (hidden 32, 2 layers) in one HF dir."""
-    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    tok.train_from_iterator(SENTENCES * 3, trainers.WordPieceTrainer(vocab_size=200, special_tokens=special))
-    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
-    tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
-    )
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]"
-    )
-    torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(fast), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=64,
-                        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    BertModel(config).save_pretrained(path)
-    fast.save_pretrained(path)
-    return path
 
 
 @pytest.fixture(scope="module")
 def ckpt(tmp_path_factory):
-    return make_checkpoint(tmp_path_factory.mktemp("sts_ckpt"))
+    return make_checkpoint(tmp_path_factory.mktemp("sts_ckpt"), SENTENCES * 3, vocab_size=200, dropout=0.0,
+                           max_positions=64)
 
 
 def toy_pairs() -> datasets.Dataset:
