@@ -59,6 +59,10 @@ def test_stages_chain_and_cache(env, tokenizer_dir):
     # the coCondenser stage starts from the Condenser *with its head*
     loaded = Condenser.from_pretrained(co)
     assert loaded.n_head_layers == 2 and loaded.skip_from == 2
+    # the checkpoint holds no batch-size-dependent state: continue it at another batch size
+    again = pretrain(tiny(tokenizer_dir, method="cocondenser", init=str(co), corpus="scifact", batch_size=6,
+                          chunk_size=4, max_steps=1))
+    assert json.loads((again / "pretrain_config.json").read_text())["steps"] == 1
 
 
 def test_key_covers_settings_and_parent(env, tokenizer_dir, tmp_path):
