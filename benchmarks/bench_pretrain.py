@@ -31,7 +31,7 @@ def blocks_and_tokenizer(max_len: int, n_blocks: int):
 
     tok = tiny_tokenizer()
     corpus = load_pretraining_corpus()
-    blocks = pack_blocks(corpus.select(range(400)), tok, max_len=max_len, short_seq_prob=0.0)
+    blocks = pack_blocks(corpus, tok, max_len=max_len, short_seq_prob=0.0)
     # full-length blocks only, so every method sees the same number of tokens per step
     blocks = blocks.filter(lambda r: len(r["input_ids"]) == max_len).select(range(n_blocks))
     return blocks, tok
