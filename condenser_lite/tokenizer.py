@@ -221,4 +221,6 @@ def tiny_tokenizer(texts_fn: Callable[[], Iterable[str]] | None = None, vocab_si
             pass
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return tok
+    # Reload from the cache folder: its name is the tokenizer's identity (pretraining.stage_key
+    # reads it from name_or_path), so a freshly trained one must look like a reloaded one.
+    return AutoTokenizer.from_pretrained(str(target)) if (target / "tokenizer.json").exists() else tok
