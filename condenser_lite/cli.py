@@ -169,6 +169,17 @@ def _evaluate(args: argparse.Namespace) -> None:
     print(json.dumps({k: round(v, 4) for k, v in metrics.items()}))
 
 
+def _experiments(args: argparse.Namespace) -> None:
+    from .experiments import format_scorecard, get_budget, run_protocol
+
+    budget = parse_overrides(get_budget(args.budget), args.set)
+    seeds = [int(x) for x in args.seeds.split(",")] if args.seeds else None
+    results = run_protocol(budget, out_path=args.out, seeds=seeds, data_dir=args.data_dir, force=args.force,
+                           workers=args.workers)
+    print(format_scorecard(results))
+    print(f"wall time {results['wall_time']['total']:.0f}s; results: {args.out or 'the cache (pass --out)'}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m condenser_lite", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -228,6 +239,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--metrics", nargs="+", default=metrics)
     data_args(p)
     p.set_defaults(handler=_evaluate)
+
+    p = sub.add_parser("experiments", help="the scaled-down reproduction: every arm, seeds, scorecard (JSON)")
+    p.add_argument("--budget", choices=["tiny", "micro", "full"], default="tiny")
+    p.add_argument("--out", help="write the results JSON here (it is also cached by its settings)")
+    p.add_argument("--seeds", help="comma-separated seeds, e.g. 0,1,2 (default: the budget's)")
+    p.add_argument("--workers", type=int, help="processes for independent jobs (default: CPU cores, at most 2)")
+    p.add_argument("--force", action="store_true", help="recompute the results file (models stay cached)")
+    p.add_argument("--data-dir", help="local data mirror (default: $CONDENSER_LITE_DATA, else the Hub)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a budget field")
+    p.set_defaults(handler=_experiments)
     return ap
 
 

@@ -1,0 +1,154 @@
+"""The experiment protocol on the micro budget: every arm, every claim, a well-formed results file."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from condenser_lite import experiments as X
+
+MIRROR = Path(__file__).resolve().parents[2] / "shared" / "data"
+needs_mirror = pytest.mark.skipif(not MIRROR.exists(), reason="local data mirror ../shared/data not found")
+
+
+@pytest.fixture(scope="module")
+def tokenizer_dir(tmp_path_factory):
+    from condenser_lite.data import load_beir
+    from condenser_lite.tokenizer import train_wordpiece
+
+    texts = [r["text"] for r in load_beir("scifact", data_dir=MIRROR).corpus.select(range(300))]
+    out = tmp_path_factory.mktemp("tok")
+    train_wordpiece(texts, vocab_size=600, save_dir=out)
+    return str(out)
+
+
+@pytest.fixture(scope="module")
+def micro_run(tmp_path_factory, tokenizer_dir):
+    mp = pytest.MonkeyPatch()
+    root = tmp_path_factory.mktemp("exp")
+    mp.setenv("CONDENSER_LITE_CACHE", str(root / "cache"))
+    mp.setenv("CONDENSER_LITE_DATA", str(MIRROR))
+    budget = X.micro_budget(tokenizer=tokenizer_dir)
+    out = root / "results.json"
+    # two worker processes: the default path on a CPU (one thread each)
+    results = X.run_protocol(budget, out_path=out, verbose=False, workers=2)
+    yield budget, out, results, root
+    mp.undo()
+
+
+@needs_mirror
+def test_results_file_has_every_arm_and_claim(micro_run):
+    budget, out, results, _ = micro_run
+    on_disk = json.loads(out.read_text())
+    assert on_disk["key"] == results["key"]
+    for part in ("budget", "seeds", "environment", "wall_time", "arms", "bm25", "retrieval", "nb_recall",
+                 "loss_curves", "entropy", "sts", "claims", "notes"):
+        assert part in on_disk, part
+    assert on_disk["seeds"] == [0, 1]
+    assert on_disk["environment"]["packages"]["torch"]
+    assert on_disk["wall_time"]["total"] > 0 and on_disk["wall_time"]["pretrain_first_stage"] > 0
+    assert on_disk["execution"]["workers"] == 2
+    assert set(on_disk["arms"]) == set(X.ARMS)
+    # the chain: bert_cont and condenser continue bert; coCondenser and the ablations continue condenser
+    arms = on_disk["arms"]
+    assert arms["bert"]["parent"] is None and arms["condenser"]["parent"] == "bert"
+    assert {arms[a]["parent"] for a in ("cocondenser", "co_contrastive_only", "co_mlm_only")} == {"condenser"}
+    assert len({arms[a]["checkpoint"] for a in X.ARMS}) == len(X.ARMS)  # six distinct stages
+    assert [r["step"] for r in arms["bert"]["pretrain_log"]] == [1, 2]
+
+    sizes = [str(s) for s in on_disk["train_sizes"]]
+    assert sizes == ["4", "8"]
+    for arm in X.MAIN_ARMS:
+        for size in sizes:
+            m = on_disk["retrieval"][arm]["round1"][size]["nDCG@10"]
+            assert m["n"] == 2 and len(m["values"]) == 2 and 0.0 <= m["mean"] <= 1.0
+        assert on_disk["retrieval"][arm]["round2"]["8"]["R@100"]["n"] == 2
+        assert on_disk["sts"][arm]["16"]["n"] == 2  # the "full" STS set (capped at 16 pairs here)
+        assert len(on_disk["loss_curves"][arm]["8"]) == 2  # one curve per seed
+        ent = on_disk["entropy"][arm]
+        assert len(ent["before"]) == budget.num_hidden_layers and len(ent["after"]["mean"]) == budget.num_hidden_layers
+        assert 0 <= min(ent["before"]) and ent["mean_abs_change"]["n"] == 2
+    for arm in X.ABLATION_ARMS:
+        assert list(on_disk["retrieval"][arm]["round1"]) == ["8"]
+        assert "round2" not in on_disk["retrieval"][arm]
+    nb = on_disk["nb_recall"]["cocondenser"]
+    assert set(nb) == {f"n{n}@k{k}" for n in budget.nb_n for k in budget.nb_k}
+    assert all(0.0 <= v["mean"] <= 1.0 for v in nb.values())
+    assert set(on_disk["bm25"]) >= {"full", "truncated"}
+
+    ids = [c["id"] for c in on_disk["claims"]]
+    assert ids == [f"C{i}" for i in range(1, 8)]
+    for c in on_disk["claims"]:
+        assert c["status"] in X.STATUSES
+        assert c["statement"] and c["paper"] and c["ours"] is not None
+
+
+@needs_mirror
+def test_second_call_is_cached(micro_run, tmp_path):
+    budget, out, results, root = micro_run
+    again = X.run_protocol(budget, out_path=tmp_path / "again.json", verbose=False)
+    assert again == json.loads(out.read_text())  # read back from the cache, not recomputed
+    assert len(list((root / "cache" / "experiments").glob("results-micro-*.json"))) == 1
+
+
+def test_compare_and_status_rules():
+    a, b = X.stats([0.5, 0.52, 0.54]), X.stats([0.40, 0.41, 0.42])
+    assert X.compare(a, b)["verdict"] == "better" and X.compare(b, a)["verdict"] == "worse"
+    c = X.stats([0.35, 0.45, 0.55])  # wide spread: no verdict
+    assert X.compare(c, b)["verdict"] == "within spread"
+    assert X.compare(None, b) is None
+    assert X._status([True, True]) == "reproduced"
+    assert X._status([True, False]) == "partly reproduced"
+    assert X._status([False, None]) == "not reproduced at this scale"
+    assert X._status([None]) == "not measured"
+
+
+def test_scorecard_on_made_up_numbers():
+    """A hand-made results dict where Condenser clearly wins at the small size only."""
+
+    def m(*vals):
+        return {"nDCG@10": X.stats(vals), "R@100": X.stats(vals)}
+
+    results = {
+        "budget": {"metrics": ["nDCG@10", "R@100"]},
+        "train_sizes": [100, 809],
+        "retrieval": {
+            "bert": {"round1": {"100": m(0.10, 0.11, 0.12), "809": m(0.30, 0.31, 0.32)}},
+            "bert_cont": {"round1": {"100": m(0.12, 0.13, 0.14), "809": m(0.31, 0.32, 0.33)}},
+            "condenser": {"round1": {"100": m(0.25, 0.26, 0.27), "809": m(0.32, 0.33, 0.34)}},
+        },
+    }
+    claims = {c["id"]: c for c in X.scorecard(results)}
+    assert claims["C1"]["status"] == "reproduced"
+    assert claims["C1"]["ours"]["narrowing"] is True
+    assert claims["C2"]["status"] == "not measured"  # no coCondenser arm in this dict
+    assert all(c["status"] in X.STATUSES for c in claims.values())
+
+
+def test_budgets():
+    tiny, micro, full = X.get_budget("tiny"), X.get_budget("micro"), X.get_budget("full")
+    assert tiny.seeds == (0, 1, 2) and tiny.arms == X.ARMS
+    assert micro.hidden_size == 32
+    # full scale: the papers' checkpoints and Tevatron's MS MARCO recipe, through the same protocol
+    assert full.pretrained["condenser"] == "Luyu/condenser" and full.pretrained["cocondenser"] == "Luyu/co-condenser-marco"
+    assert full.task == "msmarco" and full.ft_lr == 5e-6 and full.ft_n_passages == 8
+    assert X._needed_arms(full.arms, full.pretrained) == ["bert", "condenser", "cocondenser"]
+    assert X._needed_arms(["cocondenser"], {}) == ["bert", "condenser", "cocondenser"]
+    with pytest.raises(ValueError, match="unknown budget"):
+        X.get_budget("huge")
+    with pytest.raises(ValueError, match="unknown arm"):
+        X.Budget(arms=("bert", "electra"))
+    with pytest.raises(TypeError, match="unknown Budget field"):
+        tiny.replace(steps=3)
+
+
+@needs_mirror
+def test_cli_experiments_reads_the_cached_results(micro_run, tmp_path, capsys):
+    from condenser_lite.cli import main
+
+    budget, out, results, _ = micro_run
+    target = tmp_path / "cli.json"
+    main(["experiments", "--budget", "micro", "--set", f"tokenizer={budget.tokenizer}", "--out", str(target)])
+    assert json.loads(target.read_text())["key"] == results["key"]  # same settings: the cached file
+    printed = capsys.readouterr().out
+    assert all(f"C{i} " in printed for i in range(1, 8))
