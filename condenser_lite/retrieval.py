@@ -915,6 +915,19 @@ def _load_tokenizer(tokenizer, name_or_dir):
     return AutoTokenizer.from_pretrained(name_or_dir)
 
 
+def _model_and_tokenizer(model: Any, tokenizer, device: str | None, caller: str):
+    """A retriever given as a folder/Hub id is loaded (with its tokenizer, on CUDA when there is
+    one); a model object needs its tokenizer passed."""
+    if isinstance(model, (str, os.PathLike)):
+        tokenizer = _load_tokenizer(tokenizer, model)
+        model = BiEncoder.from_pretrained(model)
+        if device is None and torch.cuda.is_available():
+            device = "cuda"
+    if tokenizer is None:
+        raise ValueError(f"{caller}: pass the tokenizer when giving a model object")
+    return model, tokenizer, device
+
+
 def finetune_retriever(
     init_checkpoint: str | os.PathLike,
     train_dataset: Any,
@@ -981,14 +994,7 @@ def evaluate_retriever(
     if split not in beir_data.qrels:
         raise SchemaError(f"no qrels for split {split!r}; available: {sorted(beir_data.qrels)}")
     qrels = {q: d for q, d in beir_data.qrels[split].items() if d}
-    model = model_dir_or_model
-    if isinstance(model, (str, os.PathLike)):
-        tokenizer = _load_tokenizer(tokenizer, model)
-        model = BiEncoder.from_pretrained(model)
-        if device is None and torch.cuda.is_available():
-            device = "cuda"
-    if tokenizer is None:
-        raise ValueError("evaluate_retriever: pass the tokenizer when giving a model object")
+    model, tokenizer, device = _model_and_tokenizer(model_dir_or_model, tokenizer, device, "evaluate_retriever")
     qids_all, qtexts_all = _query_lists(beir_data.queries)
     if corpus_embeddings is None:
         corpus_embeddings = encode_corpus(model, beir_data.corpus, tokenizer, p_max_len, batch_size=batch_size, device=device)
@@ -1027,14 +1033,7 @@ def mine_hard_negatives(
     Tevatron-schema ``Dataset``.
     """
     validate_training_schema(train_dataset)
-    model = model_dir
-    if isinstance(model, (str, os.PathLike)):
-        tokenizer = _load_tokenizer(tokenizer, model)
-        model = BiEncoder.from_pretrained(model)
-        if device is None and torch.cuda.is_available():
-            device = "cuda"
-    if tokenizer is None:
-        raise ValueError("mine_hard_negatives: pass the tokenizer when giving a model object")
+    model, tokenizer, device = _model_and_tokenizer(model_dir, tokenizer, device, "mine_hard_negatives")
     ids, titles, texts = _corpus_lists(corpus)
     if corpus_embeddings is None:
         p_embs = encode(model, (titles, texts), tokenizer, max_len=p_max_len, batch_size=batch_size, device=device, side="passage")
