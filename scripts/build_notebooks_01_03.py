@@ -76,7 +76,7 @@ def validate(extra: str):
         import os
         from pathlib import Path
 
-        from condenser_lite.config import parse_bool, parse_float, parse_int
+        from condenser_lite.config import parse_bool, parse_int
 
         full = parse_bool(full, "full")
         seed = parse_int(seed, "seed", minimum=0)
@@ -187,8 +187,8 @@ def chapter_01():
 
             $$[h^l_{cls}; h^l] = \\mathrm{TF}_l([h^{l-1}_{cls}; h^{l-1}]), \\quad l = 1, \\dots, L \\tag{5}$$
 
-            MLM pre-training masks some input tokens and trains the model to recover each one
-            from its own final vector,
+            MLM pre-training {cite}`devlin2019bert` masks some input tokens and trains the model
+            to recover each one from its own final vector,
 
             $$\\mathcal{L}_{mlm} = \\sum_{i \\in \\text{masked}} \\mathrm{CrossEntropy}(W h^L_i, x_i) \\tag{3}$$
 
@@ -219,7 +219,7 @@ def chapter_01():
             At full scale the papers pre-train on English Wikipedia and BookCorpus. The
             scaled-down book pre-trains on three small real corpora (from the local mirror, or
             downloaded): a sample of a Wikipedia XML export, the WikiText-2 validation and test
-            articles, and a collection of news articles. `load_pretraining_corpus` returns one row
+            articles {cite}`merity2016wikitext`, and a collection of news articles. `load_pretraining_corpus` returns one row
             per *section* of an article, because sections are the unit the paper's attention
             analysis averages over and a natural boundary for packing text into training blocks.
             '''),
@@ -248,9 +248,8 @@ def chapter_01():
             '''),
         md('''
             About 0.93 million words in 3,183 sections, less than a thousandth of the 3.3 billion
-            words BERT was pre-trained on,
-            which is why the scaled-down models are small and why their absolute numbers are not
-            the papers'.
+            words BERT was pre-trained on, which is why the scaled-down models are small and why
+            their absolute numbers are not the papers'.
             '''),
         md('''
             ## The tokenizer
@@ -361,7 +360,7 @@ def chapter_01():
         md('''
             A freshly initialised model guesses uniformly, a loss of $\\log |V| = \\log 8192 \\approx 9.01$
             nats. After 300 updates the loss has fallen by about two nats, to roughly $H_1$: in a
-            couple of minutes the model has learnt mostly *which* words are frequent and only begun
+            few minutes the model has learnt mostly *which* words are frequent and only begun
             to use the context to tell them apart. This is the main caveat of everything
             scaled-down: our "BERT" has had minutes, not days.
 
@@ -493,8 +492,8 @@ def chapter_01():
             only in the last layer; with a model this small and this briefly trained it is a hint,
             not evidence. What a bi-encoder needs is not selectivity for its own sake but a `[CLS]`
             that actively collects the meaning of the text at every depth, and MLM gives `[CLS]` no
-            reason to do that, because no loss term reads it. Chapter 5 repeats this measurement for the
-            Condenser and coCondenser models before and after fine-tuning, which is where the
+            reason to do that, because no loss term reads it. Chapter 5 repeats this measurement
+            for the Condenser and coCondenser models before and after fine-tuning, which is where the
             paper's figure 2 makes its point: BERT's profile changes a lot during fine-tuning,
             Condenser's much less.
             '''),
@@ -502,9 +501,9 @@ def chapter_01():
             ## Full scale
 
             With `full = True` the same cells read `bert-base-uncased` (tokenizer and weights) and
-            Wikipedia sections streamed from the Hub; the entropy is then averaged over
-            1,000 sections, as in the paper, of at most 128 tokens. The
-            only cost is the download and a forward pass per section.
+            Wikipedia sections streamed from the Hub; the entropy is then averaged over 1,000
+            sections of at most 128 tokens, as in the paper. The only cost is the download and a
+            forward pass per section.
 
             ## Summary
 
@@ -589,9 +588,9 @@ def chapter_02():
                   f"late {skip_from + 1}..{config.num_hidden_layers}; {n_head_layers} head layers")
             """),
         md("""
-            A real batch to push through it: a few sections packed into blocks of at most
-            `budget.max_len` tokens (64 scaled-down; 128 at full scale, as in the paper) and masked by the collator that pre-training uses (its details come later in
-            this chapter).
+            A real batch to push through it: a few sections packed into blocks of at most 64 tokens
+            (128 at full scale, as in the paper) and masked by the collator that pre-training uses
+            (its details come later in this chapter).
             """),
         code("""
             from condenser_lite.data import load_pretraining_corpus
@@ -773,7 +772,7 @@ def chapter_02():
 
             ## Masking: whole words, 15%, 80/10/10
 
-            BERT's masking recipe, as the authors used it: in each block, words (a token plus its
+            BERT's masking recipe {cite}`devlin2019bert`, as the authors used it: in each block, words (a token plus its
             `##` continuations) are drawn in random order and selected while they fit a budget of
             15% of the block's tokens; `[CLS]`, `[SEP]` and padding are never selected. Each
             selected token then becomes `[MASK]` with probability 0.8, a random vocabulary token
@@ -862,11 +861,11 @@ def chapter_02():
             two continuations with the same data, steps (150), batch size (128 blocks of at most
             64 tokens) and learning rate: *BERT-cont*, plain MLM (the control: what more MLM alone
             does), and *Condenser*, with the head and both losses (eq. 11). They are the
-            `bert_cont` and `condenser` arms of `condenser_lite.experiments`, each a cached stage of
-            `pretraining.pretrain`, which the fine-tuning chapters reuse. At full scale the same cells run `paper_condenser()`: from
-            `bert-base-uncased`, `skip_from=6`, 2 head layers, AdamW with learning rate $10^{-4}$,
-            10% warm-up, 8 epochs of Wikipedia at about 1,024 sequences per update, and
-            `max_steps` as the step limit.
+            `bert_cont` and `condenser` arms of `condenser_lite.experiments`, each a cached stage
+            of `pretraining.pretrain`, which the fine-tuning chapters reuse. At full scale the
+            same cells run `paper_condenser()`: from `bert-base-uncased`, `skip_from=6`, 2 head
+            layers, AdamW with learning rate $10^{-4}$, 10% warm-up, 8 epochs of Wikipedia at
+            about 1,024 sequences per update, and `max_steps` as the step limit.
             """),
         code("""
             # NBVAL_IGNORE_OUTPUT
@@ -1027,8 +1026,8 @@ def chapter_03():
     name = "03_cocondenser"
     cells = [
         title(name, "3. coCondenser: a contrastive loss on the target corpus, and a gradient cache", """
-            Condenser teaches `[CLS]` to carry the meaning of a text, but nothing yet makes the dot
-            product of two `[CLS]` vectors mean anything. coCondenser {cite}`gao2022cocondenser`
+            Condenser is built to make `[CLS]` carry the meaning of a text, but nothing in it makes
+            the dot product of two `[CLS]` vectors mean anything. coCondenser {cite}`gao2022cocondenser`
             adds an unsupervised contrastive loss on the corpus that will later be searched: two
             random spans of one document should score higher with each other than with spans of
             other documents. This chapter builds the span pairs, writes the loss (eq. 6) and the
@@ -1057,13 +1056,13 @@ def chapter_03():
         md("""
             ## What Condenser leaves open
 
-            Condenser (chapter 2) makes the late `[CLS]` vector informative: its MLM head can only
-            use the late layers through it. But the head reads `[CLS]` through two Transformer
+            Condenser (chapter 2) is built to make the late `[CLS]` vector informative: its MLM
+            head can use the late layers only through it. But even where that works, the head reads `[CLS]` through two Transformer
             layers, a non-linear decoder, so nothing requires that two texts with similar meaning
             get `[CLS]` vectors with a large inner product. A retriever ranks by exactly that inner
             product, and fine-tuning has to build the embedding space from labelled pairs; the
-            best fine-tuning pipelines of the time (RocketQA) needed thousands of queries per batch
-            and denoised hard negatives to do it well. coCondenser's answer is to shape the
+            best fine-tuning pipeline of the time, RocketQA {cite}`qu2021rocketqa`, needed
+            thousands of queries per batch and denoised hard negatives to do it well. coCondenser's answer is to shape the
             embedding space *before* fine-tuning, without labels, on the corpus the retriever will
             search: spans of one document are treated as positives of each other, spans of
             other documents as negatives.
@@ -1112,7 +1111,8 @@ def chapter_03():
               positive trivial).
 
             The draw for epoch $e$ depends only on (seed, $e$), so a resumed run sees the same
-            spans. The scaled-down target corpus is SciFact: 5,183 abstracts of scientific papers.
+            spans. The scaled-down target corpus is SciFact {cite}`wadden2020scifact`: 5,183
+            abstracts of scientific papers.
             """),
         code("""
             from condenser_lite.spans import SpanPairCollator, SpanPairs, tokenize_documents
@@ -1124,6 +1124,16 @@ def chapter_03():
             print(f"{pairs.n_documents} documents, {pairs.n_skipped} skipped, {len(pairs)} kept; "
                   f"median length {int(np.median(lengths))} tokens, {np.mean(lengths >= 2 * pairs.span_len):.0%} "
                   f"long enough for two full spans")
+            """),
+        md("""
+            SciFact's abstracts are long enough that hardly any is skipped. The rule on a toy
+            corpus of three documents of 10, 40 and 200 tokens:
+            """),
+        code("""
+            toy = SpanPairs([list(range(5, 15)), list(range(5, 45)), list(range(5, 205))], max_len=64, min_span=16)
+            print(f"{toy.n_skipped} of {toy.n_documents} skipped; kept documents {toy.doc_index.tolist()}; "
+                  f"span (start, end) per kept document: {toy(0).span_bounds().tolist()}")
+            assert toy.n_skipped == 1 and toy.doc_index.tolist() == [1, 2]
             """),
         code("""
             assert pairs.n_skipped == int(np.sum(lengths < 2 * co_cfg.min_span))
@@ -1178,8 +1188,8 @@ def chapter_03():
             The numerator scores the span against its partner; the denominator sums over every
             other span in the batch, partner included, and leaves out only the span itself (the
             indicator $\\mathbb{I}_{ij \\neq kl}$). It is a softmax cross-entropy over $2n - 1$
-            candidates whose correct answer is the partner: SimCLR's loss with random spans as the
-            augmentation, or a "skip-span" language model, as the paper puts it. Following the
+            candidates whose correct answer is the partner: SimCLR's loss {cite}`chen2020simclr`
+            with random spans as the augmentation, or a "skip-span" language model, as the paper puts it. Following the
             authors' code, $\\langle \\cdot, \\cdot \\rangle$ is the raw dot product: no
             normalisation and no temperature. Leaving the span itself out matters with raw dot
             products, since $\\langle h, h \\rangle = \\lVert h \\rVert^2$ would otherwise usually be
@@ -1260,10 +1270,12 @@ def chapter_03():
             takes the MLM loss as the *mean* over all masked tokens of the batch, and so do we:
             $\\mathcal{L} = \\mathcal{L}_{mlm}^{\\text{token mean}} + \\frac{1}{2n}\\sum_{ij}\\mathcal{L}^{co}_{ij}$,
             two averages whose size does not grow with the span length or the batch size (the MLM
-            term is itself the sum of the head and backbone losses, each a token mean). (That code also has a quirk we do not copy: with its gradient
-            cache switched on, every chunk adds its MLM loss scaled as if it were the whole batch,
-            which doubles the MLM weight relative to the run without the cache. The loss should not
-            depend on how the batch is chunked.)
+            term is itself the sum of the head and backbone losses, each a token mean).
+
+            That code also has a quirk we do not copy: with its gradient cache switched on, every
+            chunk adds its MLM loss scaled as if it were the whole batch, which doubles the MLM
+            weight relative to the run without the cache. The loss should not depend on how the
+            batch is chunked, and here it does not.
             """),
         code("""
             # NBVAL_IGNORE_OUTPUT
@@ -1297,7 +1309,7 @@ def chapter_03():
             gradient holds the activations of the whole batch in memory at once. With 4,000 spans
             of 128 tokens through BERT-base, that is far more than a GPU holds. Gradient
             accumulation does not help: splitting the batch would also split the set of negatives.
-            The gradient cache {cite}`gao2021scaling` removes the dependency by the chain rule.
+            The gradient cache {cite}`gao2021gradcache` removes the dependency by the chain rule.
             Write the contrastive part as a sum, $\\mathcal{L}^{co} = \\sum_{ij} \\mathcal{L}^{co}_{ij}$, so that
 
             $$\\mathcal{L} = \\frac{1}{2n}\\left[\\mathcal{L}^{co} + \\sum_{i}\\sum_{j} \\mathcal{L}^{mlm}_{ij}\\right] \\tag{8}$$
@@ -1595,7 +1607,7 @@ def chapter_03():
             right.axhline(chance, color="grey", linestyle="--", label=f"chance, 1/(2n-1) = {chance:.3f}")
             right.set_xlabel("update")
             right.set_ylabel("partner ranked first")
-            right.set_ylim(0, 1)
+            right.set_ylim(0, max(0.25, 1.2 * smooth["co_acc"].max()))
             right.legend()
             fig.suptitle("coCondenser on SciFact, from the Condenser checkpoint")
             fig.tight_layout()
@@ -1618,7 +1630,7 @@ def chapter_03():
                 assert (co_cfg.max_steps, co_cfg.batch_size) == (160, 32)
                 assert start["co_loss"] > 2 * np.log(1 / chance)             # starts far above uniform guessing
                 assert end["co_loss"] < np.log(1 / chance)                   # ends below it
-                assert 2 * chance < end["co_acc"] < 0.25                     # above chance, far from solved
+                assert 2 * chance < end["co_acc"] < 0.1                      # above chance, far from solved
                 assert end["mlm_loss"] < start["mlm_loss"] - 1.0             # MLM keeps improving on the new text
             """),
         md("""
@@ -1626,9 +1638,9 @@ def chapter_03():
             the uniform-guessing level $\\log(2n - 1) \\approx 4.14$ to below it. That is mostly
             the model undoing a bad start: its nearly parallel `[CLS]` vectors have large dot
             products, and tiny differences between large scores make the softmax confidently wrong.
-            After that, progress is slow: by the end the partner is ranked first for about one span
-            in twenty, three times chance but a long way from a well-formed embedding space. The
-            MLM losses meanwhile keep falling: SciFact's scientific abstracts are new text for a
+            After that, progress is slow: by the end the partner is ranked first for fewer than one
+            span in ten, a few times the chance rate but a long way from a well-formed embedding
+            space. The MLM losses meanwhile keep falling: SciFact's scientific abstracts are new text for a
             model pre-trained on Wikipedia and news, which is the knowledge-readiness half of
             continuing pre-training on the target corpus. The paper's coCondenser spends days on
             this stage, with 4,000 spans per update; ours spends minutes with 64. Chapter 4
@@ -1649,7 +1661,7 @@ def chapter_03():
               gradient exactly, and its activation memory stays at one chunk's.
             * Pre-trained for a few minutes on SciFact, the scaled-down coCondenser brings the
               contrastive loss below the uniform-guessing level and ranks a span's partner first
-              about three times as often as chance, while its MLM loss on the new text keeps
+              a few times as often as chance, while its MLM loss on the new text keeps
               falling: a beginning, not yet the paper's warmed-up embedding space.
             """),
     ]
