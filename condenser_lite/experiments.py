@@ -601,7 +601,7 @@ def finetune_arm(
     done = out_dir / "result.json"
     if done.exists():
         return json.loads(done.read_text())
-    t_start = time.perf_counter()
+    t_start, cpu_start = time.perf_counter(), time.process_time()
     tok = AutoTokenizer.from_pretrained(checkpoint)
     if round == 2:
         r1 = Path(round1["dir"])
@@ -636,7 +636,8 @@ def finetune_arm(
     result = {"arm": arm, "round": round, "seed": seed, "n_queries": len(train), "steps": steps, "key": key,
               "dir": str(out_dir), "metrics": ev["metrics"], "loss": [r["loss"] for r in model.train_result.history],
               "accuracy": [r.get("accuracy") for r in model.train_result.history], "entropy_after": entropy,
-              "wall_time": {"train": round_(t_train), "total": round_(time.perf_counter() - t_start)}}
+              "wall_time": {"train": round_(t_train), "total": round_(time.perf_counter() - t_start),
+                            "cpu": round_(time.process_time() - cpu_start)}}
     if not keep_model:  # only the numbers are reused: a tiny model is ~8 MB, 40 of them add up
         for p in out_dir.iterdir():
             if p.name not in ("run.json", "log.jsonl", "train_state.json"):
@@ -700,7 +701,7 @@ def sts_arm(
     done = out_dir / "result.json"
     if done.exists():
         return json.loads(done.read_text())
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     tok = AutoTokenizer.from_pretrained(checkpoint)
     cfg = TrainConfig(output_dir=str(out_dir), epochs=epochs, batch_size=budget.sts_batch, lr=budget.sts_lr,
                       weight_decay=0.01, warmup_ratio=0.1, mixed_precision=budget.mixed_precision, seed=seed,
@@ -714,7 +715,8 @@ def sts_arm(
         elif p.name != "log.jsonl":
             p.unlink()
     result = {"arm": arm, "seed": seed, "n_pairs": len(train), "epochs": epochs, "spearman": spearman,
-              "steps": model.train_result.step, "wall_time": round_(time.perf_counter() - t0)}
+              "steps": model.train_result.step, "wall_time": round_(time.perf_counter() - t0),
+              "cpu_time": round_(time.process_time() - cpu0)}
     done.write_text(json.dumps(result))
     return result
 
@@ -1052,8 +1054,11 @@ def _run(budget: Budget, data_dir: str | None, verbose: bool, workers: int) -> d
         runs.sort(key=lambda r: r["seed"])
 
     results = _assemble(budget, stages, task, bm25, entropy, r1, r2, sts, total, len(sts_train))
-    wall["finetune_core_seconds"] = round_(sum(r["wall_time"]["total"] for k, r in done.items() if k[0] == "finetune"))
-    wall["sts_core_seconds"] = round_(sum(r["wall_time"] for k, r in done.items() if k[0] == "sts"))
+    wall["finetune_jobs_seconds"] = round_(sum(r["wall_time"]["total"] for k, r in done.items() if k[0] == "finetune"))
+    wall["sts_jobs_seconds"] = round_(sum(r["wall_time"] for k, r in done.items() if k[0] == "sts"))
+    # CPU seconds of the jobs (one-thread workers): the work itself, whatever else ran on the machine
+    wall["finetune_cpu_seconds"] = round_(sum(r["wall_time"].get("cpu", 0.0) for k, r in done.items() if k[0] == "finetune"))
+    wall["sts_cpu_seconds"] = round_(sum(r.get("cpu_time", 0.0) for k, r in done.items() if k[0] == "sts"))
     wall["pretrain_stage_seconds"] = {a: stages[a]["wall_time"] for a in plan}
     wall["total"] = round_(time.perf_counter() - t0)
     results["wall_time"] = wall
@@ -1068,8 +1073,14 @@ def _metric_stats(runs: list[dict], metrics: Sequence[str]) -> dict:
     return {m: stats([r["metrics"][m] for r in runs]) for m in metrics}
 
 
+def _by_size(d: dict) -> dict:
+    return {k: d[k] for k in sorted(d, key=int)}
+
+
 def _assemble(budget, stages, task, bm25, entropy, r1, r2, sts, total, sts_total) -> dict:
     metrics = list(budget.metrics)
+    r1 = {arm: _by_size(v) for arm, v in r1.items()}
+    sts = {arm: _by_size(v) for arm, v in sts.items()}
     retrieval: dict[str, dict] = {}
     loss_curves: dict[str, dict] = {}
     pretrain_wall = {}
@@ -1307,8 +1318,23 @@ def scorecard(results: Mapping) -> list[dict]:
 
 
 def format_scorecard(results: Mapping) -> str:
-    """The scorecard as a plain-text table (for the command line and the notebooks)."""
+    """The main numbers and the scorecard as plain text (command line, notebooks): retrieval
+    mean +- std over seeds per arm, training size and round, STS-b Spearman, then one line per claim."""
     lines = []
+    metrics = results.get("budget", {}).get("metrics", ["nDCG@10"])
+    shown = [metrics[0]] + [m for m in metrics if m.startswith("R@")][:1]
+    bm = results.get("bm25", {})
+    if bm:
+        lines.append("BM25: " + ", ".join(f"{m} {bm['full'][m]:.3f}" for m in shown)
+                     + ("; on the dense models' first %s tokens: " % bm.get("truncated_tokens") + ", ".join(
+                         f"{m} {bm['truncated'][m]:.3f}" for m in shown) if "truncated" in bm else ""))
+    for arm, rounds in results.get("retrieval", {}).items():
+        for rnd, by_size in rounds.items():
+            for size, ms in sorted(by_size.items(), key=lambda kv: int(kv[0])):
+                cells = ", ".join(f"{m} {ms[m]['mean']:.3f}+-{ms[m]['std']:.3f}" for m in shown if m in ms)
+                lines.append(f"{arm:<20} {rnd} n={size:<5} {cells}")
+    for arm, by_size in results.get("sts", {}).items():
+        lines.append(f"{arm:<20} STS-b " + ", ".join(f"n={k} {v['mean']:.3f}+-{v['std']:.3f}" for k, v in by_size.items()))
     for c in results.get("claims") or scorecard(results):
         lines.append(f"{c['id']}  {c['status']:<30} {c['statement']}")
     return "\n".join(lines)
