@@ -1,0 +1,292 @@
+"""Figures and tables of the book, drawn from the results of ``experiments.run_protocol``.
+
+Every function takes the results dict (or the JSON file's contents) and returns a matplotlib
+``Figure`` (or a pandas ``DataFrame`` for tables), so a chapter is: load results, call, save.
+Colours and labels are fixed per arm so that the same arm looks the same in every chapter.
+Explained in chapters 4-7.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+ARM_LABELS = {
+    "bert": "BERT",
+    "bert_cont": "BERT, continued",
+    "condenser": "Condenser",
+    "cocondenser": "coCondenser",
+    "co_contrastive_only": "contrastive only",
+    "co_mlm_only": "Condenser MLM only",
+}
+ARM_COLORS = {
+    "bert": "#7f7f7f",
+    "bert_cont": "#17becf",
+    "condenser": "#1f77b4",
+    "cocondenser": "#d62728",
+    "co_contrastive_only": "#ff7f0e",
+    "co_mlm_only": "#2ca02c",
+}
+
+
+def label(arm: str) -> str:
+    return ARM_LABELS.get(arm, arm)
+
+
+def _fig(ax=None, figsize=(5.5, 3.6)):
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        fig, ax = plt.subplots(figsize=figsize)
+    return ax.figure, ax
+
+
+def save(fig, path: str | Path) -> Path:
+    """Save ``fig`` as PNG (the folder is created) and return the path. Chapter 4."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, bbox_inches="tight")
+    return path
+
+
+def _sizes(results: Mapping) -> list[str]:
+    return [str(s) for s in results.get("train_sizes", [])]
+
+
+def _full(results: Mapping) -> str:
+    return _sizes(results)[-1]
+
+
+def fmt(stat: Mapping | None, digits: int = 3) -> str:
+    """``mean ± std`` of a ``experiments.stats`` dict, or an empty string."""
+    if not stat or stat.get("mean") is None:
+        return ""
+    return f"{stat['mean']:.{digits}f} ± {(stat.get('std') or 0):.{digits}f}"
+
+
+# ---------------------------------------------------------------------------------------
+# Tables
+# ---------------------------------------------------------------------------------------
+
+
+def retrieval_table(results: Mapping, metrics: Sequence[str] | None = None, digits: int = 3):
+    """One row per arm, training size and round; one column per metric (mean ± std over seeds),
+    with BM25 on top. Chapter 4."""
+    import pandas as pd
+
+    metrics = list(metrics or results["budget"]["metrics"])
+    rows = []
+    bm = results.get("bm25", {})
+    for kind in ("full", "truncated"):
+        if kind in bm:
+            name = "BM25" if kind == "full" else f"BM25, first {bm.get('truncated_tokens')} tokens"
+            rows.append({"model": name, "round": "", "train queries": "", **{m: f"{bm[kind][m]:.{digits}f}" for m in metrics}})
+    for arm, rounds in results["retrieval"].items():
+        for rnd, by_size in rounds.items():
+            for size, ms in sorted(by_size.items(), key=lambda kv: int(kv[0])):
+                rows.append({"model": label(arm), "round": rnd.replace("round", ""), "train queries": size,
+                             **{m: fmt(ms.get(m), digits) for m in metrics}})
+    return pd.DataFrame(rows).set_index(["model", "round", "train queries"])
+
+
+def sts_table(results: Mapping, digits: int = 3):
+    """STS-b test Spearman, mean ± std over seeds, one row per arm, one column per training size. Chapter 7."""
+    import pandas as pd
+
+    rows = {label(arm): {size: fmt(s, digits) for size, s in by_size.items()} for arm, by_size in results["sts"].items()}
+    return pd.DataFrame(rows).T.rename_axis("model").rename_axis("training pairs", axis=1)
+
+
+def scorecard_table(results: Mapping):
+    """The claims C1-C7 with their status. Chapter 4 and the scorecard page."""
+    import pandas as pd
+
+    from .experiments import scorecard
+
+    claims = results.get("claims") or scorecard(results)
+    return pd.DataFrame([{"claim": c["id"], "status": c["status"], "statement": c["statement"]} for c in claims]).set_index("claim")
+
+
+# ---------------------------------------------------------------------------------------
+# Figures
+# ---------------------------------------------------------------------------------------
+
+
+def plot_low_data(results: Mapping, metric: str | None = None, arms: Sequence[str] | None = None, ax=None):
+    """Round-1 retrieval quality against the number of training queries (mean ± std over
+    seeds), with BM25 as horizontal lines: the low-data curves of Condenser tables 3 and 5. Chapter 4."""
+    metric = metric or results["budget"]["metrics"][0]
+    fig, ax = _fig(ax)
+    R = results["retrieval"]
+    arms = [a for a in (arms or R) if a in R]
+    for arm in arms:
+        by_size = R[arm]["round1"]
+        xs = sorted(int(s) for s in by_size)
+        if len(xs) < 2:
+            continue
+        m = np.array([by_size[str(x)][metric]["mean"] for x in xs])
+        s = np.array([by_size[str(x)][metric]["std"] or 0 for x in xs])
+        ax.errorbar(xs, m, yerr=s, marker="o", capsize=3, color=ARM_COLORS.get(arm), label=label(arm))
+    bm = results.get("bm25", {})
+    if "full" in bm:
+        ax.axhline(bm["full"][metric], color="black", ls="--", lw=1, label="BM25")
+    if "truncated" in bm:
+        ax.axhline(bm["truncated"][metric], color="black", ls=":", lw=1,
+                   label=f"BM25, first {bm.get('truncated_tokens')} tokens")
+    ax.set_xscale("log")
+    xs = sorted({int(s) for a in arms for s in R[a]["round1"]})
+    ax.set_xticks(xs, [str(x) for x in xs])
+    ax.minorticks_off()
+    ax.set_xlabel("training queries (round 1, BM25 negatives)")
+    ax.set_ylabel(metric)
+    ax.legend(fontsize=8, frameon=False)
+    return fig
+
+
+def plot_rounds(results: Mapping, metric: str | None = None, arms: Sequence[str] | None = None, ax=None):
+    """Round 1 (BM25 negatives) vs round 2 (+ self-mined hard negatives) per arm at the full
+    training set, with one dot per seed. Chapter 4."""
+    metric = metric or results["budget"]["metrics"][0]
+    fig, ax = _fig(ax)
+    R, full = results["retrieval"], _full(results)
+    arms = [a for a in (arms or R) if "round2" in R.get(a, {})]
+    width = 0.38
+    for i, arm in enumerate(arms):
+        for j, rnd in enumerate(("round1", "round2")):
+            st = R[arm][rnd][full][metric]
+            x = i + (j - 0.5) * width
+            ax.bar(x, st["mean"], width * 0.95, color=ARM_COLORS.get(arm), alpha=0.55 if j == 0 else 1.0,
+                   label=("round 1" if j == 0 else "round 2") if i == 0 else None)
+            ax.plot([x] * len(st["values"]), st["values"], "k.", ms=4)
+    ax.set_xticks(range(len(arms)), [label(a) for a in arms])
+    ax.set_ylabel(metric)
+    ax.legend(fontsize=8, frameon=False)
+    return fig
+
+
+def plot_nb_recall(results: Mapping, n: int | None = None, ax=None):
+    """nb-recall (coCondenser eq. 17) of each arm: the share of the round-2 top ``n`` that the
+    round-1 retriever already had in its top ``k``, against ``k``. Chapter 6."""
+    nb = results.get("nb_recall", {})
+    fig, ax = _fig(ax)
+    if not nb:
+        return fig
+    names = next(iter(nb.values())).keys()
+    ns = sorted({int(k.split("@")[0][1:]) for k in names})
+    n = n if n is not None else ns[0]
+    ks = sorted({int(k.split("@k")[1]) for k in names if k.startswith(f"n{n}@")})
+    for arm, d in nb.items():
+        m = np.array([d[f"n{n}@k{k}"]["mean"] for k in ks])
+        s = np.array([d[f"n{n}@k{k}"]["std"] or 0 for k in ks])
+        ax.errorbar(ks, m, yerr=s, marker="o", capsize=3, color=ARM_COLORS.get(arm), label=label(arm))
+    ax.set_xlabel("k (depth of the round-1 ranking)")
+    ax.set_ylabel(f"nb-recall, round-2 top {n}")
+    ax.legend(fontsize=8, frameon=False)
+    return fig
+
+
+def plot_entropy(results: Mapping, arms: Sequence[str] = ("bert", "condenser", "cocondenser")):
+    """CLS attention entropy per layer before (pre-trained) and after retrieval fine-tuning,
+    one panel per arm: Condenser figure 2. The shaded band is ± one std over fine-tuning seeds. Chapter 5."""
+    import matplotlib.pyplot as plt
+
+    E = results["entropy"]
+    arms = [a for a in arms if a in E]
+    fig, axes = plt.subplots(1, len(arms), figsize=(3.2 * len(arms), 3.2), sharey=True, squeeze=False)
+    for ax, arm in zip(axes[0], arms):
+        before = np.asarray(E[arm]["before"])
+        layers = np.arange(1, len(before) + 1)
+        ax.plot(layers, before, "o-", color=ARM_COLORS.get(arm), label="pre-trained")
+        if "after" in E[arm]:
+            m, s = np.asarray(E[arm]["after"]["mean"]), np.asarray(E[arm]["after"]["std"])
+            ax.plot(layers, m, "s--", color="black", label="fine-tuned")
+            ax.fill_between(layers, m - s, m + s, color="black", alpha=0.15)
+        ax.set_title(label(arm))
+        ax.set_xlabel("layer")
+        ax.set_xticks(layers)
+    axes[0][0].set_ylabel("CLS attention entropy (nats)")
+    axes[0][0].legend(fontsize=8, frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+def smooth(values: Sequence[float], window: int) -> np.ndarray:
+    """Trailing moving average (the first points average what exists so far). Chapter 6."""
+    v = np.asarray(values, dtype=float)
+    if window <= 1 or len(v) == 0:
+        return v
+    c = np.cumsum(np.insert(v, 0, 0.0))
+    idx = np.arange(1, len(v) + 1)
+    lo = np.maximum(0, idx - window)
+    return (c[idx] - c[lo]) / (idx - lo)
+
+
+def plot_loss_curves(results: Mapping, size: str | None = None, arms: Sequence[str] | None = None,
+                     window: int = 10, log: bool = True, ax=None):
+    """Round-1 fine-tuning loss per step (mean over seeds, smoothed over ``window`` steps; band =
+    min..max over seeds) on a log scale: the preprint's loss figure. Chapter 6."""
+    from .experiments import MAIN_ARMS
+
+    size = size or _full(results)
+    fig, ax = _fig(ax)
+    curves = results["loss_curves"]
+    for arm in arms or MAIN_ARMS:
+        runs = curves.get(arm, {}).get(size)
+        if not runs:
+            continue
+        n = min(len(r) for r in runs)
+        a = np.stack([smooth(r[:n], window) for r in runs])
+        steps = np.arange(1, n + 1)
+        ax.plot(steps, a.mean(0), color=ARM_COLORS.get(arm), label=label(arm))
+        ax.fill_between(steps, a.min(0), a.max(0), color=ARM_COLORS.get(arm), alpha=0.15)
+    if log:
+        ax.set_yscale("log")
+    ax.set_xlabel("fine-tuning step")
+    ax.set_ylabel("contrastive loss (nats)")
+    ax.legend(fontsize=8, frameon=False)
+    return fig
+
+
+def plot_sts(results: Mapping, arms: Sequence[str] | None = None, ax=None):
+    """STS-b test Spearman against the number of training pairs (mean ± std over seeds):
+    Condenser table 1. Chapter 7."""
+    fig, ax = _fig(ax)
+    S = results["sts"]
+    for arm in arms or S:
+        if arm not in S:
+            continue
+        xs = sorted(int(k) for k in S[arm])
+        m = np.array([S[arm][str(x)]["mean"] for x in xs])
+        s = np.array([S[arm][str(x)]["std"] or 0 for x in xs])
+        ax.errorbar(xs, m, yerr=s, marker="o", capsize=3, color=ARM_COLORS.get(arm), label=label(arm))
+    xs = sorted({int(k) for a in S for k in S[a]})
+    ax.set_xscale("log")
+    ax.set_xticks(xs, [str(x) for x in xs])
+    ax.minorticks_off()
+    ax.set_xlabel("training pairs")
+    ax.set_ylabel("Spearman correlation")
+    ax.legend(fontsize=8, frameon=False)
+    return fig
+
+
+def plot_pretrain_losses(results: Mapping, arms: Sequence[str] | None = None, window: int = 10, ax=None):
+    """Pre-training loss per step of each arm's own stage (MLM terms only, so the stages are
+    comparable: Condenser's head and late MLM are averaged). Chapter 4."""
+    fig, ax = _fig(ax)
+    for arm in arms or results["arms"]:
+        log = results["arms"][arm].get("pretrain_log") or []
+        if not log:
+            continue
+        if "mlm_loss" in log[0]:
+            ys = [r["mlm_loss"] / 2 for r in log]  # coCondenser stages: head + late MLM
+        elif "head_loss" in log[0]:
+            ys = [(r["head_loss"] + r["late_loss"]) / 2 for r in log]
+        else:
+            ys = [r["loss"] for r in log]
+        ax.plot([r["step"] for r in log], smooth(ys, window), color=ARM_COLORS.get(arm), label=label(arm))
+    ax.set_xlabel("step of the arm's own stage")
+    ax.set_ylabel("MLM loss (nats)")
+    ax.legend(fontsize=8, frameon=False)
+    return fig
