@@ -1,0 +1,474 @@
+"""Full-size code path on a GPU: coCondenser step with/without the gradient cache, retriever
+fine-tuning, encoding and FAISS search on SciFact. Every ratio is against a baseline measured
+in the same run.
+
+    python benchmarks/bench_gpu.py                      # BERT-base-sized, bf16, CUDA, both parts
+    python benchmarks/bench_gpu.py --part gradcache --sizes 64 256 1024 2048 4096 --chunks 64 128
+    python benchmarks/bench_gpu.py --part retrieval --ft-steps 100
+    python benchmarks/bench_gpu.py --part none --exact-spans 512 --chunks 64 128   # cache vs plain loss/gradient
+    python benchmarks/bench_gpu.py --size tiny --device cpu --dtype fp32 --sizes 8 16 --chunks 4 --ft-steps 3 --quick  # smoke test
+
+Part 1 (gradcache): ``gradcache.cocondenser_step`` + AdamW on random 128-token spans, with the
+gradient cache (``chunk_size``) vs the plain full-batch step; seconds per update and peak
+``torch.cuda.max_memory_allocated``. A plain step that runs out of memory is reported as OOM.
+Part 2 (retrieval): ``finetune_retriever`` with the msmarco preset's batch shape (8 queries x 8
+passages, 32/128 tokens) vs a hand-written loop over the same batches; ``encode_corpus`` over
+the SciFact corpus vs a plain AutoModel loop; ``search`` (FAISS flat IP); ``evaluate_retriever``
+end to end. Weights are random (the Hub is not needed), so only speed and memory mean anything.
+The retrieval tokenizer is a WordPiece trained on the SciFact passages (``--vocab`` pieces).
+``--exact-spans N`` first compares one step's loss and gradient, plain vs cache, on this device.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import gc
+import os
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+warnings.filterwarnings("ignore")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+BASE = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
+            max_position_embeddings=512)
+TINY = dict(max_position_embeddings=512)  # tiny_bert_config's defaults otherwise
+
+
+def bert_config(args, vocab: int):
+    from condenser_lite.model import tiny_bert_config
+
+    return tiny_bert_config(vocab_size=vocab, **(BASE if args.size == "base" else TINY))
+
+
+def sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def free(device: str) -> None:
+    gc.collect()
+    if device == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+
+
+def peak_mb(device: str) -> float:
+    return torch.cuda.max_memory_allocated() / 2**20 if device == "cuda" else float("nan")
+
+
+def print_table(title: str, header: list[str], rows: list[list[str]]) -> None:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+    print(f"\n{title}")
+    print(" | ".join(h.rjust(w) for h, w in zip(header, widths)))
+    print("-+-".join("-" * w for w in widths))
+    for r in rows:
+        print(" | ".join(c.rjust(w) for c, w in zip(r, widths)))
+
+
+# ---- part 1: coCondenser step ------------------------------------------------------------
+
+
+def span_batch(n: int, seq_len: int, vocab: int, device: str) -> dict:
+    """Random spans as SpanPairCollator would give them: CLS ... SEP, 15% masked."""
+    g = torch.Generator().manual_seed(n)
+    ids = torch.randint(5, vocab, (n, seq_len), generator=g)
+    ids[:, 0], ids[:, -1] = 2, 3
+    masked = torch.rand(n, seq_len, generator=g) < 0.15
+    masked[:, 0] = masked[:, -1] = False
+    masked[:, 1] = True
+    labels = torch.where(masked, ids, torch.full_like(ids, -100))
+    batch = {"input_ids": ids.masked_fill(masked, 4), "attention_mask": torch.ones_like(ids), "labels": labels}
+    return {k: v.to(device) for k, v in batch.items()}
+
+
+def bench_gradcache(args) -> None:
+    from condenser_lite.gradcache import cocondenser_step
+    from condenser_lite.model import Condenser
+    from condenser_lite.training import _make_accelerator
+
+    dev = args.device
+    cfg = bert_config(args, args.vocab)
+    skip = 6 if args.size == "base" else 2
+    torch.manual_seed(0)
+    model = Condenser.from_config(cfg, skip_from=skip, n_head_layers=2).to(dev).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    # The library's mixed precision: accelerate autocast per forward, fp32 master weights.
+    acc = _make_accelerator("bf16" if args.dtype == "bf16" else "no")
+    n_params = sum(p.numel() for p in model.parameters())
+
+    def update(batch, chunk):
+        m = cocondenser_step(model, batch, accelerator=acc, chunk_size=chunk)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return m
+
+    update(span_batch(4, args.seq_len, args.vocab, dev), None)  # creates AdamW state before measuring
+    free(dev)
+    base_mb = torch.cuda.memory_allocated() / 2**20 if dev == "cuda" else float("nan")
+    print(f"\n[gradcache] Condenser {cfg.num_hidden_layers} layers, hidden {cfg.hidden_size}, skip_from {skip}, "
+          f"2 head layers, vocab {args.vocab}, {n_params / 1e6:.1f}M parameters, attention "
+          f"{cfg._attn_implementation}, {args.dtype}, {args.seq_len} tokens/span, device {dev}; "
+          f"weights + AdamW state {base_mb:.0f} MB", flush=True)
+
+    results = {}  # (spans, chunk or None) -> dict or "OOM"
+    for n in args.sizes:
+        batch = span_batch(n, args.seq_len, args.vocab, dev)
+        for chunk in [None, *args.chunks]:
+            if chunk is not None and chunk >= n:
+                continue  # the cached step would be the plain step
+            free(dev)
+            try:
+                times = []
+                for i in range(args.warmup + args.steps):
+                    sync(dev)
+                    t = time.perf_counter()
+                    m = update(batch, chunk)
+                    sync(dev)
+                    if i >= args.warmup:
+                        times.append(time.perf_counter() - t)
+                r = dict(s=min(times), mem=peak_mb(dev), loss=m["loss"])
+            except torch.cuda.OutOfMemoryError:
+                opt.zero_grad(set_to_none=True)
+                r = "OOM"
+            results[n, chunk] = r
+            free(dev)
+            desc = r if r == "OOM" else f"{r['s']:.3f} s/update, peak {r['mem']:.0f} MB, loss {r['loss']:.3f}"
+            print(f"  spans {n:5d} chunk {str(chunk):>4}: {desc}", flush=True)
+        del batch
+
+    header = ["spans", "plain s/upd", "plain spans/s", "plain peak MB"]
+    for c in args.chunks:
+        header += [f"c{c} s/upd", f"c{c} spans/s", f"c{c} peak MB", f"c{c}/plain time", f"c{c}/plain mem"]
+    rows = []
+    for n in args.sizes:
+        p = results.get((n, None))
+        row = [str(n)] + (["OOM"] * 3 if p == "OOM" else [f"{p['s']:.3f}", f"{n / p['s']:,.0f}", f"{p['mem']:,.0f}"])
+        for c in args.chunks:
+            r = results.get((n, c))
+            if r is None:
+                row += ["(=plain)"] + [""] * 4
+            elif r == "OOM":
+                row += ["OOM"] * 3 + [""] * 2
+            else:
+                ok = isinstance(p, dict)
+                row += [f"{r['s']:.3f}", f"{n / r['s']:,.0f}", f"{r['mem']:,.0f}",
+                        f"{r['s'] / p['s']:.2f}x" if ok else "-", f"{r['mem'] / p['mem']:.2f}x" if ok else "-"]
+        rows.append(row)
+    print_table(f"coCondenser update (cocondenser_step + AdamW), best of {args.steps} after {args.warmup} warm-up; "
+                f"peak = max_memory_allocated incl. {base_mb:.0f} MB weights + AdamW state", header, rows)
+    del model, opt
+    free(dev)
+
+
+def check_exact(args) -> None:
+    """Loss and gradient of one step, plain vs gradient cache, from the same weights, dropout off
+    (the cache replays dropout per chunk, which a full-batch step draws differently)."""
+    from condenser_lite.gradcache import cocondenser_step
+    from condenser_lite.model import Condenser
+    from condenser_lite.training import _make_accelerator
+
+    dev, n = args.device, args.exact_spans
+    cfg = bert_config(args, args.vocab)
+    torch.manual_seed(0)
+    model = Condenser.from_config(cfg, skip_from=6 if args.size == "base" else 2, n_head_layers=2).to(dev).eval()
+    batch = span_batch(n, args.seq_len, args.vocab, dev)
+    rows = []
+    for dtype in ("fp32", "bf16"):
+        acc = _make_accelerator("bf16" if dtype == "bf16" else "no")
+        grads = {}
+        for chunk in (None, *args.chunks):
+            if chunk is not None and chunk >= n:
+                continue
+            model.zero_grad(set_to_none=True)
+            m = cocondenser_step(model, batch, accelerator=acc, chunk_size=chunk)
+            grads[chunk] = (m["loss"], torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None]))
+        loss0, g0 = grads.pop(None)
+        for chunk, (loss, g) in grads.items():
+            rel = float((g - g0).norm() / g0.norm())
+            rows.append([dtype, str(n), str(chunk), f"{loss0:.6f}", f"{loss:.6f}", f"{abs(loss - loss0):.1e}", f"{rel:.1e}"])
+    print_table("Gradient cache exactness on this device (one step, same weights, dropout off; "
+                "fp32 with TF32 matmuls off)", ["precision", "spans", "chunk", "plain loss", "cache loss",
+                                                  "|diff|", "rel. grad diff"], rows)
+    del model
+    free(dev)
+
+
+# ---- part 2: retrieval -------------------------------------------------------------------
+
+
+def plain_finetune_loop(model_dir: str, train, collator, steps: int, dev: str, dtype: str, lr: float,
+                        precollate: bool = False, log_metrics: bool = False) -> float:
+    """Baseline: the same batch shape through AutoModel + AdamW in a bare loop, rows read from the
+    Dataset and collated each step as training.train does (``precollate``: batches built before
+    timing, so only the GPU work is timed; ``log_metrics``: read loss and gradient norm back to
+    the host every step, as a logging loop does). Seconds/step after 5 warm-up steps."""
+    import random
+
+    from transformers import AutoModel
+
+    from condenser_lite.losses import retrieval_loss
+
+    enc = AutoModel.from_pretrained(model_dir, add_pooling_layer=False).to(dev).train()
+    opt = torch.optim.AdamW(enc.parameters(), lr=lr)
+    random.seed(0)
+
+    def make_batch():
+        return {k: v.to(dev) for k, v in collator([train[random.randrange(len(train))] for _ in range(8)]).items()}
+
+    ready = [make_batch() for _ in range(steps)] if precollate else None
+    amp = torch.autocast("cuda", dtype=torch.bfloat16) if dev == "cuda" and dtype == "bf16" else torch.autocast("cpu", enabled=False)
+    warm = min(5, steps - 1)
+    for i in range(steps):
+        if i == warm:
+            sync(dev)
+            t = time.perf_counter()
+        b = ready[i] if precollate else make_batch()
+        with amp:
+            q = enc(input_ids=b["query_input_ids"], attention_mask=b["query_attention_mask"]).last_hidden_state[:, 0]
+            p = enc(input_ids=b["passage_input_ids"], attention_mask=b["passage_attention_mask"]).last_hidden_state[:, 0]
+        loss = retrieval_loss(q.float(), p.float(), collator.train_n_passages)
+        loss.backward()
+        norm = torch.nn.utils.clip_grad_norm_(enc.parameters(), 1.0)
+        if log_metrics:  # host syncs: the CPU can no longer queue work ahead of the GPU
+            float(loss), float(norm)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    sync(dev)
+    return (time.perf_counter() - t) / (steps - warm)
+
+
+def collate_time(train, collator, n: int = 50) -> tuple[float, float]:
+    """CPU seconds per batch of 8 queries: (reading the rows from the Dataset, tokenising them)."""
+    import random
+
+    random.seed(1)
+    t_read = t_tok = 0.0
+    for _ in range(n):
+        t = time.perf_counter()
+        rows = [train[random.randrange(len(train))] for _ in range(8)]
+        t_read += time.perf_counter() - t
+        t = time.perf_counter()
+        collator(rows)
+        t_tok += time.perf_counter() - t
+    return t_read / n, t_tok / n
+
+
+def plain_encode(model, tok, strings, max_len: int, batch: int, dev: str, dtype: str) -> np.ndarray:
+    """Baseline: batches in input order, padded to the batch's longest, CLS of the last layer."""
+    out = []
+    model.eval()
+    amp = torch.autocast("cuda", dtype=torch.bfloat16) if dev == "cuda" and dtype == "bf16" else torch.autocast("cpu", enabled=False)
+    with torch.inference_mode(), amp:
+        for s in range(0, len(strings), batch):
+            enc = tok(strings[s:s + batch], padding=True, truncation=True, max_length=max_len,
+                      return_tensors="pt", return_token_type_ids=False)
+            enc = {k: v.to(dev) for k, v in enc.items()}
+            out.append(model(**enc).last_hidden_state[:, 0].float().cpu().numpy())
+    return np.concatenate(out)
+
+
+def best_of(repeats: int, fn, dev: str):
+    best, out = float("inf"), None
+    for _ in range(repeats):
+        sync(dev)
+        t = time.perf_counter()
+        out = fn()
+        sync(dev)
+        best = min(best, time.perf_counter() - t)
+    return best, out
+
+
+def bench_retrieval(args) -> None:
+    from transformers import AutoModel, BertForMaskedLM
+
+    from condenser_lite import retrieval as R
+    from condenser_lite.data import load_beir
+    from condenser_lite.tokenizer import train_wordpiece
+
+    dev, rows = args.device, []
+    beir = load_beir("scifact")
+    ids, titles, texts = R._corpus_lists(beir.corpus)
+    if args.quick:  # smoke test: a small corpus slice, only the queries whose positives are in it
+        keep = set(ids[:300])
+        beir.corpus = beir.corpus.filter(lambda r: str(r["_id"]) in keep)
+        for split in list(beir.qrels):
+            beir.qrels[split] = {q: d for q, d in beir.qrels[split].items() if d and set(d) <= keep}
+        ids, titles, texts = R._corpus_lists(beir.corpus)
+    work = Path(tempfile.mkdtemp(prefix="bench_gpu_"))
+    t = time.perf_counter()
+    tok = train_wordpiece(titles + texts, vocab_size=args.vocab, save_dir=work / "init")
+    t_tok = time.perf_counter() - t
+    torch.manual_seed(0)
+    cfg = bert_config(args, len(tok))
+    BertForMaskedLM(cfg).save_pretrained(work / "init")  # a random "pre-trained" checkpoint
+    print(f"\n[retrieval] SciFact {len(ids):,} passages; WordPiece trained on them in {t_tok:.1f} s, "
+          f"{len(tok):,} tokens (asked {args.vocab:,}); BERT {cfg.num_hidden_layers} layers, hidden "
+          f"{cfg.hidden_size}, random init, {args.dtype}, device {dev}", flush=True)
+
+    # Fine-tuning: msmarco preset batch shape, short run.
+    pre = R.RETRIEVER_PRESETS["msmarco"]
+    t = time.perf_counter()
+    train = R.to_tevatron(beir, "train", n_negatives=pre.n_bm25_negatives)
+    t_tev = time.perf_counter() - t
+    tc = R.train_config_from_preset(pre, work / "ft", max_steps=args.ft_steps, log_every=1, progress=False,
+                                    resume=False, mixed_precision=args.dtype if args.dtype == "bf16" else "no")
+    # Warm-up run first: padded lengths vary per batch, and every new shape costs first-time kernel
+    # selection and allocations; whichever loop ran first in a process looked ~1.4x slower.
+    R.finetune_retriever(work / "init", train, tok, dataclasses.replace(tc, output_dir=str(work / "ft_warm")),
+                         q_max_len=pre.q_max_len, p_max_len=pre.p_max_len, train_n_passages=pre.train_n_passages)
+    free(dev)
+    t = time.perf_counter()
+    model = R.finetune_retriever(work / "init", train, tok, tc, q_max_len=pre.q_max_len, p_max_len=pre.p_max_len,
+                                 train_n_passages=pre.train_n_passages)
+    t_ft = time.perf_counter() - t
+    ft_mem = peak_mb(dev)
+    hist = model.train_result.history
+    warm = min(5, len(hist) - 1)
+    s_per_step = (hist[-1]["elapsed"] - hist[warm - 1]["elapsed"]) / (hist[-1]["step"] - hist[warm - 1]["step"])
+    del model
+    free(dev)
+    collator = R.RetrievalCollator(tok, pre.q_max_len, pre.p_max_len, pre.train_n_passages)
+    s_plain = plain_finetune_loop(str(work / "init"), train, collator, args.ft_steps, dev, args.dtype, pre.lr)
+    plain_mem = peak_mb(dev)
+    free(dev)
+    s_gpu = plain_finetune_loop(str(work / "init"), train, collator, args.ft_steps, dev, args.dtype, pre.lr,
+                                precollate=True)
+    s_log = plain_finetune_loop(str(work / "init"), train, collator, args.ft_steps, dev, args.dtype, pre.lr,
+                                log_metrics=True)
+    free(dev)
+    t_read, t_coll = collate_time(train, collator)
+    shape = f"{pre.batch_size} q x {pre.train_n_passages} p, {pre.q_max_len}/{pre.p_max_len} tok"
+    rows += [
+        ["to_tevatron (BM25 negatives, train split)", f"{t_tev:.1f} s", f"{len(train)} queries"],
+        [f"finetune_retriever ({shape})", f"{1 / s_per_step:.2f} steps/s",
+         f"{s_per_step * 1e3:.0f} ms/step (steps {warm + 1}-{hist[-1]['step']}); total call {t_ft:.1f} s; peak {ft_mem:,.0f} MB"],
+        ["plain loop, same batch shape (baseline)", f"{1 / s_plain:.2f} steps/s",
+         f"{s_plain * 1e3:.0f} ms/step; peak {plain_mem:,.0f} MB"],
+        ["finetune_retriever / plain loop speed", f"{s_plain / s_per_step:.2f}x", ""],
+        ["plain loop + loss and grad-norm read back each step", f"{1 / s_log:.2f} steps/s",
+         f"{s_log * 1e3:.0f} ms/step; finetune_retriever / this: {s_log / s_per_step:.2f}x"],
+        ["plain loop, batches collated before timing", f"{1 / s_gpu:.2f} steps/s", f"{s_gpu * 1e3:.0f} ms/step: the GPU work alone"],
+        ["  CPU per batch: read 8 rows from the Dataset", f"{t_read * 1e3:.1f} ms", "rows carry 30 BM25 negatives each"],
+        ["  CPU per batch: RetrievalCollator (tokenise)", f"{t_coll * 1e3:.1f} ms",
+         f"TOKENIZERS_PARALLELISM={os.environ.get('TOKENIZERS_PARALLELISM', '(unset)')}"],
+    ]
+
+    if args.nq_steps:  # the nq preset: 128 queries x 2 passages, 256 tokens, untied, gradient cache 32
+        nq = R.RETRIEVER_PRESETS["nq"]
+        tc2 = R.train_config_from_preset(nq, work / "ft_nq", max_steps=args.nq_steps, log_every=1, progress=False,
+                                         resume=False, mixed_precision=tc.mixed_precision,
+                                         batch_size=min(nq.batch_size, len(train)))
+        free(dev)
+        m2 = R.finetune_retriever(work / "init", train, tok, tc2, q_max_len=nq.q_max_len, p_max_len=nq.p_max_len,
+                                  train_n_passages=nq.train_n_passages, untied=nq.untied,
+                                  grad_cache_chunk=nq.grad_cache_chunk)
+        h2 = m2.train_result.history
+        w2 = min(2, len(h2) - 1)
+        s2 = (h2[-1]["elapsed"] - h2[w2 - 1]["elapsed"]) / (h2[-1]["step"] - h2[w2 - 1]["step"])
+        rows.append([f"finetune_retriever nq preset ({tc2.batch_size} q x {nq.train_n_passages} p, "
+                     f"{nq.p_max_len} tok, untied, cache {nq.grad_cache_chunk})", f"{1 / s2:.2f} steps/s",
+                     f"{s2 * 1e3:.0f} ms/step; peak {peak_mb(dev):,.0f} MB"])
+        del m2
+        free(dev)
+
+    # Encoding the corpus with the fine-tuned model (the library's path) vs a plain loop.
+    ft_dir = str(work / "ft")
+    bi = R.BiEncoder.from_pretrained(ft_dir).to(dev)
+    enc_kw = dict(p_max_len=args.max_len, batch_size=args.batch, device=dev, amp=args.dtype == "bf16")
+    R.encode_corpus(bi, beir.corpus, tok, **enc_kw)  # warm-up
+    free(dev)
+    t_ours, (p_embs, p_ids) = best_of(args.repeats, lambda: R.encode_corpus(bi, beir.corpus, tok, **enc_kw), dev)
+    enc_mem = peak_mb(dev)
+    plain = AutoModel.from_pretrained(ft_dir, add_pooling_layer=False).to(dev)
+    strings = R._passage_strings(tok, titles, texts)
+    plain_encode(plain, tok, strings[:256], args.max_len, args.batch, dev, args.dtype)  # warm-up
+    t_base, base = best_of(args.repeats, lambda: plain_encode(plain, tok, strings, args.max_len, args.batch, dev, args.dtype), dev)
+    cos = (p_embs * base).sum(1) / (np.linalg.norm(p_embs, axis=1) * np.linalg.norm(base, axis=1))
+    t = time.perf_counter()
+    toks = R._tokenize(tok, strings, args.max_len)
+    t_tokenize = time.perf_counter() - t
+    n = len(ids)
+    rows += [
+        [f"encode_corpus ({n:,} passages, {args.max_len} tok, batch {args.batch})", f"{n / t_ours:,.0f} passages/s",
+         f"{t_ours:.2f} s; peak {enc_mem:,.0f} MB; mean {np.mean([len(x) for x in toks]):.0f} tokens"],
+        ["plain AutoModel loop, input order (baseline)", f"{n / t_base:,.0f} passages/s", f"{t_base:.2f} s"],
+        ["encode_corpus / plain loop speed", f"{t_base / t_ours:.2f}x", f"min cosine(ours, plain) {cos.min():.4f}"],
+        ["  of which tokenisation alone (CPU)", f"{n / t_tokenize:,.0f} passages/s", f"{t_tokenize:.2f} s"],
+    ]
+
+    # FAISS search and evaluate_retriever end to end.
+    qrels = beir.qrels["test"]
+    qids, qtexts = R._query_lists(beir.queries)
+    qids = [q for q in qids if q in qrels and qrels[q]]
+    qtext = dict(zip(*R._query_lists(beir.queries)))
+    q_embs = R.encode(bi, [qtext[q] for q in qids], tok, max_len=pre.q_max_len, batch_size=args.batch, device=dev, side="query")
+    t_search, run = best_of(5, lambda: R.search(p_embs, p_ids, q_embs, qids, k=100), "cpu")
+    t_eval, res = best_of(1, lambda: R.evaluate_retriever(ft_dir, beir, "test", tok, q_max_len=pre.q_max_len,
+                                                         p_max_len=args.max_len, batch_size=args.batch, device=dev), dev)
+    metrics = ", ".join(f"{k} {v:.3f}" for k, v in res["metrics"].items())
+    rows += [
+        [f"search (FAISS flat IP, {len(qids)} queries, k=100)", f"{t_search * 1e3:.1f} ms",
+         f"{t_search / len(qids) * 1e6:.0f} us/query, incl. index build"],
+        ["evaluate_retriever end to end (encode+search+score)", f"{t_eval:.2f} s", f"random init: {metrics}"],
+    ]
+    print_table("Retrieval on SciFact (random-init weights: metrics are meaningless)", ["measure", "value", "note"],
+                rows)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--part", choices=["gradcache", "retrieval", "all", "none"], default="all")
+    ap.add_argument("--exact-spans", type=int, default=0, help="first check cache vs plain loss/gradient at this batch")
+    ap.add_argument("--tok-parallel", choices=["true", "false"], default="true",
+                    help="TOKENIZERS_PARALLELISM (the Rust tokenizer's threads)")
+    ap.add_argument("--size", choices=["base", "tiny"], default="base", help="BERT-base-sized or tiny_bert_config")
+    ap.add_argument("--dtype", choices=["bf16", "fp32"], default="bf16")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--vocab", type=int, default=30522, help="vocab size (gradcache); WordPiece target (retrieval)")
+    ap.add_argument("--sizes", type=int, nargs="+", default=[64, 256, 1024, 2048, 4096], help="spans per batch")
+    ap.add_argument("--chunks", type=int, nargs="+", default=[128], help="gradient-cache chunk sizes")
+    ap.add_argument("--seq-len", type=int, default=128)
+    ap.add_argument("--steps", type=int, default=2, help="timed updates per setting (best is reported)")
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--ft-steps", type=int, default=100, help="fine-tuning steps (msmarco batch shape)")
+    ap.add_argument("--nq-steps", type=int, default=0, help="also fine-tune with the nq preset (gradient cache)")
+    ap.add_argument("--max-len", type=int, default=128, help="passage tokens for encoding")
+    ap.add_argument("--batch", type=int, default=256, help="encoding batch size")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="retrieval on a 300-passage slice (smoke test)")
+    args = ap.parse_args()
+    os.environ["TOKENIZERS_PARALLELISM"] = args.tok_parallel
+
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    if args.device == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True  # fp32 runs: TF32 matmuls, as a trainer would
+        print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, "
+              f"CUDA {torch.version.cuda}, {torch.cuda.get_device_properties(0).total_memory / 2**30:.0f} GiB")
+    else:
+        print(f"device: cpu, torch {torch.__version__}, {torch.get_num_threads()} threads")
+    t = time.perf_counter()
+    if args.exact_spans:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        check_exact(args)
+        torch.backends.cuda.matmul.allow_tf32 = True
+    if args.part in ("gradcache", "all"):
+        bench_gradcache(args)
+    if args.part in ("retrieval", "all"):
+        bench_retrieval(args)
+    print(f"\ntotal wall time {time.perf_counter() - t:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
