@@ -161,7 +161,7 @@ def chapter_01():
             Clark et al. {cite}`clark2019does` and measures, layer by layer, how broadly `[CLS]`
             looks at its input, in a model trained with MLM and in a random one. **Cost:** at the
             default (scaled-down) scale the chapter trains a WordPiece vocabulary (about 20 s) and
-            a 4-layer BERT for 300 steps (about 3 minutes on a quiet 2-core CPU; both are cached, so a
+            a 4-layer BERT for 1,200 steps (about 5 minutes on a quiet 2-core CPU; both are cached, so a
             second run takes under a minute). With `full = True` it reads `bert-base-uncased` and
             1,000 Wikipedia sections from the Hugging Face Hub instead; that takes a few minutes
             on a GPU, mostly downloading.
@@ -309,8 +309,8 @@ def chapter_01():
 
             At full scale the model under study is `bert-base-uncased` itself. The scaled-down
             stand-in is a 4-layer BERT (hidden size 128, 4 heads, 0.8M parameters besides the
-            embeddings) pre-trained from scratch with plain MLM on the corpus above: 300 updates
-            of 128 blocks of at most 64 tokens. This is the *BERT* arm of the book's experiments
+            embeddings) pre-trained from scratch with plain MLM on the corpus above: 1,200 updates
+            of 32 blocks of at most 64 tokens. This is the *BERT* arm of the book's experiments
             (`condenser_lite.experiments`, the "tiny" budget), which chapter 2 continues with
             Condenser pre-training. `pretraining.pretrain` underneath packs the sections into
             blocks, masks 15% of the words and runs the training loop (chapter 2 opens all three
@@ -350,18 +350,19 @@ def chapter_01():
         code('''
             check_claims = budget.name == "tiny"   # the prose describes the tiny budget's results
             if check_claims:
-                assert (budget.s1_steps, budget.pretrain_batch, budget.max_len) == (300, 128, 64)
+                assert (budget.s1_steps, budget.pretrain_batch, budget.max_len) == (1200, 32, 64)
                 first = np.mean([r["loss"] for r in log[:5]])
                 last = np.mean([r["loss"] for r in log[-20:]])
                 assert abs(first - np.log(len(tokenizer))) < 0.2        # starts at uniform guessing
-                assert last < first - 1.5, (first, last)                 # falls by about two nats ...
-                assert abs(last - unigram_entropy) < 0.3, (last, unigram_entropy)  # ... to about H_1
+                assert last < first - 2.0, (first, last)                 # falls by over two nats ...
+                assert unigram_entropy - 1.0 < last < unigram_entropy - 0.3, (last, unigram_entropy)  # ... to about half a nat below H_1
             '''),
         md('''
             A freshly initialised model guesses uniformly, a loss of $\\log |V| = \\log 8192 \\approx 9.01$
-            nats. After 300 updates the loss has fallen by about two nats, to roughly $H_1$: in a
-            few minutes the model has learnt mostly *which* words are frequent and only begun
-            to use the context to tell them apart. This is the main caveat of everything
+            nats. After 1,200 updates the loss has fallen by over two and a half nats, to about half a
+            nat below $H_1$: in a few minutes the model has learnt mostly *which* words are frequent
+            and only begun to use the context to tell them apart (a BERT-base ends pre-training
+            near 1.5 nats). This is the main caveat of everything
             scaled-down: our "BERT" has had minutes, not days.
 
             For comparison we also build a randomly initialised BERT of the same shape, whose
@@ -472,25 +473,26 @@ def chapter_01():
         md('''
             *Figure: mean entropy of the `[CLS]` attention distribution per layer, over the sampled
             sections. The random model sits on the dashed line (it attends evenly); the
-            MLM-trained model's `[CLS]` attends more narrowly in every layer, most of all in a
-            middle layer, and least in the last one.*
+            MLM-trained model's `[CLS]` attends more narrowly in every layer, by half a nat or
+            more in the narrowest one.*
             '''),
         code('''
             random_H, mlm_H = entropy["random init"], entropy["MLM-trained BERT"]
             assert np.all(np.abs(random_H - log_T) < 0.02 * log_T)   # random init: even attention
             if check_claims:
-                assert np.all(mlm_H < random_H)                      # training narrows it in every layer
-                assert 0 < int(np.argmin(mlm_H)) < n_layers - 1      # most focused: a middle layer
-                assert int(np.argmax(mlm_H)) == n_layers - 1         # broadest: the last layer
+                assert np.all(mlm_H < random_H - 0.2)                # every layer narrower than random
+                assert mlm_H.min() < random_H.min() - 0.5            # one of them by over half a nat
             '''),
         md('''
             A random model's attention scores are all close to zero, so its softmax is close to
             uniform and its entropy close to the maximum $\\log T$: the dashed line is the
-            "looks at everything equally" ceiling. Training makes attention selective in every
-            layer. The shape, focused in the middle and broad again at the top, echoes what Clark
-            et al. describe for BERT, where `[CLS]` spreads its attention over the whole sequence
-            only in the last layer; with a model this small and this briefly trained it is a hint,
-            not evidence. What a bi-encoder needs is not selectivity for its own sake but a `[CLS]`
+            "looks at everything equally" ceiling. Training makes `[CLS]` attention selective in
+            every layer, though it stays far from looking at a single token (an entropy of
+            $\\log 32 \\approx 3.5$ still means spreading over the equivalent of 30 tokens). With a
+            model this small and this briefly trained the profile is a hint, not evidence: the exact
+            profile varies between training runs at this scale (two runs of this very recipe that
+            differed only in floating-point rounding gave visibly different curves), so only its
+            coarse shape is worth reading. What a bi-encoder needs is not selectivity for its own sake but a `[CLS]`
             that actively collects the meaning of the text at every depth, and MLM gives `[CLS]` no
             reason to do that, because no loss term reads it. Chapter 5 repeats this measurement
             for the Condenser and coCondenser models before and after fine-tuning, which is where the
@@ -539,7 +541,7 @@ def chapter_02():
             losses. The hand-built model is then checked against the library's `Condenser`, the
             masking collator is opened up, and the tiny BERT of chapter 1 is pre-trained further
             in two ways at equal compute, plain MLM and Condenser, to compare their loss curves.
-            **Cost:** scaled-down, the two pre-training runs of 150 steps take about 2 and 3
+            **Cost:** scaled-down, the two pre-training runs of 600 steps take about 3 and 5
             minutes on a quiet 2-core CPU the first time (they are cached; the rest of the chapter
             takes well under a minute). At full scale (`full = True`) the Condenser is pre-trained
             from `bert-base-uncased` on Wikipedia with the paper's settings: the authors report
@@ -858,7 +860,7 @@ def chapter_02():
             ## Pre-training at equal compute
 
             Now the experiment of the paper in miniature. From the same BERT checkpoint we run
-            two continuations with the same data, steps (150), batch size (128 blocks of at most
+            two continuations with the same data, steps (600), batch size (32 blocks of at most
             64 tokens) and learning rate: *BERT-cont*, plain MLM (the control: what more MLM alone
             does), and *Condenser*, with the head and both losses (eq. 11). They are the
             `bert_cont` and `condenser` arms of `condenser_lite.experiments`, each a cached stage
@@ -916,7 +918,7 @@ def chapter_02():
             gap = ends["Condenser: late MLM (eq. 10)"] - ends["BERT-cont: MLM"]
             head_gap = ends["Condenser: head MLM (eq. 9)"] - ends["Condenser: late MLM (eq. 10)"]
             if check_claims:
-                assert (budget.s2_steps, budget.pretrain_batch) == (150, 128)
+                assert (budget.s2_steps, budget.pretrain_batch) == (600, 32)
                 assert abs(gap) < 0.05, gap           # the head does not cost the backbone its MLM
                 assert abs(head_gap) < 0.05, head_gap  # the head catches up with the backbone
                 assert starts["Condenser: head MLM (eq. 9)"] > starts["Condenser: late MLM (eq. 10)"]
@@ -1035,8 +1037,8 @@ def chapter_03():
             (eq. 8-12) that lets the loss use very large batches, implements it step by step and
             checks that it gives the full-batch gradient exactly, measures its memory, and finally
             pre-trains coCondenser on the SciFact abstracts from chapter 2's Condenser. **Cost:**
-            scaled-down, the demonstrations take about a minute and the pre-training run (160
-            updates of 32 documents) about 3 minutes on a quiet 2-core CPU the first time (it is
+            scaled-down, the demonstrations take about a minute and the pre-training run (250
+            updates of 16 documents) about 2 minutes on a quiet 2-core CPU the first time (it is
             cached). At full scale (`full = True`) coCondenser starts from `Luyu/condenser` and
             pre-trains on MS MARCO with 2,000 documents per update; the authors report about 2 days
             on 4 RTX 2080 Ti GPUs or 19 hours on a v3-8 TPU; `max_steps` caps the run.
@@ -1578,8 +1580,8 @@ def chapter_03():
             ## Pre-training coCondenser on SciFact
 
             Now the real thing, scaled down: the `cocondenser` arm of `condenser_lite.experiments`.
-            From chapter 2's Condenser (head included), 160 updates of 32 SciFact abstracts (64
-            spans of at most 64 tokens; the run covers about one pass over the corpus), the same
+            From chapter 2's Condenser (head included), 250 updates of 16 SciFact abstracts (32
+            spans of at most 64 tokens; the run covers about three quarters of the corpus), the same
             optimiser settings as before and the loss of eq. 7. At full scale the same cell
             runs `paper_cocondenser()`: from `Luyu/condenser` on the MS MARCO passages, 2,000
             documents per update through the gradient cache, AdamW with learning rate $10^{-4}$.
@@ -1627,23 +1629,23 @@ def chapter_03():
             """),
         code("""
             if check_claims:
-                assert (co_cfg.max_steps, co_cfg.batch_size) == (160, 32)
+                assert (co_cfg.max_steps, co_cfg.batch_size) == (250, 16)
                 assert start["co_loss"] > 2 * np.log(1 / chance)             # starts far above uniform guessing
                 assert end["co_loss"] < np.log(1 / chance)                   # ends below it
-                assert 2 * chance < end["co_acc"] < 0.1                      # above chance, far from solved
+                assert 2 * chance < end["co_acc"] < 0.3                      # above chance, far from solved
                 assert end["mlm_loss"] < start["mlm_loss"] - 1.0             # MLM keeps improving on the new text
             """),
         md("""
             Two phases show. In the first few updates the contrastive loss collapses from far above
-            the uniform-guessing level $\\log(2n - 1) \\approx 4.14$ to below it. That is mostly
+            the uniform-guessing level $\\log(2n - 1) \\approx 3.43$ to below it. That is mostly
             the model undoing a bad start: its nearly parallel `[CLS]` vectors have large dot
             products, and tiny differences between large scores make the softmax confidently wrong.
-            After that, progress is slow: by the end the partner is ranked first for fewer than one
-            span in ten, a few times the chance rate but a long way from a well-formed embedding
-            space. The MLM losses meanwhile keep falling: SciFact's scientific abstracts are new text for a
+            After that, progress is slow: by the end the partner is ranked first for roughly one
+            span in eight, a few times the chance rate (one in 31) but a long way from a
+            well-formed embedding space. The MLM losses meanwhile keep falling: SciFact's scientific abstracts are new text for a
             model pre-trained on Wikipedia and news, which is the knowledge-readiness half of
             continuing pre-training on the target corpus. The paper's coCondenser spends days on
-            this stage, with 4,000 spans per update; ours spends minutes with 64. Chapter 4
+            this stage, with 4,000 spans per update; ours spends minutes with 32. Chapter 4
             fine-tunes retrievers from the BERT, Condenser and coCondenser checkpoints on SciFact
             and measures what, at this scale, the warm-up is worth.
 
