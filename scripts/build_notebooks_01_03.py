@@ -55,7 +55,7 @@ def colab_install():
 
             subprocess.run([sys.executable, "-m", "pip", "install", "-q",
                             "condenser_lite @ git+https://github.com/{REPO}"], check=True)
-        ''')
+        ''', tags=["hide-input"])
 
 
 def parameters(extra: str):
@@ -91,7 +91,7 @@ def validate(extra: str):
         figures = Path(figures_dir)
         figures.mkdir(parents=True, exist_ok=True)
         '''
-    return code(dedent(common).strip("\n") + "\n" + dedent(extra).strip("\n"))
+    return code(dedent(common).strip("\n") + "\n" + dedent(extra).strip("\n"), tags=["hide-input"])
 
 
 def setup(extra_imports: str = ""):
@@ -136,7 +136,7 @@ def setup(extra_imports: str = ""):
     if extra_imports:
         text += "\n\n" + dedent(extra_imports).strip("\n")
     text += '\nprint(f"torch {torch.__version__}, transformers {transformers.__version__}, device {device}")'
-    return code(text)
+    return code(text, tags=["hide-input"])  # collapsed in the book: boilerplate
 
 
 def notebook(cells) -> nbformat.NotebookNode:

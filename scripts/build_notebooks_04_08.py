@@ -198,7 +198,7 @@ def chapter_04():
             plots.plot_low_data(results, [m for m in metrics if m.startswith("R@")][0], arms=experiments.MAIN_ARMS, ax=axes[1])
             axes[1].get_legend().remove()
             fig.tight_layout()
-            fig.savefig(figures / "04_low_data.png")
+            plots.save(fig, figures / "04_low_data.png")
             plt.show()
             """),
         md("""
@@ -212,7 +212,7 @@ def chapter_04():
             plots.plot_rounds(results, metrics[0], ax=axes[0])
             plots.plot_rounds(results, [m for m in metrics if m.startswith("R@")][0], ax=axes[1])
             fig.tight_layout()
-            fig.savefig(figures / "04_rounds.png")
+            plots.save(fig, figures / "04_rounds.png")
             plt.show()
             """),
         md("""
@@ -326,7 +326,7 @@ def chapter_05():
         code("""
             # NBVAL_IGNORE_OUTPUT
             fig = plots.plot_entropy(results, arms=("bert", "bert_cont", "condenser", "cocondenser"))
-            fig.savefig(figures / "05_cls_attention_entropy.png")
+            plots.save(fig, figures / "05_cls_attention_entropy.png")
             plt.show()
             """),
         md("""
@@ -410,7 +410,7 @@ def chapter_06():
             chance = np.log(b["ft_batch"] * b["ft_n_passages"])
             fig.axes[0].axhline(chance, color="black", ls=":", lw=1, label="chance")
             fig.axes[0].legend(fontsize=8, frameon=False)
-            fig.savefig(figures / "06_loss_curves.png")
+            plots.save(fig, figures / "06_loss_curves.png")
             plt.show()
             """),
         md("""
@@ -448,7 +448,7 @@ def chapter_06():
         code("""
             # NBVAL_IGNORE_OUTPUT
             fig = plots.plot_nb_recall(results)
-            fig.savefig(figures / "06_nb_recall.png")
+            plots.save(fig, figures / "06_nb_recall.png")
             plt.show()
             """),
         md("""
@@ -521,7 +521,7 @@ def chapter_07():
         code("""
             # NBVAL_IGNORE_OUTPUT
             fig = plots.plot_sts(results)
-            fig.savefig(figures / "07_sts.png")
+            plots.save(fig, figures / "07_sts.png")
             plt.show()
             """),
         md("""
@@ -583,8 +583,9 @@ def chapter_08():
 
             rows = ["| claim | papers | ours (scaled-down) | status |", "|---|---|---|---|"]
             for c in results["claims"]:
-                ours = experiments.claim_numbers(c).replace("|", "/").replace("\\n", "<br>")
-                rows.append(f"| **{c['id']}** {c['statement']} | {c['paper']} | {ours} | **{c['status']}** |")
+                cells = [f"**{c['id']}** {c['statement']}", c["paper"], experiments.claim_numbers(c), f"**{c['status']}**"]
+                cells = [t.replace("|", "\\\\|").replace("\\n", "<br>") for t in cells]   # a table cell holds no | or newline
+                rows.append("| " + " | ".join(cells) + " |")
             Markdown("\\n".join(rows))
             """),
         md("""
