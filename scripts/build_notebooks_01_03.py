@@ -473,23 +473,24 @@ def chapter_01():
         md('''
             *Figure: mean entropy of the `[CLS]` attention distribution per layer, over the sampled
             sections. The random model sits on the dashed line (it attends evenly); the
-            MLM-trained model's `[CLS]` attends more narrowly in every layer, by half a nat or
-            more in the narrowest one.*
+            MLM-trained model's `[CLS]` attends more narrowly, by over half a nat in the
+            narrowest layer; how much the other layers narrow varies from run to run.*
             '''),
         code('''
             random_H, mlm_H = entropy["random init"], entropy["MLM-trained BERT"]
             assert np.all(np.abs(random_H - log_T) < 0.02 * log_T)   # random init: even attention
             if check_claims:
-                assert np.all(mlm_H < random_H - 0.2)                # every layer narrower than random
-                assert mlm_H.min() < random_H.min() - 0.5            # one of them by over half a nat
+                assert np.all(mlm_H < random_H + 0.01)               # no layer broader than random
+                assert mlm_H.min() < random_H.min() - 0.5            # one of them narrower by over half a nat
             '''),
         md('''
             A random model's attention scores are all close to zero, so its softmax is close to
             uniform and its entropy close to the maximum $\\log T$: the dashed line is the
-            "looks at everything equally" ceiling. Training makes `[CLS]` attention selective in
-            every layer, though it stays far from looking at a single token (an entropy of
-            $\\log 32 \\approx 3.5$ still means spreading over the equivalent of 30 tokens). With a
-            model this small and this briefly trained the profile is a hint, not evidence: the exact
+            "looks at everything equally" ceiling. Training makes `[CLS]` attention more selective,
+            clearly so in one layer (the second, in the runs we made), though it stays far from
+            looking at a single token (an entropy of $\\log 32 \\approx 3.5$ still means
+            spreading over the equivalent of 30 tokens). With a model this small and this briefly
+            trained the profile is a hint, not evidence: the exact
             profile varies between training runs at this scale (two runs of this very recipe that
             differed only in floating-point rounding gave visibly different curves), so only its
             coarse shape is worth reading. What a bi-encoder needs is not selectivity for its own sake but a `[CLS]`
@@ -1630,9 +1631,9 @@ def chapter_03():
         code("""
             if check_claims:
                 assert (co_cfg.max_steps, co_cfg.batch_size) == (250, 16)
-                assert start["co_loss"] > 2 * np.log(1 / chance)             # starts far above uniform guessing
+                assert start["co_loss"] > 1.5 * np.log(1 / chance)           # starts far above uniform guessing
                 assert end["co_loss"] < np.log(1 / chance)                   # ends below it
-                assert 2 * chance < end["co_acc"] < 0.3                      # above chance, far from solved
+                assert 1.5 * chance < end["co_acc"] < 0.3                    # above chance, far from solved
                 assert end["mlm_loss"] < start["mlm_loss"] - 1.0             # MLM keeps improving on the new text
             """),
         md("""
@@ -1640,9 +1641,9 @@ def chapter_03():
             the uniform-guessing level $\\log(2n - 1) \\approx 3.43$ to below it. That is mostly
             the model undoing a bad start: its nearly parallel `[CLS]` vectors have large dot
             products, and tiny differences between large scores make the softmax confidently wrong.
-            After that, progress is slow: by the end the partner is ranked first for roughly one
-            span in eight, a few times the chance rate (one in 31) but a long way from a
-            well-formed embedding space. The MLM losses meanwhile keep falling: SciFact's scientific abstracts are new text for a
+            After that, progress is slow: by the end the partner is ranked first for one span in
+            eight to twelve (how many varies between runs), a few times the chance rate of one in
+            31 but a long way from a well-formed embedding space. The MLM losses meanwhile keep falling: SciFact's scientific abstracts are new text for a
             model pre-trained on Wikipedia and news, which is the knowledge-readiness half of
             continuing pre-training on the target corpus. The paper's coCondenser spends days on
             this stage, with 4,000 spans per update; ours spends minutes with 32. Chapter 4
