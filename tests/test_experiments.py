@@ -185,3 +185,22 @@ def test_smooth_is_a_trailing_mean():
 
     assert smooth([1, 2, 3, 4], 2).tolist() == [1.0, 1.5, 2.5, 3.5]
     assert smooth([5.0], 10).tolist() == [5.0]
+
+
+def _results_with(condenser: dict, bert: dict) -> dict:
+    """A minimal results dict for C1: nDCG@10 per training size for three arms."""
+    def arm(by_size):
+        return {"round1": {s: {"nDCG@10": {"mean": m, "std": sd}} for s, (m, sd) in by_size.items()}}
+
+    return {"budget": {"metrics": ["nDCG@10", "R@100"]}, "train_sizes": [100, 809],
+            "retrieval": {"condenser": arm(condenser), "bert": arm(bert), "bert_cont": arm(bert)}}
+
+
+def test_c1_narrowing_counts_only_when_condenser_is_ahead():
+    # no difference beyond the spread at any size: a "narrowing" gap of noise is not a partial reproduction
+    noise = _results_with({"100": (0.010, 0.002), "809": (0.028, 0.01)}, {"100": (0.008, 0.002), "809": (0.027, 0.01)})
+    assert X.scorecard(noise)[0]["status"] == "not reproduced at this scale"
+    ahead = _results_with({"100": (0.30, 0.01), "809": (0.40, 0.01)}, {"100": (0.20, 0.01), "809": (0.35, 0.01)})
+    assert X.scorecard(ahead)[0]["status"] == "reproduced"  # ahead at 100, gap 0.10 -> 0.05
+    widening = _results_with({"100": (0.30, 0.01), "809": (0.50, 0.01)}, {"100": (0.20, 0.01), "809": (0.35, 0.01)})
+    assert X.scorecard(widening)[0]["status"] == "partly reproduced"
