@@ -58,6 +58,14 @@ def colab_install():
         ''', tags=["hide-input"])
 
 
+# The `budget` parameter every chapter takes, and its check (chapters 4-8 add `workers`).
+BUDGET_PARAM = 'budget = "tiny"        # scaled-down protocol of condenser_lite.experiments ("micro": seconds, a smoke test)\n'
+BUDGET_CHECK = """budget = str(budget).strip().lower()
+if budget not in ("tiny", "micro"):
+    raise ValueError(f"parameter 'budget' must be 'tiny' or 'micro', got {budget!r} (full scale: -p full true)")
+"""
+
+
 def parameters(extra: str):
     common = '''
         full = False           # True: the papers' settings (bert-base-uncased, Hub data; needs a GPU)
@@ -167,14 +175,8 @@ def chapter_01():
             on a GPU, mostly downloading.
             '''),
         colab_install(),
-        parameters('''
-            budget = "tiny"        # scaled-down protocol of condenser_lite.experiments ("micro": seconds, a smoke test)
-            '''),
-        validate('''
-            budget = str(budget).strip().lower()
-            if budget not in ("tiny", "micro"):
-                raise ValueError(f"parameter 'budget' must be 'tiny' or 'micro', got {budget!r} (full scale: -p full true)")
-            '''),
+        parameters(BUDGET_PARAM),
+        validate(BUDGET_CHECK),
         setup(),
         md('''
             ## What a bi-encoder asks of `[CLS]`
@@ -549,14 +551,8 @@ def chapter_02():
             about a week on 4 RTX 2080 Ti GPUs, or 2 days on a v3-8 TPU; `max_steps` caps the run.
             """),
         colab_install(),
-        parameters("""
-            budget = "tiny"        # scaled-down protocol of condenser_lite.experiments ("micro": seconds, a smoke test)
-            """),
-        validate("""
-            budget = str(budget).strip().lower()
-            if budget not in ("tiny", "micro"):
-                raise ValueError(f"parameter 'budget' must be 'tiny' or 'micro', got {budget!r} (full scale: -p full true)")
-            """),
+        parameters(BUDGET_PARAM),
+        validate(BUDGET_CHECK),
         setup(),
         md("""
             ## The starting point
@@ -1045,16 +1041,8 @@ def chapter_03():
             on 4 RTX 2080 Ti GPUs or 19 hours on a v3-8 TPU; `max_steps` caps the run.
             """),
         colab_install(),
-        parameters("""
-            budget = "tiny"        # scaled-down protocol of condenser_lite.experiments ("micro": seconds, a smoke test)
-            demo_chunk = 4         # spans per chunk in the gradient-cache demonstration
-            """),
-        validate("""
-            budget = str(budget).strip().lower()
-            if budget not in ("tiny", "micro"):
-                raise ValueError(f"parameter 'budget' must be 'tiny' or 'micro', got {budget!r} (full scale: -p full true)")
-            demo_chunk = parse_int(demo_chunk, "demo_chunk", minimum=1)
-            """),
+        parameters(BUDGET_PARAM + "demo_chunk = 4         # spans per chunk in the gradient-cache demonstration\n"),
+        validate(BUDGET_CHECK + 'demo_chunk = parse_int(demo_chunk, "demo_chunk", minimum=1)\n'),
         setup(),
         md("""
             ## What Condenser leaves open

@@ -17,22 +17,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import nbformat  # noqa: E402
-from build_notebooks_01_03 import NOTEBOOKS, ROOT, code, colab_install, md, notebook, parameters, setup, title, validate  # noqa: E402
+from build_notebooks_01_03 import BUDGET_CHECK, BUDGET_PARAM, NOTEBOOKS, ROOT, code, colab_install, md, notebook, parameters, setup, title, validate  # noqa: E402
 
-BUDGET_PARAMS = """
-    budget = "tiny"        # scaled-down protocol of condenser_lite.experiments ("micro": seconds, a smoke test)
-    workers = None         # processes for the protocol's jobs (None: 2 on a CPU, 1 on a GPU)
-    """
+BUDGET_PARAMS = BUDGET_PARAM + "workers = None         # processes for the protocol's jobs (None: 2 on a CPU, 1 on a GPU)\n"
 
-BUDGET_VALIDATE = """
-    budget = str(budget).strip().lower()
-    if budget not in ("tiny", "micro"):
-        raise ValueError(f"parameter 'budget' must be 'tiny' or 'micro', got {budget!r} (full scale: -p full true)")
-    if workers is not None and str(workers).strip().lower() not in ("none", ""):
-        workers = parse_int(workers, "workers", minimum=1)
-    else:
-        workers = None
-    """
+BUDGET_VALIDATE = BUDGET_CHECK + """if workers is not None and str(workers).strip().lower() not in ("none", ""):
+    workers = parse_int(workers, "workers", minimum=1)
+else:
+    workers = None
+"""
 
 LOAD_RESULTS = """
     # NBVAL_IGNORE_OUTPUT
