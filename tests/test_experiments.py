@@ -12,17 +12,6 @@ needs_mirror = pytest.mark.skipif(not MIRROR.exists(), reason="local data mirror
 
 
 @pytest.fixture(scope="module")
-def tokenizer_dir(tmp_path_factory):
-    from condenser_lite.data import load_beir
-    from condenser_lite.tokenizer import train_wordpiece
-
-    texts = [r["text"] for r in load_beir("scifact", data_dir=MIRROR).corpus.select(range(300))]
-    out = tmp_path_factory.mktemp("tok")
-    train_wordpiece(texts, vocab_size=600, save_dir=out)
-    return str(out)
-
-
-@pytest.fixture(scope="module")
 def micro_run(tmp_path_factory, tokenizer_dir):
     mp = pytest.MonkeyPatch()
     root = tmp_path_factory.mktemp("exp")

@@ -8,20 +8,9 @@ from transformers import AutoModel
 
 from condenser_lite.model import Condenser
 from condenser_lite.pretraining import PretrainConfig, build_model, is_done, paper_cocondenser, paper_condenser, pretrain, read_log, stage_key
-from condenser_lite.tokenizer import train_wordpiece
 
 MIRROR = Path(__file__).resolve().parents[2] / "shared" / "data"
 pytestmark = pytest.mark.skipif(not MIRROR.exists(), reason="local data mirror ../shared/data not found")
-
-
-@pytest.fixture(scope="module")
-def tokenizer_dir(tmp_path_factory):
-    from condenser_lite.data import load_beir
-
-    texts = [r["text"] for r in load_beir("scifact", data_dir=MIRROR).corpus.select(range(300))]
-    out = tmp_path_factory.mktemp("tok")
-    train_wordpiece(texts, vocab_size=600, save_dir=out)
-    return str(out)
 
 
 @pytest.fixture
