@@ -915,12 +915,12 @@ def _load_tokenizer(tokenizer, name_or_dir):
     return AutoTokenizer.from_pretrained(name_or_dir)
 
 
-def _model_and_tokenizer(model: Any, tokenizer, device: str | None, caller: str):
-    """A retriever given as a folder/Hub id is loaded (with its tokenizer, on CUDA when there is
-    one); a model object needs its tokenizer passed."""
+def _model_and_tokenizer(model: Any, tokenizer, device: str | None, caller: str, cls: type | None = None):
+    """A model given as a folder/Hub id is loaded as ``cls`` (default ``BiEncoder``) with its
+    tokenizer, on CUDA when there is one; a model object needs its tokenizer passed."""
     if isinstance(model, (str, os.PathLike)):
         tokenizer = _load_tokenizer(tokenizer, model)
-        model = BiEncoder.from_pretrained(model)
+        model = (cls or BiEncoder).from_pretrained(model)
         if device is None and torch.cuda.is_available():
             device = "cuda"
     if tokenizer is None:

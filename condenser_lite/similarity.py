@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .retrieval import _cls, _load_encoder, _load_tokenizer, _pad, _tokenize, encode
+from .retrieval import _cls, _load_encoder, _load_tokenizer, _model_and_tokenizer, _pad, _tokenize, encode
 
 __all__ = ["SentenceEncoder", "SimilarityOutput", "PairCollator", "finetune_sts", "evaluate_sts", "sample_pairs", "STS_PRESET"]
 
@@ -151,13 +151,7 @@ def evaluate_sts(
     from scipy.stats import spearmanr
 
     _check_pairs(pairs, "evaluate_sts")
-    if isinstance(model, (str, os.PathLike)):
-        tokenizer = _load_tokenizer(tokenizer, model)
-        model = SentenceEncoder.from_pretrained(model)
-        if device is None and torch.cuda.is_available():
-            device = "cuda"
-    if tokenizer is None:
-        raise ValueError("evaluate_sts: pass the tokenizer when giving a model object")
+    model, tokenizer, device = _model_and_tokenizer(model, tokenizer, device, "evaluate_sts", cls=SentenceEncoder)
     if hasattr(pairs, "column_names"):  # datasets.Dataset: columns
         s1, s2, gold = list(pairs["sentence1"]), list(pairs["sentence2"]), list(pairs["score"])
     else:  # a list of dicts
