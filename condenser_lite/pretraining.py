@@ -182,8 +182,15 @@ def get_tokenizer(cfg: PretrainConfig, data_dir: str | None = None):
 
 
 def build_model(cfg: PretrainConfig, tokenizer):
-    """``BertMLM`` for ``mlm``, ``Condenser`` otherwise, from scratch or from ``cfg.init``."""
+    """``BertMLM`` for ``mlm``, ``Condenser`` otherwise, from scratch or from ``cfg.init``.
+
+    Random initial weights (a model from scratch, a fresh Condenser head) are drawn as "step 0"
+    of the stage's seed: without it they came from torch's start-up seed, which differs in every
+    process, so a stage re-run from a cold cache gave other numbers."""
     from .model import BertMLM, Condenser, tiny_bert_config
+    from .training import set_step_seed
+
+    set_step_seed(cfg.seed, 0)  # the training loop seeds steps 1, 2, ...
 
     condenser_kw = dict(skip_from=cfg.skip_from, n_head_layers=cfg.n_head_layers, late_mlm=cfg.late_mlm)
     if cfg.init is None and cfg.method != "mlm" and cfg.resolved_head == "load":

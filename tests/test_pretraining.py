@@ -84,3 +84,21 @@ def test_paper_presets_match_the_papers():
     co = paper_cocondenser()
     assert (co.init, co.resolved_head, co.batch_size, co.corpus) == ("Luyu/condenser", "load", 2000, "msmarco")
     assert co.chunk_size is not None  # 2,000 documents per update only fit through the gradient cache
+
+
+def test_initial_weights_follow_the_stage_seed(tokenizer_dir):
+    """A model from scratch (and a fresh Condenser head) depends on the stage's seed only, not on
+    what drew from the global RNG before: a cold-cache re-run must rebuild the same stage."""
+    import torch
+
+    from condenser_lite.pretraining import get_tokenizer
+
+    cfg = tiny(tokenizer_dir, method="condenser")
+    tok = get_tokenizer(cfg)
+    torch.manual_seed(1)
+    a = build_model(cfg, tok).state_dict()
+    torch.rand(100)
+    b = build_model(cfg, tok).state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    c = build_model(cfg.replace(seed=7), tok).state_dict()
+    assert not all(torch.equal(a[k], c[k]) for k in a)
