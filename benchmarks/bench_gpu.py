@@ -290,19 +290,29 @@ def best_of(repeats: int, fn, dev: str):
 def bench_retrieval(args) -> None:
     from transformers import AutoModel, BertForMaskedLM
 
-    from condenser_lite import retrieval as R
+    from condenser_lite.biencoder import BiEncoder, RetrievalCollator, passage_strings, token_ids
+
+    from condenser_lite.data import corpus_columns, query_columns
+
+    from condenser_lite.finetune import finetune_retriever, train_config
+
+    from condenser_lite.presets import RETRIEVAL_RECIPES
+
+    from condenser_lite.search import encode, encode_corpus, evaluate_retriever, search
+
+    from condenser_lite.tevatron import to_tevatron
     from condenser_lite.data import load_beir
     from condenser_lite.tokenizer import train_wordpiece
 
     dev, rows = args.device, []
     beir = load_beir("scifact")
-    ids, titles, texts = R._corpus_lists(beir.corpus)
+    ids, titles, texts = corpus_columns(beir.corpus)
     if args.quick:  # smoke test: a small corpus slice, only the queries whose positives are in it
         keep = set(ids[:300])
         beir.corpus = beir.corpus.filter(lambda r: str(r["_id"]) in keep)
         for split in list(beir.qrels):
             beir.qrels[split] = {q: d for q, d in beir.qrels[split].items() if d and set(d) <= keep}
-        ids, titles, texts = R._corpus_lists(beir.corpus)
+        ids, titles, texts = corpus_columns(beir.corpus)
     work = Path(tempfile.mkdtemp(prefix="bench_gpu_"))
     t = time.perf_counter()
     tok = train_wordpiece(titles + texts, vocab_size=args.vocab, save_dir=work / "init")
@@ -315,19 +325,19 @@ def bench_retrieval(args) -> None:
           f"{cfg.hidden_size}, random init, {args.dtype}, device {dev}", flush=True)
 
     # Fine-tuning: msmarco preset batch shape, short run.
-    pre = R.RETRIEVER_PRESETS["msmarco"]
+    pre = RETRIEVAL_RECIPES["msmarco"]
     t = time.perf_counter()
-    train = R.to_tevatron(beir, "train", n_negatives=pre.n_bm25_negatives)
+    train = to_tevatron(beir, "train", n_negatives=pre.n_bm25_negatives)
     t_tev = time.perf_counter() - t
-    tc = R.train_config_from_preset(pre, work / "ft", max_steps=args.ft_steps, log_every=1, progress=False,
-                                    resume=False, mixed_precision=args.dtype if args.dtype == "bf16" else "no")
+    tc = train_config(pre, work / "ft", 1, len(train), max_steps=args.ft_steps, log_every=1, progress=False,
+                      resume=False, mixed_precision=args.dtype if args.dtype == "bf16" else "no")
     # Warm-up run first: padded lengths vary per batch, and every new shape costs first-time kernel
     # selection and allocations; whichever loop ran first in a process looked ~1.4x slower.
-    R.finetune_retriever(work / "init", train, tok, dataclasses.replace(tc, output_dir=str(work / "ft_warm")),
+    finetune_retriever(work / "init", train, tok, dataclasses.replace(tc, output_dir=str(work / "ft_warm")),
                          q_max_len=pre.q_max_len, p_max_len=pre.p_max_len, train_n_passages=pre.train_n_passages)
     free(dev)
     t = time.perf_counter()
-    model = R.finetune_retriever(work / "init", train, tok, tc, q_max_len=pre.q_max_len, p_max_len=pre.p_max_len,
+    model = finetune_retriever(work / "init", train, tok, tc, q_max_len=pre.q_max_len, p_max_len=pre.p_max_len,
                                  train_n_passages=pre.train_n_passages)
     t_ft = time.perf_counter() - t
     ft_mem = peak_mb(dev)
@@ -336,7 +346,7 @@ def bench_retrieval(args) -> None:
     s_per_step = (hist[-1]["elapsed"] - hist[warm - 1]["elapsed"]) / (hist[-1]["step"] - hist[warm - 1]["step"])
     del model
     free(dev)
-    collator = R.RetrievalCollator(tok, pre.q_max_len, pre.p_max_len, pre.train_n_passages)
+    collator = RetrievalCollator(tok, pre.q_max_len, pre.p_max_len, pre.train_n_passages)
     s_plain = plain_finetune_loop(str(work / "init"), train, collator, args.ft_steps, dev, args.dtype, pre.lr)
     plain_mem = peak_mb(dev)
     free(dev)
@@ -363,12 +373,12 @@ def bench_retrieval(args) -> None:
     ]
 
     if args.nq_steps:  # the nq preset: 128 queries x 2 passages, 256 tokens, untied, gradient cache 32
-        nq = R.RETRIEVER_PRESETS["nq"]
-        tc2 = R.train_config_from_preset(nq, work / "ft_nq", max_steps=args.nq_steps, log_every=1, progress=False,
-                                         resume=False, mixed_precision=tc.mixed_precision,
-                                         batch_size=min(nq.batch_size, len(train)))
+        nq = RETRIEVAL_RECIPES["nq"]
+        nq = dataclasses.replace(nq, batch_size=min(nq.batch_size, len(train)))
+        tc2 = train_config(nq, work / "ft_nq", 1, len(train), max_steps=args.nq_steps, log_every=1, progress=False,
+                           resume=False, mixed_precision=tc.mixed_precision)
         free(dev)
-        m2 = R.finetune_retriever(work / "init", train, tok, tc2, q_max_len=nq.q_max_len, p_max_len=nq.p_max_len,
+        m2 = finetune_retriever(work / "init", train, tok, tc2, q_max_len=nq.q_max_len, p_max_len=nq.p_max_len,
                                   train_n_passages=nq.train_n_passages, untied=nq.untied,
                                   grad_cache_chunk=nq.grad_cache_chunk)
         h2 = m2.train_result.history
@@ -382,19 +392,19 @@ def bench_retrieval(args) -> None:
 
     # Encoding the corpus with the fine-tuned model (the library's path) vs a plain loop.
     ft_dir = str(work / "ft")
-    bi = R.BiEncoder.from_pretrained(ft_dir).to(dev)
+    bi = BiEncoder.from_pretrained(ft_dir).to(dev)
     enc_kw = dict(p_max_len=args.max_len, batch_size=args.batch, device=dev, amp=args.dtype == "bf16")
-    R.encode_corpus(bi, beir.corpus, tok, **enc_kw)  # warm-up
+    encode_corpus(bi, beir.corpus, tok, **enc_kw)  # warm-up
     free(dev)
-    t_ours, (p_embs, p_ids) = best_of(args.repeats, lambda: R.encode_corpus(bi, beir.corpus, tok, **enc_kw), dev)
+    t_ours, (p_embs, p_ids) = best_of(args.repeats, lambda: encode_corpus(bi, beir.corpus, tok, **enc_kw), dev)
     enc_mem = peak_mb(dev)
     plain = AutoModel.from_pretrained(ft_dir, add_pooling_layer=False).to(dev)
-    strings = R._passage_strings(tok, titles, texts)
+    strings = passage_strings(tok, titles, texts)
     plain_encode(plain, tok, strings[:256], args.max_len, args.batch, dev, args.dtype)  # warm-up
     t_base, base = best_of(args.repeats, lambda: plain_encode(plain, tok, strings, args.max_len, args.batch, dev, args.dtype), dev)
     cos = (p_embs * base).sum(1) / (np.linalg.norm(p_embs, axis=1) * np.linalg.norm(base, axis=1))
     t = time.perf_counter()
-    toks = R._tokenize(tok, strings, args.max_len)
+    toks = token_ids(tok, strings, args.max_len)
     t_tokenize = time.perf_counter() - t
     n = len(ids)
     rows += [
@@ -407,12 +417,12 @@ def bench_retrieval(args) -> None:
 
     # FAISS search and evaluate_retriever end to end.
     qrels = beir.qrels["test"]
-    qids, qtexts = R._query_lists(beir.queries)
+    qids, qtexts = query_columns(beir.queries)
     qids = [q for q in qids if q in qrels and qrels[q]]
-    qtext = dict(zip(*R._query_lists(beir.queries)))
-    q_embs = R.encode(bi, [qtext[q] for q in qids], tok, max_len=pre.q_max_len, batch_size=args.batch, device=dev, side="query")
-    t_search, run = best_of(5, lambda: R.search(p_embs, p_ids, q_embs, qids, k=100), "cpu")
-    t_eval, res = best_of(1, lambda: R.evaluate_retriever(ft_dir, beir, "test", tok, q_max_len=pre.q_max_len,
+    qtext = dict(zip(*query_columns(beir.queries)))
+    q_embs = encode(bi, [qtext[q] for q in qids], tok, max_len=pre.q_max_len, batch_size=args.batch, device=dev, side="query")
+    t_search, run = best_of(5, lambda: search(p_embs, p_ids, q_embs, qids, k=100), "cpu")
+    t_eval, res = best_of(1, lambda: evaluate_retriever(ft_dir, beir, "test", tok, q_max_len=pre.q_max_len,
                                                          p_max_len=args.max_len, batch_size=args.batch, device=dev), dev)
     metrics = ", ".join(f"{k} {v:.3f}" for k, v in res["metrics"].items())
     rows += [

@@ -31,14 +31,15 @@ def worker(params: dict, queue) -> None:
     import torch
 
     from condenser_lite.gradcache import cocondenser_step
-    from condenser_lite.model import TINY_CONDENSER, Condenser, tiny_bert_config
+    from condenser_lite.model import Condenser, tiny_bert_config
+    from condenser_lite.presets import TINY
 
     if args.threads:
         torch.set_num_threads(args.threads)
     device = "cuda" if torch.cuda.is_available() and not args.cpu else "cpu"
     torch.manual_seed(0)
     cfg = tiny_bert_config(vocab_size=args.vocab, max_position_embeddings=max(128, args.seq_len))
-    settings = {k: v for k, v in TINY_CONDENSER.items()}
+    settings = dict(skip_from=TINY.model.skip_from, n_head_layers=TINY.model.n_head_layers)
     model = Condenser.from_config(cfg, **settings).to(device).train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
 

@@ -68,7 +68,13 @@ def main() -> None:
     from transformers import AutoModel, BertModel
     from transformers.utils import logging as hf_logging
 
-    from condenser_lite import retrieval as R
+    from condenser_lite.biencoder import passage_strings, token_ids
+
+    from condenser_lite.bm25 import BM25Index
+
+    from condenser_lite.data import corpus_columns
+
+    from condenser_lite.search import FaissIndex, encode
     from condenser_lite.data import load_beir
     from condenser_lite.metrics import evaluate_run
     from condenser_lite.model import tiny_bert_config
@@ -81,7 +87,7 @@ def main() -> None:
         torch.set_num_threads(args.threads)
 
     beir = load_beir("scifact", data_dir=args.data_dir)
-    ids, titles, texts = R._corpus_lists(beir.corpus)
+    ids, titles, texts = corpus_columns(beir.corpus)
     qrels = beir.qrels["test"]
     queries = {q: t for q, t in zip(beir.queries["_id"], beir.queries["text"]) if q in qrels}
     print(f"SciFact: {len(ids):,} passages, {len(queries)} test queries; torch threads {torch.get_num_threads()}")
@@ -89,7 +95,7 @@ def main() -> None:
     rows = []
     # ---- 3. BM25 (first: needs no model) ----------------------------------------------------
     t = time.perf_counter()
-    index = R.BM25Index(beir.corpus)
+    index = BM25Index(beir.corpus)
     t_index = time.perf_counter() - t
     t = time.perf_counter()
     run = index.search(queries, k=100)
@@ -106,30 +112,30 @@ def main() -> None:
         BertModel(tiny_bert_config(vocab_size=len(tok)), add_pooling_layer=False).save_pretrained(d)
         model = AutoModel.from_pretrained(d, add_pooling_layer=False).eval()
         n = 1000 if args.quick else len(ids)
-        strings = R._passage_strings(tok, titles[:n], texts[:n])
-        lengths = [len(x) for x in R._tokenize(tok, strings, args.max_len)]
+        strings = passage_strings(tok, titles[:n], texts[:n])
+        lengths = [len(x) for x in token_ids(tok, strings, args.max_len)]
         # warm-up both paths once (first-call allocations), then time
-        R.encode(model, (titles[:64], texts[:64]), tok, max_len=args.max_len, batch_size=args.batch)
+        encode(model, (titles[:64], texts[:64]), tok, max_len=args.max_len, batch_size=args.batch)
         plain_encode(model, tok, strings[:64], args.max_len, args.batch)
         # Interleaved repeats, best time of each: the machine may be shared.
-        t_ours, ours = timed(args.repeats, lambda: R.encode(model, (titles[:n], texts[:n]), tok, max_len=args.max_len, batch_size=args.batch))
+        t_ours, ours = timed(args.repeats, lambda: encode(model, (titles[:n], texts[:n]), tok, max_len=args.max_len, batch_size=args.batch))
         t_base, base = timed(args.repeats, lambda: plain_encode(model, tok, strings, args.max_len, args.batch))
         diff = float(np.abs(ours - base).max())
         # The same comparison on all SciFact claims: short texts of varied length, where sorting
         # by length removes most of the padding (passages above are nearly all cut at max_len).
         claims = [str(x) for x in beir.queries["text"]]
-        t_ours_q, ours_q = timed(args.repeats, lambda: R.encode(model, claims, tok, max_len=64, batch_size=args.batch))
+        t_ours_q, ours_q = timed(args.repeats, lambda: encode(model, claims, tok, max_len=64, batch_size=args.batch))
         t_base_q, base_q = timed(args.repeats, lambda: plain_encode(model, tok, claims, 64, args.batch))
         diff_q = float(np.abs(ours_q - base_q).max())
 
         # ---- 2. FAISS over the whole corpus --------------------------------------------------
-        p_embs = ours if n == len(ids) else R.encode(model, (titles, texts), tok, max_len=args.max_len, batch_size=args.batch)
+        p_embs = ours if n == len(ids) else encode(model, (titles, texts), tok, max_len=args.max_len, batch_size=args.batch)
         q_ids = list(queries)
-        q_embs = R.encode(model, [queries[q] for q in q_ids], tok, max_len=64, batch_size=args.batch)
+        q_embs = encode(model, [queries[q] for q in q_ids], tok, max_len=64, batch_size=args.batch)
     builds, searches = [], []
     for _ in range(5):
         t = time.perf_counter()
-        fi = R.FaissIndex(p_embs, ids)
+        fi = FaissIndex(p_embs, ids)
         builds.append(time.perf_counter() - t)
         t = time.perf_counter()
         fi.search(q_embs, q_ids, k=100)

@@ -7,8 +7,12 @@
     python -m condenser_lite evaluate --run dev.trec --data msmarco --split dev --metrics RR@10 R@1000
     python -m condenser_lite experiments --budget tiny
 
-Every sub-command reads the same presets as the notebooks; ``--set key=value`` overrides any
-field of the preset (``--set lr=1e-4 --set chunk_size=64``). Run ``... <command> --help``.
+Every sub-command reads the same named presets as the notebooks (``presets.PRESETS``: micro,
+tiny, paper/full): ``pretrain --preset tiny`` runs the stage the book's arms run
+(``pretraining.stage_config``), ``finetune`` the same recipe through the same two-round function
+(``finetune.two_round``), ``experiments --budget`` the whole protocol. ``--set key=value``
+overrides any field (``--set lr=1e-4 --set chunk_size=64``; a preset's component fields are
+dotted where the name is ambiguous: ``--set finetune.lr=1e-4``). Run ``... <command> --help``.
 """
 
 from __future__ import annotations
@@ -19,54 +23,77 @@ import json
 import sys
 from typing import Any
 
+from .config import parse_bool
+from .presets import ALIASES, PRESETS, RETRIEVAL_RECIPES, FinetuneConfig, Preset, finetune_recipe, get_preset
+
+# Each sub-command imports the (torch-heavy) modules it needs inside its handler, so that
+# `--help` answers at once instead of after loading torch, transformers and faiss.
+
+PRESET_NAMES = sorted([*PRESETS, *ALIASES])
+
+
+def _convert(current: Any, raw: str, key: str) -> Any:
+    """``raw`` as the type of the field's ``current`` value."""
+    if raw.lower() in ("none", "null"):
+        return None
+    if isinstance(current, bool):
+        return parse_bool(raw, key)
+    if isinstance(current, int):
+        return int(raw)
+    if isinstance(current, float):
+        return float(raw)
+    if isinstance(current, str) or current is None:
+        try:  # a None-valued field may be numeric (max_steps, chunk_size)
+            return json.loads(raw)
+        except json.JSONDecodeError:
+            return raw
+    value = json.loads(raw)
+    return tuple(value) if isinstance(current, tuple) and isinstance(value, list) else value
+
 
 def parse_overrides(obj: Any, pairs: list[str]) -> Any:
-    """Apply ``key=value`` strings to a dataclass, converting each value to the field's type."""
-    from .config import parse_bool
-
-    fields = {f.name: f for f in dataclasses.fields(obj)}
+    """Apply ``key=value`` strings to a config dataclass (or a ``Preset``, whose component fields
+    may be dotted: ``finetune.lr=1e-4``), converting each value to the field's type."""
     changes: dict[str, Any] = {}
     for pair in pairs:
         if "=" not in pair:
             raise SystemExit(f"--set expects key=value, got {pair!r}")
         key, raw = pair.split("=", 1)
         key = key.strip().replace("-", "_")
-        if key not in fields:
-            raise SystemExit(f"unknown setting {key!r}; known: {', '.join(sorted(fields))}")
-        current = getattr(obj, key)
-        if raw.lower() in ("none", "null"):
-            value: Any = None
-        elif isinstance(current, bool):
-            value = parse_bool(raw, key)
-        elif isinstance(current, int):
-            value = int(raw)
-        elif isinstance(current, float):
-            value = float(raw)
-        elif isinstance(current, str) or current is None:
-            try:  # a None-valued field may be numeric (max_steps, chunk_size)
-                value = json.loads(raw)
-            except json.JSONDecodeError:
-                value = raw
+        if isinstance(obj, Preset):
+            try:
+                current = obj.get(key)
+            except TypeError as err:
+                raise SystemExit(str(err)) from None
         else:
-            value = json.loads(raw)
-        changes[key] = value
-    return dataclasses.replace(obj, **changes)
+            fields = {f.name for f in dataclasses.fields(obj)}
+            if key not in fields:
+                raise SystemExit(f"unknown setting {key!r}; known: {', '.join(sorted(fields))}")
+            current = getattr(obj, key)
+        changes[key] = _convert(current, raw, key)
+    return obj.replace(**changes) if isinstance(obj, Preset) else dataclasses.replace(obj, **changes)
+
+
+def pretrain_config(args: argparse.Namespace):
+    """The stage ``pretrain`` runs: the preset's (``pretraining.stage_config``), exactly as the
+    protocol's arm of that method builds it; at ``paper`` scale the starting checkpoint defaults
+    to the preset's published one (bert-base-uncased; Luyu/condenser for coCondenser)."""
+    from .pretraining import stage_config
+
+    preset = get_preset(args.preset)
+    init = args.init
+    if init is None and preset.pretrained:
+        init = preset.pretrained["condenser" if args.method == "cocondenser" else "bert"]
+    cfg = stage_config(preset, args.method, init)
+    if args.corpus:
+        cfg = cfg.replace(corpus=args.corpus)
+    return parse_overrides(cfg, args.set)
 
 
 def _pretrain(args: argparse.Namespace) -> None:
-    from .pretraining import PretrainConfig, paper_cocondenser, paper_condenser, pretrain
+    from .pretraining import pretrain
 
-    if args.preset == "paper":
-        cfg = paper_cocondenser() if args.method == "cocondenser" else paper_condenser()
-        cfg = dataclasses.replace(cfg, method=args.method)
-    else:
-        cfg = PretrainConfig(method=args.method, corpus="scifact" if args.method == "cocondenser" else "general")
-    if args.init:
-        cfg = dataclasses.replace(cfg, init=args.init)
-    if args.corpus:
-        cfg = dataclasses.replace(cfg, corpus=args.corpus)
-    cfg = parse_overrides(cfg, args.set)
-    out = pretrain(cfg, output_dir=args.output_dir, data_dir=args.data_dir, progress=True)
+    out = pretrain(pretrain_config(args), output_dir=args.output_dir, data_dir=args.data_dir, progress=True)
     print(out)
 
 
@@ -77,8 +104,8 @@ TEVATRON_TASKS = {"msmarco": "Tevatron/msmarco-passage", "nq": "Tevatron/wikiped
 
 def eval_set(name: str, split: str, data_dir: str | None):
     """A BEIR-style evaluation set: a BEIR name (``scifact``) or a Tevatron task (``msmarco``, ``nq``)."""
-    from .data import load_beir, load_tevatron, load_tevatron_corpus
-    from .retrieval import tevatron_eval_set
+    from .data import load_beir
+    from .tevatron import load_tevatron, load_tevatron_corpus, tevatron_eval_set
 
     if name in TEVATRON_TASKS or name.startswith("Tevatron/"):
         hub = TEVATRON_TASKS.get(name, name)
@@ -88,55 +115,47 @@ def eval_set(name: str, split: str, data_dir: str | None):
 
 def training_set(name: str, data_dir: str | None, n_negatives: int):
     """Training queries in Tevatron's schema: read directly, or built from a BEIR set with BM25 negatives."""
-    from .data import load_tevatron
-    from .retrieval import to_tevatron
+    from .tevatron import load_tevatron, to_tevatron
 
     if name in TEVATRON_TASKS or name.startswith("Tevatron/"):
         return load_tevatron(TEVATRON_TASKS.get(name, name), "train", data_dir)
     return to_tevatron(name, split="train", n_negatives=n_negatives, data_dir=data_dir)
 
 
-def _preset(args: argparse.Namespace):
-    from .retrieval import RETRIEVER_PRESETS
-
-    preset = args.preset or ("scifact" if args.data == "scifact" else args.data)
-    if preset not in RETRIEVER_PRESETS:
-        raise SystemExit(f"no fine-tuning preset {preset!r}; choose --preset from {sorted(RETRIEVER_PRESETS)}")
-    return parse_overrides(RETRIEVER_PRESETS[preset], args.set)
+def _recipe(args: argparse.Namespace) -> FinetuneConfig:
+    """The fine-tuning recipe: ``--preset`` (a preset or a data set's recipe), by default the
+    data set's at the papers' scale (msmarco, nq) or the scaled-down book's (BEIR sets)."""
+    name = args.preset or (args.data if args.data in RETRIEVAL_RECIPES else "tiny")
+    try:
+        return parse_overrides(finetune_recipe(name), args.set)
+    except ValueError as err:
+        raise SystemExit(str(err)) from None
 
 
 def _finetune(args: argparse.Namespace) -> None:
-    from pathlib import Path
-
-    from .retrieval import finetune_retriever, mine_hard_negatives, sample_queries, train_config_from_preset
+    from .finetune import finetune_round, two_round
+    from .tevatron import sample_queries
     from .tokenizer import load_tokenizer
 
-    preset = _preset(args)
-    train = training_set(args.data, args.data_dir, preset.n_bm25_negatives)
+    recipe = _recipe(args)
+    train = training_set(args.data, args.data_dir, recipe.n_bm25_negatives)
     if args.train_size:
         train = sample_queries(train, args.train_size, seed=args.seed)
     tok = load_tokenizer(args.init)
-    common = dict(q_max_len=preset.q_max_len, p_max_len=preset.p_max_len, train_n_passages=preset.train_n_passages,
-                  untied=preset.untied, temperature=preset.temperature, grad_cache_chunk=preset.grad_cache_chunk)
-    out = Path(args.output_dir)
-    cfg1 = train_config_from_preset(preset, out / "round1" if args.rounds == 2 else out, round=1, seed=args.seed,
-                                    max_steps=args.max_steps, progress=True)
-    finetune_retriever(args.init, train, tok, cfg1, **common)
+    overrides = dict(max_steps=args.max_steps, progress=True) if args.max_steps else dict(progress=True)
     if args.rounds == 2:
-        # round 2 restarts from the *pre-trained* checkpoint on BM25 + mined negatives
-        corpus = eval_set(args.data, "test" if args.data not in TEVATRON_TASKS else "dev", args.data_dir).corpus
-        train2 = mine_hard_negatives(cfg1.output_dir, train, corpus, depth=preset.mine_depth, n=preset.n_mined,
-                                     seed=args.seed, q_max_len=preset.q_max_len, p_max_len=preset.p_max_len)
-        cfg2 = train_config_from_preset(preset, out / "round2", round=2, seed=args.seed, max_steps=args.max_steps,
-                                        progress=True)
-        finetune_retriever(args.init, train2, tok, cfg2, **common)
-    print(out)
+        corpus = eval_set(args.data, "dev" if args.data in TEVATRON_TASKS else "test", args.data_dir).corpus
+        two_round(args.init, train, corpus, tok, recipe, args.output_dir, seed=args.seed, **overrides)
+    else:
+        finetune_round(args.init, train, tok, recipe, args.output_dir, 1, seed=args.seed, **overrides)
+    print(args.output_dir)
 
 
 def _encode(args: argparse.Namespace) -> None:
     import numpy as np
 
-    from .retrieval import BiEncoder, encode_corpus
+    from .biencoder import BiEncoder
+    from .search import encode_corpus
     from .tokenizer import load_tokenizer
 
     data = eval_set(args.data, args.split, args.data_dir)
@@ -148,7 +167,7 @@ def _encode(args: argparse.Namespace) -> None:
 
 def _search(args: argparse.Namespace) -> None:
     from .metrics import evaluate_run
-    from .retrieval import evaluate_retriever, write_trec_run
+    from .search import evaluate_retriever, write_trec_run
 
     data = eval_set(args.data, args.split, args.data_dir)
     result = evaluate_retriever(args.model, data, split=args.split, q_max_len=args.q_max_len,
@@ -162,7 +181,7 @@ def _search(args: argparse.Namespace) -> None:
 
 def _evaluate(args: argparse.Namespace) -> None:
     from .metrics import evaluate_run
-    from .retrieval import read_trec_run
+    from .search import read_trec_run
 
     data = eval_set(args.data, args.split, args.data_dir)
     metrics = evaluate_run(data.qrels[args.split], read_trec_run(args.run), args.metrics)
@@ -170,9 +189,10 @@ def _evaluate(args: argparse.Namespace) -> None:
 
 
 def _experiments(args: argparse.Namespace) -> None:
-    from .experiments import format_scorecard, get_budget, run_protocol
+    from .protocol import run_protocol
+    from .scorecard import format_scorecard
 
-    budget = parse_overrides(get_budget(args.budget), args.set)
+    budget = parse_overrides(get_preset(args.budget), args.set)
     seeds = [int(x) for x in args.seeds.split(",")] if args.seeds else None
     results = run_protocol(budget, out_path=args.out, seeds=seeds, data_dir=args.data_dir, force=args.force,
                            workers=args.workers)
@@ -187,8 +207,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("pretrain", help="one MLM / Condenser / coCondenser pre-training stage")
     p.add_argument("--method", choices=["mlm", "condenser", "cocondenser"], default="condenser")
-    p.add_argument("--preset", choices=["tiny", "paper"], default="tiny")
-    p.add_argument("--init", help="starting checkpoint folder or Hub id (default: the preset's)")
+    p.add_argument("--preset", choices=PRESET_NAMES, default="tiny", help="named settings (presets.PRESETS)")
+    p.add_argument("--init", help="starting checkpoint folder or Hub id (default: from scratch; paper: the published one)")
     p.add_argument("--corpus", help="general | wikipedia | scifact | msmarco | wikipedia-nq")
     p.add_argument("--output-dir", help="default: a cache folder named by the settings' hash")
     p.add_argument("--data-dir", help="local data mirror (default: $CONDENSER_LITE_DATA, else the Hub)")
@@ -205,7 +225,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("finetune", help="fine-tune a dense retriever (round 1, or both rounds with --rounds 2)")
     p.add_argument("--init", required=True, help="pre-trained checkpoint folder or Hub id")
     p.add_argument("--output-dir", required=True)
-    p.add_argument("--preset", help="msmarco | nq | scifact (default: the data set's)")
+    p.add_argument("--preset", help="a preset (micro | tiny | paper) or a data set's recipe (msmarco | nq); "
+                   "default: msmarco / nq for those data sets, tiny otherwise")
     p.add_argument("--rounds", type=int, choices=[1, 2], default=1)
     p.add_argument("--train-size", type=int, help="a seeded sample of this many training queries")
     p.add_argument("--max-steps", type=int, help="stop after this many updates (smoke runs)")
@@ -241,13 +262,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=_evaluate)
 
     p = sub.add_parser("experiments", help="the scaled-down reproduction: every arm, seeds, scorecard (JSON)")
-    p.add_argument("--budget", choices=["tiny", "micro", "full"], default="tiny")
+    p.add_argument("--budget", choices=PRESET_NAMES, default="tiny", help="the preset to run (presets.PRESETS)")
     p.add_argument("--out", help="write the results JSON here (it is also cached by its settings)")
     p.add_argument("--seeds", help="comma-separated seeds, e.g. 0,1,2 (default: the budget's)")
     p.add_argument("--workers", type=int, help="processes for independent jobs (default: CPU cores, at most 2)")
     p.add_argument("--force", action="store_true", help="recompute the results file (models stay cached)")
     p.add_argument("--data-dir", help="local data mirror (default: $CONDENSER_LITE_DATA, else the Hub)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a budget field")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a preset field (dotted where ambiguous: finetune.lr=1e-4)")
     p.set_defaults(handler=_experiments)
     return ap
 

@@ -31,12 +31,17 @@ sum over chunks is then the full-batch token mean. (Weighting chunks equally wou
 chunks with few masked tokens, and a chunk size that does not divide the batch would weight its
 last, smaller chunk wrongly.)
 
+The two passes are one primitive, ``gradient_cache``, for any loss of the representations: the
+coCondenser step (``cocondenser_step``) and the retrieval fine-tuning step
+(``biencoder.retrieval_step``, GC-DPR) both run it.
+
 Explained in chapter 3, ``notebooks/03_cocondenser.ipynb``.
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -44,7 +49,7 @@ import torch.distributed as dist
 
 from .losses import span_contrastive_accuracy, span_contrastive_loss
 
-__all__ = ["RandContext", "gather_with_grad", "world_info", "cocondenser_step"]
+__all__ = ["RandContext", "gather_with_grad", "world_info", "step_hooks", "gradient_cache", "cocondenser_step"]
 
 
 class RandContext:
@@ -124,6 +129,61 @@ def _check_same_size(n_rows: int, device: torch.device) -> None:
         )
 
 
+def step_hooks(model: torch.nn.Module, accelerator: Any = None) -> tuple[Callable, Callable, Callable]:
+    """``(autocast, backward, no_sync)`` for a training step, with or without ``accelerate``.
+
+    With an ``Accelerator``: its ``autocast()``, ``backward`` (loss scaling) and ``no_sync(model)``;
+    without: no autocast, ``loss.backward()``, and DDP's ``model.no_sync()`` when the model has
+    one. Explained in chapter 3, ``notebooks/03_cocondenser.ipynb``.
+    """
+    if accelerator is not None:
+        return accelerator.autocast, accelerator.backward, lambda: accelerator.no_sync(model)
+    no_sync = model.no_sync if hasattr(model, "no_sync") else contextlib.nullcontext
+    return contextlib.nullcontext, lambda loss: loss.backward(), no_sync
+
+
+def gradient_cache(
+    chunks: Sequence[Any],
+    forward: Callable[[Any, bool], tuple[torch.Tensor, torch.Tensor | None]],
+    loss_fn: Callable[[list[torch.Tensor]], torch.Tensor],
+    backward: Callable[[torch.Tensor], Any] | None = None,
+    no_sync: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
+    replay_rng: bool = True,
+) -> torch.Tensor:
+    """The exact gradient cache (coCondenser eq. 9-12) for any loss of per-chunk representations.
+
+    ``forward(chunk, with_grad)`` encodes one chunk and returns ``(reps, extra)``: its float
+    representations and, in pass 2 (``with_grad=True``), an optional loss term of the chunk alone
+    (coCondenser's share of the MLM loss) that is back-propagated with it. ``loss_fn(reps)`` gets
+    one leaf tensor per chunk and returns the scalar whose gradient is cached.
+
+    Pass 1 encodes every chunk without a graph, recording its RNG state (``RandContext``); the
+    loss and its gradient ``v`` with respect to each chunk's representations are computed on the
+    detached vectors (eq. 9). Pass 2 re-encodes each chunk with grad under the recorded RNG state
+    (same dropout masks) and back-propagates ``<reps, v> + extra`` (eq. 12); all but the last
+    backward run under ``no_sync()`` so DDP all-reduces once. Returns the loss (detached).
+    ``replay_rng=False`` skips the replay: only to show that dropout then breaks exactness.
+    Explained in chapter 3, ``notebooks/03_cocondenser.ipynb``.
+    """
+    backward = backward or (lambda loss: loss.backward())
+    states, reps = [], []
+    with torch.no_grad():
+        for chunk in chunks:
+            states.append(RandContext())
+            reps.append(forward(chunk, False)[0])
+    leaves = [r.detach().requires_grad_() for r in reps]
+    loss = loss_fn(leaves)
+    cache = torch.autograd.grad(loss, leaves)
+    for i, (chunk, state, v) in enumerate(zip(chunks, states, cache)):
+        last = i == len(chunks) - 1
+        with contextlib.nullcontext() if last else no_sync():
+            with state if replay_rng else contextlib.nullcontext():
+                rep, extra = forward(chunk, True)
+            surrogate = (rep * v).sum()
+            backward(surrogate if extra is None else surrogate + extra)
+    return loss.detach()
+
+
 def _forward(model: torch.nn.Module, chunk: dict[str, torch.Tensor], with_labels: bool, autocast) -> Any:
     labels = chunk.get("labels") if with_labels else None
     if labels is not None and not bool((labels != -100).any()):
@@ -191,13 +251,7 @@ def cocondenser_step(
     world, rank = world_info()
     _check_same_size(n_rows, device)
 
-    autocast = accelerator.autocast if accelerator is not None else contextlib.nullcontext
-    backward = accelerator.backward if accelerator is not None else (lambda loss: loss.backward())
-
-    def no_sync():
-        if accelerator is not None:
-            return accelerator.no_sync(model)
-        return model.no_sync() if hasattr(model, "no_sync") else contextlib.nullcontext()
+    autocast, backward, no_sync = step_hooks(model, accelerator)
 
     labels = batch.get("labels")
     has_mlm = labels is not None
@@ -232,29 +286,29 @@ def cocondenser_step(
             {k: v[s : s + chunk_size] for k, v in batch.items() if torch.is_tensor(v)}
             for s in range(0, n_rows, chunk_size)
         ]
-        # Pass 1: representations only, no graph; record each chunk's RNG state first.
-        rand_states, reps = [], []
-        with torch.no_grad():
-            for chunk in chunks:
-                rand_states.append(RandContext())
-                reps.append(_forward(model, chunk, False, autocast).cls.float())
-        all_reps = gather_with_grad(torch.cat(reps)).detach().requires_grad_()
-        co_loss = span_contrastive_loss(all_reps, temperature=temperature)
-        # eq. 9: v = d(co_weight * world * L^co)/dh for this process's rows (the scale is explained above).
-        (grad,) = torch.autograd.grad(world * co_weight * co_loss, all_reps)
-        cache = grad[rank * n_rows : (rank + 1) * n_rows].split(chunk_size)
-        # Pass 2: re-encode each chunk with grad under the same RNG state, back-propagate eq. 12.
-        for i, (chunk, rand, v) in enumerate(zip(chunks, rand_states, cache)):
-            last = i == len(chunks) - 1
-            with no_sync() if not last else contextlib.nullcontext():
-                with rand if replay_rng else contextlib.nullcontext():
-                    out = _forward(model, chunk, has_mlm, autocast)
-                mlm, parts = mlm_share(chunk, out)
-                surrogate = (out.cls.float() * v).sum()
-                backward(surrogate + world * mlm_weight * mlm)
+
+        def forward(chunk: dict[str, torch.Tensor], with_grad: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+            nonlocal metrics_mlm
+            # pass 1 needs only the CLS vectors; pass 2 adds the chunk's share of the MLM loss
+            out = _forward(model, chunk, has_mlm and with_grad, autocast)
+            if not with_grad:
+                return out.cls.float(), None
+            mlm, parts = mlm_share(chunk, out)
             metrics_mlm += float(mlm.detach())
             for k, val in parts.items():
                 metrics_parts[k] = metrics_parts.get(k, 0.0) + val
+            return out.cls.float(), world * mlm_weight * mlm
+
+        def co_term(reps: list[torch.Tensor]) -> torch.Tensor:
+            nonlocal all_reps, co_loss
+            # every process's spans, the gradient flowing into this process's rows only; the
+            # cached v is d(world * co_weight * L^co)/dh (eq. 9, the scale explained above)
+            all_reps = gather_with_grad(torch.cat(reps))
+            co_loss = span_contrastive_loss(all_reps, temperature=temperature)
+            return world * co_weight * co_loss
+
+        all_reps = co_loss = torch.empty(0)
+        gradient_cache(chunks, forward, co_term, backward, no_sync, replay_rng)
         co_value, co_acc = float(co_loss.detach()), span_contrastive_accuracy(all_reps.detach())
 
     # Global metrics: sum the processes' MLM shares (the contrastive loss is already global).

@@ -27,8 +27,6 @@ from transformers.models.bert.modeling_bert import BertLayer
 # Paper settings for bert-base-uncased (12 layers): head reads the output of layer 6,
 # 2 head layers, backbone MLM kept as the "semantic constraint" (section 3.4).
 PAPER_CONDENSER = dict(skip_from=6, n_head_layers=2, late_mlm=True, head_weight=1.0, late_weight=1.0)
-# Scaled-down settings for `tiny_bert_config()` (4 layers): same 50/50 early/late split.
-TINY_CONDENSER = dict(skip_from=2, n_head_layers=2, late_mlm=True, head_weight=1.0, late_weight=1.0)
 
 HEAD_FILE = "condenser_head.pt"
 # The authors' checkpoints (github luyug/Condenser, e.g. Hub `Luyu/co-condenser-marco`)

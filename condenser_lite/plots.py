@@ -1,4 +1,4 @@
-"""Figures and tables of the book, drawn from the results of ``experiments.run_protocol``.
+"""Figures and tables of the book, drawn from the results of ``protocol.run_protocol``.
 
 Every function takes the results dict (or the JSON file's contents) and returns a matplotlib
 ``Figure`` (or a pandas ``DataFrame`` for tables), so a chapter is: load results, call, save.
@@ -60,7 +60,7 @@ def _full(results: Mapping) -> str:
 
 
 def fmt(stat: Mapping | None, digits: int = 3) -> str:
-    """``mean ± std`` of a ``experiments.stats`` dict, or an empty string."""
+    """``mean ± std`` of a ``scorecard.stats`` dict, or an empty string."""
     if not stat or stat.get("mean") is None:
         return ""
     return f"{stat['mean']:.{digits}f} ± {(stat.get('std') or 0):.{digits}f}"
@@ -103,7 +103,7 @@ def scorecard_table(results: Mapping):
     """The claims C1-C7 with their status. Chapter 4 and the scorecard page."""
     import pandas as pd
 
-    from .experiments import scorecard
+    from .scorecard import scorecard
 
     claims = results.get("claims") or scorecard(results)
     return pd.DataFrame([{"claim": c["id"], "status": c["status"], "statement": c["statement"]} for c in claims]).set_index("claim")
@@ -227,7 +227,7 @@ def plot_loss_curves(results: Mapping, size: str | None = None, arms: Sequence[s
                      window: int = 10, log: bool = True, ax=None):
     """Round-1 fine-tuning loss per step (mean over seeds, smoothed over ``window`` steps; band =
     min..max over seeds) on a log scale: the preprint's loss figure. Chapter 6."""
-    from .experiments import MAIN_ARMS
+    from .presets import MAIN_ARMS
 
     size = size or _full(results)
     fig, ax = _fig(ax)

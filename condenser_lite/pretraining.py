@@ -8,8 +8,10 @@ coCondenser continues that one on the target corpus. Each finished stage is save
 starting checkpoint's own hash, so chapters and the command line share a stage instead of
 re-running it, and an interrupted stage resumes from its last training checkpoint.
 
-Presets follow nanoGPT: :class:`PretrainConfig` defaults are the scaled-down (tiny) settings;
-:func:`paper_condenser` and :func:`paper_cocondenser` return the papers' settings.
+A stage's settings come from a preset (``presets.py``): :func:`stage_config` builds the
+``PretrainConfig`` of one stage of any preset, the same one for the protocol's arms and the
+``pretrain`` command; :class:`PretrainConfig`'s own defaults are the ``tiny`` preset's, and
+:func:`paper_condenser` / :func:`paper_cocondenser` are the ``paper`` preset's two stages.
 Explained in chapter 2 (``notebooks/02_condenser.ipynb``) and chapter 3
 (``notebooks/03_cocondenser.ipynb``).
 """
@@ -25,7 +27,18 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from datasets import Dataset
+
 from .config import cache_dir
+from .data import load_beir, load_pretraining_corpus
+from .gradcache import cocondenser_step
+from .model import BertMLM, Condenser, tiny_bert_config
+from .presets import PAPER, TINY, Preset, get_preset
+from .pretrain_data import MLMCollator, pack_blocks
+from .spans import SpanPairCollator, SpanPairs, tokenize_documents
+from .tevatron import load_tevatron_corpus
+from .tokenizer import load_tokenizer, tiny_tokenizer
+from .training import TrainConfig, set_step_seed, train
 
 logger = logging.getLogger(__name__)
 
@@ -33,9 +46,12 @@ METHODS = ("mlm", "condenser", "cocondenser")
 DONE_FILE = "pretrain_config.json"  # written last: a stage folder without it is unfinished
 
 
+_MODEL, _TRAINING = TINY.model, TINY.pretraining  # PretrainConfig's defaults: the tiny preset's
+
+
 @dataclass
 class PretrainConfig:
-    """One pre-training stage. Defaults: the scaled-down book (a tiny BERT on a 2-core CPU).
+    """One pre-training stage. Defaults: the ``tiny`` preset's settings (``presets.TINY``).
 
     ``init`` is ``None`` (a tiny BERT from scratch with ``tokenizer``'s vocabulary), a checkpoint
     folder or a Hub id. ``head`` says what a Condenser starts with: ``"random"`` (a fresh head,
@@ -52,19 +68,19 @@ class PretrainConfig:
     method: str = "condenser"
     init: str | None = None
     head: str | None = None
-    tokenizer: str | None = None  # None: the checkpoint's own, or the book's WordPiece for a new model
+    tokenizer: str | None = _MODEL.tokenizer  # None: the checkpoint's own, or the book's WordPiece for a new model
     corpus: str = "general"
     corpus_limit: int | None = None  # use only the first N documents (full-scale smoke runs)
-    max_len: int = 128
+    max_len: int = _MODEL.max_len
     # the tiny BERT built when init is None (ignored otherwise)
-    hidden_size: int = 128
-    num_hidden_layers: int = 4
-    num_attention_heads: int = 4
-    intermediate_size: int = 512
-    vocab_size: int = 8192
+    hidden_size: int = _MODEL.hidden_size
+    num_hidden_layers: int = _MODEL.num_hidden_layers
+    num_attention_heads: int = _MODEL.num_attention_heads
+    intermediate_size: int = _MODEL.intermediate_size
+    vocab_size: int = _MODEL.vocab_size
     # Condenser (paper section 3)
-    skip_from: int = 2
-    n_head_layers: int = 2
+    skip_from: int = _MODEL.skip_from
+    n_head_layers: int = _MODEL.n_head_layers
     late_mlm: bool = True
     # masking and packing
     mlm_probability: float = 0.15
@@ -72,19 +88,19 @@ class PretrainConfig:
     # coCondenser (section 3.2-3.3)
     mlm_weight: float = 1.0
     co_weight: float = 1.0
-    chunk_size: int | None = None
-    min_span: int = 16
+    chunk_size: int | None = _TRAINING.chunk_size
+    min_span: int = _TRAINING.min_span
     # optimisation (training.TrainConfig)
     max_steps: int | None = None
-    epochs: float = 1.0
-    batch_size: int = 64
-    grad_accum: int = 1
-    lr: float = 5e-4
-    weight_decay: float = 0.01
-    warmup_ratio: float = 0.1
+    epochs: float = _TRAINING.epochs
+    batch_size: int = _TRAINING.batch_size
+    grad_accum: int = _TRAINING.grad_accum
+    lr: float = _TRAINING.lr
+    weight_decay: float = _TRAINING.weight_decay
+    warmup_ratio: float = _TRAINING.warmup_ratio
     max_grad_norm: float | None = 1.0
-    mixed_precision: str = "no"
-    seed: int = 42
+    mixed_precision: str = _TRAINING.mixed_precision
+    seed: int = _TRAINING.seed
     save_every: int | None = 200
 
     def __post_init__(self) -> None:
@@ -106,31 +122,60 @@ class PretrainConfig:
         return self.head or ("load" if self.method == "cocondenser" else "random")
 
 
-def paper_condenser(**changes) -> PretrainConfig:
-    """Condenser paper section 4.1: from bert-base-uncased, skip_from 6, 2 head layers, lr 1e-4,
-    weight decay 0.01, 10% warm-up, 8 epochs of Wikipedia + BookCorpus, max length 128, ~1024
-    sequences per update (here 64 x 16 accumulation steps; raise the micro-batch on a big GPU)."""
-    cfg = PretrainConfig(method="condenser", init="bert-base-uncased", head="random", corpus="wikipedia",
-                         skip_from=6, n_head_layers=2, lr=1e-4, batch_size=1024, grad_accum=16, epochs=8,
-                         mixed_precision="auto", save_every=1000)
+def stage_config(preset: Preset | str, method: str, init: str | None = None, **changes) -> PretrainConfig:
+    """The ``PretrainConfig`` of one pre-training stage of ``preset`` (chapters 2 and 3).
+
+    ``mlm`` / ``condenser`` read the general corpus: from scratch (``init`` None) for
+    ``s1_steps``, continuing ``init`` for ``s2_steps`` (a Condenser with a fresh head, paper
+    section 3.4). ``cocondenser`` continues ``init`` *with its head* on the preset's target corpus
+    for ``s3_steps``, ``cocondenser_batch`` documents per update and never accumulated.
+    ``changes`` replace any field. The protocol's arms (``arms.arm_config``) and the ``pretrain``
+    command both build their stages here.
+    """
+    preset = get_preset(preset)
+    model, training = preset.model, preset.pretraining
+    common = dict(
+        tokenizer=model.tokenizer, max_len=model.max_len, hidden_size=model.hidden_size,
+        num_hidden_layers=model.num_hidden_layers, num_attention_heads=model.num_attention_heads,
+        intermediate_size=model.intermediate_size, vocab_size=model.vocab_size, skip_from=model.skip_from,
+        n_head_layers=model.n_head_layers, epochs=training.epochs, weight_decay=training.weight_decay,
+        warmup_ratio=training.warmup_ratio, seed=training.seed, mixed_precision=training.mixed_precision,
+        save_every=training.save_every,
+    )
+    if method == "cocondenser":
+        cfg = PretrainConfig(
+            method=method, init=init, head="load", corpus=preset.task, corpus_limit=training.target_limit,
+            max_steps=training.s3_steps, batch_size=training.cocondenser_batch, grad_accum=1,
+            lr=training.cocondenser_lr, chunk_size=training.chunk_size, min_span=training.min_span, **common)
+    else:
+        cfg = PretrainConfig(
+            method=method, init=init, head="random" if method == "condenser" else None,
+            corpus=training.general_corpus, corpus_limit=training.general_limit,
+            max_steps=training.s1_steps if init is None else training.s2_steps, batch_size=training.batch_size,
+            grad_accum=training.grad_accum, lr=training.lr, **common)
     return cfg.replace(**changes)
+
+
+def paper_condenser(**changes) -> PretrainConfig:
+    """The ``paper`` preset's Condenser stage (Condenser section 4.1): from bert-base-uncased,
+    skip_from 6, 2 head layers, lr 1e-4, weight decay 0.01, 10% warm-up, 8 epochs of Wikipedia,
+    max length 128, ~1024 sequences per update (64 x 16 accumulation steps)."""
+    return stage_config(PAPER, "condenser", init=PAPER.pretrained["bert"], **changes)
 
 
 def paper_cocondenser(**changes) -> PretrainConfig:
-    """coCondenser section 4.1: from Luyu/condenser *with its head*, on the target corpus (MS MARCO
-    passages), 2,000 documents (4,000 spans) per update through the gradient cache, lr 1e-4,
-    weight decay 0.01, linear decay, 8 epochs (gains flatten after about 4)."""
-    cfg = PretrainConfig(method="cocondenser", init="Luyu/condenser", head="load", corpus="msmarco",
-                         skip_from=6, n_head_layers=2, lr=1e-4, batch_size=2000, chunk_size=128, epochs=8,
-                         min_span=8, mixed_precision="auto", save_every=200)
-    return cfg.replace(**changes)
+    """The ``paper`` preset's coCondenser stage (coCondenser section 4.1): from Luyu/condenser
+    *with its head*, on the target corpus (MS MARCO passages), 2,000 documents (4,000 spans) per
+    update through the gradient cache, lr 1e-4, weight decay 0.01, 8 epochs."""
+    return stage_config(PAPER, "cocondenser", init=PAPER.pretrained["condenser"], **changes)
 
 
 # ---- caching -----------------------------------------------------------------------------
 
 
-def _init_key(init: str | None) -> str | None:
-    """A cached stage is named by its hash; chaining stages must hash the parent's settings too."""
+def checkpoint_key(init: str | None) -> str | None:
+    """What names a starting checkpoint in a cache key: a cached stage's own settings hash (so a
+    re-trained parent invalidates its children), else the folder or Hub id itself. Chapter 2."""
     if init is None:
         return None
     done = Path(init) / DONE_FILE
@@ -146,7 +191,7 @@ def stage_key(cfg: PretrainConfig, tokenizer_id: str | None = None) -> str:
     WordPiece folder is itself named by a hash of its training data and settings)."""
     settings = dataclasses.asdict(cfg)
     settings.pop("save_every")
-    settings["init"] = _init_key(cfg.init)
+    settings["init"] = checkpoint_key(cfg.init)
     settings["tokenizer_id"] = tokenizer_id
     blob = json.dumps(settings, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
@@ -172,8 +217,6 @@ def is_done(path: str | Path) -> bool:
 
 def get_tokenizer(cfg: PretrainConfig, data_dir: str | None = None):
     """The stage's tokenizer: explicit, else the starting checkpoint's, else the book's WordPiece."""
-    from .tokenizer import load_tokenizer, tiny_tokenizer
-
     if cfg.tokenizer is not None:
         return load_tokenizer(cfg.tokenizer)
     if cfg.init is not None:
@@ -187,9 +230,6 @@ def build_model(cfg: PretrainConfig, tokenizer):
     Random initial weights (a model from scratch, a fresh Condenser head) are drawn as "step 0"
     of the stage's seed: without it they came from torch's start-up seed, which differs in every
     process, so a stage re-run from a cold cache gave other numbers."""
-    from .model import BertMLM, Condenser, tiny_bert_config
-    from .training import set_step_seed
-
     set_step_seed(cfg.seed, 0)  # the training loop seeds steps 1, 2, ...
 
     condenser_kw = dict(skip_from=cfg.skip_from, n_head_layers=cfg.n_head_layers, late_mlm=cfg.late_mlm)
@@ -213,11 +253,6 @@ def build_model(cfg: PretrainConfig, tokenizer):
 
 def general_blocks(cfg: PretrainConfig, tokenizer, data_dir: str | None = None):
     """The general corpus packed into ``[CLS] ... [SEP]`` blocks (MLM and Condenser stages)."""
-    from datasets import Dataset
-
-    from .data import load_pretraining_corpus
-    from .pretrain_data import pack_blocks
-
     if cfg.corpus not in ("general", "wikipedia"):
         raise ValueError(f"MLM/Condenser stages read corpus='general' (or 'wikipedia' at full scale), got {cfg.corpus!r}")
     full = cfg.corpus == "wikipedia"
@@ -232,8 +267,6 @@ def general_blocks(cfg: PretrainConfig, tokenizer, data_dir: str | None = None):
 
 def target_documents(cfg: PretrainConfig, data_dir: str | None = None):
     """The target search corpus coCondenser pre-trains on (rows with ``title`` and ``text``)."""
-    from .data import load_beir, load_tevatron_corpus
-
     names = {"msmarco": "Tevatron/msmarco-passage", "wikipedia-nq": "Tevatron/wikipedia-nq"}
     if cfg.corpus in names:
         docs = load_tevatron_corpus(names[cfg.corpus], data_dir=data_dir)
@@ -246,8 +279,6 @@ def target_documents(cfg: PretrainConfig, data_dir: str | None = None):
 
 def span_pairs(cfg: PretrainConfig, tokenizer, data_dir: str | None = None):
     """Per-epoch span pairs of the target corpus (``spans.SpanPairs``)."""
-    from .spans import SpanPairs, tokenize_documents
-
     ids = tokenize_documents(target_documents(cfg, data_dir), tokenizer)
     return SpanPairs(ids, max_len=cfg.max_len, min_span=cfg.min_span, seed=cfg.seed)
 
@@ -256,8 +287,6 @@ def span_pairs(cfg: PretrainConfig, tokenizer, data_dir: str | None = None):
 
 
 def train_config(cfg: PretrainConfig, output_dir: str | Path, progress: bool | None = None):
-    from .training import TrainConfig
-
     return TrainConfig(
         output_dir=str(output_dir), max_steps=cfg.max_steps, epochs=cfg.epochs, batch_size=cfg.batch_size,
         grad_accum=cfg.grad_accum, lr=cfg.lr, weight_decay=cfg.weight_decay, warmup_ratio=cfg.warmup_ratio,
@@ -280,9 +309,6 @@ def pretrain(
     checkpoint in ``train/``.
     Explained in chapter 2 (``notebooks/02_condenser.ipynb``).
     """
-    from .pretrain_data import MLMCollator
-    from .training import train
-
     if cfg.init is not None and Path(cfg.init).is_dir() and not (Path(cfg.init) / "config.json").exists():
         raise FileNotFoundError(f"init checkpoint {cfg.init} is incomplete (no config.json); re-run the stage that makes it")
     tokenizer = get_tokenizer(cfg, data_dir)
@@ -295,9 +321,6 @@ def pretrain(
     mlm_collator = MLMCollator(tokenizer, mlm_probability=cfg.mlm_probability)
     tcfg = train_config(cfg, out / "train", progress)
     if cfg.method == "cocondenser":
-        from .gradcache import cocondenser_step
-        from .spans import SpanPairCollator
-
         pairs = span_pairs(cfg, tokenizer, data_dir)
         step_fn = functools.partial(cocondenser_step, chunk_size=cfg.chunk_size,
                                     mlm_weight=cfg.mlm_weight, co_weight=cfg.co_weight)

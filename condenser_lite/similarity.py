@@ -22,13 +22,16 @@ import numpy as np
 import torch
 from torch import nn
 
-from .retrieval import _cls, _load_encoder, _load_tokenizer, _model_and_tokenizer, _pad, _tokenize, encode
+from scipy.stats import spearmanr
 
-__all__ = ["SentenceEncoder", "SimilarityOutput", "PairCollator", "finetune_sts", "evaluate_sts", "sample_pairs", "STS_PRESET"]
+from .biencoder import cls_embedding, load_model_and_tokenizer, pad_batch, token_ids
+from .losses import cosine_regression_loss
+from .model import load_encoder
+from .search import encode
+from .tokenizer import load_tokenizer
+from .training import train
 
-# Sentence-BERT's STS-b settings (Condenser appendix A.1); weight decay and warm-up are
-# sentence-transformers' defaults (0.01, 10% of the steps).
-STS_PRESET = dict(lr=2e-5, batch_size=16, epochs_full=4, epochs_low_data=(4, 8), warmup_ratio=0.1, weight_decay=0.01, max_len=64)
+__all__ = ["SentenceEncoder", "SimilarityOutput", "PairCollator", "finetune_sts", "evaluate_sts", "sample_pairs"]
 
 
 @dataclass
@@ -49,14 +52,14 @@ class SentenceEncoder(nn.Module):
     @classmethod
     def from_pretrained(cls, name_or_dir: str | os.PathLike) -> "SentenceEncoder":
         """From a checkpoint dir or Hub id (a Condenser checkpoint loads its backbone)."""
-        return cls(_load_encoder(name_or_dir))
+        return cls(load_encoder(name_or_dir))
 
     @property
     def config(self):
         return self.encoder.config
 
     def embed(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        return _cls(self.encoder, input_ids, attention_mask)
+        return cls_embedding(self.encoder, input_ids, attention_mask)
 
     def forward(
         self,
@@ -66,8 +69,6 @@ class SentenceEncoder(nn.Module):
         attention_mask_b: torch.Tensor,
         score: torch.Tensor,
     ) -> SimilarityOutput:
-        from .losses import cosine_regression_loss
-
         a = self.embed(input_ids_a, attention_mask_a)
         b = self.embed(input_ids_b, attention_mask_b)
         loss = cosine_regression_loss(a, b, score)
@@ -88,8 +89,8 @@ class PairCollator:
 
     def __call__(self, examples: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
         pad = self.tokenizer.pad_token_id
-        ids_a, mask_a = _pad(_tokenize(self.tokenizer, [e["sentence1"] for e in examples], self.max_len), pad)
-        ids_b, mask_b = _pad(_tokenize(self.tokenizer, [e["sentence2"] for e in examples], self.max_len), pad)
+        ids_a, mask_a = pad_batch(token_ids(self.tokenizer, [e["sentence1"] for e in examples], self.max_len), pad)
+        ids_b, mask_b = pad_batch(token_ids(self.tokenizer, [e["sentence2"] for e in examples], self.max_len), pad)
         score = torch.tensor([float(e["score"]) for e in examples], dtype=torch.float32)
         return {"input_ids_a": ids_a, "attention_mask_a": mask_a, "input_ids_b": ids_b, "attention_mask_b": mask_b, "score": score}
 
@@ -118,13 +119,12 @@ def sample_pairs(ds: Any, n: int | str | None, seed: int = 0):
 def finetune_sts(init_checkpoint: str | os.PathLike, train_pairs: Any, tokenizer, cfg, max_len: int = 64) -> SentenceEncoder:
     """Fine-tune a checkpoint on STS pairs with the cosine regression loss (chapter 7).
 
-    ``cfg`` is a ``training.TrainConfig`` (e.g. lr 2e-5, batch 16, 4 epochs: ``STS_PRESET``).
-    The model and tokenizer are saved to ``cfg.output_dir`` (plain Hugging Face dir).
+    ``cfg`` is a ``training.TrainConfig`` (the papers' scale: lr 2e-5, batch 16, 4 epochs, the
+    ``paper`` preset's ``presets.STSConfig``). The model and tokenizer are saved to
+    ``cfg.output_dir`` (plain Hugging Face dir).
     """
-    from .training import train
-
     _check_pairs(train_pairs, "finetune_sts")
-    tokenizer = _load_tokenizer(tokenizer, init_checkpoint)
+    tokenizer = load_tokenizer(tokenizer if tokenizer is not None else init_checkpoint)
     model = SentenceEncoder.from_pretrained(init_checkpoint)
     limit = getattr(model.config, "max_position_embeddings", None)
     if limit is not None and max_len > limit:
@@ -148,10 +148,8 @@ def evaluate_sts(
     ``model``: a ``SentenceEncoder``, any transformers model, or a checkpoint dir (its tokenizer
     is loaded from there when ``tokenizer`` is None).
     """
-    from scipy.stats import spearmanr
-
     _check_pairs(pairs, "evaluate_sts")
-    model, tokenizer, device = _model_and_tokenizer(model, tokenizer, device, "evaluate_sts", cls=SentenceEncoder)
+    model, tokenizer, device = load_model_and_tokenizer(model, tokenizer, device, SentenceEncoder, caller="evaluate_sts")
     if hasattr(pairs, "column_names"):  # datasets.Dataset: columns
         s1, s2, gold = list(pairs["sentence1"]), list(pairs["sentence2"]), list(pairs["score"])
     else:  # a list of dicts

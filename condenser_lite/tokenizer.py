@@ -24,7 +24,7 @@ import tokenizers
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from transformers import AutoTokenizer, BertTokenizer, PreTrainedTokenizerBase
 
-from . import data
+from . import data, wikitext
 
 CACHE_ENV = "CONDENSER_LITE_CACHE"
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")  # ids 0..4, [PAD] = 0 as in BERT
@@ -158,10 +158,10 @@ def tiny_tokenizer_texts(data_dir: str | os.PathLike | None = None) -> Iterable[
 
 
 def _code_fingerprint() -> str:
-    """Hash of the code that makes the training text and the vocabulary (data.py, this file):
-    a parser fix then gets a fresh cache entry instead of a stale tokenizer."""
+    """Hash of the code that makes the training text and the vocabulary (data.py, wikitext.py,
+    this file): a parser fix then gets a fresh cache entry instead of a stale tokenizer."""
     h = hashlib.sha256()
-    for module_file in (data.__file__, __file__):
+    for module_file in (data.__file__, wikitext.__file__, __file__):
         h.update(Path(module_file).read_bytes())
     return h.hexdigest()[:16]
 

@@ -2,8 +2,10 @@ from pathlib import Path
 
 import pytest
 
-from condenser_lite.cli import main, parse_overrides
-from condenser_lite.pretraining import PretrainConfig, is_done
+from condenser_lite.arms import arm_config
+from condenser_lite.cli import build_parser, main, parse_overrides, pretrain_config
+from condenser_lite.presets import get_preset
+from condenser_lite.pretraining import PretrainConfig, is_done, paper_cocondenser, paper_condenser
 
 MIRROR = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -20,6 +22,31 @@ def test_overrides_convert_to_field_types():
 def test_overrides_reject_unknown(bad, msg):
     with pytest.raises(SystemExit, match=msg):
         parse_overrides(PretrainConfig(), bad)
+
+
+@pytest.mark.parametrize("method, init, arm", [("mlm", None, "bert"), ("mlm", "ckpt", "bert_cont"),
+                                              ("condenser", "ckpt", "condenser"), ("cocondenser", "ckpt", "cocondenser")])
+def test_pretrain_command_runs_the_books_stages(method, init, arm):
+    """`pretrain --preset tiny` builds exactly the stage the chapters' arms run (the same preset)."""
+    args = build_parser().parse_args(["pretrain", "--preset", "tiny", "--method", method, *(["--init", init] if init else [])])
+    cfg = pretrain_config(args)
+    assert cfg == arm_config(arm, get_preset("tiny"), init)
+    tiny = get_preset("tiny")
+    assert (cfg.lr, cfg.max_len) == (tiny.pretraining.cocondenser_lr if method == "cocondenser" else tiny.pretraining.lr,
+                                     tiny.model.max_len) == (1e-3, 64)
+
+
+def test_pretrain_command_paper_preset():
+    for method, expected in (("condenser", paper_condenser()), ("cocondenser", paper_cocondenser())):
+        args = build_parser().parse_args(["pretrain", "--preset", "paper", "--method", method])
+        assert pretrain_config(args) == expected  # starts from the published checkpoint
+
+
+def test_preset_overrides_are_dotted_where_ambiguous():
+    preset = parse_overrides(get_preset("micro"), ["finetune.lr=2e-4", "s1_steps=5", "seeds=[0, 1, 2]", "model.tokenizer=t"])
+    assert (preset.finetune.lr, preset.pretraining.s1_steps, preset.seeds, preset.model.tokenizer) == (2e-4, 5, (0, 1, 2), "t")
+    with pytest.raises(SystemExit, match="ambiguous"):
+        parse_overrides(get_preset("micro"), ["lr=1e-3"])
 
 
 @pytest.mark.skipif(not MIRROR.exists(), reason="local data mirror not found")

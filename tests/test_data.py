@@ -10,7 +10,7 @@ import datasets
 import huggingface_hub.constants
 import pytest
 
-from condenser_lite import data
+from condenser_lite import data, tevatron, wikitext
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -108,7 +108,7 @@ def test_pretraining_corpus_shape(corpus):
     assert summary["enwiki"]["documents"] > 90  # 106 articles, a few may lose every section
     for stats in summary.values():
         assert stats["words"] > 50_000
-    assert all(len(t.split()) >= data.MIN_SECTION_WORDS for t in corpus["text"])
+    assert all(len(t.split()) >= wikitext.MIN_SECTION_WORDS for t in corpus["text"])
     # Headings survive: many sections of the wiki sources are named, the lead ones are "".
     for src in ("enwiki", "wikitext"):
         sections = [s for s, so in zip(corpus["section"], corpus["source"]) if so == src]
@@ -127,10 +127,10 @@ def test_pretraining_corpus_is_clean(corpus):
     enwiki = "\n".join(by_source["enwiki"])
     for residue in ("{{", "}}", "[[", "]]", "<ref", "'''", "{|", "&nbsp;", "Category:"):
         assert residue not in enwiki, residue
-    wikitext = "\n".join(by_source["wikitext"])
+    wikitext_sections = "\n".join(by_source["wikitext"])
     for residue in ("<unk>", " @-@ ", " @,@ ", " @.@ ", "\ufeff"):
-        assert residue not in wikitext, residue
-    assert "[UNK]" in wikitext
+        assert residue not in wikitext_sections, residue
+    assert "[UNK]" in wikitext_sections
     assert all("\n" not in t for t in by_source["news"])  # one paragraph per news article
 
 
@@ -158,8 +158,8 @@ Born in London.<!-- a comment --> See [[Category:1815 births]].
 
 
 def test_clean_wikitext_markup():
-    plain = data.clean_wikitext_markup(MARKUP)
-    sections = data.split_wiki_sections(plain)
+    plain = wikitext.clean_wikitext_markup(MARKUP)
+    sections = wikitext.split_wiki_sections(plain)
     assert [h for h, _ in sections] == ["", "Early life"]
     lead, early = ("\n".join(p) for _, p in sections)
     assert lead == ("Ada was a mathematician and writer. She wrote notes on the Analytical Engine.")
@@ -185,7 +185,7 @@ def _write_dump(path: Path) -> None:
 def test_parse_mediawiki_dump(tmp_path):
     dump = tmp_path / "tiny.xml.bz2"
     _write_dump(dump)
-    rows, stats = data.parse_mediawiki_dump(dump)
+    rows, stats = wikitext.parse_mediawiki_dump(dump)
     assert [(r["doc_id"], r["title"], r["section"]) for r in rows] == [
         ("enwiki-1", "Alpha", ""), ("enwiki-1", "Alpha", "History")]
     assert stats.documents == 1  # redirect and project page skipped
@@ -196,7 +196,7 @@ def test_parse_wikitext_lines():
     body = "word @-@ like , 3 @.@ 5 <unk> text " * 4
     lines = ["\ufeff ", " = Title One = ", "", f" {body}", " = = Part = = ", f" {body}",
              " = = = Deeper = = = ", " tiny ", " = Title Two = ", f" {body}"]
-    rows, stats = data.parse_wikitext_lines(lines, prefix="wt")
+    rows, stats = wikitext.parse_wikitext_lines(lines, prefix="wt")
     assert [(r["doc_id"], r["title"], r["section"]) for r in rows] == [
         ("wt-0", "Title One", ""), ("wt-0", "Title One", "Part"), ("wt-1", "Title Two", "")]
     assert rows[0]["text"].startswith("word-like , 3.5 [UNK] text")
@@ -206,19 +206,19 @@ def test_parse_wikitext_lines():
 # ---- Tevatron ----------------------------------------------------------------------------------
 
 def test_load_tevatron_fixture():
-    ds = data.load_tevatron("Tevatron/scifact", "train", data_dir=FIXTURES / "tevatron_mirror")
-    assert ds.column_names[:4] == list(data.TEVATRON_FIELDS)
+    ds = tevatron.load_tevatron("Tevatron/scifact", "train", data_dir=FIXTURES / "tevatron_mirror")
+    assert ds.column_names[:4] == list(tevatron.TEVATRON_FIELDS)
     assert len(ds) == 3
     assert ds[1]["negative_passages"] == []
     assert ds[0]["positive_passages"][0] == {"docid": "d1", "title": "Vitamin D and fractures",
                                              "text": ds[0]["positive_passages"][0]["text"]}
-    data.validate_tevatron(ds)
-    corpus = data.load_tevatron_corpus("scifact", data_dir=FIXTURES / "tevatron_mirror")
+    tevatron.validate_tevatron(ds)
+    corpus = tevatron.load_tevatron_corpus("scifact", data_dir=FIXTURES / "tevatron_mirror")
     assert corpus.column_names == ["docid", "title", "text"] and len(corpus) == 3
     with pytest.raises(ValueError, match="known: Tevatron/msmarco-passage"):
-        data.load_tevatron("Tevatron/trec-covid")
+        tevatron.load_tevatron("Tevatron/trec-covid")
     with pytest.raises(ValueError, match="split must be one of"):
-        data.load_tevatron("scifact", "validation", data_dir=FIXTURES / "tevatron_mirror")
+        tevatron.load_tevatron("scifact", "validation", data_dir=FIXTURES / "tevatron_mirror")
 
 
 def test_tevatron_integer_ids_become_strings(tmp_path):
@@ -226,7 +226,7 @@ def test_tevatron_integer_ids_become_strings(tmp_path):
     row = {"query_id": 7, "query": "q", "positive_passages": [{"docid": 1, "title": "", "text": "t"}],
            "negative_passages": []}
     (tmp_path / "msmarco-passage" / "train.jsonl").write_text(json.dumps(row) + "\n")
-    ds = data.load_tevatron("msmarco-passage", data_dir=tmp_path)
+    ds = tevatron.load_tevatron("msmarco-passage", data_dir=tmp_path)
     assert ds[0]["query_id"] == "7" and ds[0]["positive_passages"][0]["docid"] == "1"
 
 
@@ -242,7 +242,7 @@ def test_tevatron_schema_error(tmp_path, drop, missing):
     bad = tmp_path / "scifact" / "train.jsonl"
     bad.write_text("".join(json.dumps(r) + "\n" for r in rows))
     with pytest.raises(data.SchemaError, match=rf"no field '{missing}'") as err:
-        data.load_tevatron("scifact", data_dir=tmp_path)
+        tevatron.load_tevatron("scifact", data_dir=tmp_path)
     assert str(bad) in str(err.value)
 
 
@@ -250,13 +250,13 @@ def test_validate_tevatron_in_memory():
     good = datasets.Dataset.from_list([{"query_id": "1", "query": "q",
                                         "positive_passages": [{"docid": "a", "title": "", "text": "x"}],
                                         "negative_passages": [{"docid": "b", "title": "", "text": "y"}]}])
-    assert data.validate_tevatron(good) is good
+    assert tevatron.validate_tevatron(good) is good
     bad = good.remove_columns("negative_passages")
     with pytest.raises(data.SchemaError, match="negative_passages"):
-        data.validate_tevatron(bad, source="my rows")
-    assert data.validate_tevatron(bad, require_passages=False) is bad
+        tevatron.validate_tevatron(bad, source="my rows")
+    assert tevatron.validate_tevatron(bad, require_passages=False) is bad
     streamed = good.to_iterable_dataset()
-    assert data.validate_tevatron(streamed) is streamed
+    assert tevatron.validate_tevatron(streamed) is streamed
 
 
 # ---- errors that say what to do ----------------------------------------------------------------
@@ -271,7 +271,7 @@ def test_offline_without_mirror_names_hub_id_and_fix(offline):
     with pytest.raises(data.DataSourceError, match="Salesforce/wikitext"):
         data.load_pretraining_corpus(["wikitext"])
     with pytest.raises(data.DataSourceError, match="Tevatron/wikipedia-nq"):
-        data.load_tevatron("wikipedia-nq")
+        tevatron.load_tevatron("wikipedia-nq")
 
 
 def test_mirror_missing_a_file(tmp_path):
@@ -308,7 +308,7 @@ def test_beir_schema_error_names_field_and_file(tmp_path):
 def test_split_plain_article():
     body = "This paragraph is long enough to be prose and it ends with a full stop."
     text = f"{body}\n\n{body}\n\nEarly life\n\n{body}\nSecond line.\n\nSee also\n\nOther page\nAnother page"
-    sections = data.split_plain_article(text)
+    sections = wikitext.split_plain_article(text)
     assert [h for h, _ in sections] == ["", "Early life", "See also"]
     assert sections[1][1] == [body, "Second line."]
 

@@ -57,7 +57,7 @@ def test_stages_chain_and_cache(env, tokenizer_dir):
 def test_key_covers_settings_and_parent(env, tokenizer_dir, tmp_path):
     a = tiny(tokenizer_dir, method="mlm")
     assert stage_key(a) == stage_key(tiny(tokenizer_dir, method="mlm", save_every=5))  # bookkeeping only
-    assert stage_key(a) != stage_key(tiny(tokenizer_dir, method="mlm", lr=1e-3))
+    assert stage_key(a) != stage_key(tiny(tokenizer_dir, method="mlm", lr=2e-3))
     parent = tmp_path / "p"
     parent.mkdir()
     (parent / "pretrain_config.json").write_text(json.dumps({"key": "k1"}))

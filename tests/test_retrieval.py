@@ -1,5 +1,6 @@
-"""retrieval.py: collator, BM25, schema checks, bi-encoder, encode, FAISS search, TREC files,
-gradient cache. Tiny random models and hand-made data; a few seconds in all."""
+"""The retrieval modules (tevatron, bm25, biencoder, search, finetune): collator, BM25, schema
+checks, bi-encoder, encode, FAISS search, TREC files, gradient cache, recipes. Tiny random
+models and hand-made data; a few seconds in all."""
 
 import random
 from types import SimpleNamespace
@@ -10,7 +11,12 @@ import pytest
 import torch
 
 from tiny_checkpoint import make_checkpoint
-from condenser_lite import retrieval as R
+from condenser_lite.biencoder import BiEncoder, RetrievalCollator, retrieval_step
+from condenser_lite.bm25 import bm25_search
+from condenser_lite.finetune import train_config
+from condenser_lite.presets import RETRIEVAL_RECIPES, finetune_recipe
+from condenser_lite.search import encode, read_trec_run, search, write_trec_run
+from condenser_lite.tevatron import TEVATRON_FIELDS, check_qrels, sample_queries, to_tevatron, validate_training_schema
 from condenser_lite.data import SchemaError
 
 WORDS = (
@@ -56,7 +62,7 @@ EXAMPLES = [
 
 
 def test_collator_shapes_and_positive_first(tokenizer):
-    col = R.RetrievalCollator(tokenizer, q_max_len=8, p_max_len=16, train_n_passages=4)
+    col = RetrievalCollator(tokenizer, q_max_len=8, p_max_len=16, train_n_passages=4)
     random.seed(0)
     batch = col(EXAMPLES)
     assert batch["query_input_ids"].shape[0] == 2 and batch["query_input_ids"].shape[1] <= 8
@@ -80,7 +86,7 @@ def test_collator_shapes_and_positive_first(tokenizer):
 
 
 def test_collator_is_driven_by_python_random(tokenizer):
-    col = R.RetrievalCollator(tokenizer, train_n_passages=3)
+    col = RetrievalCollator(tokenizer, train_n_passages=3)
     random.seed(1)
     a = col(EXAMPLES)
     random.seed(1)
@@ -89,14 +95,14 @@ def test_collator_is_driven_by_python_random(tokenizer):
 
 
 def test_collator_too_few_or_no_negatives(tokenizer):
-    col = R.RetrievalCollator(tokenizer, train_n_passages=8)  # q2 has 4 negatives < 7
+    col = RetrievalCollator(tokenizer, train_n_passages=8)  # q2 has 4 negatives < 7
     with pytest.warns(UserWarning, match="with replacement"):
         batch = col(EXAMPLES)
     assert batch["passage_input_ids"].shape[0] == 16
     bare = dict(EXAMPLES[0], negative_passages=[])
     with pytest.raises(SchemaError, match="no negative passages"):
         col([bare])
-    only_pos = R.RetrievalCollator(tokenizer, train_n_passages=1)([bare])
+    only_pos = RetrievalCollator(tokenizer, train_n_passages=1)([bare])
     assert only_pos["passage_input_ids"].shape[0] == 1
 
 
@@ -105,25 +111,25 @@ def test_collator_too_few_or_no_negatives(tokenizer):
 
 def test_schema_errors_name_the_field():
     ds = datasets.Dataset.from_list(EXAMPLES)
-    R.validate_training_schema(ds)  # fine
+    validate_training_schema(ds)  # fine
     with pytest.raises(SchemaError, match="negative_passages"):
-        R.validate_training_schema(ds.remove_columns("negative_passages"))
+        validate_training_schema(ds.remove_columns("negative_passages"))
     with pytest.raises(SchemaError, match="'query'"):
-        R.validate_training_schema(ds.remove_columns("query"))
+        validate_training_schema(ds.remove_columns("query"))
     bad = [dict(EXAMPLES[0], positive_passages=[{"title": "t", "text": "x"}])]
     with pytest.raises(SchemaError, match="docid"):
-        R.validate_training_schema(datasets.Dataset.from_list(bad))
+        validate_training_schema(datasets.Dataset.from_list(bad))
     with pytest.raises(SchemaError, match="no queries"):
-        R.validate_training_schema(ds.select([]))
+        validate_training_schema(ds.select([]))
 
 
 def test_check_qrels_counts_missing_ids():
     with pytest.raises(SchemaError, match=r"2 document ids .*'x1'"):
-        R.check_qrels({"q": {"d1": 1, "x1": 1}, "r": {"x2": 1}}, ["d1", "d2"])
+        check_qrels({"q": {"d1": 1, "x1": 1}, "r": {"x2": 1}}, ["d1", "d2"])
     with pytest.raises(SchemaError, match="1 query ids"):
-        R.check_qrels({"q": {"d1": 1}, "zz": {"d1": 1}}, ["d1"], query_ids=["q"])
+        check_qrels({"q": {"d1": 1}, "zz": {"d1": 1}}, ["d1"], query_ids=["q"])
     with pytest.raises(SchemaError, match="empty"):
-        R.check_qrels({}, ["d1"])
+        check_qrels({}, ["d1"])
 
 
 # --- BM25 and BEIR -> Tevatron -------------------------------------------------------------
@@ -145,13 +151,13 @@ CORPUS = datasets.Dataset.from_dict(
 
 
 def test_bm25_ranks_the_obvious_document_first():
-    run = R.bm25_search(CORPUS, {"a": "volcano magma eruption", "b": "glacier ice", "c": "jazz"}, k=3)
+    run = bm25_search(CORPUS, {"a": "volcano magma eruption", "b": "glacier ice", "c": "jazz"}, k=3)
     assert next(iter(sorted(run["a"].items(), key=lambda x: -x[1])))[0] == "d0"
     assert max(run["b"], key=run["b"].get) == "d2"
     assert list(run["c"]) == ["d1"]  # only one document matches; zero-score padding is dropped
     assert all(len(docs) <= 3 for docs in run.values())
     with pytest.raises(ValueError, match="empty"):
-        R.bm25_search(CORPUS, {}, k=3)
+        bm25_search(CORPUS, {}, k=3)
 
 
 def test_to_tevatron_negatives_exclude_positives():
@@ -160,8 +166,8 @@ def test_to_tevatron_negatives_exclude_positives():
         queries=datasets.Dataset.from_dict({"_id": ["q1", "q2", "q3"], "text": ["lava", "lava volcano", "nothing"]}),
         qrels={"train": {"q1": {"d0": 1}, "q2": {"d5": 1, "d0": 0}}},  # d0 graded 0 for q2: not a positive
     )
-    ds = R.to_tevatron(beir, "train", n_negatives=2, bm25_depth=10)
-    assert ds.column_names == list(R.TEVATRON_FIELDS)
+    ds = to_tevatron(beir, "train", n_negatives=2, bm25_depth=10)
+    assert ds.column_names == list(TEVATRON_FIELDS)
     rows = {r["query_id"]: r for r in ds}
     assert set(rows) == {"q1", "q2"}  # q3 has no qrels
     assert [p["docid"] for p in rows["q1"]["positive_passages"]] == ["d0"]
@@ -173,19 +179,19 @@ def test_to_tevatron_negatives_exclude_positives():
     assert "d0" in [p["docid"] for p in rows["q2"]["negative_passages"]]  # judged non-relevant: a negative
     missing = SimpleNamespace(corpus=CORPUS, queries=beir.queries, qrels={"train": {"q1": {"nope": 1}}})
     with pytest.raises(SchemaError, match="not in the corpus"):
-        R.to_tevatron(missing)
+        to_tevatron(missing)
     with pytest.raises(SchemaError, match="no qrels for split"):
-        R.to_tevatron(beir, "test")
+        to_tevatron(beir, "test")
 
 
 def test_sample_queries_seeded_nested_and_checked():
     ds = datasets.Dataset.from_dict({"query_id": [str(i) for i in range(50)]})
-    a = R.sample_queries(ds, 10, seed=3)
-    assert a["query_id"] == R.sample_queries(ds, 10, seed=3)["query_id"]
-    assert a["query_id"] != R.sample_queries(ds, 10, seed=4)["query_id"]
-    assert R.sample_queries(ds, 20, seed=3)["query_id"][:10] == a["query_id"]
+    a = sample_queries(ds, 10, seed=3)
+    assert a["query_id"] == sample_queries(ds, 10, seed=3)["query_id"]
+    assert a["query_id"] != sample_queries(ds, 10, seed=4)["query_id"]
+    assert sample_queries(ds, 20, seed=3)["query_id"][:10] == a["query_id"]
     with pytest.raises(ValueError, match="only 50"):
-        R.sample_queries(ds, 51, seed=0)
+        sample_queries(ds, 51, seed=0)
 
 
 def test_bm25_scifact_matches_beir():
@@ -199,9 +205,9 @@ def test_bm25_scifact_matches_beir():
         pytest.skip("SciFact mirror not available (set CONDENSER_LITE_DATA)")
     qrels = beir.qrels["test"]
     queries = {q: t for q, t in zip(beir.queries["_id"], beir.queries["text"]) if q in qrels}
-    plain = evaluate_run(qrels, R.bm25_search(beir.corpus, queries, k=100, stem=False), ("nDCG@10", "R@100"))
+    plain = evaluate_run(qrels, bm25_search(beir.corpus, queries, k=100, stem=False), ("nDCG@10", "R@100"))
     assert 0.65 < plain["nDCG@10"] < 0.675 and plain["R@100"] > 0.85  # measured 0.662 / 0.876
-    stemmed = evaluate_run(qrels, R.bm25_search(beir.corpus, queries, k=100, stem=True), ("nDCG@10", "R@100"))
+    stemmed = evaluate_run(qrels, bm25_search(beir.corpus, queries, k=100, stem=True), ("nDCG@10", "R@100"))
     assert stemmed["nDCG@10"] > plain["nDCG@10"] and stemmed["R@100"] > plain["R@100"]  # measured 0.686 / 0.913
 
 
@@ -209,41 +215,41 @@ def test_bm25_scifact_matches_beir():
 
 
 def test_biencoder_uses_last_layer_cls_and_round_trips(ckpt, tokenizer, tmp_path):
-    model = R.BiEncoder.from_pretrained(ckpt).eval()
+    model = BiEncoder.from_pretrained(ckpt).eval()
     assert not model.untied and model.encoder("query") is model.encoder("passage")
     texts = ["what erupts lava", "cells divide into two cells by mitosis", "jazz"]
-    embs = R.encode(model, texts, tokenizer, max_len=16, batch_size=2)
+    embs = encode(model, texts, tokenizer, max_len=16, batch_size=2)
     enc = tokenizer(texts, padding=True, return_tensors="pt", return_token_type_ids=False)
     with torch.no_grad():
         ref = model.query_encoder(**enc).last_hidden_state[:, 0].numpy()
     assert embs.dtype == np.float32 and embs.shape == (3, 32)
     np.testing.assert_allclose(embs, ref, atol=1e-5)  # length sorting restores the input order
     model.save_pretrained(tmp_path / "tied")
-    again = R.BiEncoder.from_pretrained(tmp_path / "tied")
-    np.testing.assert_allclose(R.encode(again, texts, tokenizer, max_len=16), embs, atol=1e-6)
+    again = BiEncoder.from_pretrained(tmp_path / "tied")
+    np.testing.assert_allclose(encode(again, texts, tokenizer, max_len=16), embs, atol=1e-6)
 
-    untied = R.BiEncoder.from_pretrained(ckpt, untied=True)
+    untied = BiEncoder.from_pretrained(ckpt, untied=True)
     assert untied.untied and untied.encoder("query") is not untied.encoder("passage")
     with torch.no_grad():
         for p in untied.encoder("passage").parameters():
             p.add_(0.01)
     untied.save_pretrained(tmp_path / "untied")
     assert (tmp_path / "untied" / "query" / "config.json").exists()
-    loaded = R.BiEncoder.from_pretrained(tmp_path / "untied")
+    loaded = BiEncoder.from_pretrained(tmp_path / "untied")
     assert loaded.untied
     pairs = (["volcano"], ["magma erupts"])
-    q = R.encode(loaded, pairs[1], tokenizer, max_len=16, side="query")
-    p = R.encode(loaded, pairs, tokenizer, max_len=16)
-    assert not np.allclose(q, R.encode(loaded, pairs[1], tokenizer, max_len=16, side="passage"))
-    np.testing.assert_allclose(p, R.encode(untied, pairs, tokenizer, max_len=16), atol=1e-6)
+    q = encode(loaded, pairs[1], tokenizer, max_len=16, side="query")
+    p = encode(loaded, pairs, tokenizer, max_len=16)
+    assert not np.allclose(q, encode(loaded, pairs[1], tokenizer, max_len=16, side="passage"))
+    np.testing.assert_allclose(p, encode(untied, pairs, tokenizer, max_len=16), atol=1e-6)
     with pytest.raises(ValueError, match="max_position_embeddings"):
-        R.encode(model, texts, tokenizer, max_len=512)
+        encode(model, texts, tokenizer, max_len=512)
 
 
 def test_forward_loss_matches_the_formula(ckpt, tokenizer):
-    model = R.BiEncoder.from_pretrained(ckpt, train_n_passages=3).eval()
+    model = BiEncoder.from_pretrained(ckpt, train_n_passages=3).eval()
     random.seed(0)
-    batch = R.RetrievalCollator(tokenizer, train_n_passages=3)(EXAMPLES)
+    batch = RetrievalCollator(tokenizer, train_n_passages=3)(EXAMPLES)
     with torch.no_grad():
         out = model(**batch)
         q = model.encode_query(batch["query_input_ids"], batch["query_attention_mask"])
@@ -252,7 +258,7 @@ def test_forward_loss_matches_the_formula(ckpt, tokenizer):
     expected = -(scores[0, 0] - scores[0].logsumexp(0) + scores[1, 3] - scores[1].logsumexp(0)) / 2
     assert float(out.loss) == pytest.approx(float(expected), rel=1e-5)
     assert 0.0 <= float(out.accuracy) <= 1.0 and out.q_reps.shape == (2, 32) and out.p_reps.shape == (6, 32)
-    bad = R.RetrievalCollator(tokenizer, train_n_passages=2)(EXAMPLES)
+    bad = RetrievalCollator(tokenizer, train_n_passages=2)(EXAMPLES)
     with pytest.raises(ValueError, match="train_n_passages"):
         model(**bad)
 
@@ -263,13 +269,13 @@ def _grads(model):
 
 @pytest.mark.parametrize("untied", [False, True])
 def test_gradient_cache_matches_full_batch(ckpt, tokenizer, untied):
-    model = R.BiEncoder.from_pretrained(ckpt, untied=untied, train_n_passages=3).eval()  # no dropout: exact
+    model = BiEncoder.from_pretrained(ckpt, untied=untied, train_n_passages=3).eval()  # no dropout: exact
     random.seed(0)
-    batch = R.RetrievalCollator(tokenizer, train_n_passages=3)(EXAMPLES)
-    full = R.retrieval_step(model, batch)
+    batch = RetrievalCollator(tokenizer, train_n_passages=3)(EXAMPLES)
+    full = retrieval_step(model, batch)
     g_full = _grads(model)
     model.zero_grad()
-    cached = R.retrieval_step(model, batch, chunk_size=2)
+    cached = retrieval_step(model, batch, chunk_size=2)
     g_cached = _grads(model)
     assert cached["loss"] == pytest.approx(full["loss"], rel=1e-6)
     assert g_full.keys() == g_cached.keys() and len(g_full) > 10
@@ -279,14 +285,14 @@ def test_gradient_cache_matches_full_batch(ckpt, tokenizer, untied):
 
 def test_gradient_cache_replays_dropout(ckpt, tokenizer):
     """With dropout on, the cached gradient is exact only if pass 2 replays pass 1's RNG."""
-    model = R.BiEncoder.from_pretrained(ckpt, train_n_passages=3).train()
+    model = BiEncoder.from_pretrained(ckpt, train_n_passages=3).train()
     random.seed(0)
-    batch = R.RetrievalCollator(tokenizer, train_n_passages=3)(EXAMPLES)
+    batch = RetrievalCollator(tokenizer, train_n_passages=3)(EXAMPLES)
 
     def cached(replay):
         model.zero_grad()
         torch.manual_seed(0)
-        R.retrieval_step(model, batch, chunk_size=2, replay_rng=replay)
+        retrieval_step(model, batch, chunk_size=2, replay_rng=replay)
         return _grads(model)
 
     a, b, c = cached(True), cached(True), cached(False)
@@ -303,14 +309,14 @@ def test_search_is_exact_top_k():
     p = rng.standard_normal((300, 16)).astype(np.float32)
     q = rng.standard_normal((7, 16)).astype(np.float32)
     pids, qids = [f"d{i}" for i in range(300)], [f"q{i}" for i in range(7)]
-    run = R.search(p, pids, q, qids, k=10)
+    run = search(p, pids, q, qids, k=10)
     scores = q @ p.T
     for i, qid in enumerate(qids):
         top = np.argsort(-scores[i])[:10]
         got = sorted(run[qid].items(), key=lambda x: -x[1])
         assert [d for d, _ in got] == [pids[j] for j in top]
         np.testing.assert_allclose([s for _, s in got], scores[i, top], rtol=1e-5)
-    assert all(len(v) == 300 for v in R.search(p, pids, q, qids, k=1000).values())  # k > N: all of them
+    assert all(len(v) == 300 for v in search(p, pids, q, qids, k=1000).values())  # k > N: all of them
 
 
 def test_search_memory_budget_and_approximate_indexes():
@@ -318,9 +324,9 @@ def test_search_memory_budget_and_approximate_indexes():
     p = rng.standard_normal((2000, 8)).astype(np.float32)
     pids = [str(i) for i in range(2000)]
     with pytest.raises(MemoryError, match="ivf"):
-        R.search(p, pids, p[:2], ["a", "b"], k=5, memory_budget=1000)
+        search(p, pids, p[:2], ["a", "b"], k=5, memory_budget=1000)
     for kind in ("hnsw", "ivf"):
-        run = R.search(p, pids, p[:3], ["a", "b", "c"], k=5, index_type=kind)
+        run = search(p, pids, p[:3], ["a", "b", "c"], k=5, index_type=kind)
         assert all(len(docs) == 5 for docs in run.values())
         assert max(run["a"], key=run["a"].get) in pids
 
@@ -328,21 +334,27 @@ def test_search_memory_budget_and_approximate_indexes():
 def test_trec_run_round_trip(tmp_path):
     run = {"q1": {"d1": 3.25, "d2": -1.0, "d3": 0.1234567891}, "q2": {"d9": 7.0}}
     path = tmp_path / "runs" / "run.trec"
-    R.write_trec_run(run, path, tag="tiny")
+    write_trec_run(run, path, tag="tiny")
     lines = path.read_text().splitlines()
     assert lines[0] == "q1 Q0 d1 1 3.25 tiny" and lines[2].split()[3] == "3"
-    assert R.read_trec_run(path) == run
+    assert read_trec_run(path) == run
     path.write_text("q1 Q0 d1 1\n")
     with pytest.raises(ValueError, match="6 fields"):
-        R.read_trec_run(path)
+        read_trec_run(path)
 
 
-def test_presets_build_train_configs(tmp_path):
-    cfg = R.train_config_from_preset("msmarco", tmp_path)
-    assert (cfg.lr, cfg.batch_size, cfg.epochs, cfg.weight_decay) == (5e-6, 8, 3, 0.0)
-    assert R.train_config_from_preset("msmarco", tmp_path, round=2).epochs == 2
-    nq = R.RETRIEVER_PRESETS["nq"]
+def test_recipes_build_train_configs(tmp_path):
+    msmarco = RETRIEVAL_RECIPES["msmarco"]
+    cfg = train_config(msmarco, tmp_path, 1, n_queries=800)
+    assert (cfg.lr, cfg.batch_size, cfg.max_steps, cfg.weight_decay) == (5e-6, 8, 300, 0.0)  # 3 epochs of 100 batches
+    assert train_config(msmarco, tmp_path, 2, n_queries=800).max_steps == 200
+    nq = RETRIEVAL_RECIPES["nq"]
     assert nq.untied and nq.train_n_passages == 2 and nq.p_max_len == 256
-    assert R.train_config_from_preset("scifact", tmp_path, max_steps=2).max_steps == 2
-    with pytest.raises(ValueError, match="unknown preset"):
-        R.train_config_from_preset("nope", tmp_path)
+    tiny = finetune_recipe("tiny")  # the book's: 2 epochs of 8 queries, at least 60 updates
+    assert train_config(tiny, tmp_path, 1, n_queries=809).max_steps == 202
+    assert train_config(tiny, tmp_path, 1, n_queries=100).max_steps == 60
+    assert train_config(tiny, tmp_path, 1, n_queries=809, max_steps=2).max_steps == 2
+    with pytest.raises(ValueError, match="smaller than the batch"):
+        train_config(tiny, tmp_path, 1, n_queries=4)
+    with pytest.raises(ValueError, match="no fine-tuning recipe"):
+        finetune_recipe("nope")

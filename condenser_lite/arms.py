@@ -1,0 +1,258 @@
+"""The arms of the scaled-down reproduction, and what the protocol does to each one.
+
+The arms share one tokenizer, one architecture, one data order and equal pre-training steps
+(``presets.ARMS``):
+
+1. ``bert``: MLM from scratch on the general corpus for ``s1_steps``;
+2. ``bert_cont``: arm 1 + ``s2_steps`` more MLM steps (the equal-compute control);
+3. ``condenser``: arm 1 + ``s2_steps`` Condenser steps (a fresh head, paper section 3.4);
+4. ``cocondenser``: arm 3 + ``s3_steps`` coCondenser steps on the target corpus (head loaded);
+5. ablations at the same ``s3_steps``: ``co_contrastive_only`` (``mlm_weight=0``, coCondenser
+   table 4's "+ contrastive loss") and ``co_mlm_only`` (``co_weight=0``: Condenser MLM on the
+   target corpus, the Condenser preprint's "continue training").
+
+Each arm is pre-trained through ``pretraining.stage_config`` (``pretrain_arm``), fine-tuned as a
+retriever through the recipe's ``finetune.finetune_round`` (``finetune_arm``), as an STS-b
+bi-encoder (``sts_arm``), and its CLS attention entropy is measured (``entropy_before``). Each
+part is cached under ``$CONDENSER_LITE_CACHE`` by a hash of its settings.
+Explained in chapters 2-7 (``notebooks/02_condenser.ipynb`` ... ``07_sentence_similarity.ipynb``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .analysis import cls_attention_entropy
+from .config import cache_dir
+from .finetune import finetune_round
+from .model import load_encoder
+from .presets import ARMS, Preset, get_preset
+from .pretraining import PretrainConfig, checkpoint_key, pretrain, read_log, stage_config
+from .search import evaluate_retriever
+from .similarity import evaluate_sts, finetune_sts, sample_pairs
+from .tasks import Task, sts_data
+from .tevatron import sample_queries
+from .tokenizer import load_tokenizer
+from .jobs import run_cached, settings_hash
+from .training import TrainConfig
+
+PARENT = {"bert": None, "bert_cont": "bert", "condenser": "bert", "cocondenser": "condenser",
+          "co_contrastive_only": "condenser", "co_mlm_only": "condenser"}
+# coCondenser's loss weights per arm (mlm_weight, co_weight): the ablations drop one term
+CO_WEIGHTS = {"cocondenser": (1.0, 1.0), "co_contrastive_only": (0.0, 1.0), "co_mlm_only": (1.0, 0.0)}
+
+
+# ---- pre-training ------------------------------------------------------------------------------
+
+
+def arm_config(arm: str, preset: Preset | str | None, init: str | None) -> PretrainConfig:
+    """The ``PretrainConfig`` of one arm's *last* stage, starting from ``init`` (its parent's
+    checkpoint; ``None`` for ``bert``): ``pretraining.stage_config`` of the arm's method. Arms 2-6
+    restart warm-up and decay, the same for all. Explained in chapters 2 and 3."""
+    preset = get_preset(preset)
+    if arm not in ARMS:
+        raise ValueError(f"unknown arm {arm!r}; choose from {ARMS}")
+    if arm == "bert":
+        return stage_config(preset, "mlm", init=None)
+    if init is None:
+        raise ValueError(f"arm {arm!r} continues another arm: pass its checkpoint as init")
+    if arm in CO_WEIGHTS:
+        mlm_weight, co_weight = CO_WEIGHTS[arm]
+        return stage_config(preset, "cocondenser", init, mlm_weight=mlm_weight, co_weight=co_weight)
+    return stage_config(preset, "mlm" if arm == "bert_cont" else "condenser", init)
+
+
+def needed_arms(arms: Sequence[str], pretrained: Mapping[str, str]) -> list[str]:
+    """``arms`` plus the parents they continue from, parents first (a ``pretrained`` arm has no parent)."""
+    out: list[str] = []
+
+    def add(arm: str) -> None:
+        if arm in out:
+            return
+        if arm not in pretrained and PARENT[arm] is not None:
+            add(PARENT[arm])
+        out.append(arm)
+
+    for arm in arms:
+        add(arm)
+    return out
+
+
+def pretrain_arm(arm: str, preset: Preset | str | None = None, init: str | None = None,
+                 data_dir: str | None = None) -> dict:
+    """Pre-train (or reuse from the cache) one arm's last stage from ``init`` (its parent's
+    checkpoint); returns ``{"checkpoint", "steps", "wall_time", "config", "log"}`` (``log``: the
+    per-step loss records). An arm in ``preset.pretrained`` is taken as it is (no log).
+    Explained in chapter 2 (``notebooks/02_condenser.ipynb``) and chapter 3."""
+    preset = get_preset(preset)
+    if preset.pretrained and arm in preset.pretrained:
+        return {"checkpoint": preset.pretrained[arm], "steps": None, "wall_time": None, "config": None, "log": []}
+    ckpt = pretrain(arm_config(arm, preset, init), data_dir=data_dir, progress=False)
+    record = json.loads((Path(ckpt) / "pretrain_config.json").read_text())
+    keep = ("step", "loss", "mlm_loss", "co_loss", "co_acc", "head_loss", "late_loss", "lr", "elapsed")
+    log = [{k: r[k] for k in keep if k in r} for r in read_log(ckpt)]
+    return {"checkpoint": str(ckpt), "steps": record["steps"], "wall_time": record["wall_time"],
+            "config": record["config"], "log": log}
+
+
+def pretrain_arms(preset: Preset | str | None = None, data_dir: str | None = None) -> dict[str, dict]:
+    """Pre-train (or reuse) every arm of ``preset`` and the parents they continue, in order;
+    returns ``{arm: pretrain_arm(...)}``. Explained in chapters 2 and 3."""
+    preset = get_preset(preset)
+    out: dict[str, dict] = {}
+    for arm in needed_arms(preset.arms, dict(preset.pretrained or {})):
+        parent = PARENT[arm]
+        out[arm] = pretrain_arm(arm, preset, out[parent]["checkpoint"] if parent in out else None, data_dir)
+    return out
+
+
+# ---- retrieval ---------------------------------------------------------------------------------
+
+
+def run_depth(preset: Preset) -> int:
+    """How deep the evaluation runs are ranked: the deepest metric cutoff or nb-recall depth."""
+    cutoffs = [int(m.split("@")[1]) for m in preset.metrics if "@" in m]
+    return max([*preset.nb_k, *preset.nb_n, *cutoffs, 10])
+
+
+def finetune_arm(
+    arm: str,
+    checkpoint: str,
+    task: Task,
+    preset: Preset | str | None = None,
+    size: int | None = None,
+    seed: int = 0,
+    round_number: int = 1,
+    round1: dict | None = None,
+    entropy_texts: Sequence[str] | None = None,
+    keep_model: bool = True,
+) -> dict:
+    """Fine-tune ``checkpoint`` as a retriever on ``size`` training queries (``None``: all) with
+    the preset's recipe (``finetune.finetune_round``) and evaluate it; cached under
+    ``$CONDENSER_LITE_CACHE/finetune/<arm>-r<round>-...-<hash>/``.
+
+    Round 1 trains on BM25 negatives. Round 2 (pass the round-1 result of the same arm, size and
+    seed as ``round1``) mines with that retriever's saved model and corpus embeddings and
+    restarts from the *pre-trained* checkpoint. Returns ``{"metrics", "loss", "steps",
+    "wall_time", "dir", "n_queries", "entropy_after"}``; ``dir`` holds ``run.json`` (ranked doc
+    ids per evaluation query), the training log and, with ``keep_model``, the model and the corpus
+    embeddings that round 2 mines with. With ``entropy_texts``, also the CLS attention entropy per
+    layer after fine-tuning. Explained in chapter 4.
+    """
+    preset = get_preset(preset)
+    recipe = preset.finetune
+    if round_number not in (1, 2):
+        raise ValueError(f"round_number must be 1 or 2, got {round_number}")
+    if round_number == 2 and round1 is None:
+        raise ValueError("round 2 mines negatives with the round-1 retriever: pass round1=<finetune_arm(..., round_number=1)>")
+    train = task.train if size is None or size >= len(task.train) else sample_queries(task.train, size, seed=seed)
+    settings = {"recipe": dataclasses.asdict(recipe), "metrics": list(preset.metrics), "depth": run_depth(preset),
+                "entropy": [preset.entropy_texts, preset.entropy_max_len] if entropy_texts else None}
+    key = settings_hash({"init": checkpoint_key(checkpoint), "task": task.key, "size": len(train), "seed": seed,
+                         "round": round_number, "round1": round1["key"] if round1 else None, "settings": settings})
+    out_dir = cache_dir("finetune") / f"{arm}-r{round_number}-n{len(train)}-s{seed}-{key}"
+
+    def compute() -> dict:
+        t_start, cpu_start = time.perf_counter(), time.process_time()
+        tok = load_tokenizer(checkpoint)
+        mining: dict[str, Any] = {}
+        if round_number == 2:
+            r1 = Path(round1["dir"])
+            ids = json.loads((r1 / "corpus_ids.json").read_text())
+            mining = dict(round1=r1, corpus=task.eval.corpus,
+                          corpus_embeddings=(np.load(r1 / "corpus_embeddings.npy"), ids))
+        model, data = finetune_round(checkpoint, train, tok, recipe, out_dir, round_number, seed, progress=False,
+                                     resume=False, **mining)
+        t_train = time.perf_counter() - t_start
+        shutil.rmtree(out_dir / "checkpoint", ignore_errors=True)  # optimizer state: only for resuming
+        ev = evaluate_retriever(model, task.eval, split=task.split, tokenizer=tok, q_max_len=recipe.q_max_len,
+                                p_max_len=recipe.p_max_len, k=run_depth(preset), metrics=preset.metrics,
+                                batch_size=recipe.encode_batch)
+        embs, ids = ev["corpus_embeddings"]
+        np.save(out_dir / "corpus_embeddings.npy", embs)
+        (out_dir / "corpus_ids.json").write_text(json.dumps(list(ids)))
+        ranked = {q: [d for d, _ in sorted(docs.items(), key=lambda x: (-x[1], x[0]))] for q, docs in ev["run"].items()}
+        (out_dir / "run.json").write_text(json.dumps(ranked))
+        entropy = None
+        if entropy_texts:
+            entropy = cls_attention_entropy(model.encoder("passage"), tok, list(entropy_texts),
+                                            max_len=min(preset.entropy_max_len, preset.model.max_len)).tolist()
+        history = model.train_result.history
+        result = {"arm": arm, "round": round_number, "seed": seed, "n_queries": len(data), "steps": model.train_result.step,
+                  "key": key, "dir": str(out_dir), "metrics": ev["metrics"], "loss": [r["loss"] for r in history],
+                  "accuracy": [r.get("accuracy") for r in history], "entropy_after": entropy,
+                  "wall_time": {"train": round(t_train, 2), "total": round(time.perf_counter() - t_start, 2),
+                                "cpu": round(time.process_time() - cpu_start, 2)}}
+        if not keep_model:  # only the numbers are reused: a tiny model is ~8 MB, 40 of them add up
+            for p in out_dir.iterdir():
+                if p.name not in ("run.json", "log.jsonl", "train_state.json"):
+                    shutil.rmtree(p) if p.is_dir() else p.unlink()
+        return result
+
+    return run_cached(out_dir / "result.json", compute)
+
+
+def load_run(result: Mapping) -> dict[str, dict[str, float]]:
+    """A cached fine-tuning's run as ``{qid: {docid: score}}``, scores keeping the stored rank order."""
+    ranked = json.loads((Path(result["dir"]) / "run.json").read_text())
+    return {q: {d: float(len(docs) - i) for i, d in enumerate(docs)} for q, docs in ranked.items()}
+
+
+# ---- STS-b and attention entropy ------------------------------------------------------------------
+
+
+def sts_arm(
+    arm: str,
+    checkpoint: str,
+    preset: Preset | str | None = None,
+    size: int | None = None,
+    seed: int = 0,
+    data: tuple[Any, Any] | None = None,
+    data_dir: str | None = None,
+) -> dict:
+    """Fine-tune ``checkpoint`` on ``size`` STS-b training pairs (``None``: all, for
+    ``epochs_full``) with the cosine regression loss and return the test Spearman; cached
+    (the weights are not kept). Condenser table 1. Explained in chapter 7."""
+    preset = get_preset(preset)
+    sts = preset.sts
+    train_all, test = data if data is not None else sts_data(preset, data_dir)
+    full = size is None or size >= len(train_all)
+    train = train_all if full else sample_pairs(train_all, size, seed=seed)
+    epochs = sts.epochs_full if full else sts.epochs_low_data
+    key = settings_hash({"init": checkpoint_key(checkpoint), "n": len(train), "test": len(test), "seed": seed,
+                         "epochs": epochs, "sts": dataclasses.asdict(sts)})
+    out_dir = cache_dir("sts") / f"{arm}-n{len(train)}-s{seed}-{key}"
+
+    def compute() -> dict:
+        t0, cpu0 = time.perf_counter(), time.process_time()
+        tok = load_tokenizer(checkpoint)
+        cfg = TrainConfig(output_dir=str(out_dir), epochs=epochs, batch_size=sts.batch_size, lr=sts.lr,
+                          weight_decay=sts.weight_decay, warmup_ratio=sts.warmup_ratio,
+                          mixed_precision=sts.mixed_precision, seed=seed, progress=False, resume=False)
+        model = finetune_sts(checkpoint, train, tok, cfg, max_len=sts.max_len)
+        spearman = evaluate_sts(model, test, tok, max_len=sts.max_len)
+        for p in out_dir.iterdir():  # the weights are not reused: keep only the numbers and the log
+            if p.is_dir():
+                shutil.rmtree(p)
+            elif p.name != "log.jsonl":
+                p.unlink()
+        return {"arm": arm, "seed": seed, "n_pairs": len(train), "epochs": epochs, "spearman": spearman,
+                "steps": model.train_result.step, "wall_time": round(time.perf_counter() - t0, 2),
+                "cpu_time": round(time.process_time() - cpu0, 2)}
+
+    return run_cached(out_dir / "result.json", compute)
+
+
+def entropy_before(checkpoint: str, texts: Sequence[str], preset: Preset | str | None = None) -> list[float]:
+    """CLS attention entropy per layer of a pre-trained checkpoint's backbone (chapter 5)."""
+    preset = get_preset(preset)
+    max_len = min(preset.entropy_max_len, preset.model.max_len)
+    return cls_attention_entropy(load_encoder(checkpoint), load_tokenizer(checkpoint), list(texts), max_len=max_len).tolist()

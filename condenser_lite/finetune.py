@@ -1,0 +1,203 @@
+"""Fine-tuning a pre-trained checkpoint as a dense retriever: the papers' two-round recipe.
+
+Explained in chapter 4, `notebooks/04_finetune.ipynb`. As coCondenser section 3.4 and the
+authors' Tevatron recipe run it:
+
+1. round 1: fine-tune the *pre-trained* checkpoint as a bi-encoder on BM25 negatives
+   (``finetune_retriever``; the training rows come from ``tevatron``);
+2. mine hard negatives with the round-1 retriever (``mine_hard_negatives``: its top
+   ``mine_depth`` passages, labelled positives dropped, ``n_mined`` sampled) and add them to the
+   BM25 negatives;
+3. round 2: fine-tune the *pre-trained* checkpoint again (not the round-1 model) on the enlarged
+   negative pool.
+
+``finetune_round`` is one round of that recipe with the settings of a ``presets.FinetuneConfig``
+(the protocol runs its rounds as separate cached jobs through it); ``two_round`` runs both, as
+the command line does.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .biencoder import BiEncoder, RetrievalCollator, load_model_and_tokenizer, retrieval_step
+from .data import corpus_columns
+from .presets import FinetuneConfig
+from .search import FaissIndex, encode
+from .tevatron import validate_training_schema
+from .tokenizer import load_tokenizer
+from .training import TrainConfig, train
+
+def finetune_retriever(
+    init_checkpoint: str | os.PathLike,
+    train_dataset: Any,
+    tokenizer,
+    cfg,
+    q_max_len: int = 32,
+    p_max_len: int = 128,
+    train_n_passages: int = 8,
+    untied: bool = False,
+    temperature: float | None = None,
+    grad_cache_chunk: int | None = None,
+) -> BiEncoder:
+    """Fine-tune a pre-trained checkpoint as a dense retriever (coCondenser eq. 14, chapter 4).
+
+    ``cfg`` is a ``training.TrainConfig``; its ``batch_size`` counts *queries* (each brings
+    ``train_n_passages`` passages). The final model and tokenizer are saved to ``cfg.output_dir``
+    as a plain Hugging Face dir (``query/`` and ``passage/`` when untied), loadable with
+    ``BiEncoder.from_pretrained`` or ``encode``; the loop's log and resumable checkpoint sit
+    beside it. ``grad_cache_chunk``: sequences per gradient-cache chunk (``retrieval_step``);
+    None trains with plain forward/backward.
+    """
+    validate_training_schema(train_dataset)
+    tokenizer = load_tokenizer(tokenizer if tokenizer is not None else init_checkpoint)
+    model = BiEncoder.from_pretrained(init_checkpoint, untied=untied, train_n_passages=train_n_passages, temperature=temperature)
+    limit = getattr(model.config, "max_position_embeddings", None)
+    if limit is not None and max(q_max_len, p_max_len) > limit:
+        raise ValueError(
+            f"q_max_len={q_max_len} / p_max_len={p_max_len} exceed the checkpoint's max_position_embeddings={limit}; "
+            f"use lengths <= {limit}"
+        )
+    collator = RetrievalCollator(tokenizer, q_max_len=q_max_len, p_max_len=p_max_len, train_n_passages=train_n_passages)
+    step_fn = functools.partial(retrieval_step, chunk_size=grad_cache_chunk) if grad_cache_chunk else None
+    result = train(model, train_dataset, cfg, collate_fn=collator, step_fn=step_fn)
+    model.train_result = result  # history and log path, for the loss-curve chapter
+    model.save_pretrained(cfg.output_dir)
+    tokenizer.save_pretrained(cfg.output_dir)
+    return model
+
+
+def mine_hard_negatives(
+    model_dir: Any,
+    train_dataset: Any,
+    corpus: Any,
+    tokenizer=None,
+    depth: int = 200,
+    n: int = 30,
+    seed: int = 0,
+    q_max_len: int = 32,
+    p_max_len: int = 128,
+    batch_size: int = 128,
+    device: str | None = None,
+    corpus_embeddings: tuple[np.ndarray, list[str]] | None = None,
+    keep_bm25: bool = True,
+):
+    """Hard negatives from a round-1 retriever (chapter 4; the papers' round 2 data).
+
+    For each training query: retrieve the top ``depth`` passages with the model, drop the
+    labelled positives, sample ``n`` of the rest (seeded). With ``keep_bm25=True`` (the papers'
+    round 2: "BM25 plus mined negatives") they are appended to the query's existing BM25
+    ``negative_passages`` (duplicates skipped); otherwise they replace them. Returns a new
+    Tevatron-schema ``Dataset``.
+    """
+    validate_training_schema(train_dataset)
+    model, tokenizer, device = load_model_and_tokenizer(model_dir, tokenizer, device, caller="mine_hard_negatives")
+    ids, titles, texts = corpus_columns(corpus)
+    if corpus_embeddings is None:
+        p_embs = encode(model, (titles, texts), tokenizer, max_len=p_max_len, batch_size=batch_size, device=device, side="passage")
+    else:
+        p_embs, emb_ids = corpus_embeddings
+        if list(emb_ids) != ids:
+            raise ValueError("corpus_embeddings were computed for a different corpus (ids differ in value or order)")
+    queries = [str(x) for x in train_dataset["query"]]
+    q_embs = encode(model, queries, tokenizer, max_len=q_max_len, batch_size=batch_size, device=device, side="query")
+    _, ranked = FaissIndex(p_embs, ids).search_indices(q_embs, depth)
+    rng = random.Random(seed)
+    mined: list[list[dict]] = []
+    positives_col = train_dataset["positive_passages"]
+    for i, pos in enumerate(positives_col):
+        pos_ids = {str(p["docid"]) for p in pos}
+        pool = [int(j) for j in ranked[i] if j >= 0 and ids[j] not in pos_ids]
+        pick = rng.sample(pool, min(n, len(pool)))
+        mined.append([{"docid": ids[j], "title": titles[j], "text": texts[j]} for j in pick])
+
+    def add(example: dict, idx: int) -> dict:
+        old = list(example["negative_passages"]) if keep_bm25 else []
+        seen = {p["docid"] for p in old}
+        example["negative_passages"] = old + [p for p in mined[idx] if p["docid"] not in seen]
+        return example
+
+    return train_dataset.map(add, with_indices=True, desc=None)
+
+
+def train_config(recipe: FinetuneConfig, output_dir: str | os.PathLike, round_number: int, n_queries: int,
+                 seed: int = 0, **overrides: Any) -> TrainConfig:
+    """The ``training.TrainConfig`` of one round of ``recipe`` on ``n_queries`` training queries
+    (chapter 4): ``epochs_round1`` or ``epochs_round2`` epochs of ``batch_size`` queries, at least
+    ``min_steps`` updates (the small training sets of the scaled-down book), AdamW with the
+    recipe's lr, warm-up and weight decay. ``overrides`` (``max_steps``, ``progress``, ...) win."""
+    if round_number not in (1, 2):
+        raise ValueError(f"round_number must be 1 or 2, got {round_number}")
+    if n_queries < recipe.batch_size:
+        raise ValueError(f"a training set of {n_queries} queries is smaller than the batch of {recipe.batch_size}; "
+                         "use more queries or a smaller batch_size")
+    epochs = recipe.epochs_round1 if round_number == 1 else recipe.epochs_round2
+    steps = max(recipe.min_steps, int(epochs * (n_queries // recipe.batch_size)), 1)
+    settings = dict(output_dir=str(output_dir), max_steps=steps, batch_size=recipe.batch_size, lr=recipe.lr,
+                    weight_decay=recipe.weight_decay, warmup_ratio=recipe.warmup_ratio,
+                    mixed_precision=recipe.mixed_precision, seed=seed)
+    return TrainConfig(**{**settings, **overrides})
+
+
+def finetune_round(
+    init_checkpoint: str | os.PathLike,
+    train_dataset: Any,
+    tokenizer,
+    recipe: FinetuneConfig,
+    output_dir: str | os.PathLike,
+    round_number: int = 1,
+    seed: int = 0,
+    round1: Any = None,
+    corpus: Any = None,
+    corpus_embeddings: tuple[np.ndarray, list[str]] | None = None,
+    **overrides: Any,
+) -> tuple[BiEncoder, Any]:
+    """One round of the papers' recipe (coCondenser section 3.4, chapter 4); returns the model and
+    the training rows it was trained on.
+
+    Round 1 fine-tunes ``init_checkpoint`` on ``train_dataset``'s BM25 negatives. Round 2 first
+    mines hard negatives with ``round1`` (the round-1 retriever or its folder) over ``corpus``
+    (reusing ``corpus_embeddings`` of that retriever when given) and adds them to the BM25
+    negatives, then fine-tunes the same *pre-trained* ``init_checkpoint`` again, not the round-1
+    model. The model is saved to ``output_dir``; ``overrides`` go to ``train_config``.
+    """
+    if round_number == 2:
+        if round1 is None or corpus is None:
+            raise ValueError("round 2 mines negatives with the round-1 retriever: pass round1=<its model or folder> and corpus=")
+        train_dataset = mine_hard_negatives(
+            round1, train_dataset, corpus, tokenizer, depth=recipe.mine_depth, n=recipe.n_mined, seed=seed,
+            q_max_len=recipe.q_max_len, p_max_len=recipe.p_max_len, batch_size=recipe.encode_batch,
+            corpus_embeddings=corpus_embeddings)
+    cfg = train_config(recipe, output_dir, round_number, len(train_dataset), seed, **overrides)
+    model = finetune_retriever(
+        init_checkpoint, train_dataset, tokenizer, cfg, q_max_len=recipe.q_max_len, p_max_len=recipe.p_max_len,
+        train_n_passages=recipe.train_n_passages, untied=recipe.untied, temperature=recipe.temperature,
+        grad_cache_chunk=recipe.grad_cache_chunk)
+    return model, train_dataset
+
+
+def two_round(
+    init_checkpoint: str | os.PathLike,
+    train_dataset: Any,
+    corpus: Any,
+    tokenizer,
+    recipe: FinetuneConfig,
+    output_dir: str | os.PathLike,
+    seed: int = 0,
+    **overrides: Any,
+) -> tuple[BiEncoder, Any]:
+    """The papers' two rounds (chapter 4): ``finetune_round`` 1 into ``output_dir/round1``, then
+    round 2 from the same pre-trained checkpoint, mining with the round-1 model, into
+    ``output_dir/round2``. Returns the round-2 model and its training rows (BM25 + mined)."""
+    tokenizer = load_tokenizer(tokenizer if tokenizer is not None else init_checkpoint)
+    out = Path(output_dir)
+    finetune_round(init_checkpoint, train_dataset, tokenizer, recipe, out / "round1", 1, seed, **overrides)
+    # mine with the saved round-1 model, so it is not held in memory while round 2 trains
+    return finetune_round(init_checkpoint, train_dataset, tokenizer, recipe, out / "round2", 2, seed,
+                          round1=out / "round1", corpus=corpus, **overrides)

@@ -1,0 +1,315 @@
+"""Every setting of the book in one place: four component configs and the named presets built
+from them (nanoGPT style: the defaults are the scaled-down book that runs on a 2-core CPU).
+
+* ``ModelConfig``: the encoder every arm shares (shape, vocabulary, where the Condenser head reads);
+* ``PretrainingConfig``: how the pre-training stages train (steps, batches, learning rates);
+* ``FinetuneConfig``: the retriever recipe, both rounds (Tevatron's knobs);
+* ``STSConfig``: the STS-b bi-encoder (Sentence-BERT's knobs);
+* ``Preset``: those four plus the protocol's own choices (arms, seeds, task, training sizes,
+  metrics) under a name.
+
+``PRESETS`` holds the named presets: ``micro`` (the whole protocol in seconds, for tests),
+``tiny`` (the scaled-down book) and ``paper`` (the papers' checkpoints, data and hyper-parameters;
+also reachable as ``full``). The command line's ``--preset`` / ``--budget``, the chapters'
+``budget`` parameter, ``pretraining.stage_config`` and the protocol all read them through
+``get_preset``. A new preset is one definition, e.g.::
+
+    SMALL = Preset(name="small", model=ModelConfig(hidden_size=256, max_len=128),
+                   pretraining=PretrainingConfig(s1_steps=4000, batch_size=64, lr=5e-4),
+                   finetune=FinetuneConfig(train_n_passages=4, p_max_len=128))
+
+``RETRIEVAL_RECIPES`` holds the papers' fine-tuning recipe per data set (MS MARCO, NQ) for the
+``finetune`` command. How ``tiny`` was sized and tuned is in DESIGN.md ("Presets").
+Explained in chapter 4, ``notebooks/04_finetune.ipynb``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+ARMS = ("bert", "bert_cont", "condenser", "cocondenser", "co_contrastive_only", "co_mlm_only")
+MAIN_ARMS = ARMS[:4]
+ABLATION_ARMS = ARMS[4:]
+TASKS = ("scifact", "msmarco")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The encoder all arms share. ``tokenizer`` None: the book's WordPiece
+    (``tokenizer.tiny_tokenizer`` with ``vocab_size`` pieces); the shape fields build a BERT from
+    scratch (ignored when a stage starts from a checkpoint); ``max_len`` is the length of blocks
+    and spans and the model's position limit; ``skip_from`` / ``n_head_layers``: the Condenser
+    head reads the output of layer ``skip_from`` through ``n_head_layers`` layers (Condenser
+    section 3)."""
+
+    tokenizer: str | None = None
+    vocab_size: int = 8192
+    hidden_size: int = 128
+    num_hidden_layers: int = 4
+    num_attention_heads: int = 4
+    intermediate_size: int = 512
+    max_len: int = 64
+    skip_from: int = 2
+    n_head_layers: int = 2
+
+
+@dataclass(frozen=True)
+class PretrainingConfig:
+    """How the pre-training stages train. Steps per stage: ``s1_steps`` (MLM from scratch, arm 1),
+    ``s2_steps`` (continuing a checkpoint with MLM or Condenser, arms 2-3), ``s3_steps``
+    (coCondenser on the target corpus, arm 4 and the ablations); ``None`` trains ``epochs``
+    instead. ``batch_size`` counts sequences per MLM/Condenser update (``grad_accum``
+    micro-batches each); ``cocondenser_batch`` counts documents (two spans each) and is never
+    accumulated, because the contrastive loss needs the whole batch at once: ``chunk_size`` turns
+    on the gradient cache instead. ``general_corpus``: ``"general"`` (the scaled-down mix) or
+    ``"wikipedia"``; ``*_limit``: use only the first N documents."""
+
+    s1_steps: int | None = 1200
+    s2_steps: int | None = 600
+    s3_steps: int | None = 250
+    epochs: float = 1.0
+    batch_size: int = 32
+    grad_accum: int = 1
+    lr: float = 1e-3
+    cocondenser_batch: int = 16
+    cocondenser_lr: float = 1e-3
+    chunk_size: int | None = None
+    min_span: int = 16
+    weight_decay: float = 0.01
+    warmup_ratio: float = 0.1
+    general_corpus: str = "general"
+    general_limit: int | None = None
+    target_limit: int | None = None
+    seed: int = 42
+    mixed_precision: str = "no"
+    save_every: int | None = None
+
+
+@dataclass(frozen=True)
+class FinetuneConfig:
+    """The retriever recipe (coCondenser section 4.1, Tevatron): ``batch_size`` queries per update,
+    each with ``train_n_passages`` passages (its positive first, then negatives); round 1 trains
+    ``epochs_round1`` epochs on BM25 negatives (``n_bm25_negatives`` kept per query), round 2
+    ``epochs_round2`` on BM25 + ``n_mined`` negatives sampled from the round-1 retriever's top
+    ``mine_depth``; at least ``min_steps`` updates per round. ``untied``: separate query and
+    passage encoders (DPR on NQ); ``grad_cache_chunk``: sequences per gradient-cache chunk;
+    ``encode_batch``: sequences per batch when encoding for search and mining."""
+
+    lr: float = 1e-3
+    batch_size: int = 8
+    train_n_passages: int = 2
+    q_max_len: int = 48
+    p_max_len: int = 64
+    epochs_round1: float = 2.0
+    epochs_round2: float = 2.0
+    min_steps: int = 60
+    warmup_ratio: float = 0.1
+    weight_decay: float = 0.0
+    untied: bool = False
+    temperature: float | None = None
+    grad_cache_chunk: int | None = None
+    mixed_precision: str = "no"
+    n_bm25_negatives: int = 30
+    mine_depth: int = 100
+    n_mined: int = 30
+    encode_batch: int = 256
+
+
+@dataclass(frozen=True)
+class STSConfig:
+    """The STS-b bi-encoder (Condenser section 4.2, Sentence-BERT's recipe): cosine regression
+    with AdamW; ``epochs_low_data`` for the small training sizes, ``epochs_full`` for the whole
+    set (below 1: only part of it, subsampled in time)."""
+
+    lr: float = 1e-3
+    batch_size: int = 16
+    epochs_low_data: float = 2.0
+    epochs_full: float = 0.5
+    max_len: int = 32
+    warmup_ratio: float = 0.1
+    weight_decay: float = 0.01
+    mixed_precision: str = "no"
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A named set of every setting, and the protocol's own choices.
+
+    ``arms``: the arms to run (``ARMS``); ``pretrained`` maps arms to existing checkpoints (Hub
+    ids at full scale), which skip pre-training; ``seeds``: fine-tuning seeds (the spread the
+    scorecard compares against). Retrieval: ``task`` (``"scifact"``: BEIR SciFact, test split;
+    ``"msmarco"``: Tevatron MS MARCO, dev split), ``train_sizes`` (``None`` = every training
+    query), round 2 for ``round2_arms`` at the full size, the ablations at ``ablation_sizes``
+    only; ``metrics`` (the first one is the headline), nb-recall at ``nb_n`` x ``nb_k``. STS-b:
+    ``sts_arms`` at ``sts_sizes`` pairs (``None`` = all 5,749). Attention entropy over
+    ``entropy_texts`` texts of at most ``entropy_max_len`` tokens. ``micro_*`` shrink the data for
+    the tests (``None`` = no limit).
+    """
+
+    name: str = "tiny"
+    model: ModelConfig = ModelConfig()
+    pretraining: PretrainingConfig = PretrainingConfig()
+    finetune: FinetuneConfig = FinetuneConfig()
+    sts: STSConfig = STSConfig()
+    arms: tuple[str, ...] = ARMS
+    pretrained: Mapping[str, str] | None = None
+    seeds: tuple[int, ...] = (0, 1, 2)
+    task: str = "scifact"
+    train_sizes: tuple[int | None, ...] = (100, None)
+    ablation_sizes: tuple[int | None, ...] = (None,)
+    round2_arms: tuple[str, ...] = ("bert", "condenser", "cocondenser")
+    metrics: tuple[str, ...] = ("nDCG@10", "RR@10", "R@100")
+    nb_n: tuple[int, ...] = (10, 50)
+    nb_k: tuple[int, ...] = (10, 50, 100, 200)
+    sts_arms: tuple[str, ...] = MAIN_ARMS
+    sts_sizes: tuple[int | None, ...] = (500, 1000, None)
+    entropy_texts: int = 256
+    entropy_max_len: int = 128
+    micro_corpus: int | None = None  # target corpus: judged documents + this many others
+    micro_train_queries: int | None = None
+    micro_test_queries: int | None = None
+    micro_sts_pairs: int | None = None  # caps STS train (the "full" size) and test pairs
+    components: ClassVar[tuple[str, ...]] = ("model", "pretraining", "finetune", "sts")
+
+    def __post_init__(self) -> None:
+        unknown = [a for a in self.arms if a not in ARMS]
+        if unknown:
+            raise ValueError(f"Preset.arms: unknown arm(s) {unknown}; choose from {ARMS}")
+        if not self.seeds:
+            raise ValueError("Preset.seeds must name at least one seed (the papers' claims need >= 3)")
+        if self.task not in TASKS:
+            raise ValueError(f"Preset.task={self.task!r}: use 'scifact' (scaled-down) or 'msmarco' (full scale)")
+        if not self.train_sizes:
+            raise ValueError("Preset.train_sizes must list at least one training size (None = all queries)")
+
+    def locate(self, key: str) -> tuple[str | None, str]:
+        """``(component, field)`` that ``key`` names: a field of the preset (component None), a
+        dotted ``"finetune.lr"``, or a component field whose name is unique (``"s1_steps"``)."""
+        if key in {f.name for f in dataclasses.fields(self)}:
+            return None, key
+        part, _, name = key.rpartition(".")
+        owners = [part] if part else [c for c in self.components if name in _field_names(getattr(self, c))]
+        if len(owners) > 1:
+            raise TypeError(f"Preset field {key!r} is ambiguous: name the component, e.g. {owners[0]}.{name}")
+        if not owners or owners[0] not in self.components or name not in _field_names(getattr(self, owners[0])):
+            raise TypeError(f"unknown Preset field {key!r}; components: {', '.join(self.components)} "
+                            "(e.g. finetune.lr, model.hidden_size)")
+        return owners[0], name
+
+    def get(self, key: str) -> Any:
+        """The value of ``key`` (see ``locate``)."""
+        part, name = self.locate(key)
+        return getattr(self if part is None else getattr(self, part), name)
+
+    def replace(self, **changes: Any) -> "Preset":
+        """A copy with ``changes``: a field (``seeds=(0,)``), a whole component
+        (``finetune=FinetuneConfig(...)``), or one field of a component, dotted
+        (``**{"finetune.lr": 1e-4}``) or as a keyword when the name is unique across components
+        (``tokenizer=...``, ``s1_steps=...``; ``lr``, ``batch_size``, ... need the dotted form)."""
+        top: dict[str, Any] = {}
+        parts: dict[str, dict[str, Any]] = {}
+        for key, value in changes.items():
+            part, name = self.locate(key)
+            if part is None:
+                top[name] = value
+            else:
+                parts.setdefault(part, {})[name] = value
+        for part, values in parts.items():
+            top[part] = dataclasses.replace(top.get(part, getattr(self, part)), **values)
+        return dataclasses.replace(self, **top)
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["pretrained"] = dict(self.pretrained) if self.pretrained else None
+        return d
+
+
+def _field_names(obj: Any) -> set[str]:
+    return {f.name for f in dataclasses.fields(obj)}
+
+
+# ---- the named presets -----------------------------------------------------------------------
+
+TINY = Preset()
+
+MICRO = Preset(
+    name="micro", seeds=(0, 1),
+    model=ModelConfig(hidden_size=32, num_attention_heads=2, intermediate_size=64),
+    pretraining=PretrainingConfig(s1_steps=2, s2_steps=2, s3_steps=2, batch_size=4, cocondenser_batch=4,
+                                  general_limit=20, target_limit=40),
+    finetune=FinetuneConfig(batch_size=4, q_max_len=32, epochs_round1=1.0, min_steps=2, n_bm25_negatives=4,
+                            mine_depth=10, n_mined=3),
+    sts=STSConfig(batch_size=4, epochs_low_data=1.0, epochs_full=1.0),
+    train_sizes=(4, None), nb_n=(2, 5), nb_k=(5, 10), sts_sizes=(8, None), entropy_texts=8, entropy_max_len=64,
+    micro_corpus=40, micro_train_queries=8, micro_test_queries=10, micro_sts_pairs=16,
+)
+
+# The papers' scale. Pre-training: Condenser section 4.1 (from bert-base-uncased, skip_from 6,
+# 2 head layers, lr 1e-4, weight decay 0.01, 10% warm-up, 8 epochs of Wikipedia, ~1,024
+# sequences of 128 tokens per update: 64 x 16 accumulation steps) and coCondenser section 4.1
+# (from Luyu/condenser with its head, on the target corpus, 2,000 documents per update through
+# the gradient cache). The arms with a published checkpoint start from it; those without one
+# (bert_cont, the ablations) would need days of pre-training and are left out.
+MSMARCO_RECIPE = FinetuneConfig(
+    # Tevatron's MS MARCO recipe (papers README; Condenser A.1 "Web Search"): 8 queries x 8 passages
+    # = 64 passages per batch on one GPU, lr 5e-6, 3 epochs round 1, 2 epochs round 2.
+    lr=5e-6, batch_size=8, train_n_passages=8, q_max_len=32, p_max_len=128, epochs_round1=3, epochs_round2=2,
+    min_steps=0, mixed_precision="auto", mine_depth=200, encode_batch=512,
+)
+NQ_RECIPE = FinetuneConfig(
+    # DPR's NQ setting as the authors ran it: untied encoders, 4 GPUs x 32 queries = 128 queries
+    # with cross-device negatives, 1 positive + 1 BM25 negative, passages up to 256 tokens, 40 epochs
+    # (20 with hard negatives). lr 5e-6 follows the papers README (the Condenser appendix quotes DPR's
+    # published 1e-5). On one GPU the 128-query batch needs the gradient cache.
+    lr=5e-6, batch_size=128, train_n_passages=2, q_max_len=32, p_max_len=256, epochs_round1=40, epochs_round2=20,
+    min_steps=0, untied=True, grad_cache_chunk=32, mixed_precision="auto", mine_depth=200, encode_batch=512,
+)
+PAPER = Preset(
+    name="paper",
+    model=ModelConfig(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                      intermediate_size=3072, max_len=128, skip_from=6, n_head_layers=2),
+    pretraining=PretrainingConfig(s1_steps=None, s2_steps=None, s3_steps=None, epochs=8, batch_size=1024,
+                                  grad_accum=16, lr=1e-4, cocondenser_batch=2000, cocondenser_lr=1e-4, chunk_size=128,
+                                  min_span=8, general_corpus="wikipedia", mixed_precision="auto", save_every=1000),
+    finetune=MSMARCO_RECIPE,
+    # Sentence-BERT's STS-b settings (Condenser appendix A.1): 4 epochs, 8 for the small sets (the
+    # better of 4 and 8 for BERT); weight decay and warm-up are sentence-transformers' defaults.
+    sts=STSConfig(lr=2e-5, batch_size=16, epochs_low_data=8.0, epochs_full=4.0, max_len=64, mixed_precision="auto"),
+    arms=("bert", "condenser", "cocondenser"),
+    pretrained={"bert": "bert-base-uncased", "condenser": "Luyu/condenser", "cocondenser": "Luyu/co-condenser-marco"},
+    seeds=(0, 1, 2), task="msmarco", train_sizes=(1000, 10000, None), ablation_sizes=(),
+    metrics=("RR@10", "R@1000", "nDCG@10"), nb_n=(50, 100), nb_k=(100, 200, 500, 1000),
+    sts_arms=("bert", "condenser", "cocondenser"), entropy_texts=1000, entropy_max_len=128,
+)
+
+PRESETS: dict[str, Preset] = {"micro": MICRO, "tiny": TINY, "paper": PAPER}
+ALIASES = {"full": "paper"}
+RETRIEVAL_RECIPES: dict[str, FinetuneConfig] = {"msmarco": MSMARCO_RECIPE, "nq": NQ_RECIPE}
+
+
+def get_preset(preset: Preset | str | None = None, **changes: Any) -> Preset:
+    """A ``Preset`` from a name (``"micro"``, ``"tiny"``, ``"paper"`` or ``"full"``; None: tiny)
+    or itself, with ``changes`` applied (``Preset.replace``). Explained in chapter 4."""
+    if preset is None:
+        preset = "tiny"
+    if isinstance(preset, str):
+        name = ALIASES.get(preset, preset)
+        if name not in PRESETS:
+            raise ValueError(f"unknown preset {preset!r}; choose from {sorted([*PRESETS, *ALIASES])}")
+        preset = PRESETS[name]
+    if not isinstance(preset, Preset):
+        raise TypeError(f"expected a Preset or one of {sorted(PRESETS)}, got {type(preset).__name__}")
+    return preset.replace(**changes) if changes else preset
+
+
+def finetune_recipe(name: str) -> FinetuneConfig:
+    """The fine-tuning recipe called ``name``: a preset's (``tiny``, ``micro``, ``paper``) or a data
+    set's at the papers' scale (``msmarco``, ``nq``). Explained in chapter 4."""
+    if name in RETRIEVAL_RECIPES:
+        return RETRIEVAL_RECIPES[name]
+    if name in PRESETS or name in ALIASES:
+        return get_preset(name).finetune
+    raise ValueError(f"no fine-tuning recipe {name!r}; choose from {sorted([*PRESETS, *RETRIEVAL_RECIPES])}")

@@ -1,0 +1,271 @@
+"""Tevatron's training data: its schema, its loaders, and how the book builds it from BEIR.
+
+Explained in chapter 4, `notebooks/04_finetune.ipynb`. The authors fine-tune with Tevatron, whose
+training rows are ``query_id, query, positive_passages, negative_passages`` with passages
+``{docid, title, text}`` (``TEVATRON_FIELDS``, ``PASSAGE_FIELDS``). MS MARCO and NQ come in that
+schema (``load_tevatron``, ``load_tevatron_corpus``; mirror layout ``<mirror>/<name>/<split>.jsonl``
+and ``<mirror>/<name>/corpus.jsonl``, the Hub files uncompressed); SciFact is converted from BEIR
+with BM25 negatives (``to_tevatron``). ``sample_queries`` draws the papers' low-data training
+sets; ``tevatron_eval_set`` turns a Tevatron dev split into a BEIR-style evaluation set.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import datasets
+import numpy as np
+from datasets import Dataset, Features, IterableDataset, Value
+
+from .bm25 import BM25Index
+from .data import (
+    REGISTRY,
+    TEVATRON_NAMES,
+    BeirData,
+    DataSpec,
+    SchemaError,
+    check_fields,
+    column_names,
+    corpus_columns,
+    load_beir,
+    mirror_file,
+    query_columns,
+    read_dataset,
+    resolve_mirror,
+)
+
+TEVATRON_FIELDS = ("query_id", "query", "positive_passages", "negative_passages")
+PASSAGE_FIELDS = ("docid", "title", "text")
+PASSAGE_FEATURE = [{"docid": Value("string"), "title": Value("string"), "text": Value("string")}]
+
+
+def _tevatron_spec(name: str) -> DataSpec:
+    full = name if name.startswith("Tevatron/") else f"Tevatron/{name}"
+    if full not in REGISTRY:
+        raise ValueError(f"unknown Tevatron data set {name!r}; known: {', '.join(TEVATRON_NAMES)}")
+    return REGISTRY[full]
+
+
+def _passage_keys(feature: Any) -> set[str] | None:
+    """Field names inside a list-of-passages feature, or None when it cannot tell (all empty)."""
+    inner = getattr(feature, "feature", feature[0] if isinstance(feature, list) and feature else None)
+    return set(inner) if isinstance(inner, dict) else None
+
+
+def validate_tevatron(dataset: Dataset | IterableDataset | Sequence[Mapping], source: str = "the data set",
+                      require_passages: bool = True) -> Dataset | IterableDataset | Sequence[Mapping]:
+    """Check Tevatron's training schema; raise SchemaError naming the first missing field.
+
+    Rows: `query_id`, `query`, `positive_passages`, `negative_passages`, each passage a dict
+    with `docid`, `title`, `text`. Returns the data set unchanged. Explained in chapter 4.
+    """
+    required = TEVATRON_FIELDS if require_passages else TEVATRON_FIELDS[:2]
+    if getattr(dataset, "features", None) is None:  # streamed, or a list of dicts: check one row
+        first = next(iter(dataset), None)
+        if first is None:
+            return dataset
+        check_fields(first, required, source)
+        for col in ("positive_passages", "negative_passages"):
+            if first.get(col):
+                check_fields(first[col][0], PASSAGE_FIELDS, f"{source}, {col}[*]")
+        return dataset
+    check_fields(dataset.features, required, source)
+    for col in ("positive_passages", "negative_passages"):
+        keys = _passage_keys(dataset.features[col]) if col in dataset.features else None
+        if keys is not None:
+            check_fields(keys, PASSAGE_FIELDS, f"{source}, {col}[*]")
+    return dataset
+
+
+def _normalise_tevatron(ds: Dataset, where: str, require_passages: bool) -> Dataset:
+    validate_tevatron(ds, where, require_passages)
+    casts = {c: Value("string") for c in ("query_id", "query") if ds.features[c] != Value("string")}
+    for col in ("positive_passages", "negative_passages"):
+        # Empty lists everywhere are inferred as list<null>; give every file the same schema.
+        if col in ds.features and _passage_keys(ds.features[col]) in (None, set(PASSAGE_FIELDS)):
+            if ds.features[col] != datasets.List(PASSAGE_FEATURE[0]):
+                casts[col] = datasets.List(PASSAGE_FEATURE[0])
+    return ds.cast(Features({**ds.features, **casts})) if casts else ds
+
+
+def _tevatron_files(spec: DataSpec, role: str, root: Path | None) -> str:
+    if root:
+        return str(mirror_file(root, spec, role))
+    if role not in spec.hub_files:
+        raise ValueError(f"{spec.name} has no {role!r} on the Hub; splits: "
+                         f"{[r for r in spec.hub_files if r != 'corpus']}")
+    hub_file = spec.hub_files[role]
+    repo, _, path = hub_file.rpartition(":")
+    return f"hf://datasets/{repo or spec.hub_id}/{path}"
+
+
+def load_tevatron(name: str, split: str = "train", data_dir: str | os.PathLike | None = None) -> Dataset:
+    """Tevatron training data (`Tevatron/msmarco-passage`, `Tevatron/wikipedia-nq`,
+    `Tevatron/scifact`): `query_id`, `query`, `positive_passages`, `negative_passages`
+    (extra columns such as NQ's `answers` are kept). Mirror: `<mirror>/<name>/<split>.jsonl`.
+    Evaluation splits may lack passages. Explained in chapter 4, `notebooks/04_finetune.ipynb`.
+    """
+    spec = _tevatron_spec(name)
+    if split == "corpus" or split not in {**spec.mirror_files, **spec.hub_files}:
+        splits = [r for r in spec.mirror_files if r != "corpus"]
+        raise ValueError(f"split must be one of {splits} for {spec.name}, got {split!r}")
+    root = resolve_mirror(data_dir)
+    files = _tevatron_files(spec, split, root)
+    ds = read_dataset(spec, root is not None, "json", data_files=files, split="train")
+    return _normalise_tevatron(ds, files, require_passages=(split == "train"))
+
+
+def load_tevatron_corpus(name: str, data_dir: str | os.PathLike | None = None) -> Dataset:
+    """The passage collection of a Tevatron data set (`<name>-corpus` on the Hub): `docid`,
+    `title`, `text`. Mirror: `<mirror>/<name>/corpus.jsonl`; a BEIR-style `_id` column is
+    accepted as `docid`. Explained in chapter 4."""
+    spec = _tevatron_spec(name)
+    root = resolve_mirror(data_dir)
+    files = _tevatron_files(spec, "corpus", root)
+    ds = read_dataset(spec, root is not None, "json", data_files=files, split="train")
+    if "docid" not in ds.column_names and "_id" in ds.column_names:
+        ds = ds.rename_column("_id", "docid")
+    check_fields(ds.column_names, PASSAGE_FIELDS, files)
+    ds = ds.select_columns(list(PASSAGE_FIELDS))
+    return ds.cast(Features({k: Value("string") for k in PASSAGE_FIELDS}))
+
+
+def validate_training_schema(dataset: Any) -> None:
+    """Raise ``SchemaError`` naming the first missing field of Tevatron's training schema
+    (chapter 4): the columns and passage fields (``validate_tevatron``), then that there are
+    queries and that the first rows have a positive. Checks the first rows, not every row."""
+    validate_tevatron(dataset, "training data")
+    if len(dataset) == 0:
+        raise SchemaError("training data has no queries (0 rows); check the split and the qrels")
+    for i in range(min(len(dataset), 3)):
+        row = dataset[i]
+        if not row["positive_passages"]:
+            raise SchemaError(f"query {row['query_id']!r} (row {i}) has no positive_passages; drop it or fix the qrels")
+
+
+def check_qrels(qrels: Mapping[str, Mapping[str, int]], corpus_ids: Sequence[str], query_ids: Sequence[str] | None = None) -> None:
+    """Fail early, with a count and examples, when qrels point at documents (or queries) that
+    are not there: a wrong corpus or split would otherwise just score zero (chapter 4)."""
+    if not qrels:
+        raise SchemaError("qrels are empty: no query has a relevance label; check the split name")
+    known = set(corpus_ids)
+    missing = sorted({d for docs in qrels.values() for d in docs if d not in known})
+    if missing:
+        raise SchemaError(
+            f"{len(missing)} document ids in the qrels are not in the corpus (e.g. {missing[:5]}); "
+            "the qrels and the corpus come from different data sets or versions"
+        )
+    if query_ids is not None:
+        qknown = set(query_ids)
+        qmissing = sorted(q for q in qrels if q not in qknown)
+        if qmissing:
+            raise SchemaError(
+                f"{len(qmissing)} query ids in the qrels have no query text (e.g. {qmissing[:5]}); "
+                "the qrels and the queries come from different data sets or versions"
+            )
+
+
+def _as_beir(beir_data: Any, data_dir: str | None) -> BeirData:
+    if isinstance(beir_data, str):
+        return load_beir(beir_data, data_dir=data_dir)
+    for attr in ("corpus", "queries", "qrels"):
+        if not hasattr(beir_data, attr):
+            raise TypeError(f"expected a BEIR set (data.load_beir) or its name, got {type(beir_data).__name__} without .{attr}")
+    return beir_data
+
+
+def to_tevatron(
+    beir_data: Any,
+    split: str = "train",
+    n_negatives: int = 30,
+    bm25_depth: int = 100,
+    data_dir: str | None = None,
+    bm25_kwargs: Mapping[str, Any] | None = None,
+):
+    """Tevatron training rows from a BEIR set, with BM25 negatives (chapter 4).
+
+    ``beir_data`` is what ``data.load_beir`` returns (or a BEIR name, loaded from ``data_dir``).
+    For each query of ``qrels[split]`` with at least one positive (grade > 0): its positives, and
+    as negatives the ``n_negatives`` highest BM25 passages among the top ``bm25_depth`` that are
+    not labelled positive (the papers keep 30 BM25 negatives per query; the collator samples
+    from them each step). Returns a ``datasets.Dataset``.
+    """
+    if n_negatives < 0 or bm25_depth < 1:
+        raise ValueError(f"need n_negatives >= 0 and bm25_depth >= 1, got {n_negatives} and {bm25_depth}")
+    beir = _as_beir(beir_data, data_dir)
+    if split not in beir.qrels:
+        raise SchemaError(f"no qrels for split {split!r}; available: {sorted(beir.qrels)}")
+    ids, titles, texts = corpus_columns(beir.corpus)
+    qids_all, qtexts_all = query_columns(beir.queries)
+    positives = {q: [d for d, g in docs.items() if g > 0] for q, docs in beir.qrels[split].items()}
+    positives = {q: p for q, p in positives.items() if p}
+    if not positives:
+        raise SchemaError(f"split {split!r} has no query with a positive label; nothing to train on")
+    check_qrels({q: dict.fromkeys(p, 1) for q, p in positives.items()}, ids, qids_all)
+    qtext = dict(zip(qids_all, qtexts_all))
+    qids = [q for q in qids_all if q in positives]  # keep the query file's order
+    row_of = {d: i for i, d in enumerate(ids)}
+    index = BM25Index((ids, titles, texts), **(bm25_kwargs or {}))
+    run = index.search({q: qtext[q] for q in qids}, k=bm25_depth + max(len(p) for p in positives.values()))
+
+    def passage(d: str) -> dict:
+        i = row_of[d]
+        return {"docid": d, "title": titles[i], "text": texts[i]}
+
+    rows = []
+    for q in qids:
+        pos = set(positives[q])
+        ranked = sorted(run.get(q, {}).items(), key=lambda x: -x[1])[:bm25_depth + len(pos)]
+        negs = [d for d, _ in ranked if d not in pos][: min(n_negatives, bm25_depth)]
+        rows.append(
+            {
+                "query_id": q,
+                "query": qtext[q],
+                "positive_passages": [passage(d) for d in positives[q]],
+                "negative_passages": [passage(d) for d in negs],
+            }
+        )
+    features = datasets.Features(
+        {
+            "query_id": datasets.Value("string"),
+            "query": datasets.Value("string"),
+            "positive_passages": [{k: datasets.Value("string") for k in PASSAGE_FIELDS}],
+            "negative_passages": [{k: datasets.Value("string") for k in PASSAGE_FIELDS}],
+        }
+    )
+    return datasets.Dataset.from_list(rows, features=features)
+
+
+def sample_queries(dataset: Any, n: int, seed: int = 0):
+    """A seeded random subset of ``n`` training queries (the papers' low-data settings, chapter 4).
+
+    Subsets are nested: with the same seed, the 500-query sample is the first half of the
+    1,000-query sample, so a learning curve compares like with like.
+    """
+    size = len(dataset)
+    if not isinstance(n, int) or n < 1:
+        raise ValueError(f"sample_queries: n must be a positive integer, got {n!r}")
+    if n > size:
+        raise ValueError(f"sample_queries: asked for n={n} queries but the data set has only {size}; use n <= {size}")
+    order = np.random.default_rng(seed).permutation(size)[:n]
+    return dataset.select(order.tolist())
+
+
+def tevatron_eval_set(dev_dataset: Any, corpus: Any, split: str = "dev", name: str = "tevatron") -> BeirData:
+    """A BEIR-style evaluation set (``corpus``, ``queries``, ``qrels``) from Tevatron data:
+    queries and their labelled positives from ``dev_dataset`` (Tevatron schema), passages from
+    the Tevatron corpus (``docid, title, text``). This is how MS MARCO dev is evaluated (chapter 4)."""
+    check_fields(column_names(dev_dataset), ("query_id", "query", "positive_passages"), "evaluation queries")
+    qids = [str(x) for x in dev_dataset["query_id"]]
+    qrels = {
+        q: {str(p["docid"]): 1 for p in pos}
+        for q, pos in zip(qids, dev_dataset["positive_passages"])
+        if pos
+    }
+    queries = datasets.Dataset.from_dict({"_id": qids, "text": [str(x) for x in dev_dataset["query"]]})
+    if "docid" in column_names(corpus):
+        corpus = corpus.rename_column("docid", "_id")
+    return BeirData(name=name, corpus=corpus, queries=queries, qrels={split: qrels})
