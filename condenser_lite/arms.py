@@ -71,7 +71,7 @@ def arm_config(arm: str, preset: Preset | str | None, init: str | None) -> Pretr
 
 
 def needed_arms(arms: Sequence[str], pretrained: Mapping[str, str]) -> list[str]:
-    """``arms`` plus the parents they continue from, parents first (a ``pretrained`` arm has no parent)."""
+    """``arms`` plus the parents they continue from, parents first (a ``pretrained`` arm has no parent). Chapter 2."""
     out: list[str] = []
 
     def add(arm: str) -> None:
@@ -118,7 +118,7 @@ def pretrain_arms(preset: Preset | str | None = None, data_dir: str | None = Non
 
 
 def run_depth(preset: Preset) -> int:
-    """How deep the evaluation runs are ranked: the deepest metric cutoff or nb-recall depth."""
+    """How deep the evaluation runs are ranked: the deepest metric cutoff or nb-recall depth. Chapter 4."""
     cutoffs = [int(m.split("@")[1]) for m in preset.metrics if "@" in m]
     return max([*preset.nb_k, *preset.nb_n, *cutoffs, 10])
 
@@ -201,7 +201,7 @@ def finetune_arm(
 
 
 def load_run(result: Mapping) -> dict[str, dict[str, float]]:
-    """A cached fine-tuning's run as ``{qid: {docid: score}}``, scores keeping the stored rank order."""
+    """A cached fine-tuning's run as ``{qid: {docid: score}}``, scores keeping the stored rank order. Chapter 6."""
     ranked = json.loads((Path(result["dir"]) / "run.json").read_text())
     return {q: {d: float(len(docs) - i) for i, d in enumerate(docs)} for q, docs in ranked.items()}
 

@@ -77,7 +77,7 @@ def parse_overrides(obj: Any, pairs: list[str]) -> Any:
 def pretrain_config(args: argparse.Namespace):
     """The stage ``pretrain`` runs: the preset's (``pretraining.stage_config``), exactly as the
     protocol's arm of that method builds it; at ``paper`` scale the starting checkpoint defaults
-    to the preset's published one (bert-base-uncased; Luyu/condenser for coCondenser)."""
+    to the preset's published one (bert-base-uncased; Luyu/condenser for coCondenser). Chapter 2."""
     from .pretraining import stage_config
 
     preset = get_preset(args.preset)

@@ -491,7 +491,7 @@ def load_stsb(split: str, data_dir: str | os.PathLike | None = None) -> Dataset:
 
 
 def column_names(data: Any) -> list[str]:
-    """Column names of a `datasets.Dataset` or of a list of dicts (its first row's keys)."""
+    """Column names of a `datasets.Dataset` or of a list of dicts (its first row's keys). Chapter 4."""
     names = getattr(data, "column_names", None)
     if names is None and isinstance(data, Sequence) and len(data) and isinstance(data[0], Mapping):
         names = list(data[0].keys())
@@ -500,7 +500,7 @@ def column_names(data: Any) -> list[str]:
 
 def corpus_columns(corpus: Any) -> tuple[list[str], list[str], list[str]]:
     """(ids, titles, texts) of a corpus given as a BEIR ``Dataset[_id, title, text]``, a Tevatron
-    ``Dataset[docid, title, text]``, a list of such dicts, or ``{id: text}`` / ``{id: {title, text}}``."""
+    ``Dataset[docid, title, text]``, a list of such dicts, or ``{id: text}`` / ``{id: {title, text}}``. Chapter 4."""
     if isinstance(corpus, Mapping):
         ids = [str(k) for k in corpus]
         vals = list(corpus.values())
@@ -527,7 +527,7 @@ def corpus_columns(corpus: Any) -> tuple[list[str], list[str], list[str]]:
 
 
 def query_columns(queries: Any) -> tuple[list[str], list[str]]:
-    """(ids, texts) of queries given as ``Dataset[_id, text]``, Tevatron rows or ``{id: text}``."""
+    """(ids, texts) of queries given as ``Dataset[_id, text]``, Tevatron rows or ``{id: text}``. Chapter 4."""
     if isinstance(queries, Mapping):
         return [str(k) for k in queries], [str(v) for v in queries.values()]
     names = column_names(queries)

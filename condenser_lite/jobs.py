@@ -53,7 +53,7 @@ def run_cached(result_file: str | os.PathLike, compute: Callable[[], dict]) -> d
 
 @dataclass(frozen=True)
 class Ref:
-    """A job argument that is the result of job ``key`` (or its ``field``), filled in by the runner."""
+    """A job argument that is the result of job ``key`` (or its ``field``), filled in by the runner. Chapter 4."""
 
     key: tuple
     field: str | None = None
@@ -67,7 +67,7 @@ class Ref:
 class Job:
     """``fn(**kwargs)`` once the jobs its ``Ref`` arguments name are done. ``fn`` must be a
     top-level function (worker processes import it by name); lower ``priority`` runs first among
-    ready jobs."""
+    ready jobs. Chapter 4."""
 
     fn: Callable[..., Any]
     kwargs: dict[str, Any] = field(default_factory=dict)
@@ -90,7 +90,7 @@ def _silence() -> None:
 @contextlib.contextmanager
 def quiet() -> Iterator[None]:
     """Silence transformers' load reports (a BertModel loaded from an MLM checkpoint lists the
-    unused MLM head) and the progress bars of transformers and datasets; restore afterwards."""
+    unused MLM head) and the progress bars of transformers and datasets; restore afterwards. Chapter 4."""
     level = transformers.logging.get_verbosity()
     bars = datasets.is_progress_bar_enabled()
     tf_bars = transformers.utils.logging.is_progress_bar_enabled()
@@ -107,7 +107,7 @@ def quiet() -> Iterator[None]:
 
 @contextlib.contextmanager
 def num_threads(n: int | None) -> Iterator[None]:
-    """Run the block with ``n`` torch threads (None: leave the setting alone)."""
+    """Run the block with ``n`` torch threads (None: leave the setting alone). Chapter 4."""
     before = torch.get_num_threads()
     if n:
         torch.set_num_threads(n)
@@ -118,7 +118,7 @@ def num_threads(n: int | None) -> Iterator[None]:
 
 
 def load_average() -> list[float] | None:
-    """The 1, 5 and 15-minute load averages, or None where the system has none."""
+    """The 1, 5 and 15-minute load averages, or None where the system has none. Chapter 4."""
     try:
         return [round(x, 2) for x in os.getloadavg()]
     except OSError:
@@ -126,13 +126,14 @@ def load_average() -> list[float] | None:
 
 
 def default_workers() -> int:
-    """Worker processes: 1 with a GPU (the jobs share it), else the cores, at most 2."""
+    """Worker processes: 1 with a GPU (the jobs share it), else the cores, at most 2. Chapter 4."""
     if torch.cuda.is_available():
         return 1
     return max(1, min(2, os.cpu_count() or 1))
 
 
 def threads_per_worker(workers: int) -> int:
+    """Torch threads per worker process: the cores shared out, at least one. Chapter 4."""
     return max(1, (os.cpu_count() or 1) // workers)
 
 

@@ -43,7 +43,7 @@ class ModelConfig:
     scratch (ignored when a stage starts from a checkpoint); ``max_len`` is the length of blocks
     and spans and the model's position limit; ``skip_from`` / ``n_head_layers``: the Condenser
     head reads the output of layer ``skip_from`` through ``n_head_layers`` layers (Condenser
-    section 3)."""
+    section 3). Chapter 2."""
 
     tokenizer: str | None = None
     vocab_size: int = 8192
@@ -65,7 +65,7 @@ class PretrainingConfig:
     micro-batches each); ``cocondenser_batch`` counts documents (two spans each) and is never
     accumulated, because the contrastive loss needs the whole batch at once: ``chunk_size`` turns
     on the gradient cache instead. ``general_corpus``: ``"general"`` (the scaled-down mix) or
-    ``"wikipedia"``; ``*_limit``: use only the first N documents."""
+    ``"wikipedia"``; ``*_limit``: use only the first N documents. Chapters 2 and 3."""
 
     s1_steps: int | None = 1200
     s2_steps: int | None = 600
@@ -96,7 +96,7 @@ class FinetuneConfig:
     ``epochs_round2`` on BM25 + ``n_mined`` negatives sampled from the round-1 retriever's top
     ``mine_depth``; at least ``min_steps`` updates per round. ``untied``: separate query and
     passage encoders (DPR on NQ); ``grad_cache_chunk``: sequences per gradient-cache chunk;
-    ``encode_batch``: sequences per batch when encoding for search and mining."""
+    ``encode_batch``: sequences per batch when encoding for search and mining. Chapter 4."""
 
     lr: float = 1e-3
     batch_size: int = 8
@@ -122,7 +122,7 @@ class FinetuneConfig:
 class STSConfig:
     """The STS-b bi-encoder (Condenser section 4.2, Sentence-BERT's recipe): cosine regression
     with AdamW; ``epochs_low_data`` for the small training sizes, ``epochs_full`` for the whole
-    set (below 1: only part of it, subsampled in time)."""
+    set (below 1: only part of it, subsampled in time). Chapter 7."""
 
     lr: float = 1e-3
     batch_size: int = 16
@@ -146,7 +146,7 @@ class Preset:
     only; ``metrics`` (the first one is the headline), nb-recall at ``nb_n`` x ``nb_k``. STS-b:
     ``sts_arms`` at ``sts_sizes`` pairs (``None`` = all 5,749). Attention entropy over
     ``entropy_texts`` texts of at most ``entropy_max_len`` tokens. ``micro_*`` shrink the data for
-    the tests (``None`` = no limit).
+    the tests (``None`` = no limit). Chapter 4.
     """
 
     name: str = "tiny"

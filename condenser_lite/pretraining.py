@@ -62,7 +62,7 @@ class PretrainConfig:
     ``"msmarco"``, ``"wikipedia-nq"``) whose documents coCondenser cuts spans from.
     ``batch_size`` counts sequences for MLM/Condenser and *documents* (two spans each) for
     coCondenser. ``mlm_weight``/``co_weight`` weight coCondenser's two terms (table 4's
-    ablations set one to 0); ``chunk_size`` turns on the gradient cache.
+    ablations set one to 0); ``chunk_size`` turns on the gradient cache. Chapter 2.
     """
 
     method: str = "condenser"
@@ -159,14 +159,14 @@ def stage_config(preset: Preset | str, method: str, init: str | None = None, **c
 def paper_condenser(**changes) -> PretrainConfig:
     """The ``paper`` preset's Condenser stage (Condenser section 4.1): from bert-base-uncased,
     skip_from 6, 2 head layers, lr 1e-4, weight decay 0.01, 10% warm-up, 8 epochs of Wikipedia,
-    max length 128, ~1024 sequences per update (64 x 16 accumulation steps)."""
+    max length 128, ~1024 sequences per update (64 x 16 accumulation steps). Chapter 2."""
     return stage_config(PAPER, "condenser", init=PAPER.pretrained["bert"], **changes)
 
 
 def paper_cocondenser(**changes) -> PretrainConfig:
     """The ``paper`` preset's coCondenser stage (coCondenser section 4.1): from Luyu/condenser
     *with its head*, on the target corpus (MS MARCO passages), 2,000 documents (4,000 spans) per
-    update through the gradient cache, lr 1e-4, weight decay 0.01, 8 epochs."""
+    update through the gradient cache, lr 1e-4, weight decay 0.01, 8 epochs. Chapter 3."""
     return stage_config(PAPER, "cocondenser", init=PAPER.pretrained["condenser"], **changes)
 
 

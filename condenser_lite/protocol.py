@@ -65,7 +65,7 @@ PACKAGES = ("torch", "transformers", "tokenizers", "datasets", "accelerate", "fa
 
 
 def results_key(preset: Preset, data_dir: str | None = None) -> str:
-    """Hash naming a protocol run: the preset, the data location and the library version."""
+    """Hash naming a protocol run: the preset, the data location and the library version. Chapter 4."""
     return settings_hash({"preset": preset.to_dict(), "data": data_location(data_dir), "version": __version__,
                           "results": RESULTS_VERSION}, 16)
 

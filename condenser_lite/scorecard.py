@@ -22,7 +22,7 @@ STATUSES = ("reproduced", "partly reproduced", "not reproduced at this scale", "
 
 @dataclass(frozen=True)
 class PaperTable:
-    """Published numbers behind a claim: ``rows`` of values, one per ``columns`` entry."""
+    """Published numbers behind a claim: ``rows`` of values, one per ``columns`` entry. Chapter 8."""
 
     claim: str
     source: str
@@ -39,7 +39,7 @@ class PaperTable:
 
 @dataclass(frozen=True)
 class PaperFinding:
-    """A claim the papers make in a figure, without numbers to copy."""
+    """A claim the papers make in a figure, without numbers to copy. Chapter 8."""
 
     claim: str
     source: str
@@ -273,7 +273,7 @@ def claim_numbers(claim: Mapping) -> str:
 
 def format_scorecard(results: Mapping) -> str:
     """The main numbers and the scorecard as plain text (command line, notebooks): retrieval
-    mean +- std over seeds per arm, training size and round, STS-b Spearman, then one line per claim."""
+    mean +- std over seeds per arm, training size and round, STS-b Spearman, then one line per claim. Chapter 8."""
     lines = []
     metrics = results.get("budget", {}).get("metrics", ["nDCG@10"])
     shown = [metrics[0]] + [m for m in metrics if m.startswith("R@")][:1]

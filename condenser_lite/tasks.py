@@ -30,7 +30,7 @@ from .tevatron import load_tevatron, load_tevatron_corpus, tevatron_eval_set, to
 @dataclass
 class Task:
     """A retrieval task: training rows in Tevatron's schema with BM25 negatives, and an
-    evaluation set (``BeirData`` with ``split``) whose corpus is also the mining corpus."""
+    evaluation set (``BeirData`` with ``split``) whose corpus is also the mining corpus. Chapter 4."""
 
     name: str
     train: Any
@@ -57,7 +57,7 @@ def _micro_beir(beir: BeirData, preset: Preset) -> BeirData:
 
 
 def data_location(data_dir: str | None) -> str:
-    """Where the data are read from, as part of a cache key: the mirror, or the Hub."""
+    """Where the data are read from, as part of a cache key: the mirror, or the Hub. Chapter 4."""
     return str(data_dir or os.environ.get("CONDENSER_LITE_DATA") or "hub")
 
 

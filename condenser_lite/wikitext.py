@@ -38,7 +38,7 @@ BOILERPLATE_SECTIONS = {
 
 @dataclass
 class SectionStats:
-    """What a parser kept and dropped for one source (logged; stored in `info.description`)."""
+    """What a parser kept and dropped for one source (logged; stored in `info.description`). Chapter 1."""
 
     documents: int = 0
     sections: int = 0
@@ -49,7 +49,7 @@ class SectionStats:
 
 def emit_sections(source: str, doc_id: str, title: str,
                    sections: list[tuple[str, list[str]]], stats: SectionStats) -> list[dict]:
-    """Turn one article's (heading, paragraphs) list into rows, dropping short/boilerplate ones."""
+    """Turn one article's (heading, paragraphs) list into rows, dropping short/boilerplate ones. Chapter 1."""
     rows = []
     for heading, paragraphs in sections:
         text = "\n".join(p for p in paragraphs if p)
@@ -178,7 +178,7 @@ def clean_wikitext_markup(markup: str) -> str:
 def split_wiki_sections(plain: str) -> list[tuple[str, list[str]]]:
     """Split cleaned article text at `== Heading ==` lines: [(heading, paragraphs), ...].
 
-    The lead section's heading is "". Every heading level starts a new section.
+    The lead section's heading is "". Every heading level starts a new section. Chapter 1.
     """
     sections: list[tuple[str, list[str]]] = [("", [])]
     for line in plain.split("\n"):
@@ -247,6 +247,8 @@ def parse_wikitext_lines(lines: Iterable[str], prefix: str = "wikitext") -> tupl
 
 
 def wikitext_articles(lines: Iterable[str], prefix: str) -> Iterator[tuple[str, str, list]]:
+    """``(doc_id, title, [(heading, paragraphs), ...])`` per WikiText article, streamed (the
+    full-scale WikiText-103 is read this way). Chapter 1."""
     title, sections, n = None, [], 0
     for raw in lines:
         s = raw.replace("\ufeff", "").strip()
