@@ -248,7 +248,7 @@ def cocondenser_step(
     if chunk_size is not None and chunk_size < 1:
         raise ValueError(f"chunk_size must be >= 1 (or None for no gradient cache), got {chunk_size}")
     device = batch["input_ids"].device
-    world, rank = world_info()
+    world, _ = world_info()
     _check_same_size(n_rows, device)
 
     autocast, backward, no_sync = step_hooks(model, accelerator)
