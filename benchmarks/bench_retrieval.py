@@ -1,7 +1,7 @@
 """Retrieval speed on SciFact, all measured in this run.
 
 Prints
-  1. passages/s encoded by `retrieval.encode` (length-sorted batches, no grad, eval mode) and by a
+  1. passages/s encoded by `search.encode` (length-sorted batches, no grad, eval mode) and by a
      plain loop over the same checkpoint in input order (tokenise each batch with padding, run
      AutoModel, take the CLS; what a sentence-transformers-style `model.encode` does without its
      length sorting), with their ratio and the largest difference between the two embeddings;
@@ -144,10 +144,10 @@ def main() -> None:
     print(f"(WordPiece vocabulary trained in {t_tok:.1f} s; passages: mean {np.mean(lengths):.0f} tokens, "
           f"{np.mean(np.array(lengths) == args.max_len):.0%} truncated at {args.max_len})\n")
     rows = [
-        ("encode: retrieval.encode (length-sorted)", f"{n / t_ours:,.0f} passages/s", f"{t_ours:.1f} s for {n:,}"),
+        ("encode: search.encode (length-sorted)", f"{n / t_ours:,.0f} passages/s", f"{t_ours:.1f} s for {n:,}"),
         ("encode: plain AutoModel loop (input order)", f"{n / t_base:,.0f} passages/s", f"{t_base:.1f} s for {n:,}"),
         ("encode: speed-up ours / plain", f"{t_base / t_ours:.2f}x", f"max |emb diff| {diff:.1e}"),
-        ("encode claims: retrieval.encode", f"{len(claims) / t_ours_q:,.0f} texts/s", f"{len(claims):,} claims, max_len 64"),
+        ("encode claims: search.encode", f"{len(claims) / t_ours_q:,.0f} texts/s", f"{len(claims):,} claims, max_len 64"),
         ("encode claims: plain loop", f"{len(claims) / t_base_q:,.0f} texts/s", ""),
         ("encode claims: speed-up ours / plain", f"{t_base_q / t_ours_q:.2f}x", f"max |emb diff| {diff_q:.1e}"),
         ("FAISS flat IP: build index (5,183 x 128)", f"{min(builds) * 1e3:.2f} ms", "best of 5"),

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from . import __version__
+import condenser_lite
 from .arms import (
     PARENT,
     arm_config,
@@ -66,8 +66,8 @@ PACKAGES = ("torch", "transformers", "tokenizers", "datasets", "accelerate", "fa
 
 def results_key(preset: Preset, data_dir: str | None = None) -> str:
     """Hash naming a protocol run: the preset, the data location and the library version. Chapter 4."""
-    return settings_hash({"preset": preset.to_dict(), "data": data_location(data_dir), "version": __version__,
-                          "results": RESULTS_VERSION}, 16)
+    return settings_hash({"preset": preset.to_dict(), "data": data_location(data_dir),
+                          "version": condenser_lite.__version__, "results": RESULTS_VERSION}, 16)
 
 
 def run_protocol(
@@ -288,7 +288,8 @@ def _environment() -> dict:
             versions[pkg] = importlib.metadata.version(pkg)
         except importlib.metadata.PackageNotFoundError:
             versions[pkg] = None
-    return {"condenser_lite": __version__, "python": sys.version.split()[0], "platform": platform.platform(),
+    return {"condenser_lite": condenser_lite.__version__, "python": sys.version.split()[0],
+            "platform": platform.platform(),
             "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
             "cuda": torch.cuda.is_available(), "packages": versions}
 
