@@ -33,6 +33,7 @@ import numpy as np
 from .analysis import cls_attention_entropy
 from .config import cache_dir
 from .finetune import finetune_round
+from .jobs import run_cached, settings_hash
 from .model import load_encoder
 from .presets import ARMS, Preset, get_preset
 from .pretraining import PretrainConfig, checkpoint_key, pretrain, read_log, stage_config
@@ -41,7 +42,6 @@ from .similarity import evaluate_sts, finetune_sts, sample_pairs
 from .tasks import Task, sts_data
 from .tevatron import sample_queries
 from .tokenizer import load_tokenizer
-from .jobs import run_cached, settings_hash
 from .training import TrainConfig
 
 PARENT = {"bert": None, "bert_cont": "bert", "condenser": "bert", "cocondenser": "condenser",
