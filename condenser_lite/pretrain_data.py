@@ -311,3 +311,64 @@ class MLMCollator:
         masked = input_ids.masked_fill(to_mask, self.mask_id)
         masked = torch.where(to_random, random_tokens, masked)
         return masked, labels
+
+
+def heldout_split(corpus, fraction: float = 0.05, key_columns: Sequence[str] = ("source", "doc_id"),
+                  salt: str = "heldout"):
+    """Split a corpus into `(train, heldout)` by a hash of each row's document id.
+
+    A row is held out when `sha256(salt, its key_columns)` falls in the lowest `fraction` of
+    the hash range. The key is the document (by default `source` + `doc_id`), not the
+    section, so no held-out section shares an article with a training one; and a hash, not
+    a position, so the split does not move when rows are added, removed or reordered.
+    Pre-training then never sees the held-out text the study measures MLM loss on.
+
+    Explained in the study page, `book/study.md`, and chapter 2, `notebooks/02_condenser.ipynb`.
+    """
+    import hashlib
+
+    if not 0.0 < fraction < 1.0:
+        raise ValueError(f"fraction={fraction} must be in (0, 1).")
+    missing = [c for c in key_columns if c not in corpus.column_names]
+    if missing:
+        raise ValueError(f"corpus has no column(s) {missing} to key the split on (columns: "
+                         f"{corpus.column_names}); pass key_columns=... naming a document id.")
+
+    def is_heldout(*keys) -> list[bool]:
+        out = []
+        for row in zip(*keys):
+            digest = hashlib.sha256("\x1f".join([salt, *map(str, row)]).encode()).digest()
+            out.append(int.from_bytes(digest[:8], "big") < fraction * 2**64)
+        return out
+
+    flags = is_heldout(*(corpus[c] for c in key_columns))
+    held = [i for i, f in enumerate(flags) if f]
+    kept = [i for i, f in enumerate(flags) if not f]
+    if not held or not kept:
+        raise ValueError(f"fraction={fraction} leaves one side empty ({len(kept)} train rows, "
+                         f"{len(held)} held out); use a fraction that fits the corpus size.")
+    return corpus.select(kept), corpus.select(held)
+
+
+def mlm_eval_batches(blocks, collator: "MLMCollator", n_blocks: int = 256, batch_size: int = 64,
+                     seed: int = 0) -> list[dict[str, torch.Tensor]]:
+    """A fixed held-out evaluation set: `n_blocks` blocks with fixed masks, as batches.
+
+    The blocks are a seeded random choice (all of them if there are fewer), kept in a fixed
+    order; masking draws from the global torch RNG inside `torch.random.fork_rng`, seeded by
+    `seed`, so every call gives the same masked tokens and leaves the caller's RNG untouched.
+    Every model then sees the same inputs and the same labels, and losses compare directly.
+
+    Explained in the study page, `book/study.md`.
+    """
+    if n_blocks < 1 or batch_size < 1:
+        raise ValueError(f"n_blocks={n_blocks} and batch_size={batch_size} must be >= 1.")
+    n = len(blocks)
+    if n == 0:
+        raise ValueError("no held-out blocks to evaluate on; check the held-out split and max_len.")
+    g = torch.Generator().manual_seed(seed)
+    chosen = sorted(torch.randperm(n, generator=g)[:n_blocks].tolist())
+    examples = [blocks[i] for i in chosen]
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return [collator(examples[i:i + batch_size]) for i in range(0, len(examples), batch_size)]

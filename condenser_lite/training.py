@@ -49,16 +49,22 @@ from accelerate import Accelerator
 from accelerate.utils import DistributedType, send_to_device, set_seed
 from torch import nn
 from tqdm import tqdm
-from transformers import get_linear_schedule_with_warmup
+from transformers import get_constant_schedule_with_warmup, get_linear_schedule_with_warmup
 
 MIXED_PRECISION = ("no", "bf16", "fp16", "auto")
+# "linear": warm-up then linear decay to 0 (BERT; with warmup_ratio=0.5 the triangular
+# "one-cycle" of Cramming); "constant": warm-up then a constant rate.
+SCHEDULES = {"linear": get_linear_schedule_with_warmup, "constant": get_constant_schedule_with_warmup}
 # TrainConfig fields that change the computation: resuming needs the checkpoint to agree on all.
-# output_dir, log_every, save_every, resume and progress only change bookkeeping.
+# output_dir, log_every, save_every, eval_every, resume, progress and compile (same maths,
+# another kernel schedule) only change bookkeeping or speed.
 RUN_FIELDS = ("max_steps", "epochs", "batch_size", "grad_accum", "lr", "weight_decay",
-              "warmup_ratio", "max_grad_norm", "mixed_precision", "seed")
+              "warmup_ratio", "max_grad_norm", "mixed_precision", "seed", "schedule")
+# Run fields added after checkpoints were written: a checkpoint without one used this value.
+_RUN_FIELD_DEFAULTS = {"schedule": "linear"}
 CHECKPOINT = "checkpoint"
 STATE_FILE = "state.json"  # written last: a checkpoint folder without it is incomplete
-_RESERVED = ("step", "epoch", "lr", "elapsed")  # log keys that metrics may not overwrite
+_RESERVED = ("step", "epoch", "lr", "elapsed", "cpu")  # log keys that metrics may not overwrite
 
 
 @dataclass
@@ -69,7 +75,12 @@ class TrainConfig:
     split into ``grad_accum`` micro-batches (and, when distributed, first into one equal slice
     per process). ``max_steps`` counts optimizer updates; when None, ``epochs`` (may be
     fractional) times the steps per epoch decides. ``mixed_precision="auto"`` means bf16 on
-    CUDA/TPU where supported, else full precision.
+    CUDA/TPU where supported, else full precision; ``"bf16"`` on a CPU runs the forward pass
+    under ``torch.autocast("cpu", torch.bfloat16)`` (accelerate's native AMP), which pays off
+    on CPUs with bf16 matrix units (AMX / avx512_bf16; measured in ``book/study.md``).
+    ``schedule`` is ``"linear"`` (warm-up, then linear decay to 0) or ``"constant"``.
+    ``compile=True`` runs the model through ``torch.compile`` (same maths). ``eval_every``:
+    call ``train``'s ``eval_fn`` every that many steps (and after the last one).
     """
 
     output_dir: str
@@ -83,8 +94,11 @@ class TrainConfig:
     max_grad_norm: float | None = 1.0
     mixed_precision: str = "no"
     seed: int = 42
+    schedule: str = "linear"
+    compile: bool = False
     log_every: int = 1
     save_every: int | None = None
+    eval_every: int | None = None
     resume: bool = True
     progress: bool | None = None
 
@@ -118,6 +132,10 @@ class TrainConfig:
             raise bad("log_every", "it must be >= 1")
         if self.save_every is not None and self.save_every < 1:
             raise bad("save_every", "use None (save only at the end) or a count >= 1")
+        if self.eval_every is not None and self.eval_every < 1:
+            raise bad("eval_every", "use None (no evaluation) or a count >= 1")
+        if self.schedule not in SCHEDULES:
+            raise bad("schedule", f"choose one of {tuple(SCHEDULES)}")
 
 
 @dataclass
@@ -337,7 +355,8 @@ def _restore_rng(path: Path) -> None:
 
 def train(model: nn.Module, data: Sequence | Callable[[int], Sequence], cfg: TrainConfig, *,
           collate_fn: Callable[[list], dict], step_fn: Callable[..., dict] | None = None,
-          accelerator: Accelerator | None = None) -> TrainResult:
+          accelerator: Accelerator | None = None,
+          eval_fn: Callable[[nn.Module], Mapping[str, float]] | None = None) -> TrainResult:
     """Train ``model`` on ``data`` with AdamW and linear warmup/decay; resumable, deterministic.
 
     Explained in chapter 2, `notebooks/02_condenser.ipynb`; the module docstring gives the
@@ -357,7 +376,14 @@ def train(model: nn.Module, data: Sequence | Callable[[int], Sequence], cfg: Tra
     * Logged metrics (``output_dir/log.jsonl``, one JSON line per logged step, and
       ``TrainResult.history``): step, epoch, lr (the rate this step used), loss and every other
       scalar field of the model output (or of ``step_fn``'s dict), grad_norm when clipping,
-      elapsed seconds; averaged over micro-batches, processes and the steps since the last line.
+      elapsed (wall) seconds and ``cpu``, the process CPU seconds spent in training steps
+      (evaluation excluded; with one thread, robust to other load on the machine); averaged
+      over micro-batches, processes and the steps since the last line.
+    * ``eval_fn(model) -> {name: float}``, with ``cfg.eval_every``: called every that many steps
+      and after the last one, on the unwrapped model in eval mode without gradients (and
+      without the mixed-precision autocast, unless ``eval_fn`` opens one); its values join that
+      step's log line as ``eval_<name>`` (a step with an evaluation always writes a line). The
+      study page (``book/study.md``) logs held-out MLM loss and the Condenser gauges this way.
     * ``output_dir/checkpoint/`` is written every ``save_every`` steps, at the end and on
       Ctrl-C (KeyboardInterrupt, re-raised afterwards). With ``resume=True`` a checkpoint
       there is continued exactly (its config must match ``cfg``); ``resume=False`` deletes it
@@ -369,6 +395,9 @@ def train(model: nn.Module, data: Sequence | Callable[[int], Sequence], cfg: Tra
     The trained model is left in place (call ``model.save_pretrained`` yourself); the final
     step and wall time also go to ``output_dir/train_state.json``.
     """
+    if (eval_fn is None) != (cfg.eval_every is None):
+        raise ValueError("pass eval_fn= together with TrainConfig.eval_every (or neither): "
+                         f"got eval_fn={'set' if eval_fn else None}, eval_every={cfg.eval_every}")
     out_dir = Path(cfg.output_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     acc = accelerator if accelerator is not None else _make_accelerator(cfg.mixed_precision)
@@ -403,8 +432,9 @@ def train(model: nn.Module, data: Sequence | Callable[[int], Sequence], cfg: Tra
     state = None
     if cfg.resume and (ckpt / STATE_FILE).exists():
         state = json.loads((ckpt / STATE_FILE).read_text())
-        diff = [f"{k}: checkpoint {state['run'].get(k)!r} vs now {v!r}"
-                for k, v in run.items() if state["run"].get(k) != v]
+        saved_run = {**_RUN_FIELD_DEFAULTS, **state["run"]}
+        diff = [f"{k}: checkpoint {saved_run.get(k)!r} vs now {v!r}"
+                for k, v in run.items() if saved_run.get(k) != v]
         if diff:
             raise ValueError(f"{ckpt} belongs to a different run ({'; '.join(diff)}). To start fresh, "
                              "pass resume=False (deletes that checkpoint and log) or a new output_dir.")
@@ -424,10 +454,17 @@ def train(model: nn.Module, data: Sequence | Callable[[int], Sequence], cfg: Tra
                            state["wall_time"], state["step"], total)
 
     optimizer = torch.optim.AdamW(param_groups(model, cfg.weight_decay), lr=cfg.lr)
-    scheduler = get_linear_schedule_with_warmup(optimizer, math.ceil(cfg.warmup_ratio * total), total)
+    warmup = math.ceil(cfg.warmup_ratio * total)
+    scheduler = (get_constant_schedule_with_warmup(optimizer, warmup) if cfg.schedule == "constant"
+                 else get_linear_schedule_with_warmup(optimizer, warmup, total))
     was_training = model.training
     inner, had_forward = model, "forward" in model.__dict__
     model, optimizer = acc.prepare(model, optimizer)
+    if cfg.compile:
+        # After prepare, so the autocast wrapper is traced too; accelerate's unwrap_model
+        # sees through the compiled module when saving. fallback_random: dropout draws from
+        # torch's RNG as in eager mode, so (seed, step) still fixes every mask.
+        model = torch.compile(model, options={"fallback_random": True})
     # The scheduler stays unwrapped: accelerate would step it once per process, but ``total``
     # already counts global optimizer updates.
     if state:
@@ -441,14 +478,40 @@ def train(model: nn.Module, data: Sequence | Callable[[int], Sequence], cfg: Tra
     epoch = state["epoch"] if state else 0
     batch_in_epoch = state["batch_in_epoch"] if state else 0
     wall_before = state["wall_time"] if state else 0.0
+    cpu_before = state.get("cpu_time", 0.0) if state else 0.0
+    cpu_eval = 0.0  # process CPU seconds spent in eval_fn in this call (not training)
     pending: dict[str, float] = dict(state["pending"]) if state else {}  # sums since last log line
     pending_n = state["pending_n"] if state else 0
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     consistent = True  # False only between optimizer.step() and the counters' update
+
+    def cpu_now() -> float:
+        return cpu_before + time.process_time() - c0 - cpu_eval
+
+    def evaluate() -> dict[str, float]:
+        nonlocal cpu_eval
+        c = time.process_time()
+        plain = acc.unwrap_model(model)
+        # Full precision, so held-out numbers compare across runs of any precision: bypass the
+        # autocast wrapper accelerate put on forward (kept in _original_forward) for the call.
+        patched = plain.__dict__.get("forward")
+        if "_original_forward" in plain.__dict__:
+            plain.forward = plain._original_forward
+        plain.eval()
+        try:
+            with torch.no_grad(), torch.autocast(acc.device.type, enabled=False):
+                values = {f"eval_{k}": float(v) for k, v in eval_fn(plain).items()}
+        finally:
+            plain.train()
+            if patched is not None:
+                plain.forward = patched
+        cpu_eval += time.process_time() - c
+        return values
 
     def trainer_state() -> dict:
         return {"step": step, "epoch": epoch, "batch_in_epoch": batch_in_epoch, "total_steps": total,
-                "wall_time": wall_before + time.perf_counter() - t0, "pending": pending,
+                "wall_time": wall_before + time.perf_counter() - t0, "cpu_time": cpu_now(),
+                "pending": pending,
                 "pending_n": pending_n, "run": run, "config": dataclasses.asdict(cfg)}
 
     show = cfg.progress if cfg.progress is not None else sys.stderr.isatty()
@@ -514,10 +577,14 @@ def train(model: nn.Module, data: Sequence | Callable[[int], Sequence], cfg: Tra
                 for k, v in sums.items():
                     pending[k] = pending.get(k, 0.0) + v
                 pending_n += 1
-                if step % cfg.log_every == 0 or step == total:
+                evaluated = eval_fn is not None and (step % cfg.eval_every == 0 or step == total)
+                if step % cfg.log_every == 0 or step == total or evaluated:
                     means = {k: v / pending_n for k, v in pending.items() if k not in _RESERVED}
                     rec = {"step": step, "epoch": epoch, "lr": lr_now, "loss": means.pop("loss"), **means,
-                           "elapsed": round(wall_before + time.perf_counter() - t0, 3)}
+                           "elapsed": round(wall_before + time.perf_counter() - t0, 3),
+                           "cpu": round(cpu_now(), 3)}
+                    if evaluated:
+                        rec.update(evaluate())
                     history.append(rec)
                     if acc.is_main_process:
                         with log_path.open("a") as f:

@@ -8,7 +8,7 @@ from datasets import Dataset
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
-from condenser_lite.pretrain_data import MLMCollator, pack_blocks, split_sentences
+from condenser_lite.pretrain_data import MLMCollator, heldout_split, mlm_eval_batches, pack_blocks, split_sentences
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
@@ -257,3 +257,45 @@ def test_collator_short_sequences_get_one_label_and_all_special_batch_raises(tok
         collator([[cls_id, 10_000, sep_id]])
     with pytest.raises(TypeError, match="PreTrainedTokenizerFast"):
         MLMCollator(tokenizer.backend_tokenizer)
+
+
+# ---- held-out split and evaluation set ------------------------------------------------------
+
+def _sections(n_docs: int = 60) -> Dataset:
+    rows = [{"source": src, "doc_id": f"{src}-{d}", "section": str(s), "text": f"{src} {d} {s}"}
+            for src in ("wiki", "news") for d in range(n_docs) for s in range(3)]
+    return Dataset.from_list(rows)
+
+
+def test_heldout_split_keeps_documents_whole_and_ignores_row_order():
+    corpus = _sections()
+    train, held = heldout_split(corpus, fraction=0.2)
+    assert len(train) + len(held) == len(corpus) and 0.08 < len(held) / len(corpus) < 0.35
+    held_docs = set(zip(held["source"], held["doc_id"]))
+    assert not held_docs & set(zip(train["source"], train["doc_id"]))  # no article on both sides
+    assert all(len([1 for r in zip(held["source"], held["doc_id"]) if r == d]) == 3 for d in held_docs)
+    shuffled_train, shuffled_held = heldout_split(corpus.shuffle(seed=1), fraction=0.2)
+    assert sorted(shuffled_held["text"]) == sorted(held["text"])  # by hash, not by position
+    _, other = heldout_split(corpus, fraction=0.2, salt="another")
+    assert sorted(other["text"]) != sorted(held["text"])
+    with pytest.raises(ValueError, match="no column"):
+        heldout_split(corpus.remove_columns("doc_id"))
+    with pytest.raises(ValueError, match="one side empty"):
+        heldout_split(corpus.select(range(3)), fraction=0.01)
+
+
+def test_eval_batches_are_fixed_and_leave_the_global_rng_alone(tokenizer):
+    blocks = pack_blocks(Dataset.from_dict({"text": _pseudo_text(3, 40)}), tokenizer, max_len=32)
+    collator = MLMCollator(tokenizer)
+    torch.manual_seed(123)
+    before = torch.rand(1)
+    torch.manual_seed(123)
+    a = mlm_eval_batches(blocks, collator, n_blocks=20, batch_size=8, seed=5)
+    assert torch.rand(1) == before  # the caller's RNG stream is untouched
+    b = mlm_eval_batches(blocks, collator, n_blocks=20, batch_size=8, seed=5)
+    assert [len(x["input_ids"]) for x in a] == [8, 8, 4]
+    for x, y in zip(a, b):
+        for k in x:
+            assert torch.equal(x[k], y[k])
+    c = mlm_eval_batches(blocks, collator, n_blocks=20, batch_size=8, seed=6)
+    assert not all(torch.equal(x["labels"], y["labels"]) for x, y in zip(a, c))

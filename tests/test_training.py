@@ -310,3 +310,67 @@ def test_bad_inputs_give_clear_errors(tmp_path):
     with pytest.raises(ValueError, match=r"\.loss"):
         train(NoLoss(), regression_data(), TrainConfig(str(tmp_path / "l"), max_steps=1, batch_size=4),
               collate_fn=regression_collate)
+
+
+# ---- schedules, evaluation, CPU time, throughput options -------------------------------------
+
+def test_constant_schedule_warms_up_then_holds(tmp_path):
+    train(regressor(), regression_data(), TrainConfig(str(tmp_path), max_steps=8, batch_size=4, lr=0.01,
+                                                      warmup_ratio=0.25, schedule="constant"),
+          collate_fn=regression_collate)
+    lrs = [json.loads(line)["lr"] for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    assert lrs == pytest.approx([0.0, 0.005] + [0.01] * 6)
+
+
+def test_eval_fn_runs_every_n_steps_in_eval_mode_and_joins_the_log(tmp_path):
+    seen = []
+
+    def eval_fn(model):
+        seen.append((model.training, torch.is_grad_enabled()))
+        return {"w": float(model.lin1.weight.sum())}
+
+    model = regressor()
+    res = train(model, regression_data(), TrainConfig(str(tmp_path), max_steps=7, batch_size=4, log_every=5,
+                                                      eval_every=3), collate_fn=regression_collate, eval_fn=eval_fn)
+    assert [r["step"] for r in res.history] == [3, 5, 6, 7]  # an eval step always writes a line
+    assert [r["step"] for r in res.history if "eval_w" in r] == [3, 6, 7]
+    assert seen == [(False, False)] * 3 and model.training
+    assert res.history[-1]["eval_w"] == pytest.approx(float(model.lin1.weight.sum()))
+    cpu = [r["cpu"] for r in res.history]
+    assert cpu == sorted(cpu) and cpu[-1] > 0  # training CPU seconds, growing
+    with pytest.raises(ValueError, match="eval_fn= together with TrainConfig.eval_every"):
+        train(regressor(), regression_data(), TrainConfig(str(tmp_path / "b"), max_steps=2, batch_size=4),
+              collate_fn=regression_collate, eval_fn=eval_fn)
+
+
+def test_eval_runs_in_full_precision_during_bf16_training(tmp_path):
+    dtypes = []
+
+    def eval_fn(model):
+        dtypes.append(model(**masking_collate(token_data(4))).loss.dtype)
+        out = model.bert(torch.tensor(token_data(2))).last_hidden_state
+        dtypes.append(out.dtype)
+        return {}
+
+    model = tiny_bert()
+    train(model, token_data(), TrainConfig(str(tmp_path), max_steps=1, batch_size=4, mixed_precision="bf16",
+                                           eval_every=1), collate_fn=masking_collate, eval_fn=eval_fn)
+    assert dtypes == [torch.float32, torch.float32]
+
+
+def _bert_losses(tmp_path, name: str, **changes) -> list[float]:
+    cfg = TrainConfig(str(tmp_path / name), max_steps=4, batch_size=8, lr=1e-3, **changes)
+    return [r["loss"] for r in train(tiny_bert(), token_data(), cfg, collate_fn=masking_collate).history]
+
+
+def test_bf16_autocast_steps_track_full_precision(tmp_path, one_thread):
+    fp32 = _bert_losses(tmp_path, "fp32")
+    bf16 = _bert_losses(tmp_path, "bf16", mixed_precision="bf16")
+    assert bf16 != fp32  # really a different precision ...
+    assert bf16 == pytest.approx(fp32, abs=0.02)  # ... on the same path (bf16 keeps ~3 significant digits)
+
+
+def test_compiled_steps_equal_eager_ones(tmp_path, one_thread):
+    eager = _bert_losses(tmp_path, "eager")
+    compiled = _bert_losses(tmp_path, "compiled", compile=True)
+    assert compiled == pytest.approx(eager, abs=1e-4)
