@@ -369,28 +369,38 @@ def corpus_summary(corpus: Dataset) -> dict[str, dict[str, int]]:
 
 
 # --------------------------------------------------------------------------------------------
-# BEIR (SciFact)
+# BEIR: any BEIR data set by name, or any folder in BEIR's format
 # --------------------------------------------------------------------------------------------
 
 QRELS_FEATURES = Features({"query-id": Value("string"), "corpus-id": Value("string"),
                            "score": Value("int64")})
+BEIR_HUB = "BeIR"  # BeIR/<name> (configs corpus, queries) and BeIR/<name>-qrels (one split per file)
+BEIR_LAYOUT = "corpus.jsonl (_id, title, text), queries.jsonl (_id, text), qrels/<split>.tsv (query-id, corpus-id, score)"
 
 
 @dataclass
 class BeirData:
     """A BEIR data set: corpus (`_id`, `title`, `text`), queries (`_id`, `text`) and qrels
-    by split -> query id -> doc id -> relevance. Explained in chapter 4, `notebooks/04_finetune.ipynb`."""
+    by split -> query id -> doc id -> relevance; ``answers`` (split -> query id -> answer
+    strings) where the data set has them (NQ, for DPR's top-k accuracy). Explained in chapter 4,
+    `notebooks/04_finetune.ipynb`."""
 
     name: str
     corpus: Dataset
     queries: Dataset
     qrels: dict[str, dict[str, dict[str, int]]]
+    answers: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+
+    def split_qrels(self, split: str) -> dict[str, dict[str, int]]:
+        """The qrels of ``split``, or a SchemaError naming the splits there are."""
+        if split not in self.qrels:
+            raise SchemaError(f"data set {self.name!r} has no {split!r} split (qrels for: {sorted(self.qrels)}); "
+                              f"pass one of those with --split / split=, or add qrels/{split}.tsv")
+        return self.qrels[split]
 
     def queries_for(self, split: str) -> Dataset:
         """Only the queries that have relevance labels in `split` (e.g. 809 train, 300 test)."""
-        if split not in self.qrels:
-            raise ValueError(f"split must be one of {sorted(self.qrels)}, got {split!r}")
-        keep = self.qrels[split]
+        keep = self.split_qrels(split)
         return self.queries.filter(lambda ids: [i in keep for i in ids], input_columns="_id",
                                    batched=True)
 
@@ -410,34 +420,115 @@ def _qrels_dict(ds: Dataset, where: str) -> dict[str, dict[str, int]]:
     return out
 
 
-def load_beir(name: str = "scifact", data_dir: str | os.PathLike | None = None) -> BeirData:
-    """A BEIR data set from `BeIR/<name>` (+ `BeIR/<name>-qrels`) or `<mirror>/<name>/`.
+def is_path(source: str | os.PathLike) -> bool:
+    """Whether a data argument names a file or folder rather than a registered name: it exists,
+    or it looks like a path (``/``, ``./``, ``~``). Explained in chapter 4."""
+    text = str(source)
+    return isinstance(source, os.PathLike) or Path(text).expanduser().exists() or \
+        (os.sep in text and not text.startswith(f"{BEIR_HUB}/")) or text.startswith((".", "~"))
 
-    Explained in chapter 4, `notebooks/04_finetune.ipynb`.
+
+def _jsonl(folder: Path, stem: str) -> Path | None:
+    """``folder/<stem>.jsonl`` or its gzipped copy, whichever exists."""
+    for name in (f"{stem}.jsonl", f"{stem}.jsonl.gz"):
+        if (folder / name).is_file():
+            return folder / name
+    return None
+
+
+def _beir_folder_files(folder: Path, hint: str) -> dict[str, Path]:
+    """The files of a BEIR-format folder by role (``corpus``, ``queries``, ``qrels/<split>``)."""
+    if not folder.is_dir():
+        raise DataSourceError(f"{folder} is not a folder; {hint}")
+    files = {"corpus": _jsonl(folder, "corpus"), "queries": _jsonl(folder, "queries")}
+    files.update({f"qrels/{p.stem}": p for p in sorted((folder / "qrels").glob("*.tsv"))})
+    missing = [f"{role}.jsonl" for role in ("corpus", "queries") if files[role] is None]
+    if not any(role.startswith("qrels/") for role in files):
+        missing.append("qrels/<split>.tsv")
+    if missing:
+        raise DataSourceError(f"the BEIR folder {folder} lacks {', '.join(missing)}. A BEIR folder holds "
+                              f"{BEIR_LAYOUT}; {hint}")
+    return files  # type: ignore[return-value]
+
+
+def _read_beir_folder(folder: Path, hint: str) -> tuple[Dataset, Dataset, dict[str, Dataset], dict[str, str]]:
+    files = _beir_folder_files(folder, hint)
+    corpus = datasets.load_dataset("json", data_files=str(files["corpus"]), split="train")
+    queries = datasets.load_dataset("json", data_files=str(files["queries"]), split="train")
+    qrels = {role.split("/", 1)[1]: datasets.load_dataset("csv", data_files=str(path), delimiter="\t",
+                                                          features=QRELS_FEATURES, split="train")
+             for role, path in files.items() if role.startswith("qrels/")}
+    return corpus, queries, qrels, {k: str(v) for k, v in files.items()}
+
+
+def load_beir(name: str | os.PathLike = "scifact", data_dir: str | os.PathLike | None = None) -> BeirData:
+    """Any BEIR data set: a name (``scifact``, ``nfcorpus``, ``fiqa``, ... read from
+    ``BeIR/<name>`` + ``BeIR/<name>-qrels`` on the Hub, or from ``<mirror>/<name>/``), or the path
+    of a folder in BEIR's format (``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv``: your
+    own data). Every qrels split found is loaded. Explained in chapter 4, `notebooks/04_finetune.ipynb`.
     """
-    spec = _spec(name, ["scifact"])
-    root = resolve_mirror(data_dir)
-    if root:
-        files = {role: mirror_file(root, spec, role) for role in spec.mirror_files}
-        corpus = datasets.load_dataset("json", data_files=str(files["corpus"]), split="train")
-        queries = datasets.load_dataset("json", data_files=str(files["queries"]), split="train")
-        qrels = {s: datasets.load_dataset("csv", data_files=str(files[f"qrels/{s}"]), delimiter="\t",
-                                          features=QRELS_FEATURES, split="train")
-                 for s in ("train", "test")}
-        where = {k: str(v) for k, v in files.items()}
+    if is_path(name):
+        folder = Path(name).expanduser().resolve()
+        corpus, queries, qrels, where = _read_beir_folder(
+            folder, f"write your data in that layout (see README, 'Adapt to your own corpus')")
+        label = folder.name
     else:
-        # A dict of splits: take its only split whatever it is called ("corpus", "queries").
-        first = lambda dd: next(iter(dd.values()))  # noqa: E731
-        corpus = first(read_dataset(spec, False, spec.hub_id, "corpus"))
-        queries = first(read_dataset(spec, False, spec.hub_id, "queries"))
-        qd = read_dataset(spec, False, f"{spec.hub_id}-qrels")
-        qrels = {s: qd[s] for s in ("train", "test") if s in qd}
-        where = {"corpus": f"{spec.hub_id} (corpus)", "queries": f"{spec.hub_id} (queries)",
-                 **{f"qrels/{s}": f"{spec.hub_id}-qrels ({s})" for s in qrels}}
+        label = str(name).removeprefix(f"{BEIR_HUB}/")
+        if not label or any(c.isspace() for c in label):
+            raise ValueError(f"load_beir: {name!r} is neither a BEIR name (e.g. 'scifact') nor a folder path")
+        hub_id = f"{BEIR_HUB}/{label}"
+        spec = REGISTRY.get(label) or DataSpec(label, hub_id, {}, description=f"BEIR {label}")
+        root = resolve_mirror(data_dir)
+        if root:
+            corpus, queries, qrels, where = _read_beir_folder(
+                root / label, f"fix the mirror, point data_dir= / ${DATA_ENV} at one that has {label}/, "
+                f"or unset ${DATA_ENV} to download {hub_id} from the Hugging Face Hub.")
+        else:
+            # A dict of splits: take its only split whatever it is called ("corpus", "queries").
+            first = lambda dd: next(iter(dd.values()))  # noqa: E731
+            corpus = first(read_dataset(spec, False, hub_id, "corpus"))
+            queries = first(read_dataset(spec, False, hub_id, "queries"))
+            qd = read_dataset(spec, False, f"{hub_id}-qrels")
+            qrels = dict(qd)
+            where = {"corpus": f"{hub_id} (corpus)", "queries": f"{hub_id} (queries)",
+                     **{f"qrels/{s}": f"{hub_id}-qrels ({s})" for s in qrels}}
     corpus = _normalise_beir_table(corpus, ["_id", "title", "text"], where["corpus"])
     queries = _normalise_beir_table(queries, ["_id", "text"], where["queries"])
-    return BeirData(name, corpus, queries,
+    return BeirData(label, corpus, queries,
                     {s: _qrels_dict(ds, where[f"qrels/{s}"]) for s, ds in qrels.items()})
+
+
+def load_documents(source: str | os.PathLike, data_dir: str | os.PathLike | None = None) -> Dataset:
+    """Documents to pre-train on (``_id``, ``title``, ``text``) from a BEIR name, a BEIR folder,
+    a JSON-lines file (rows with ``text``; ``title`` and ``_id``/``docid`` optional) or a plain
+    text file with one document per line (blank lines skipped). coCondenser's target corpus
+    (``pretrain --corpus``). Explained in chapter 3, `notebooks/03_cocondenser.ipynb`.
+    """
+    if not is_path(source):
+        return load_beir(source, data_dir=data_dir).corpus
+    path = Path(source).expanduser().resolve()
+    if path.is_dir():
+        found = _jsonl(path, "corpus")
+        if found is None:
+            raise DataSourceError(f"the folder {path} has no corpus.jsonl; pass a BEIR folder, a .jsonl "
+                                  "file of documents or a text file with one document per line")
+        path = found
+    if not path.is_file():
+        raise DataSourceError(f"corpus {path} does not exist; pass a BEIR folder, a .jsonl file of documents "
+                              "or a text file with one document per line")
+    if path.name.endswith((".jsonl", ".jsonl.gz", ".json")):
+        ds = datasets.load_dataset("json", data_files=str(path), split="train")
+        check_fields(ds.column_names, ["text"], str(path))
+        id_col = "_id" if "_id" in ds.column_names else "docid" if "docid" in ds.column_names else None
+        ids = [str(i) if x is None else str(x) for i, x in enumerate(ds[id_col] if id_col else [None] * len(ds))]
+        titles = [str(t or "") for t in ds["title"]] if "title" in ds.column_names else [""] * len(ds)
+        texts = [str(t or "") for t in ds["text"]]
+    else:
+        texts = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        ids, titles = [str(i) for i in range(len(texts))], [""] * len(texts)
+    if not texts:
+        raise SchemaError(f"corpus {path} holds no document; write one document per line (or per JSON row)")
+    return Dataset.from_dict({"_id": ids, "title": titles, "text": texts})
 
 
 # --------------------------------------------------------------------------------------------
@@ -524,6 +615,21 @@ def corpus_columns(corpus: Any) -> tuple[list[str], list[str], list[str]]:
     if not ids:
         raise SchemaError("corpus is empty")
     return ids, titles, texts
+
+
+def corpus_texts(corpus: Any, wanted: Iterable[str]) -> dict[str, str]:
+    """``{doc id: text}`` for the ``wanted`` ids only (the passages a run retrieved), without
+    materialising every text of a corpus of millions (a ``datasets.Dataset`` is read by row).
+    Chapter 4."""
+    wanted = set(wanted)
+    names = column_names(corpus)
+    if hasattr(corpus, "select") and ("_id" in names or "docid" in names):
+        id_col = "_id" if "_id" in names else "docid"
+        rows = [i for i, d in enumerate(corpus[id_col]) if str(d) in wanted]
+        picked = corpus.select(rows)
+        return {str(d): str(t or "") for d, t in zip(picked[id_col], picked["text"])}
+    ids, _, texts = corpus_columns(corpus)
+    return {d: t for d, t in zip(ids, texts) if d in wanted}
 
 
 def query_columns(queries: Any) -> tuple[list[str], list[str]]:

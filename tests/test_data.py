@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bz2
 import json
+import shutil
 from pathlib import Path
 
 import datasets
@@ -79,7 +80,7 @@ def test_load_beir_scifact(mirror):
     assert set(test["_id"]) == set(beir.qrels["test"])
     doc_ids = set(beir.corpus["_id"])
     assert all(d in doc_ids for q in beir.qrels["test"].values() for d in q)
-    with pytest.raises(ValueError, match="split must be one of"):
+    with pytest.raises(data.SchemaError, match=r"no 'dev' split \(qrels for: \['test', 'train'\]\)"):
         beir.queries_for("dev")
 
 
@@ -280,15 +281,63 @@ def test_mirror_missing_a_file(tmp_path):
     with pytest.raises(data.DataSourceError) as err:
         data.load_beir("scifact", data_dir=tmp_path)
     msg = str(err.value)
-    assert str(tmp_path / "scifact" / "queries.jsonl") in msg
-    assert "<mirror>/scifact/qrels/test.tsv" in msg  # the expected layout is spelled out
+    assert str(tmp_path / "scifact") in msg and "queries.jsonl, qrels/<split>.tsv" in msg
+    assert "qrels/<split>.tsv (query-id, corpus-id, score)" in msg  # the expected layout is spelled out
+    assert "BeIR/scifact" in msg  # and the Hub alternative
     with pytest.raises(data.DataSourceError, match="stsb-en-test.csv"):
         data.load_stsb("test", data_dir=tmp_path)
 
 
-def test_unknown_data_set_names():
-    with pytest.raises(ValueError, match="known data sets: scifact"):
-        data.load_beir("nfcorpus")
+def test_any_beir_name_reads_its_mirror_folder_or_says_where_it_looked(tmp_path):
+    fixture = Path(__file__).parent / "fixtures" / "bike_beir"
+    shutil.copytree(fixture, tmp_path / "nfcorpus")
+    beir = data.load_beir("nfcorpus", data_dir=tmp_path)  # any BEIR name, not only scifact
+    assert beir.name == "nfcorpus" and len(beir.corpus) == 42
+    with pytest.raises(data.DataSourceError, match=r"fiqa is not a folder.*BeIR/fiqa"):
+        data.load_beir("fiqa", data_dir=tmp_path)
+    with pytest.raises(ValueError, match="neither a BEIR name"):
+        data.load_beir("two words", data_dir=tmp_path)
+
+
+def test_load_beir_from_a_folder_path():
+    """A user's own data in BEIR's format, by path (no mirror involved), every qrels split found."""
+    folder = Path(__file__).parent / "fixtures" / "bike_beir"
+    beir = data.load_beir(str(folder))
+    assert beir.name == "bike_beir"
+    assert beir.corpus.column_names == ["_id", "title", "text"] and len(beir.corpus) == 42
+    assert {s: len(q) for s, q in beir.qrels.items()} == {"test": 10, "train": 16}
+    assert beir.qrels["train"]["q04"] == {"d04": 1, "d40": 1}
+    assert len(beir.queries_for("test")) == 10
+    assert data.load_beir(folder).name == "bike_beir"  # a Path works too
+
+
+def test_beir_folder_errors_name_the_missing_file(tmp_path):
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "corpus.jsonl").write_text('{"_id": "1", "title": "t", "text": "x"}\n')
+    with pytest.raises(data.DataSourceError, match=r"lacks queries.jsonl, qrels/<split>.tsv.*corpus.jsonl \(_id, title, text\)"):
+        data.load_beir(tmp_path / "mine")
+    with pytest.raises(data.DataSourceError, match="is not a folder"):
+        data.load_beir(str(tmp_path / "nope"))
+
+
+def test_load_documents_from_folder_jsonl_or_text(tmp_path):
+    folder = Path(__file__).parent / "fixtures" / "bike_beir"
+    docs = data.load_documents(str(folder))
+    assert len(docs) == 42 and docs[0]["title"] == "Chain lubrication"
+    (tmp_path / "docs.jsonl").write_text('{"text": "first doc"}\n{"text": "second", "title": "T", "docid": "x"}\n')
+    rows = data.load_documents(str(tmp_path / "docs.jsonl"))
+    assert rows.column_names == ["_id", "title", "text"] and list(rows["title"]) == ["", "T"]
+    assert list(rows["_id"]) == ["0", "x"]
+    (tmp_path / "lines.txt").write_text("one document per line.\n\nanother one.\n")
+    assert list(data.load_documents(str(tmp_path / "lines.txt"))["text"]) == ["one document per line.", "another one."]
+    (tmp_path / "bad.jsonl").write_text('{"body": "no text field"}\n')
+    with pytest.raises(data.SchemaError, match="no field 'text'"):
+        data.load_documents(str(tmp_path / "bad.jsonl"))
+    with pytest.raises(data.DataSourceError, match="does not exist"):
+        data.load_documents(str(tmp_path / "missing.txt"))
+    (tmp_path / "empty.txt").write_text("\n\n")
+    with pytest.raises(data.SchemaError, match="no document"):
+        data.load_documents(str(tmp_path / "empty.txt"))
 
 
 def test_beir_schema_error_names_field_and_file(tmp_path):
