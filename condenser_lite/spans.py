@@ -18,13 +18,11 @@ Explained in chapter 3, ``notebooks/03_cocondenser.ipynb``.
 
 from __future__ import annotations
 
-import logging
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
-
-logger = logging.getLogger(__name__)
 
 __all__ = ["tokenize_documents", "SpanPairs", "EpochSpanPairs", "build_span_pairs", "SpanPairCollator"]
 
@@ -104,8 +102,16 @@ class SpanPairs:
     * ``2 * min_span <= L < 2 * span_len``: one random cut splits the document into two parts of
       ``min_span .. span_len`` tokens each, so the spans cover it without overlapping;
     * ``L < 2 * min_span``: the document cannot give two spans of ``min_span`` tokens: it is skipped
-      (a span is never paired with itself or with an overlapping copy). ``n_skipped`` counts them
-      and a warning reports the count; if every document is too short, ``ValueError``.
+      (a span is never paired with itself or with an overlapping copy). ``n_skipped`` counts them,
+      a ``UserWarning`` (``skip_message``) says how many and how to keep them, and ``pretrain``
+      records and prints it; if every document is too short, ``ValueError``.
+
+    Choosing ``min_span``: a document of ``L`` tokens (title and text, without CLS/SEP) gives a
+    pair if and only if ``L >= 2 * min_span``. A corpus of single sentences (15-25 tokens) needs
+    ``min_span`` of about 6 or less; MS MARCO passages are short too (a few sentences, well under
+    the ``2 * span_len`` = 252 tokens of the papers' ``max_len`` 128, so every kept passage is cut
+    once into two tiling spans), which is why the ``paper`` preset sets ``min_span=8`` (passages
+    of fewer than 16 tokens skipped) instead of the scaled-down default 16.
 
     The draw for an epoch depends only on ``(seed, epoch)`` (its own numpy generator, not the
     global RNG), so a resumed run sees the same spans. ``pairs(epoch)`` returns a sequence of
@@ -134,10 +140,7 @@ class SpanPairs:
                 f"can give two non-overlapping spans of min_span={min_span} tokens; lower min_span or use longer documents"
             )
         if self.n_skipped:
-            logger.warning(
-                "SpanPairs: skipped %d of %d documents shorter than 2 * min_span = %d tokens",
-                self.n_skipped, self.n_documents, 2 * min_span,
-            )
+            warnings.warn(self.skip_message(), stacklevel=2)
         self.doc_index = np.flatnonzero(keep)  # positions of the kept documents in `documents`
         self.lengths = lengths[keep]
         # Kept documents concatenated into one int32 array (+ offsets): compact and fast to slice.
@@ -148,6 +151,13 @@ class SpanPairs:
 
     def __len__(self) -> int:
         return len(self.lengths)
+
+    def skip_message(self) -> str:
+        """One line: how many documents were too short for two spans, and the fix."""
+        share = self.n_skipped / max(self.n_documents, 1)
+        return (f"coCondenser spans: skipped {self.n_skipped} of {self.n_documents} documents ({share:.0%}) shorter "
+                f"than 2 x min_span = {2 * self.min_span} tokens; lower min_span (pretrain --min-span N, or "
+                f"--set min_span=N) to keep them")
 
     def draw(self, epoch: int) -> tuple[np.ndarray, np.ndarray]:
         """``(starts, lengths)``, each ``[n_docs, 2]``: the spans of every kept document in ``epoch``."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import os
 from pathlib import Path
 
@@ -66,12 +65,12 @@ def test_fresh_spans_each_epoch_and_same_per_seed_and_epoch():
     assert build_span_pairs(docs, 1, max_len=64, min_span=8) == list(a(1))
 
 
-def test_short_documents_are_skipped_counted_and_reported(caplog):
+def test_short_documents_are_skipped_counted_and_reported():
     docs = docs_of_lengths([100, 15, 3, 40, 0])
-    with caplog.at_level(logging.WARNING, logger="condenser_lite.spans"):
+    # a warning the user sees (not only a log line), with the share and the fix
+    with pytest.warns(UserWarning, match=r"skipped 3 of 5 documents \(60%\).*--min-span"):
         pairs = SpanPairs(docs, max_len=32, min_span=8)
     assert pairs.n_skipped == 3 and len(pairs) == 2 and pairs.n_documents == 5
-    assert "skipped 3 of 5" in caplog.text
     # A document of exactly 2 * min_span tokens gives two spans of min_span tokens.
     exact = SpanPairs(docs_of_lengths([16]), max_len=32, min_span=8)(0)[0]["spans"]
     assert sorted(map(len, exact)) == [8, 8]
