@@ -8,14 +8,14 @@ the dictionaries ``ir_measures`` (and pytrec_eval, BEIR, Tevatron) use.
 
 from __future__ import annotations
 
-import re
-import string
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 
 import ir_measures
+import regex
 
-__all__ = ["evaluate_run", "nb_recall", "topk_answer_accuracy", "normalize_answer", "has_answer"]
+__all__ = ["evaluate_run", "nb_recall", "topk_answer_accuracy", "dpr_tokens", "has_answer", "metric_depth",
+           "answer_cutoffs", "check_run_depth"]
 
 # The names the papers use, mapped to ir_measures' names.
 _ALIASES = {"MRR@": "RR@", "Recall@": "R@", "NDCG@": "nDCG@"}
@@ -110,25 +110,17 @@ def nb_recall(
 
 # --- DPR top-k accuracy ------------------------------------------------------------
 
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
+# DPR's SimpleTokenizer (its qa_validation.has_answer, match_type "string"): a token is a run of
+# letters, digits and combining marks, or any single other character that is not a separator
+# or a control character, so punctuation stays as tokens and articles are kept.
+_DPR_TOKEN = regex.compile(r"[\p{L}\p{N}\p{M}]+|[^\p{Z}\p{C}]", flags=regex.IGNORECASE | regex.UNICODE | regex.MULTILINE)
 
 
-def _is_punct(ch: str) -> bool:
-    # ASCII punctuation plus every Unicode punctuation category (dashes, quotes, ...).
-    return ch in string.punctuation or unicodedata.category(ch).startswith("P")
-
-
-def normalize_answer(text: str) -> list[str]:
-    """Lower-case, strip punctuation and English articles, split on whitespace (chapter 4).
-
-    Unicode is NFD-normalised first, as DPR does, so accented forms compare equal
-    whichever way they were composed.
-    """
-    text = unicodedata.normalize("NFD", text).lower()
-    # Punctuation becomes a space so "U.S.-based" and "U.S. based" tokenise alike.
-    text = "".join(" " if _is_punct(ch) else ch for ch in text)
-    text = _ARTICLES.sub(" ", text)
-    return text.split()
+def dpr_tokens(text: str) -> list[str]:
+    """Lower-cased tokens by DPR's matching rule (chapter 4): NFD-normalised, words (letters,
+    digits, marks) and every punctuation character as its own token; nothing dropped, so
+    "The Who" does not match "who" and "AT&T" does not match "AT T"."""
+    return [t.lower() for t in _DPR_TOKEN.findall(unicodedata.normalize("NFD", text))]
 
 
 def _contains(haystack: list[str], needle: list[str]) -> bool:
@@ -140,9 +132,9 @@ def _contains(haystack: list[str], needle: list[str]) -> bool:
 
 
 def has_answer(passage: str, answers: Iterable[str]) -> bool:
-    """True if any answer's token sequence occurs contiguously in the passage's (chapter 4)."""
-    tokens = normalize_answer(passage)
-    return any(_contains(tokens, normalize_answer(a)) for a in answers)
+    """True if any answer's DPR token sequence occurs contiguously in the passage's (chapter 4)."""
+    tokens = dpr_tokens(passage)
+    return any(_contains(tokens, dpr_tokens(a)) for a in answers)
 
 
 def topk_answer_accuracy(
@@ -153,9 +145,10 @@ def topk_answer_accuracy(
 ) -> dict[str, float]:
     """DPR's top-k retrieval accuracy: share of questions with an answer in the top k (chapter 4).
 
+    The metric the papers report for NQ and TriviaQA, with DPR's matching rule (``dpr_tokens``).
     ``answers`` maps each question id to its answer strings; every question counts (one missing
-    from the run scores zero). ``passages_text`` maps doc id to passage text. Returns
-    ``{"Top-5": ..., "Top-20": ..., "Top-100": ...}``.
+    from the run scores zero). ``passages_text`` maps doc id to passage text (only the retrieved
+    ones are read). Returns ``{"Top-5": ..., "Top-20": ..., "Top-100": ...}``.
     """
     if not answers:
         raise ValueError("topk_answer_accuracy: answers is empty; pass {question_id: [answer, ...]}")
@@ -167,16 +160,54 @@ def topk_answer_accuracy(
     for q, ans in answers.items():
         if isinstance(ans, str):
             ans = [ans]
-        ans_tokens = [t for t in (normalize_answer(a) for a in ans) if t]
+        ans_tokens = [t for t in (dpr_tokens(a) for a in ans) if t]
         first_hit = None
         for rank, doc in enumerate(_top(run.get(q, {}), ks[-1])):
             if doc not in passages_text:
                 raise KeyError(f"topk_answer_accuracy: doc {doc!r} of query {q!r} is not in passages_text")
             if doc not in cache:
-                cache[doc] = normalize_answer(passages_text[doc])
+                cache[doc] = dpr_tokens(passages_text[doc])
             if any(_contains(cache[doc], a) for a in ans_tokens):
                 first_hit = rank
                 break
         for k in ks:
             hits[k] += first_hit is not None and first_hit < k
     return {f"Top-{k}": hits[k] / len(answers) for k in ks}
+
+
+# --- how deep a run must be ---------------------------------------------------------
+
+_TOPK = regex.compile(r"Top-(\d+)")
+
+
+def answer_cutoffs(metrics: Sequence[str]) -> list[int]:
+    """The k of every ``Top-k`` answer-accuracy name in ``metrics`` (chapter 4)."""
+    return [int(m.group(1)) for m in (_TOPK.fullmatch(str(x)) for x in metrics) if m]
+
+
+def metric_depth(metrics: Sequence[str]) -> int | None:
+    """The deepest rank any of ``metrics`` reads (``R@1000`` -> 1000, ``Top-20`` -> 20), or None
+    when none has a cutoff. A run must be at least this deep (chapter 4)."""
+    if isinstance(metrics, str):
+        metrics = (metrics,)
+    cutoffs = answer_cutoffs(metrics)
+    for name in metrics:
+        if not _TOPK.fullmatch(str(name)):
+            cutoff = _parse_measure(name).params.get("cutoff")
+            if cutoff:
+                cutoffs.append(int(cutoff))
+    return max(cutoffs) if cutoffs else None
+
+
+def check_run_depth(run: Mapping[str, Mapping[str, float]], metrics: Sequence[str], n_docs: int | None = None,
+                    where: str = "the run") -> int:
+    """Refuse metrics that read deeper than ``run`` ranks (chapter 4): R@1000 of a top-100 run is
+    R@100 under another name. The run's depth is its longest ranking; a run that ranks all
+    ``n_docs`` documents is complete at any cutoff. Returns the depth."""
+    depth = max((len(docs) for docs in run.values()), default=0)
+    need = metric_depth(metrics)
+    if need and depth < need and (n_docs is None or depth < n_docs):
+        deepest = max(metrics, key=lambda m: metric_depth([m]) or 0)
+        raise ValueError(f"{where} ranks at most {depth} documents per query, but {deepest} reads the top {need}: "
+                         f"search again with --k {need} (k={need}), or ask for metrics within the top {depth}")
+    return depth

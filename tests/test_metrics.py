@@ -5,7 +5,15 @@ import random
 
 import pytest
 
-from condenser_lite.metrics import evaluate_run, has_answer, nb_recall, normalize_answer, topk_answer_accuracy
+from condenser_lite.metrics import (
+    check_run_depth,
+    dpr_tokens,
+    evaluate_run,
+    has_answer,
+    metric_depth,
+    nb_recall,
+    topk_answer_accuracy,
+)
 
 
 def _ranked(docs):
@@ -98,14 +106,19 @@ def test_nb_recall_hand_examples():
         nb_recall(stage1, stage2, n=0, k=3)
 
 
-def test_answer_normalisation():
-    assert normalize_answer("The U.S.-based  Company!") == ["u", "s", "based", "company"]
+def test_answer_matching_follows_dpr():
+    """DPR's rule (its SimpleTokenizer): punctuation characters are tokens, articles are kept."""
+    assert dpr_tokens("The U.S.-based  Company!") == ["the", "u", ".", "s", ".", "-", "based", "company", "!"]
     assert has_answer("It was founded in the United States in 1999.", ["united states"])
     assert has_answer("Café del Mar", ["cafe\u0301 del mar"])  # composed vs decomposed accent
     assert not has_answer("Unitedstates", ["united states"])
-    # whole tokens only: "art" does not match inside "start"
-    assert not has_answer("a start", ["art"])
-    assert has_answer("An apple a day", ["the apple"])  # articles dropped on both sides
+    assert not has_answer("a start", ["art"])  # whole tokens only
+    # where DPR and a SQuAD-style normaliser (punctuation and articles dropped) disagree:
+    assert not has_answer("An apple a day", ["the apple"])  # articles are not dropped
+    assert not has_answer("the band The Who played", ["who played the"])
+    assert not has_answer("AT T was founded", ["AT&T"])  # "&" is a token of its own
+    assert has_answer("AT&T was founded", ["at&t"]) and has_answer("in the U.S. army", ["U.S."])
+    assert not has_answer("in the US army", ["U.S."])
 
 
 def test_topk_answer_accuracy():
@@ -120,3 +133,16 @@ def test_topk_answer_accuracy():
     assert got == {"Top-1": pytest.approx(1 / 3), "Top-2": pytest.approx(2 / 3), "Top-100": pytest.approx(2 / 3)}
     with pytest.raises(KeyError, match="not in passages_text"):
         topk_answer_accuracy({"q1": {"nope": 1.0}}, passages, {"q1": ["x"]})
+
+
+def test_run_depth_must_cover_the_deepest_metric():
+    assert metric_depth(["RR@10", "R@1000", "nDCG@10"]) == 1000 and metric_depth(["Top-5", "Top-100"]) == 100
+    assert metric_depth(["MRR@10"]) == 10 and metric_depth(["AP"]) is None
+    run = {"q1": {f"d{i}": float(-i) for i in range(100)}, "q2": {"d1": 1.0}}
+    assert check_run_depth(run, ["RR@10", "R@100"]) == 100
+    with pytest.raises(ValueError, match=r"at most 100 documents.*R@1000.*--k 1000"):
+        check_run_depth(run, ["RR@10", "R@1000"], n_docs=8_841_823)
+    # a run that ranks the whole corpus is complete at any cutoff
+    assert check_run_depth(run, ["R@1000"], n_docs=100) == 100
+    with pytest.raises(ValueError, match="Top-200"):
+        check_run_depth(run, ["Top-20", "Top-200"])
