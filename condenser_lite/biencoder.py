@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from .data import SchemaError
+from .devices import default_device
 from .gradcache import gather_with_grad, gradient_cache, step_hooks, world_info
 from .losses import retrieval_loss
 from .model import load_encoder
@@ -149,9 +150,10 @@ def passage_strings(tokenizer, titles: Sequence[str], texts: Sequence[str]) -> l
     return [f"{t}{sep}{x}" if t else x for t, x in zip(titles, texts)]
 
 
-def pad_batch(seqs: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(input_ids, attention_mask)`` of token-id lists padded to the longest (chapter 4)."""
-    width = max(len(s) for s in seqs)
+def pad_batch(seqs: Sequence[Sequence[int]], pad_id: int, width: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(input_ids, attention_mask)`` of token-id lists padded to the longest, or to ``width``
+    (one shape for every batch, as XLA wants); chapter 4."""
+    width = width or max(len(s) for s in seqs)
     ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(seqs), width), dtype=torch.long)
     for i, s in enumerate(seqs):
@@ -242,15 +244,16 @@ def load_model_and_tokenizer(
     """``(model, tokenizer, device)`` from a checkpoint folder / Hub id, or a model object (chapter 4).
 
     A folder or Hub id is loaded as ``model_class`` (default ``BiEncoder``) with its own tokenizer
-    (unless one is passed), and ``device`` becomes ``"cuda"`` when there is one; a model object is
+    (unless one is passed), and ``device`` becomes the accelerator when there is one
+    (``devices.default_device``: a GPU, else a TPU); a model object is
     returned as it is and needs its ``tokenizer`` passed. ``encode``, ``evaluate_retriever``,
     ``mine_hard_negatives`` and ``similarity.evaluate_sts`` all load through here.
     """
     if isinstance(model, (str, os.PathLike)):
         tokenizer = load_tokenizer(tokenizer if tokenizer is not None else model)
         model = (model_class or BiEncoder).from_pretrained(model)
-        if device is None and torch.cuda.is_available():
-            device = "cuda"
+        if device is None:
+            device = default_device()
     if tokenizer is None:
         raise ValueError(f"{caller}: pass the tokenizer when giving a model object (or a checkpoint folder that has one)")
     return model, tokenizer, device
@@ -319,5 +322,5 @@ def retrieval_step(
         return world * loss
 
     loss = acc = torch.zeros(())
-    gradient_cache(chunks, forward, scaled_loss, backward, no_sync, replay_rng)
+    gradient_cache(chunks, forward, scaled_loss, backward, no_sync, replay_rng, device=sides["query"][0].device)
     return {"loss": float(loss.detach()), "accuracy": float(acc)}

@@ -47,6 +47,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from . import devices
+from .devices import is_xla
 from .losses import span_contrastive_accuracy, span_contrastive_loss
 
 __all__ = ["RandContext", "gather_with_grad", "world_info", "step_hooks", "gradient_cache", "cocondenser_step"]
@@ -55,19 +57,24 @@ __all__ = ["RandContext", "gather_with_grad", "world_info", "step_hooks", "gradi
 class RandContext:
     """Records the RNG state at construction and replays it inside ``with ctx:``.
 
-    Captures the CPU generator and every CUDA device's generator (when CUDA is available); on
-    entry it forks the RNG (like ``torch.random.fork_rng``), loads the recorded states, and on exit
+    Captures the CPU generator, every CUDA device's generator (when CUDA is available) and, when
+    ``device`` is an XLA device (TPU), that device's random state (``devices.xla``); on entry it
+    forks the RNG (like ``torch.random.fork_rng``), loads the recorded states, and on exit
     restores what was there before, so replaying does not disturb later randomness. Used so that
     dropout draws the same masks in the gradient cache's two passes. (Restoring only the CPU state,
-    a pitfall seen upstream, leaves GPU dropout masks different and the "cached" gradient wrong.)
-    Other generators (Python's ``random``, numpy, MPS/XLA devices) are not captured.
+    a pitfall seen upstream, leaves GPU dropout masks different and the "cached" gradient wrong;
+    on a TPU dropout draws from the XLA state, so it is replayed too.)
+    Other generators (Python's ``random``, numpy, MPS) are not captured.
     Explained in chapter 3, ``notebooks/03_cocondenser.ipynb``.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, device: Any = None) -> None:
         self.cpu_state = torch.get_rng_state()
         self.cuda_states = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []
+        self.xla_device = device if is_xla(device) else None
+        self.xla_state = devices.xla.get_rng_state(device) if self.xla_device is not None else None
         self._fork: contextlib.AbstractContextManager | None = None
+        self._xla_before: int | None = None
 
     def __enter__(self) -> "RandContext":
         self._fork = torch.random.fork_rng(devices=list(range(len(self.cuda_states))))
@@ -75,12 +82,17 @@ class RandContext:
         torch.set_rng_state(self.cpu_state)
         if self.cuda_states:
             torch.cuda.set_rng_state_all(self.cuda_states)
+        if self.xla_device is not None:
+            self._xla_before = devices.xla.get_rng_state(self.xla_device)
+            devices.xla.set_rng_state(self.xla_state, self.xla_device)
         return self
 
     def __exit__(self, *exc) -> None:
         assert self._fork is not None
         self._fork.__exit__(*exc)
         self._fork = None
+        if self.xla_device is not None:
+            devices.xla.set_rng_state(self._xla_before, self.xla_device)
 
 
 def world_info() -> tuple[int, int]:
@@ -149,6 +161,7 @@ def gradient_cache(
     backward: Callable[[torch.Tensor], Any] | None = None,
     no_sync: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
     replay_rng: bool = True,
+    device: Any = None,
 ) -> torch.Tensor:
     """The exact gradient cache (coCondenser eq. 9-12) for any loss of per-chunk representations.
 
@@ -163,13 +176,14 @@ def gradient_cache(
     (same dropout masks) and back-propagates ``<reps, v> + extra`` (eq. 12); all but the last
     backward run under ``no_sync()`` so DDP all-reduces once. Returns the loss (detached).
     ``replay_rng=False`` skips the replay: only to show that dropout then breaks exactness.
+    ``device``: where the model runs; on an XLA device (TPU) its random state is replayed too.
     Explained in chapter 3, ``notebooks/03_cocondenser.ipynb``.
     """
     backward = backward or (lambda loss: loss.backward())
     states, reps = [], []
     with torch.no_grad():
         for chunk in chunks:
-            states.append(RandContext())
+            states.append(RandContext(device))
             reps.append(forward(chunk, False)[0])
     leaves = [r.detach().requires_grad_() for r in reps]
     loss = loss_fn(leaves)
@@ -308,7 +322,7 @@ def cocondenser_step(
             return world * co_weight * co_loss
 
         all_reps = co_loss = torch.empty(0)
-        gradient_cache(chunks, forward, co_term, backward, no_sync, replay_rng)
+        gradient_cache(chunks, forward, co_term, backward, no_sync, replay_rng, device=device)
         co_value, co_acc = float(co_loss.detach()), span_contrastive_accuracy(all_reps.detach())
 
     # Global metrics: sum the processes' MLM shares (the contrastive loss is already global).

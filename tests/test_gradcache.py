@@ -75,6 +75,9 @@ def test_without_rng_replay_gradients_differ():
 
 def test_no_op_randcontext_breaks_exactness(monkeypatch):
     class NoReplay:
+        def __init__(self, device=None):
+            pass
+
         def __enter__(self):
             return self
 
@@ -215,3 +218,46 @@ def test_training_loop_runs_cocondenser_with_fresh_spans(tmp_path):
     for r in result.history:
         assert r["loss"] == pytest.approx(r["mlm_loss"] + r["co_loss"], rel=1e-5)
         assert 0.0 <= r["co_acc"] <= 1.0
+
+
+class FakeXLA:
+    """Stands in for ``devices.xla`` (torch_xla) on a CPU: an integer random state per device that
+    every "random op" advances, and a log of the calls, so the branching can be checked here."""
+
+    def __init__(self):
+        self.state, self.calls = 100, []
+
+    def get_rng_state(self, device):
+        self.calls.append(("get", str(device), self.state))
+        return self.state
+
+    def set_rng_state(self, state, device):
+        self.calls.append(("set", str(device), state))
+        self.state = state
+
+
+def test_gradient_cache_replays_the_xla_random_state(monkeypatch):
+    """On a TPU dropout draws from the XLA device's state: pass 2 of each chunk must run from the
+    state recorded before its pass 1, and the state after the cache is what it was before replay."""
+    from condenser_lite import devices
+
+    fake = FakeXLA()
+    monkeypatch.setattr(devices, "xla", fake)
+    seen = []
+
+    def forward(chunk, with_grad):
+        seen.append((chunk, with_grad, fake.state))  # the state this chunk's dropout would use
+        fake.state += 1  # a random op advances the device's state
+        x = torch.full((1, 2), float(chunk), requires_grad=with_grad)
+        return x * 2, None
+
+    gradcache.gradient_cache([1, 2, 3], forward, lambda reps: torch.cat(reps).pow(2).sum(), device="xla:0")
+    first = {c: st for c, g, st in seen if not g}
+    second = {c: st for c, g, st in seen if g}
+    assert first == {1: 100, 2: 101, 3: 102} and second == first  # replayed, chunk by chunk
+    assert fake.state == 103  # each replay restores the state it found, so later randomness is untouched
+    assert ("set", "xla:0", 100) in fake.calls
+    # a CPU or CUDA device never touches the XLA calls
+    fake.calls.clear()
+    gradcache.gradient_cache([1, 2], forward, lambda reps: torch.cat(reps).sum(), device="cpu")
+    assert fake.calls == []
