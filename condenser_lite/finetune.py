@@ -29,7 +29,7 @@ import numpy as np
 from .biencoder import BiEncoder, RetrievalCollator, load_model_and_tokenizer, retrieval_step
 from .data import corpus_columns
 from .presets import FinetuneConfig
-from .search import FaissIndex, encode
+from .search import encode, search_indices
 from .tevatron import validate_training_schema
 from .tokenizer import load_tokenizer
 from .training import TrainConfig, train
@@ -94,7 +94,8 @@ def mine_hard_negatives(
     labelled positives, sample ``n`` of the rest (seeded). With ``keep_bm25=True`` (the papers'
     round 2: "BM25 plus mined negatives") they are appended to the query's existing BM25
     ``negative_passages`` (duplicates skipped); otherwise they replace them. Returns a new
-    Tevatron-schema ``Dataset``.
+    Tevatron-schema ``Dataset``. ``corpus_embeddings`` (``(embeddings, ids)`` of the same model, e.g.
+    the float16 memmap ``search.encode_corpus(path=)`` wrote) skip re-encoding the corpus.
     """
     validate_training_schema(train_dataset)
     model, tokenizer, device = load_model_and_tokenizer(model_dir, tokenizer, device, caller="mine_hard_negatives")
@@ -107,7 +108,7 @@ def mine_hard_negatives(
             raise ValueError("corpus_embeddings were computed for a different corpus (ids differ in value or order)")
     queries = [str(x) for x in train_dataset["query"]]
     q_embs = encode(model, queries, tokenizer, max_len=q_max_len, batch_size=batch_size, device=device, side="query")
-    _, ranked = FaissIndex(p_embs, ids).search_indices(q_embs, depth)
+    _, ranked = search_indices(p_embs, q_embs, depth)  # exact, shard by shard: p_embs may be a memmap
     rng = random.Random(seed)
     mined: list[list[dict]] = []
     positives_col = train_dataset["positive_passages"]

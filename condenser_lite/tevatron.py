@@ -257,7 +257,8 @@ def sample_queries(dataset: Any, n: int, seed: int = 0):
 def tevatron_eval_set(dev_dataset: Any, corpus: Any, split: str = "dev", name: str = "tevatron") -> BeirData:
     """A BEIR-style evaluation set (``corpus``, ``queries``, ``qrels``) from Tevatron data:
     queries and their labelled positives from ``dev_dataset`` (Tevatron schema), passages from
-    the Tevatron corpus (``docid, title, text``). This is how MS MARCO dev is evaluated (chapter 4)."""
+    the Tevatron corpus (``docid, title, text``), and the ``answers`` strings where the rows have
+    them (NQ). This is how MS MARCO dev and NQ are evaluated (chapter 4)."""
     check_fields(column_names(dev_dataset), ("query_id", "query", "positive_passages"), "evaluation queries")
     qids = [str(x) for x in dev_dataset["query_id"]]
     qrels = {
@@ -268,4 +269,7 @@ def tevatron_eval_set(dev_dataset: Any, corpus: Any, split: str = "dev", name: s
     queries = datasets.Dataset.from_dict({"_id": qids, "text": [str(x) for x in dev_dataset["query"]]})
     if "docid" in column_names(corpus):
         corpus = corpus.rename_column("docid", "_id")
-    return BeirData(name=name, corpus=corpus, queries=queries, qrels={split: qrels})
+    answers = {}
+    if "answers" in column_names(dev_dataset):  # NQ / TriviaQA: DPR's top-k accuracy reads them
+        answers = {split: {q: [str(a) for a in ans] for q, ans in zip(qids, dev_dataset["answers"]) if ans}}
+    return BeirData(name=name, corpus=corpus, queries=queries, qrels={split: qrels}, answers=answers)
