@@ -383,6 +383,13 @@ def _hub_file(name_or_dir: str | os.PathLike, filename: str) -> str | None:
         return None
 
 
+def has_head(name_or_dir: str | os.PathLike) -> bool:
+    """Whether a checkpoint (folder or Hub id) carries Condenser head weights (ours or the
+    authors' file). The authors' `Luyu/condenser` does not: their README says the heads "will be
+    added soon". Explained in chapter 3, `notebooks/03_cocondenser.ipynb`."""
+    return any(_hub_file(name_or_dir, f) is not None for f in (HEAD_FILE, AUTHORS_HEAD_FILE))
+
+
 def _read_condenser_config(name_or_dir: str | os.PathLike) -> dict | None:
     path = _hub_file(name_or_dir, CONDENSER_CONFIG_FILE)
     if path is None:

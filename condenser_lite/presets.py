@@ -33,7 +33,7 @@ from typing import Any, ClassVar
 ARMS = ("bert", "bert_cont", "condenser", "cocondenser", "co_contrastive_only", "co_mlm_only")
 MAIN_ARMS = ARMS[:4]
 ABLATION_ARMS = ARMS[4:]
-TASKS = ("scifact", "msmarco")
+TEVATRON_TASKS = {"msmarco": "Tevatron/msmarco-passage", "nq": "Tevatron/wikipedia-nq"}  # Tevatron's own data
 
 
 @dataclass(frozen=True)
@@ -64,8 +64,14 @@ class PretrainingConfig:
     instead. ``batch_size`` counts sequences per MLM/Condenser update (``grad_accum``
     micro-batches each); ``cocondenser_batch`` counts documents (two spans each) and is never
     accumulated, because the contrastive loss needs the whole batch at once: ``chunk_size`` turns
-    on the gradient cache instead. ``general_corpus``: ``"general"`` (the scaled-down mix) or
-    ``"wikipedia"``; ``*_limit``: use only the first N documents. Chapters 2 and 3."""
+    on the gradient cache instead. ``min_span``: the shortest span coCondenser cuts (a document
+    needs ``2 * min_span`` tokens, ``spans.SpanPairs``). ``cocondenser_head``: the Condenser head a
+    coCondenser stage starts with when it continues the preset's published Condenser
+    (``Preset.pretrained["condenser"]``): ``"load"`` (its trained head, as the paper) or
+    ``"random"`` (a fresh head: the only choice from a headless published checkpoint, a warned
+    deviation). From any other checkpoint (your own stage 1) the head is loaded. ``general_corpus``: ``"general"`` (the scaled-down mix) or
+    ``"wikipedia"``; ``*_limit``: use only the first N documents (full-scale Wikipedia is
+    streamed, so it needs a limit). Chapters 2 and 3."""
 
     s1_steps: int | None = 1200
     s2_steps: int | None = 600
@@ -78,6 +84,7 @@ class PretrainingConfig:
     cocondenser_lr: float = 1e-3
     chunk_size: int | None = None
     min_span: int = 16
+    cocondenser_head: str = "load"
     weight_decay: float = 0.01
     warmup_ratio: float = 0.1
     general_corpus: str = "general"
@@ -96,7 +103,9 @@ class FinetuneConfig:
     ``epochs_round2`` on BM25 + ``n_mined`` negatives sampled from the round-1 retriever's top
     ``mine_depth``; at least ``min_steps`` updates per round. ``untied``: separate query and
     passage encoders (DPR on NQ); ``grad_cache_chunk``: sequences per gradient-cache chunk;
-    ``encode_batch``: sequences per batch when encoding for search and mining. Chapter 4."""
+    ``encode_batch``: sequences per batch when encoding for search and mining;
+    ``embedding_dtype``: how the corpus embeddings are stored on disk for search and mining
+    (``"float16"`` halves MS MARCO's 27 GB; scores are computed in float32). Chapter 4."""
 
     lr: float = 1e-3
     batch_size: int = 8
@@ -116,6 +125,7 @@ class FinetuneConfig:
     mine_depth: int = 100
     n_mined: int = 30
     encode_batch: int = 256
+    embedding_dtype: str = "float32"
 
 
 @dataclass(frozen=True)
@@ -140,8 +150,9 @@ class Preset:
 
     ``arms``: the arms to run (``ARMS``); ``pretrained`` maps arms to existing checkpoints (Hub
     ids at full scale), which skip pre-training; ``seeds``: fine-tuning seeds (the spread the
-    scorecard compares against). Retrieval: ``task`` (``"scifact"``: BEIR SciFact, test split;
-    ``"msmarco"``: Tevatron MS MARCO, dev split), ``train_sizes`` (``None`` = every training
+    scorecard compares against). Retrieval: ``task`` (``"scifact"`` or any BEIR name or the path of a
+    BEIR-format folder: fine-tuned on its ``train`` split, evaluated on ``test``, its corpus
+    coCondenser's target; ``"msmarco"``: Tevatron MS MARCO, dev split), ``train_sizes`` (``None`` = every training
     query), round 2 for ``round2_arms`` at the full size, the ablations at ``ablation_sizes``
     only; ``metrics`` (the first one is the headline), nb-recall at ``nb_n`` x ``nb_k``. STS-b:
     ``sts_arms`` at ``sts_sizes`` pairs (``None`` = all 5,749). Attention entropy over
@@ -180,8 +191,11 @@ class Preset:
             raise ValueError(f"Preset.arms: unknown arm(s) {unknown}; choose from {ARMS}")
         if not self.seeds:
             raise ValueError("Preset.seeds must name at least one seed (the papers' claims need >= 3)")
-        if self.task not in TASKS:
-            raise ValueError(f"Preset.task={self.task!r}: use 'scifact' (scaled-down) or 'msmarco' (full scale)")
+        if not isinstance(self.task, str) or not self.task.strip():
+            raise ValueError(f"Preset.task={self.task!r}: use 'scifact' (or another BEIR name), 'msmarco' (full "
+                             "scale) or the path of a folder in BEIR's format")
+        if self.pretraining.cocondenser_head not in ("load", "random"):
+            raise ValueError(f"pretraining.cocondenser_head={self.pretraining.cocondenser_head!r}: use 'load' or 'random'")
         if not self.train_sizes:
             raise ValueError("Preset.train_sizes must list at least one training size (None = all queries)")
 
@@ -248,16 +262,24 @@ MICRO = Preset(
 )
 
 # The papers' scale. Pre-training: Condenser section 4.1 (from bert-base-uncased, skip_from 6,
-# 2 head layers, lr 1e-4, weight decay 0.01, 10% warm-up, 8 epochs of Wikipedia, ~1,024
-# sequences of 128 tokens per update: 64 x 16 accumulation steps) and coCondenser section 4.1
-# (from Luyu/condenser with its head, on the target corpus, 2,000 documents per update through
-# the gradient cache). The arms with a published checkpoint start from it; those without one
-# (bert_cont, the ablations) would need days of pre-training and are left out.
+# 2 head layers, lr 1e-4, weight decay 0.01, 10% warm-up, 8 epochs, ~1,024 sequences of 128
+# tokens per update: 64 x 16 accumulation steps) and coCondenser section 4.1 (on the target
+# corpus, 2,000 documents per update through the gradient cache). Two deviations, both stated:
+# * the paper's corpus is English Wikipedia + BookCorpus; we stream wikimedia/wikipedia
+#   20231101.en (the Hub's current Wikipedia; the library has no BookCorpus loader) and keep its
+#   first general_limit = 1,000,000 sections, because a stage materialises its corpus in memory
+#   to pack blocks (8 epochs over those sections);
+# * coCondenser continues a Condenser *with its head*, but the published Luyu/condenser has no
+#   head weights, so from it the head starts fresh (cocondenser_head="random", warned when the
+#   stage is built). To follow the paper, pre-train stage 1 yourself (paper_condenser()) and
+#   pass it: paper_cocondenser(init=<that folder>) loads its head.
+# The arms with a published checkpoint start from it; those without one (bert_cont, the
+# ablations) would need days of pre-training and are left out.
 MSMARCO_RECIPE = FinetuneConfig(
     # Tevatron's MS MARCO recipe (papers README; Condenser A.1 "Web Search"): 8 queries x 8 passages
     # = 64 passages per batch on one GPU, lr 5e-6, 3 epochs round 1, 2 epochs round 2.
     lr=5e-6, batch_size=8, train_n_passages=8, q_max_len=32, p_max_len=128, epochs_round1=3, epochs_round2=2,
-    min_steps=0, mixed_precision="auto", mine_depth=200, encode_batch=512,
+    min_steps=0, mixed_precision="auto", mine_depth=200, encode_batch=512, embedding_dtype="float16",
 )
 NQ_RECIPE = FinetuneConfig(
     # DPR's NQ setting as the authors ran it: untied encoders, 4 GPUs x 32 queries = 128 queries
@@ -266,6 +288,7 @@ NQ_RECIPE = FinetuneConfig(
     # published 1e-5). On one GPU the 128-query batch needs the gradient cache.
     lr=5e-6, batch_size=128, train_n_passages=2, q_max_len=32, p_max_len=256, epochs_round1=40, epochs_round2=20,
     min_steps=0, untied=True, grad_cache_chunk=32, mixed_precision="auto", mine_depth=200, encode_batch=512,
+    embedding_dtype="float16",
 )
 PAPER = Preset(
     name="paper",
@@ -273,7 +296,8 @@ PAPER = Preset(
                       intermediate_size=3072, max_len=128, skip_from=6, n_head_layers=2),
     pretraining=PretrainingConfig(s1_steps=None, s2_steps=None, s3_steps=None, epochs=8, batch_size=1024,
                                   grad_accum=16, lr=1e-4, cocondenser_batch=2000, cocondenser_lr=1e-4, chunk_size=128,
-                                  min_span=8, general_corpus="wikipedia", mixed_precision="auto", save_every=1000),
+                                  min_span=8, cocondenser_head="random", general_corpus="wikipedia",
+                                  general_limit=1_000_000, mixed_precision="auto", save_every=1000),
     finetune=MSMARCO_RECIPE,
     # Sentence-BERT's STS-b settings (Condenser appendix A.1): 4 epochs, 8 for the small sets (the
     # better of 4 and 8 for BERT); weight decay and warm-up are sentence-transformers' defaults.

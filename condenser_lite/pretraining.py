@@ -24,15 +24,16 @@ import hashlib
 import json
 import logging
 import shutil
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 from datasets import Dataset
 
 from .config import cache_dir
-from .data import load_beir, load_pretraining_corpus
+from .data import load_documents, load_pretraining_corpus
 from .gradcache import cocondenser_step
-from .model import BertMLM, Condenser, tiny_bert_config
+from .model import BertMLM, Condenser, has_head, tiny_bert_config
 from .presets import PAPER, TINY, Preset, get_preset
 from .pretrain_data import MLMCollator, pack_blocks
 from .spans import SpanPairCollator, SpanPairs, tokenize_documents
@@ -143,8 +144,10 @@ def stage_config(preset: Preset | str, method: str, init: str | None = None, **c
         save_every=training.save_every,
     )
     if method == "cocondenser":
+        published = (preset.pretrained or {}).get("condenser")
+        head = training.cocondenser_head if init is not None and init == published else "load"
         cfg = PretrainConfig(
-            method=method, init=init, head="load", corpus=preset.task, corpus_limit=training.target_limit,
+            method=method, init=init, head=head, corpus=preset.task, corpus_limit=training.target_limit,
             max_steps=training.s3_steps, batch_size=training.cocondenser_batch, grad_accum=1,
             lr=training.cocondenser_lr, chunk_size=training.chunk_size, min_span=training.min_span, **common)
     else:
@@ -158,16 +161,31 @@ def stage_config(preset: Preset | str, method: str, init: str | None = None, **c
 
 def paper_condenser(**changes) -> PretrainConfig:
     """The ``paper`` preset's Condenser stage (Condenser section 4.1): from bert-base-uncased,
-    skip_from 6, 2 head layers, lr 1e-4, weight decay 0.01, 10% warm-up, 8 epochs of Wikipedia,
-    max length 128, ~1024 sequences per update (64 x 16 accumulation steps). Chapter 2."""
+    skip_from 6, 2 head layers, lr 1e-4, weight decay 0.01, 10% warm-up, max length 128, ~1024
+    sequences per update (64 x 16 accumulation steps), 8 epochs.
+
+    What it reads is not the paper's corpus: the paper pre-trains on English Wikipedia +
+    BookCorpus; this stage streams ``wikimedia/wikipedia`` 20231101.en (plus WikiText-103 and the
+    news sample, ``data.load_pretraining_corpus(full=True)``) and keeps the first
+    ``general_limit`` = 1,000,000 sections, because a stage packs its corpus into blocks in memory
+    and the library has no BookCorpus loader. The 8 epochs run over those sections. Chapter 2."""
     return stage_config(PAPER, "condenser", init=PAPER.pretrained["bert"], **changes)
 
 
-def paper_cocondenser(**changes) -> PretrainConfig:
-    """The ``paper`` preset's coCondenser stage (coCondenser section 4.1): from Luyu/condenser
-    *with its head*, on the target corpus (MS MARCO passages), 2,000 documents (4,000 spans) per
-    update through the gradient cache, lr 1e-4, weight decay 0.01, 8 epochs. Chapter 3."""
-    return stage_config(PAPER, "cocondenser", init=PAPER.pretrained["condenser"], **changes)
+def paper_cocondenser(init: str | None = None, **changes) -> PretrainConfig:
+    """The ``paper`` preset's coCondenser stage (coCondenser section 4.1): on the target corpus
+    (MS MARCO passages), 2,000 documents (4,000 spans) per update through the gradient cache,
+    lr 1e-4, weight decay 0.01, 8 epochs, spans of at least ``min_span`` = 8 tokens.
+
+    The paper continues a Condenser *with its trained head*. Choose how:
+
+    * ``paper_cocondenser(init=<folder of pretrain(paper_condenser())>)``: your own stage 1, its
+      head loaded, as the paper;
+    * ``paper_cocondenser()``: the published ``Luyu/condenser``, which has no head weights, so the
+      head starts fresh (``head="random"``): a deviation, warned when the stage is built.
+
+    Explained in chapter 3, ``notebooks/03_cocondenser.ipynb``."""
+    return stage_config(PAPER, "cocondenser", init=init or PAPER.pretrained["condenser"], **changes)
 
 
 # ---- caching -----------------------------------------------------------------------------
@@ -224,6 +242,21 @@ def get_tokenizer(cfg: PretrainConfig, data_dir: str | None = None):
     return tiny_tokenizer(vocab_size=cfg.vocab_size, data_dir=data_dir)
 
 
+def _check_head_choice(cfg: PretrainConfig) -> None:
+    """coCondenser continues a Condenser with its head: refuse a headless ``init`` with
+    ``head='load'`` naming both ways out, and warn when the head starts fresh (a deviation)."""
+    if cfg.resolved_head == "load" and not has_head(cfg.init):
+        raise FileNotFoundError(
+            f"coCondenser starts from {cfg.init!r} with head='load', but that checkpoint has no Condenser head "
+            "(the published Luyu/condenser has none). Either pre-train stage 1 yourself "
+            "(pretrain(paper_condenser()), then paper_cocondenser(init=<its folder>)), or start the head fresh "
+            "with head='random' (--set head=random), a deviation from the paper.")
+    if cfg.resolved_head == "random":
+        warnings.warn(f"coCondenser stage from {cfg.init!r} with a fresh, untrained Condenser head: a deviation from "
+                      "the paper, which continues a Condenser with its trained head (pre-train stage 1 yourself "
+                      "with paper_condenser() to follow it)", UserWarning, stacklevel=3)
+
+
 def build_model(cfg: PretrainConfig, tokenizer):
     """``BertMLM`` for ``mlm``, ``Condenser`` otherwise, from scratch or from ``cfg.init``.
 
@@ -235,6 +268,8 @@ def build_model(cfg: PretrainConfig, tokenizer):
     condenser_kw = dict(skip_from=cfg.skip_from, n_head_layers=cfg.n_head_layers, late_mlm=cfg.late_mlm)
     if cfg.init is None and cfg.method != "mlm" and cfg.resolved_head == "load":
         raise ValueError("head='load' needs an init checkpoint that has a Condenser head")
+    if cfg.method == "cocondenser":
+        _check_head_choice(cfg)
     if cfg.init is None:
         config = tiny_bert_config(
             vocab_size=len(tokenizer), hidden_size=cfg.hidden_size, num_hidden_layers=cfg.num_hidden_layers,
@@ -265,13 +300,18 @@ def general_blocks(cfg: PretrainConfig, tokenizer, data_dir: str | None = None):
     return pack_blocks(corpus, tokenizer, max_len=cfg.max_len, short_seq_prob=cfg.short_seq_prob, seed=cfg.seed)
 
 
+TEVATRON_CORPORA = {"msmarco": "Tevatron/msmarco-passage", "wikipedia-nq": "Tevatron/wikipedia-nq"}
+
+
 def target_documents(cfg: PretrainConfig, data_dir: str | None = None):
-    """The target search corpus coCondenser pre-trains on (rows with ``title`` and ``text``)."""
-    names = {"msmarco": "Tevatron/msmarco-passage", "wikipedia-nq": "Tevatron/wikipedia-nq"}
-    if cfg.corpus in names:
-        docs = load_tevatron_corpus(names[cfg.corpus], data_dir=data_dir)
+    """The target search corpus coCondenser pre-trains on (rows with ``title`` and ``text``):
+    ``msmarco`` / ``wikipedia-nq`` (Tevatron's passage collections), a BEIR name, or a path
+    (a BEIR folder, a ``.jsonl`` of documents, a text file with one document per line:
+    ``data.load_documents``). Chapter 3."""
+    if cfg.corpus in TEVATRON_CORPORA:
+        docs = load_tevatron_corpus(TEVATRON_CORPORA[cfg.corpus], data_dir=data_dir)
     else:
-        docs = load_beir(cfg.corpus, data_dir=data_dir).corpus
+        docs = load_documents(cfg.corpus, data_dir=data_dir)
     if cfg.corpus_limit:
         docs = docs.select(range(min(cfg.corpus_limit, len(docs))))
     return docs
@@ -325,15 +365,16 @@ def pretrain(
         step_fn = functools.partial(cocondenser_step, chunk_size=cfg.chunk_size,
                                     mlm_weight=cfg.mlm_weight, co_weight=cfg.co_weight)
         result = train(model, pairs, tcfg, collate_fn=SpanPairCollator(mlm_collator), step_fn=step_fn)
-        n_skipped = pairs.n_skipped
+        n_skipped, n_documents = pairs.n_skipped, pairs.n_documents
     else:
         blocks = general_blocks(cfg, tokenizer, data_dir)
         result = train(model, blocks, tcfg, collate_fn=mlm_collator)
-        n_skipped = 0
+        n_skipped = n_documents = 0
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     record = {"key": stage_key(cfg, tok_id), "config": dataclasses.asdict(cfg), "steps": result.step,
-              "wall_time": result.wall_time, "skipped_documents": n_skipped}
+              "wall_time": result.wall_time, "skipped_documents": n_skipped,
+              "documents": n_documents}
     (out / DONE_FILE).write_text(json.dumps(record, indent=2, default=str))
     # the optimizer state is only needed to resume an unfinished stage
     shutil.rmtree(out / "train" / "checkpoint", ignore_errors=True)
