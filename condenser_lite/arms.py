@@ -34,6 +34,7 @@ from .analysis import cls_attention_entropy
 from .config import cache_dir
 from .finetune import finetune_round
 from .jobs import run_cached, settings_hash
+from .metrics import metric_depth
 from .model import load_encoder
 from .presets import ARMS, Preset, get_preset
 from .pretraining import PretrainConfig, checkpoint_key, pretrain, read_log, stage_config
@@ -119,8 +120,7 @@ def pretrain_arms(preset: Preset | str | None = None, data_dir: str | None = Non
 
 def run_depth(preset: Preset) -> int:
     """How deep the evaluation runs are ranked: the deepest metric cutoff or nb-recall depth. Chapter 4."""
-    cutoffs = [int(m.split("@")[1]) for m in preset.metrics if "@" in m]
-    return max([*preset.nb_k, *preset.nb_n, *cutoffs, 10])
+    return max([*preset.nb_k, *preset.nb_n, metric_depth(preset.metrics) or 0, 10])
 
 
 def finetune_arm(
@@ -166,18 +166,19 @@ def finetune_arm(
         mining: dict[str, Any] = {}
         if round_number == 2:
             r1 = Path(round1["dir"])
-            ids = json.loads((r1 / "corpus_ids.json").read_text())
-            mining = dict(round1=r1, corpus=task.eval.corpus,
-                          corpus_embeddings=(np.load(r1 / "corpus_embeddings.npy"), ids))
+            mining = dict(round1=r1, corpus=task.eval.corpus, corpus_embeddings=_saved_embeddings(r1))
         model, data = finetune_round(checkpoint, train, tok, recipe, out_dir, round_number, seed, progress=False,
                                      resume=False, **mining)
+        if round_number == 2:  # mined: the round-1 embeddings (13.6 GB on MS MARCO in float16) are done with
+            _drop_embeddings(Path(round1["dir"]))
         t_train = time.perf_counter() - t_start
         shutil.rmtree(out_dir / "checkpoint", ignore_errors=True)  # optimizer state: only for resuming
+        # the corpus embeddings go straight to disk (a memmap), in the recipe's dtype
         ev = evaluate_retriever(model, task.eval, split=task.split, tokenizer=tok, q_max_len=recipe.q_max_len,
                                 p_max_len=recipe.p_max_len, k=run_depth(preset), metrics=preset.metrics,
-                                batch_size=recipe.encode_batch)
-        embs, ids = ev["corpus_embeddings"]
-        np.save(out_dir / "corpus_embeddings.npy", embs)
+                                batch_size=recipe.encode_batch, embeddings_path=out_dir / "corpus_embeddings.npy",
+                                embedding_dtype=recipe.embedding_dtype)
+        _, ids = ev["corpus_embeddings"]
         (out_dir / "corpus_ids.json").write_text(json.dumps(list(ids)))
         ranked = {q: [d for d, _ in sorted(docs.items(), key=lambda x: (-x[1], x[0]))] for q, docs in ev["run"].items()}
         (out_dir / "run.json").write_text(json.dumps(ranked))
@@ -198,6 +199,20 @@ def finetune_arm(
         return result
 
     return run_cached(out_dir / "result.json", compute)
+
+
+def _saved_embeddings(folder: Path) -> tuple[np.ndarray, list[str]] | None:
+    """A finished round 1's corpus embeddings (a read-only memmap) and ids, or None when they are
+    gone (mining then re-encodes the corpus with the round-1 model kept in the folder)."""
+    if not (folder / "corpus_embeddings.npy").exists():
+        return None
+    ids = json.loads((folder / "corpus_ids.json").read_text())
+    return np.load(folder / "corpus_embeddings.npy", mmap_mode="r"), ids
+
+
+def _drop_embeddings(folder: Path) -> None:
+    for name in ("corpus_embeddings.npy", "corpus_ids.json"):
+        (folder / name).unlink(missing_ok=True)
 
 
 def load_run(result: Mapping) -> dict[str, dict[str, float]]:

@@ -22,6 +22,7 @@ import os
 import platform
 import sys
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,8 @@ from .tasks import Task, bm25_baseline, data_location, entropy_texts, load_task,
 from .tokenizer import load_tokenizer
 
 RESULTS_VERSION = 2
+ONE_SEED = ("one fine-tuning seed: every spread is 0, so a difference between arms is a single run, not a difference "
+            "beyond the seed spread; read the verdicts as 'one seed, no spread' (pass 3 or more seeds for verdicts)")
 PACKAGES = ("torch", "transformers", "tokenizers", "datasets", "accelerate", "faiss-cpu", "bm25s", "ir_measures",
             "numpy", "scipy")
 
@@ -94,6 +97,8 @@ def run_protocol(
     preset = get_preset(preset)
     if seeds is not None:
         preset = preset.replace(seeds=tuple(int(s) for s in seeds))
+    if len(preset.seeds) == 1:
+        warnings.warn(ONE_SEED, UserWarning, stacklevel=2)
     key = results_key(preset, data_dir)
     cached = cache_dir("experiments") / f"results-{preset.name}-{key}.json"
     if cached.exists() and not force:
@@ -349,6 +354,8 @@ def _assemble(preset: Preset, stages: dict, task: Task, bm25: dict, entropy: dic
         "Ablations (co_contrastive_only, co_mlm_only) are fine-tuned in round 1 only; the paper's table 4 "
         "compares retrievers trained with hard negatives.",
     ]
+    if len(preset.seeds) == 1:
+        notes.append(ONE_SEED[0].upper() + ONE_SEED[1:] + ".")
     if preset.sts.epochs_full < preset.sts.epochs_low_data or preset.micro_sts_pairs:
         notes.append(f"STS-b 'full' trains on all {sts_total} pairs for {preset.sts.epochs_full:g} epoch(s) (the "
                      f"small sizes for {preset.sts.epochs_low_data:g}); the paper trains 4 epochs: subsampled in time.")

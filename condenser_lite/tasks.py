@@ -2,9 +2,10 @@
 STS-b pairs and the texts the attention entropy is averaged over.
 
 Explained in chapter 4, `notebooks/04_finetune.ipynb` (the task), chapter 5 (the entropy texts)
-and chapter 7 (STS-b). Each reads a preset (``presets.py``): ``task`` picks SciFact (BEIR, its
-training queries given BM25 negatives here, evaluated on ``test``) or MS MARCO (Tevatron's own
-training data, evaluated on ``dev``); the ``micro_*`` fields shrink everything for the tests.
+and chapter 7 (STS-b). Each reads a preset (``presets.py``): ``task`` picks a BEIR set (SciFact,
+any BEIR name, or your own BEIR-format folder: its training queries given BM25 negatives here,
+evaluated on ``test``) or MS MARCO (Tevatron's own training data, evaluated on ``dev``); the
+``micro_*`` fields shrink everything for the tests.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import datasets
@@ -20,10 +22,10 @@ import numpy as np
 from .biencoder import passage_strings
 from .bm25 import bm25_search
 from .config import cache_dir
-from .data import BeirData, corpus_columns, load_beir, load_pretraining_corpus, load_stsb
+from .data import BeirData, SchemaError, corpus_columns, is_path, load_beir, load_pretraining_corpus, load_stsb
 from .jobs import settings_hash
-from .metrics import evaluate_run
-from .presets import Preset, get_preset
+from .metrics import evaluate_run, metric_depth
+from .presets import TEVATRON_TASKS, Preset, get_preset
 from .tevatron import load_tevatron, load_tevatron_corpus, tevatron_eval_set, to_tevatron
 
 
@@ -61,20 +63,44 @@ def data_location(data_dir: str | None) -> str:
     return str(data_dir or os.environ.get("CONDENSER_LITE_DATA") or "hub")
 
 
+def task_identity(task: str) -> Any:
+    """What names a task in a cache key: its name, or for a folder its absolute path and the size
+    and modification time of each file, so editing your data gives a new key. Chapter 4."""
+    if task in TEVATRON_TASKS or not is_path(task):
+        return task
+    folder = Path(task).expanduser().resolve()
+    files = sorted(p for p in folder.rglob("*") if p.is_file())
+    return {"path": str(folder), "files": {str(p.relative_to(folder)): [p.stat().st_size, p.stat().st_mtime_ns]
+                                           for p in files}}
+
+
+def _checked_beir(task: str, data_dir: str | None) -> BeirData:
+    """The BEIR set of a task, refusing one without the splits the protocol needs."""
+    beir = load_beir(task, data_dir=data_dir)
+    missing = [s for s in ("train", "test") if not beir.qrels.get(s)]
+    if missing:
+        raise SchemaError(f"task {task!r} has no {' and no '.join(repr(s) for s in missing)} qrels (it has "
+                          f"{sorted(beir.qrels)}): the protocol fine-tunes on 'train' and evaluates on 'test'; add "
+                          f"qrels/{missing[0]}.tsv (e.g. split your labelled queries) to the folder")
+    return beir
+
+
 def load_task(preset: Preset | str | None = None, data_dir: str | None = None) -> Task:
-    """The retrieval task of ``preset``, cached: SciFact (BEIR; BM25 negatives built here with
-    ``tevatron.to_tevatron``, evaluated on ``test``) or MS MARCO (Tevatron's own training data,
-    evaluated on ``dev``). Explained in chapter 4 (``notebooks/04_finetune.ipynb``)."""
+    """The retrieval task of ``preset``, cached. A BEIR task (``scifact``, any BEIR name or the
+    path of a BEIR-format folder: your own data) is fine-tuned on its ``train`` split with BM25
+    negatives built here (``tevatron.to_tevatron``) and evaluated on ``test``; a split missing is
+    an error. ``msmarco`` reads Tevatron's own training data and is evaluated on ``dev``.
+    Explained in chapter 4 (``notebooks/04_finetune.ipynb``)."""
     preset = get_preset(preset)
     negatives = preset.finetune.n_bm25_negatives
-    settings = {"task": preset.task, "negatives": negatives, "data_dir": data_location(data_dir),
+    settings = {"task": task_identity(preset.task), "negatives": negatives, "data_dir": data_location(data_dir),
                 "micro": [preset.micro_corpus, preset.micro_train_queries, preset.micro_test_queries]}
     key = settings_hash(settings)
-    if preset.task == "scifact":
-        beir = load_beir("scifact", data_dir=data_dir)
+    if preset.task not in TEVATRON_TASKS:
+        beir = _checked_beir(preset.task, data_dir)
         if preset.micro_corpus is not None or preset.micro_train_queries or preset.micro_test_queries:
             beir = _micro_beir(beir, preset)
-        where = cache_dir("experiments") / f"task-{preset.task}-{key}"
+        where = cache_dir("experiments") / f"task-{beir.name}-{key}"
         if not (where / "dataset_info.json").exists():
             train = to_tevatron(beir, "train", n_negatives=negatives, bm25_depth=100)
             tmp = where.with_name(where.name + f".tmp{os.getpid()}")
@@ -82,33 +108,51 @@ def load_task(preset: Preset | str | None = None, data_dir: str | None = None) -
             shutil.rmtree(where, ignore_errors=True)
             tmp.rename(where)
         train = datasets.load_from_disk(str(where))
-        return Task(preset.task, train, beir, "test", key, {"corpus": len(beir.corpus), "train_queries": len(train),
-                                                             "eval_queries": len(beir.qrels["test"])})
-    name = "Tevatron/msmarco-passage"
+        return Task(beir.name, train, beir, "test", key, {"corpus": len(beir.corpus), "train_queries": len(train),
+                                                          "eval_queries": len(beir.qrels["test"])})
+    name = TEVATRON_TASKS[preset.task]
     train = load_tevatron(name, "train", data_dir=data_dir)
     if preset.micro_train_queries:
         train = train.select(range(min(preset.micro_train_queries, len(train))))
     dev = load_tevatron(name, "dev", data_dir=data_dir)
     if preset.micro_test_queries:
         dev = dev.select(range(min(preset.micro_test_queries, len(dev))))
-    ev = tevatron_eval_set(dev, load_tevatron_corpus(name, data_dir=data_dir), split="dev", name="msmarco")
-    return Task("msmarco", train, ev, "dev", key, {"corpus": len(ev.corpus), "train_queries": len(train),
+    ev = tevatron_eval_set(dev, load_tevatron_corpus(name, data_dir=data_dir), split="dev", name=preset.task)
+    return Task(preset.task, train, ev, "dev", key, {"corpus": len(ev.corpus), "train_queries": len(train),
                                                      "eval_queries": len(ev.qrels["dev"])})
+
+
+def truncated_passages(tokenizer, corpus: Any, max_len: int, chunk: int = 100_000) -> dict[str, str]:
+    """``{doc id: the passage text the first max_len tokens cover}``: what a dense model with
+    ``p_max_len = max_len`` reads, as text for BM25 (chapter 4). Cut at the last kept token's
+    character offset, ``chunk`` passages at a time: nothing is decoded back from token ids, and
+    8.84M passages never sit in memory as token lists."""
+    ids, titles, texts = corpus_columns(corpus)
+    sep = f" {tokenizer.sep_token} " if getattr(tokenizer, "sep_token", None) else None
+    out: dict[str, str] = {}
+    for start in range(0, len(ids), chunk):
+        strings = passage_strings(tokenizer, titles[start:start + chunk], texts[start:start + chunk])
+        enc = tokenizer(strings, truncation=True, max_length=max_len, return_offsets_mapping=True,
+                        return_special_tokens_mask=True)
+        for doc, text, offsets, special in zip(ids[start:], strings, enc["offset_mapping"], enc["special_tokens_mask"]):
+            end = max((o[1] for o, m in zip(offsets, special) if not m), default=0)
+            out[doc] = text[:end].replace(sep, " ") if sep else text[:end]
+    return out
 
 
 def bm25_baseline(task: Task, preset: Preset, tokenizer=None) -> dict:
     """BM25 on the evaluation split over the whole documents, and (with ``tokenizer``) over the
-    same first ``p_max_len`` tokens the dense models see. Explained in chapter 4."""
+    same first ``p_max_len`` tokens the dense models see (``truncated_passages``), each ranked as
+    deep as the deepest metric reads (R@1000: the top 1,000). Explained in chapter 4."""
     ev = task.eval
-    qrels = ev.qrels[task.split]
+    qrels = ev.split_qrels(task.split)
     metrics, p_max_len = preset.metrics, preset.finetune.p_max_len
+    depth = metric_depth(metrics) or 100
     queries = ev.queries.filter(lambda ids: [i in qrels for i in ids], input_columns="_id", batched=True)
-    out = {"full": evaluate_run(qrels, bm25_search(ev.corpus, queries, k=100), metrics)}
+    out = {"full": evaluate_run(qrels, bm25_search(ev.corpus, queries, k=depth), metrics), "depth": depth}
     if tokenizer is not None:
-        ids, titles, texts = corpus_columns(ev.corpus)
-        enc = tokenizer(passage_strings(tokenizer, titles, texts), truncation=True, max_length=p_max_len)["input_ids"]
-        view = {i: tokenizer.decode(e, skip_special_tokens=True) for i, e in zip(ids, enc)}
-        out["truncated"] = evaluate_run(qrels, bm25_search(view, queries, k=100), metrics)
+        view = truncated_passages(tokenizer, ev.corpus, p_max_len)
+        out["truncated"] = evaluate_run(qrels, bm25_search(view, queries, k=depth), metrics)
         out["truncated_tokens"] = p_max_len
     return out
 
