@@ -6,6 +6,11 @@
     python -m condenser_lite search --model ft/round2 --data msmarco --split dev --out dev.trec
     python -m condenser_lite evaluate --run dev.trec --data msmarco --split dev --metrics RR@10 R@1000
     python -m condenser_lite experiments --budget tiny
+    python -m condenser_lite experiments --budget tiny --task path/to/my_beir_folder
+
+Your own data: ``--data`` / ``--task`` take a BEIR name or the path of a folder in BEIR's format
+(``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv``); ``pretrain --corpus`` also takes a
+``.jsonl`` of documents or a text file with one document per line (README, "Adapt to your own corpus").
 
 Every sub-command reads the same named presets as the notebooks (``presets.PRESETS``: micro,
 tiny, paper/full): ``pretrain --preset tiny`` runs the stage the book's arms run
@@ -24,12 +29,23 @@ import sys
 from typing import Any
 
 from .config import parse_bool
-from .presets import ALIASES, PRESETS, RETRIEVAL_RECIPES, FinetuneConfig, Preset, finetune_recipe, get_preset
+from .presets import (
+    ALIASES,
+    PRESETS,
+    RETRIEVAL_RECIPES,
+    TEVATRON_TASKS,
+    FinetuneConfig,
+    Preset,
+    finetune_recipe,
+    get_preset,
+)
 
 # Each sub-command imports the (torch-heavy) modules it needs inside its handler, so that
 # `--help` answers at once instead of after loading torch, transformers and faiss.
 
 PRESET_NAMES = sorted([*PRESETS, *ALIASES])
+METRICS_HELP = ("ir_measures names (nDCG@10 RR@10 R@1000) or Top-k answer accuracy (NQ); default: msmarco RR@10 "
+                "R@1000, nq Top-5 Top-20 Top-100, else nDCG@10 RR@10 R@100")
 
 
 def _convert(current: Any, raw: str, key: str) -> Any:
@@ -86,31 +102,57 @@ def pretrain_config(args: argparse.Namespace):
         init = preset.pretrained["condenser" if args.method == "cocondenser" else "bert"]
     cfg = stage_config(preset, args.method, init)
     if args.corpus:
-        cfg = cfg.replace(corpus=args.corpus)
+        cfg = cfg.replace(corpus=_absolute(args.corpus))
+    if args.min_span:
+        cfg = cfg.replace(min_span=args.min_span)
     return parse_overrides(cfg, args.set)
 
 
+def _absolute(source: str) -> str:
+    """A data path made absolute (so cache keys and worker processes see one name); names stay."""
+    from pathlib import Path
+
+    from .data import is_path
+
+    return str(Path(source).expanduser().resolve()) if is_path(source) else source
+
+
 def _pretrain(args: argparse.Namespace) -> None:
-    from .pretraining import pretrain
+    from .pretraining import DONE_FILE, pretrain
 
     out = pretrain(pretrain_config(args), output_dir=args.output_dir, data_dir=args.data_dir, progress=True)
+    record = json.loads((out / DONE_FILE).read_text())
+    if record.get("skipped_documents"):  # coCondenser: documents too short for two spans, said where it is seen
+        cfg = record["config"]
+        print(f"coCondenser spans: skipped {record['skipped_documents']} of {record['documents']} documents "
+              f"({record['skipped_documents'] / record['documents']:.0%}) shorter than 2 x min_span = "
+              f"{2 * cfg['min_span']} tokens; lower --min-span to keep them")
     print(out)
 
 
 # ---- retrieval: finetune, encode, search, evaluate ----------------------------------------
 
-TEVATRON_TASKS = {"msmarco": "Tevatron/msmarco-passage", "nq": "Tevatron/wikipedia-nq"}
-
 
 def eval_set(name: str, split: str, data_dir: str | None):
-    """A BEIR-style evaluation set: a BEIR name (``scifact``) or a Tevatron task (``msmarco``, ``nq``)."""
+    """A BEIR-style evaluation set: a BEIR name (``scifact``), the path of a BEIR-format folder
+    (your own data) or a Tevatron task (``msmarco``, ``nq``)."""
     from .data import load_beir
     from .tevatron import load_tevatron, load_tevatron_corpus, tevatron_eval_set
 
     if name in TEVATRON_TASKS or name.startswith("Tevatron/"):
         hub = TEVATRON_TASKS.get(name, name)
-        return tevatron_eval_set(load_tevatron(hub, split, data_dir), load_tevatron_corpus(hub, data_dir), split=split)
-    return load_beir(name, data_dir=data_dir)
+        return tevatron_eval_set(load_tevatron(hub, split, data_dir), load_tevatron_corpus(hub, data_dir), split=split,
+                                 name=name)
+    return load_beir(_absolute(name), data_dir=data_dir)
+
+
+DEFAULT_METRICS = {"msmarco": ("RR@10", "R@1000"), "nq": ("Top-5", "Top-20", "Top-100")}  # what the papers report
+
+
+def metrics_for(args: argparse.Namespace) -> list[str]:
+    """``--metrics``, by default the papers' for the data set (MS MARCO: MRR@10 and R@1000; NQ:
+    top-k answer accuracy), else nDCG@10, RR@10, R@100."""
+    return list(args.metrics or DEFAULT_METRICS.get(args.data, ("nDCG@10", "RR@10", "R@100")))
 
 
 def training_set(name: str, data_dir: str | None, n_negatives: int):
@@ -119,7 +161,7 @@ def training_set(name: str, data_dir: str | None, n_negatives: int):
 
     if name in TEVATRON_TASKS or name.startswith("Tevatron/"):
         return load_tevatron(TEVATRON_TASKS.get(name, name), "train", data_dir)
-    return to_tevatron(name, split="train", n_negatives=n_negatives, data_dir=data_dir)
+    return to_tevatron(_absolute(name), split="train", n_negatives=n_negatives, data_dir=data_dir)
 
 
 def _recipe(args: argparse.Namespace) -> FinetuneConfig:
@@ -166,25 +208,23 @@ def _encode(args: argparse.Namespace) -> None:
 
 
 def _search(args: argparse.Namespace) -> None:
-    from .metrics import evaluate_run
     from .search import evaluate_retriever, write_trec_run
 
     data = eval_set(args.data, args.split, args.data_dir)
+    metrics = metrics_for(args)  # the run is as deep as the deepest of them (--k, at least 100)
     result = evaluate_retriever(args.model, data, split=args.split, q_max_len=args.q_max_len,
-                                p_max_len=args.p_max_len, k=args.k, batch_size=args.batch_size,
+                                p_max_len=args.p_max_len, k=args.k, metrics=metrics, batch_size=args.batch_size,
                                 index_type=args.index)
     if args.out:
         write_trec_run(result["run"], args.out, tag=str(args.model))
-    metrics = evaluate_run(data.qrels[args.split], result["run"], args.metrics)
-    print(json.dumps({k: round(v, 4) for k, v in metrics.items()}))
+    print(json.dumps({k: round(v, 4) for k, v in result["metrics"].items()}))
 
 
 def _evaluate(args: argparse.Namespace) -> None:
-    from .metrics import evaluate_run
-    from .search import read_trec_run
+    from .search import read_trec_run, score_run
 
     data = eval_set(args.data, args.split, args.data_dir)
-    metrics = evaluate_run(data.qrels[args.split], read_trec_run(args.run), args.metrics)
+    metrics = score_run(data, args.split, read_trec_run(args.run), metrics_for(args))  # refuses a too-shallow run
     print(json.dumps({k: round(v, 4) for k, v in metrics.items()}))
 
 
@@ -193,6 +233,8 @@ def _experiments(args: argparse.Namespace) -> None:
     from .scorecard import format_scorecard
 
     budget = parse_overrides(get_preset(args.budget), args.set)
+    if args.task:
+        budget = budget.replace(task=_absolute(args.task))
     seeds = [int(x) for x in args.seeds.split(",")] if args.seeds else None
     results = run_protocol(budget, out_path=args.out, seeds=seeds, data_dir=args.data_dir, force=args.force,
                            workers=args.workers)
@@ -209,19 +251,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--method", choices=["mlm", "condenser", "cocondenser"], default="condenser")
     p.add_argument("--preset", choices=PRESET_NAMES, default="tiny", help="named settings (presets.PRESETS)")
     p.add_argument("--init", help="starting checkpoint folder or Hub id (default: from scratch; paper: the published one)")
-    p.add_argument("--corpus", help="general | wikipedia | scifact | msmarco | wikipedia-nq")
+    p.add_argument("--corpus", help="MLM/Condenser: general | wikipedia. coCondenser: the target corpus, scifact (or "
+                   "another BEIR name) | msmarco | wikipedia-nq | a PATH: a BEIR folder, a .jsonl of documents "
+                   "(text, optional title) or a text file with one document per line")
+    p.add_argument("--min-span", type=int, help="coCondenser: shortest span in tokens; a document needs 2 x min_span "
+                   "tokens or it is skipped (tiny: 16, paper: 8)")
     p.add_argument("--output-dir", help="default: a cache folder named by the settings' hash")
     p.add_argument("--data-dir", help="local data mirror (default: $CONDENSER_LITE_DATA, else the Hub)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a preset field")
     p.set_defaults(handler=_pretrain)
 
     def data_args(p: argparse.ArgumentParser, split: str | None = "test") -> None:
-        p.add_argument("--data", default="scifact", help="scifact (or another BEIR name) | msmarco | nq")
+        p.add_argument("--data", default="scifact", help="scifact (or another BEIR name) | msmarco | nq | the PATH of "
+                       "a BEIR-format folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv)")
         if split is not None:
-            p.add_argument("--split", default=split, help="evaluation split (scifact: test; msmarco/nq: dev)")
+            p.add_argument("--split", default=split, help="evaluation split (BEIR: test; msmarco/nq: dev)")
         p.add_argument("--data-dir", help="local data mirror (default: $CONDENSER_LITE_DATA, else the Hub)")
 
-    metrics = ["nDCG@10", "RR@10", "R@100"]
     p = sub.add_parser("finetune", help="fine-tune a dense retriever (round 1, or both rounds with --rounds 2)")
     p.add_argument("--init", required=True, help="pre-trained checkpoint folder or Hub id")
     p.add_argument("--output-dir", required=True)
@@ -246,23 +292,26 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("search", help="encode, search with FAISS, write a TREC run and print its metrics")
     p.add_argument("--model", required=True)
     p.add_argument("--out", help="TREC run file to write")
-    p.add_argument("--k", type=int, default=100)
+    p.add_argument("--k", type=int, help="run depth (default: the deepest metric's cutoff, at least 100)")
     p.add_argument("--q-max-len", type=int, default=32)
     p.add_argument("--p-max-len", type=int, default=128)
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--index", default="flat", help="flat (exact, default) | hnsw | ivf | a faiss factory string")
-    p.add_argument("--metrics", nargs="+", default=metrics)
+    p.add_argument("--metrics", nargs="+", help=METRICS_HELP)
     data_args(p)
     p.set_defaults(handler=_search)
 
     p = sub.add_parser("evaluate", help="score a TREC run file with ir_measures")
     p.add_argument("--run", required=True)
-    p.add_argument("--metrics", nargs="+", default=metrics)
+    p.add_argument("--metrics", nargs="+", help=METRICS_HELP + "; a cutoff deeper than the run is refused")
     data_args(p)
     p.set_defaults(handler=_evaluate)
 
     p = sub.add_parser("experiments", help="the scaled-down reproduction: every arm, seeds, scorecard (JSON)")
     p.add_argument("--budget", choices=PRESET_NAMES, default="tiny", help="the preset to run (presets.PRESETS)")
+    p.add_argument("--task", help="retrieval task instead of the budget's: scifact (or another BEIR name) | msmarco | "
+                   "the PATH of a BEIR-format folder (its corpus for coCondenser, train split for fine-tuning, test "
+                   "split for evaluation)")
     p.add_argument("--out", help="write the results JSON here (it is also cached by its settings)")
     p.add_argument("--seeds", help="comma-separated seeds, e.g. 0,1,2 (default: the budget's)")
     p.add_argument("--workers", type=int, help="processes for independent jobs (default: CPU cores, at most 2)")

@@ -80,12 +80,32 @@ def test_retrieval_commands_end_to_end_on_the_tiny_fixture(tmp_path, capsys):
           "--set", "batch_size=2", "--set", "train_n_passages=2", "--set", "mixed_precision=no", *common])
     assert (tmp_path / "ft" / "round2" / "config.json").exists()
     capsys.readouterr()
+    # MS MARCO's metrics by default (MRR@10, R@1000): the run is as deep as R@1000 reads
     main(["search", "--model", str(tmp_path / "ft" / "round2"), "--split", "dev", "--out", str(tmp_path / "dev.trec"),
-          "--k", "5", *common])
+          *common])
     searched = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert set(searched) == {"RR@10", "R@1000"}
+    lines = (tmp_path / "dev.trec").read_text().splitlines()
+    assert len(lines) == 3 * len(texts)  # 3 dev queries x the whole 12-passage corpus (< 1000)
     main(["evaluate", "--run", str(tmp_path / "dev.trec"), "--split", "dev", *common])
     evaluated = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert searched == evaluated and set(evaluated) == {"nDCG@10", "RR@10", "R@100"}
+    assert searched == evaluated
     main(["encode", "--model", str(tmp_path / "ft" / "round2"), "--out", str(tmp_path / "e.npz"), "--split", "dev", *common])
     saved = np.load(tmp_path / "e.npz")
     assert saved["embeddings"].shape == (len(texts), 32) and len(saved["ids"]) == len(texts)
+
+
+def test_evaluate_refuses_a_cutoff_deeper_than_the_run(tmp_path, capsys):
+    """A top-5 run scored at R@10 would silently be R@5: refused, naming the fix."""
+    from test_fullscale_path import FIXTURE
+
+    common = ["--data", "msmarco", "--data-dir", str(FIXTURE), "--split", "dev"]
+    run = tmp_path / "top5.trec"
+    run.write_text("".join(f"d1 Q0 p{i} {i + 1} {10.0 - i} x\n" for i in range(5)))
+    main(["evaluate", "--run", str(run), "--metrics", "RR@5", *common])
+    assert "RR@5" in capsys.readouterr().out
+    with pytest.raises(ValueError, match=r"at most 5 documents per query, but R@10 reads the top 10: search again with --k 10"):
+        main(["evaluate", "--run", str(run), "--metrics", "RR@5", "R@10", *common])
+    # a run that ranks the whole (12-passage) corpus is complete at any cutoff
+    run.write_text("".join(f"d1 Q0 p{i} {i + 1} {12.0 - i} x\n" for i in range(12)))
+    main(["evaluate", "--run", str(run), "--metrics", "RR@10", "R@1000", *common])

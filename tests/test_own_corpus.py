@@ -1,0 +1,102 @@
+"""Your own corpus, end to end through the command line, on a BEIR-format folder the project has
+never seen (`tests/fixtures/bike_beir`: 42 documents about bicycles, 12 of them a single sentence;
+16 train and 10 test queries): coCondenser pre-training on it, fine-tuning, search, evaluation and
+the whole scaled-down protocol with `experiments --task PATH`."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from condenser_lite.cli import main
+from condenser_lite.data import SchemaError, load_beir
+from condenser_lite.model import Condenser, tiny_bert_config
+from condenser_lite.pretraining import DONE_FILE
+from condenser_lite.spans import tokenize_documents
+from condenser_lite.tokenizer import load_tokenizer, train_wordpiece
+
+FOLDER = Path(__file__).parent / "fixtures" / "bike_beir"
+MIRROR = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+@pytest.fixture(scope="module")
+def condenser_dir(tmp_path_factory):
+    """A tiny Condenser checkpoint *with its head* and a WordPiece trained on the folder's text."""
+    out = tmp_path_factory.mktemp("condenser")
+    beir = load_beir(FOLDER)
+    texts = [f"{t} {x}" for t, x in zip(beir.corpus["title"], beir.corpus["text"])] + list(beir.queries["text"])
+    tok = train_wordpiece(texts * 3, vocab_size=400, save_dir=out, min_frequency=1)
+    config = tiny_bert_config(vocab_size=len(tok), hidden_size=32, num_hidden_layers=4, num_attention_heads=2,
+                              intermediate_size=64, max_position_embeddings=64, pad_token_id=tok.pad_token_id)
+    Condenser.from_config(config, skip_from=2, n_head_layers=2).save_pretrained(out)
+    return out
+
+
+def test_pretrain_cocondenser_on_a_folder_reports_short_documents(condenser_dir, tmp_path, capsys):
+    common = ["pretrain", "--method", "cocondenser", "--init", str(condenser_dir), "--corpus", str(FOLDER),
+              "--set", "max_steps=2", "--set", "batch_size=4", "--set", "save_every=null"]
+    with pytest.warns(UserWarning, match=r"skipped \d+ of 42 documents"):
+        main([*common, "--output-dir", str(tmp_path / "co16")])
+    printed = capsys.readouterr().out
+    record = json.loads((tmp_path / "co16" / DONE_FILE).read_text())
+    assert record["steps"] == 2 and record["config"]["corpus"] == str(FOLDER.resolve())
+    lengths = [len(ids) for ids in tokenize_documents(load_beir(FOLDER).corpus, load_tokenizer(condenser_dir))]
+    assert sum(n < 32 for n in lengths) >= 5  # the single sentences
+    assert record["documents"] == 42 and record["skipped_documents"] == sum(n < 32 for n in lengths)
+    assert f"skipped {record['skipped_documents']} of 42 documents" in printed and "--min-span" in printed
+    # a lower min_span keeps them
+    main([*common, "--min-span", "4", "--output-dir", str(tmp_path / "co4")])
+    assert json.loads((tmp_path / "co4" / DONE_FILE).read_text())["skipped_documents"] == sum(n < 8 for n in lengths) == 0
+    # a .jsonl of documents and a text file with one document per line are corpora too
+    lines = tmp_path / "docs.txt"
+    lines.write_text("\n".join(json.loads(r)["text"] for r in (FOLDER / "corpus.jsonl").read_text().splitlines()))
+    main([*common, "--min-span", "4", "--corpus", str(lines), "--output-dir", str(tmp_path / "co_txt")])
+    assert json.loads((tmp_path / "co_txt" / DONE_FILE).read_text())["documents"] == 42
+
+
+def test_finetune_search_evaluate_on_a_folder(condenser_dir, tmp_path, capsys):
+    data = ["--data", str(FOLDER)]
+    main(["finetune", "--init", str(condenser_dir), "--output-dir", str(tmp_path / "ft"), "--rounds", "2",
+          "--max-steps", "3", "--preset", "micro", "--set", "batch_size=4", *data])
+    assert (tmp_path / "ft" / "round2" / "config.json").exists()
+    capsys.readouterr()
+    main(["search", "--model", str(tmp_path / "ft" / "round2"), "--out", str(tmp_path / "test.trec"), "--p-max-len", "64",
+          *data])
+    searched = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    queries = {line.split()[0] for line in (tmp_path / "test.trec").read_text().splitlines()}
+    assert queries == {f"q{i}" for i in range(17, 27)}  # the 10 test queries
+    main(["evaluate", "--run", str(tmp_path / "test.trec"), *data])
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1]) == searched
+    with pytest.raises(SchemaError, match=r"no 'dev' split \(qrels for: \['test', 'train'\]\)"):
+        main(["evaluate", "--run", str(tmp_path / "test.trec"), "--split", "dev", *data])
+
+
+@pytest.mark.skipif(not MIRROR.exists(), reason="the protocol's general corpus and STS-b come from ../shared/data")
+def test_experiments_on_a_folder_runs_the_whole_protocol(tokenizer_dir, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("CONDENSER_LITE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("CONDENSER_LITE_DATA", str(MIRROR))
+    out = tmp_path / "results.json"
+    main(["experiments", "--budget", "micro", "--task", str(FOLDER), "--set", f"tokenizer={tokenizer_dir}",
+          "--set", "min_span=4", "--out", str(out)])
+    results = json.loads(out.read_text())
+    assert results["task"] == {"name": "bike_beir", "split": "test", "corpus": 42, "train_queries": 8,
+                               "eval_queries": 10}
+    co = results["arms"]["cocondenser"]
+    stage = json.loads((Path(co["checkpoint"]) / DONE_FILE).read_text())
+    assert stage["config"]["corpus"] == str(FOLDER.resolve())  # coCondenser pre-trained on the folder's corpus
+    assert stage["documents"] == 40 and stage["config"]["min_span"] == 4  # micro: target_limit 40 and co["pretrain_steps"] == 2
+    assert set(results["retrieval"]["cocondenser"]["round1"]) == {"4", "8"}
+    assert "nDCG@10" in results["bm25"]["full"] and results["claims"]
+    assert "bike_beir" in capsys.readouterr().out
+
+
+def test_experiments_refuses_a_folder_without_a_test_split(tokenizer_dir, tmp_path):
+    from condenser_lite.presets import get_preset
+    from condenser_lite.tasks import load_task
+
+    folder = tmp_path / "mine"
+    shutil.copytree(FOLDER, folder)
+    (folder / "qrels" / "test.tsv").unlink()
+    with pytest.raises(SchemaError, match=r"no 'test' qrels \(it has \['train'\]\).*add qrels/test.tsv"):
+        load_task(get_preset("micro", task=str(folder)))
