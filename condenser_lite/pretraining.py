@@ -159,8 +159,8 @@ def stage_config(preset: Preset | str, method: str, init: str | None = None, **c
     return cfg.replace(**changes)
 
 
-def paper_condenser(**changes) -> PretrainConfig:
-    """The ``paper`` preset's Condenser stage (Condenser section 4.1): from bert-base-uncased,
+def paper_condenser(init: str | None = None, **changes) -> PretrainConfig:
+    """The ``paper`` preset's Condenser stage (Condenser section 4.1): from ``init`` (default bert-base-uncased),
     skip_from 6, 2 head layers, lr 1e-4, weight decay 0.01, 10% warm-up, max length 128, ~1024
     sequences per update (64 x 16 accumulation steps), 8 epochs.
 
@@ -169,7 +169,7 @@ def paper_condenser(**changes) -> PretrainConfig:
     news sample, ``data.load_pretraining_corpus(full=True)``) and keeps the first
     ``general_limit`` = 1,000,000 sections, because a stage packs its corpus into blocks in memory
     and the library has no BookCorpus loader. The 8 epochs run over those sections. Chapter 2."""
-    return stage_config(PAPER, "condenser", init=PAPER.pretrained["bert"], **changes)
+    return stage_config(PAPER, "condenser", init=init or PAPER.pretrained["bert"], **changes)
 
 
 def paper_cocondenser(init: str | None = None, **changes) -> PretrainConfig:

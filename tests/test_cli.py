@@ -8,6 +8,7 @@ from condenser_lite.presets import get_preset
 from condenser_lite.pretraining import PretrainConfig, is_done, paper_cocondenser, paper_condenser
 
 MIRROR = Path(__file__).resolve().parents[2] / "shared" / "data"
+FIXTURE = Path(__file__).parent / "fixtures" / "tevatron_tiny"  # a hand-written Tevatron MS MARCO mirror
 
 
 def test_overrides_convert_to_field_types():
@@ -70,7 +71,6 @@ def test_retrieval_commands_end_to_end_on_the_tiny_fixture(tmp_path, capsys):
 
     import numpy as np
 
-    from test_fullscale_path import FIXTURE
     from tiny_checkpoint import make_checkpoint
 
     texts = [json.loads(line)["text"] for line in (FIXTURE / "msmarco-passage" / "corpus.jsonl").open()]
@@ -97,8 +97,6 @@ def test_retrieval_commands_end_to_end_on_the_tiny_fixture(tmp_path, capsys):
 
 def test_evaluate_refuses_a_cutoff_deeper_than_the_run(tmp_path, capsys):
     """A top-5 run scored at R@10 would silently be R@5: refused, naming the fix."""
-    from test_fullscale_path import FIXTURE
-
     common = ["--data", "msmarco", "--data-dir", str(FIXTURE), "--split", "dev"]
     run = tmp_path / "top5.trec"
     run.write_text("".join(f"d1 Q0 p{i} {i + 1} {10.0 - i} x\n" for i in range(5)))

@@ -1,106 +1,213 @@
-"""The full-scale retrieval code path, end to end, on a hand-made Tevatron mirror.
+"""A full-scale rehearsal: the ``full`` budget's own code path, end to end, on a small local mirror
+laid out like the Hub data sets (``tests/fullscale_mirror.py``: MS MARCO with 2,100 passages, NQ,
+Wikipedia, WikiText-103, the news sample, STS-b) with tiny checkpoints standing in for
+bert-base-uncased, Luyu/condenser (headless, as published) and Luyu/co-condenser-marco.
 
-`tests/fixtures/tevatron_tiny` is a mirror root laid out like the Hub's `Tevatron/msmarco-passage`
-(train, dev, corpus; 12 passages). With a tiny random BERT and two optimizer steps per round this
-runs exactly the calls the full MS MARCO / NQ runs make (load, two-round fine-tuning with mining,
-encode, exact search, evaluate, TREC run), so `full=True` can fail only for want of hardware.
+Everything is the paper preset's own code and settings except the model size and the amount of
+training, cut for a 2-core CPU: ``paper_condenser`` keeps its micro-batches of 64 blocks of 128
+tokens but accumulates 2 of them instead of 16; ``paper_cocondenser`` keeps the gradient cache's
+chunks of 128 spans but takes 256 documents per update instead of 2,000; the protocol runs two
+seeds instead of three, one epoch per round instead of three and two, one STS-b epoch, 32 texts
+for the attention entropy. What is not cut: the loaders, ``load_task("msmarco")``, the BM25
+baseline at the depth R@1000 reads, Tevatron's recipe otherwise (8 queries x 8 passages, 128
+tokens, mining the top 200), float16 corpus embeddings on disk, exact search shard by shard,
+evaluation at depth 1,000, nb-recall, the scorecard; NQ through the command line with DPR's top-k
+answer accuracy. One process (``workers=1``), as the protocol runs on a GPU. The paper's own batch
+shapes ran here too, once (README, "What runs where"); they take minutes on this CPU.
 """
 
-import dataclasses
+import json
+import math
 from pathlib import Path
 
 import numpy as np
 import pytest
-from transformers import AutoTokenizer
+import torch
 
-from tiny_checkpoint import make_checkpoint
-from condenser_lite.finetune import finetune_retriever, train_config, two_round
-from condenser_lite.presets import RETRIEVAL_RECIPES
-from condenser_lite.search import evaluate_retriever, read_trec_run, write_trec_run
-from condenser_lite.tevatron import load_tevatron, load_tevatron_corpus, tevatron_eval_set, validate_training_schema
-from condenser_lite.metrics import evaluate_run, topk_answer_accuracy
-
-FIXTURE = Path(__file__).parent / "fixtures" / "tevatron_tiny"
-NAME = "Tevatron/msmarco-passage"
-
-
+from fullscale_mirror import WHO, build_mirror, make_standins, mirror_texts
+from condenser_lite import gradcache, search, tasks
+from condenser_lite.cli import main
+from condenser_lite.finetune import mine_hard_negatives
+from condenser_lite.metrics import evaluate_run, has_answer
+from condenser_lite.model import Condenser
+from condenser_lite.presets import get_preset
+from condenser_lite.pretraining import (
+    DONE_FILE,
+    build_model,
+    paper_cocondenser,
+    paper_condenser,
+    pretrain,
+    read_log,
+    stage_config,
+)
+from condenser_lite.protocol import run_protocol
+from condenser_lite.scorecard import STATUSES
+from condenser_lite.search import encode, read_trec_run
+from condenser_lite.tevatron import load_tevatron, load_tevatron_corpus
+from condenser_lite.tokenizer import load_tokenizer
 
 
 @pytest.fixture(scope="module")
-def data():
-    train = load_tevatron(NAME, "train", data_dir=FIXTURE)
-    dev = load_tevatron(NAME, "dev", data_dir=FIXTURE)
-    corpus = load_tevatron_corpus(NAME, data_dir=FIXTURE)
-    return train, dev, corpus
+def mirror(tmp_path_factory):
+    return build_mirror(tmp_path_factory.mktemp("mirror"))
 
 
 @pytest.fixture(scope="module")
-def ckpt(tmp_path_factory, data):
-    train, dev, corpus = data
-    texts = list(corpus["title"]) + list(corpus["text"]) + list(train["query"]) + list(dev["query"])
-    return make_checkpoint(tmp_path_factory.mktemp("tiny_ckpt"), texts, vocab_size=400)
+def standins(mirror, tmp_path_factory):
+    return make_standins(tmp_path_factory.mktemp("hub_models"), mirror_texts(mirror))
 
 
-def test_fixture_is_tevatron_schema(data):
-    train, dev, corpus = data
-    validate_training_schema(train)
-    assert len(train) == 6 and len(dev) == 3 and len(corpus) == 12
+@pytest.fixture(scope="module")
+def small_standins(mirror, tmp_path_factory):
+    """2-layer stand-ins for the protocol, which only fine-tunes them (no Condenser head is read)."""
+    return make_standins(tmp_path_factory.mktemp("hub_models_small"), mirror_texts(mirror), layers=2)
 
 
-def test_two_round_msmarco_path(data, ckpt, tmp_path):
-    train, dev, corpus = data
-    # Paper settings except the budget: 2 steps per round, 2 queries x 4 passages (the fixture has 3 negatives).
-    recipe = dataclasses.replace(RETRIEVAL_RECIPES["msmarco"], batch_size=2, train_n_passages=4)
-    tok = AutoTokenizer.from_pretrained(ckpt)
-    model, train2 = two_round(ckpt, train, corpus, tok, recipe, tmp_path, seed=0, max_steps=2, progress=False)
-    # both rounds trained and saved plain HF dirs; round 2 started from the pre-trained checkpoint
-    for out in (tmp_path / "round1", tmp_path / "round2"):
-        assert (out / "config.json").exists()
-        assert (out / "tokenizer.json").exists()
-        assert len((out / "log.jsonl").read_text().splitlines()) == 2
-    assert model.train_result.step == 2 and np.isfinite(model.train_result.history[-1]["loss"])
-
-    # mined negatives: BM25 negatives kept, labelled positives never among the negatives
-    for old, new in zip(train, train2):
-        pos = {p["docid"] for p in new["positive_passages"]}
-        negs = [p["docid"] for p in new["negative_passages"]]
-        assert not pos & set(negs)
-        assert negs[: len(old["negative_passages"])] == [p["docid"] for p in old["negative_passages"]]
-        assert len(negs) == len(set(negs)) == 11  # 12 passages - 1 positive: depth 200 covers the corpus
-
-    # evaluate the round-2 model on dev through the full-scale evaluation path
-    eval_set = tevatron_eval_set(dev, corpus)
-    res = evaluate_retriever(tmp_path / "round2", eval_set, split="dev", metrics=("MRR@10", "R@1000"), k=1000)
-    assert set(res["metrics"]) == {"MRR@10", "R@1000"}
-    assert res["metrics"]["R@1000"] == pytest.approx(1.0)  # k covers the whole corpus
-    assert 0 < res["metrics"]["MRR@10"] <= 1
-    assert set(res["run"]) == {"d1", "d2", "d3"} and all(len(v) == 12 for v in res["run"].values())
-    embs, ids = res["corpus_embeddings"]
-    assert embs.shape == (12, 32) and ids == list(corpus["docid"])
-    # the same numbers from the model object and from a TREC run file written and read back
-    again = evaluate_retriever(model, eval_set, split="dev", tokenizer=tok, metrics=("MRR@10",), corpus_embeddings=(embs, ids))
-    assert again["metrics"]["MRR@10"] == pytest.approx(res["metrics"]["MRR@10"], abs=1e-6)
-    write_trec_run(res["run"], tmp_path / "dev.trec", tag="round2")
-    rerun = read_trec_run(tmp_path / "dev.trec")
-    assert evaluate_run(eval_set.qrels["dev"], rerun, ("MRR@10",))["MRR@10"] == pytest.approx(res["metrics"]["MRR@10"])
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("CONDENSER_LITE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("CONDENSER_LITE_DATA", raising=False)  # every loader gets data_dir=<the mirror>
 
 
-def test_untied_gradient_cache_nq_path(data, ckpt, tmp_path):
-    """NQ settings: untied encoders, 2 passages per query, gradient cache, top-k answer accuracy."""
-    train, dev, corpus = data
-    preset = RETRIEVAL_RECIPES["nq"]
-    tok = AutoTokenizer.from_pretrained(ckpt)
-    cfg = train_config(dataclasses.replace(preset, batch_size=4), tmp_path / "nq", 1, len(train), max_steps=2,
-                       progress=False)
-    model = finetune_retriever(
-        ckpt, train, tok, cfg, q_max_len=preset.q_max_len, p_max_len=128,
-        train_n_passages=preset.train_n_passages, untied=preset.untied, grad_cache_chunk=3,
-    )
-    assert model.untied and (Path(cfg.output_dir) / "query" / "config.json").exists()
-    assert "accuracy" in model.train_result.history[-1]
-    res = evaluate_retriever(cfg.output_dir, tevatron_eval_set(dev, corpus), split="dev", k=20)
-    passages = dict(zip(corpus["docid"], corpus["text"]))
-    answers = {"d1": ["chemical energy"], "d2": ["tectonic plates"], "d3": ["snow"]}
-    acc = topk_answer_accuracy(res["run"], passages, answers, ks=(5, 20))
-    assert acc["Top-20"] == pytest.approx(1.0)  # 12 passages: the answer is always within the top 20
-    assert 0 <= acc["Top-5"] <= 1
+def test_paper_stages_on_the_mirror(mirror, standins, tmp_path, monkeypatch):
+    cfg = paper_condenser(init=standins["bert"])
+    assert (cfg.batch_size, cfg.grad_accum, cfg.max_len, cfg.skip_from, cfg.n_head_layers, cfg.lr, cfg.epochs) == (
+        1024, 16, 128, 6, 2, 1e-4, 8)
+    assert (cfg.corpus, cfg.corpus_limit, cfg.head) == ("wikipedia", 1_000_000, "random")
+    cfg = cfg.replace(max_steps=1, batch_size=128, grad_accum=2)  # micro-batches of 64 as the paper's
+    condenser = pretrain(cfg, output_dir=tmp_path / "condenser", data_dir=mirror)
+    log = read_log(condenser)
+    assert [r["step"] for r in log] == [1] and math.isfinite(log[0]["loss"]) and log[0]["head_loss"] > 0
+    assert json.loads((condenser / "train" / "train_state.json").read_text())["total_steps"] == 1
+
+    co = paper_cocondenser(init=str(condenser))  # your own stage 1: its head is loaded
+    assert (co.head, co.batch_size, co.chunk_size, co.min_span, co.corpus, co.lr) == ("load", 2000, 128, 8, "msmarco", 1e-4)
+    co = co.replace(max_steps=1, batch_size=256)
+    tok = load_tokenizer(condenser)
+    saved = Condenser.from_pretrained(condenser, head="load").head.state_dict()
+    loaded = build_model(co, tok).head.state_dict()
+    assert all(torch.equal(saved[k], loaded[k]) for k in saved)
+    chunks = []
+    real = gradcache.gradient_cache
+    monkeypatch.setattr(gradcache, "gradient_cache", lambda ch, *a, **kw: chunks.append(len(ch)) or real(ch, *a, **kw))
+    co_dir = pretrain(co, output_dir=tmp_path / "cocondenser", data_dir=mirror)
+    record = json.loads((co_dir / DONE_FILE).read_text())
+    assert record["steps"] == 1 and (record["documents"], record["skipped_documents"]) == (2100, 40)
+    assert chunks == [2 * 256 // 128]  # 512 spans through the cache, 128 at a time
+    assert read_log(co_dir)[0]["co_acc"] >= 0
+
+
+def test_headless_published_condenser_is_an_explicit_choice(standins):
+    assert (paper_cocondenser().init, paper_cocondenser().head) == ("Luyu/condenser", "random")
+    stand_in = get_preset("full").replace(pretrained=standins)
+    fresh = stage_config(stand_in, "cocondenser", standins["condenser"])  # the published one: headless
+    assert fresh.head == "random"
+    tok = load_tokenizer(standins["condenser"])
+    with pytest.warns(UserWarning, match="fresh, untrained Condenser head: a deviation"):
+        build_model(fresh, tok)
+    with pytest.raises(FileNotFoundError, match=r"no Condenser head.*paper_cocondenser\(init=.*head='random'"):
+        build_model(fresh.replace(head="load"), tok)
+    # a checkpoint with the authors' head file loads it, whatever it is called
+    assert build_model(fresh.replace(init=standins["cocondenser"], head="load"), tok).n_head_layers == 2
+
+
+def test_mined_negatives_come_from_the_round1_top_depth(mirror, small_standins):
+    """Round 2's mining over 2,100 passages: negatives sampled from the retriever's own top 200
+    (not from the whole corpus), labelled positives never among them, BM25 negatives kept first."""
+    train = load_tevatron("Tevatron/msmarco-passage", "train", data_dir=mirror).select(range(16))
+    corpus = load_tevatron_corpus("Tevatron/msmarco-passage", data_dir=mirror)
+    model = small_standins["bert"]  # a retriever to mine with: which one does not matter here
+    mined = mine_hard_negatives(model, train, corpus, depth=200, n=30, seed=0, p_max_len=128)
+    tok = load_tokenizer(model)
+    p = encode(model, (list(corpus["title"]), list(corpus["text"])), tok, max_len=128)
+    q = encode(model, list(train["query"]), tok, max_len=32)
+    scores = q @ p.T
+    kth = np.sort(scores, axis=1)[:, -200]  # the 200th best score per query
+    row = {d: j for j, d in enumerate(corpus["docid"])}
+    for i, (old, new) in enumerate(zip(train, mined)):
+        n_bm25 = len(old["negative_passages"])
+        negs = [x["docid"] for x in new["negative_passages"]]
+        assert negs[:n_bm25] == [x["docid"] for x in old["negative_passages"]]
+        added = negs[n_bm25:]
+        assert 25 <= len(set(added)) <= 30
+        # within the top 200 (up to float rounding at the boundary), which is a tenth of the corpus
+        assert all(scores[i, row[d]] >= kth[i] - 1e-5 for d in added)
+        assert not set(added) & {x["docid"] for x in new["positive_passages"]}
+
+
+def test_full_budget_protocol_on_the_mirror(mirror, small_standins, tmp_path, monkeypatch):
+    standins = small_standins
+    preset = get_preset("full").replace(pretrained=standins, seeds=(0, 1), entropy_texts=32, **{
+        "finetune.epochs_round1": 1.0, "finetune.epochs_round2": 1.0, "sts.epochs_full": 1.0, "sts.epochs_low_data": 1.0})
+    depths, encodings = [], []
+    real_bm25, real_encode = tasks.bm25_search, search.encode_corpus
+    monkeypatch.setattr(tasks, "bm25_search", lambda c, q, k, **kw: depths.append(k) or real_bm25(c, q, k=k, **kw))
+
+    def encode_corpus(*args, **kwargs):
+        encodings.append((kwargs.get("dtype"), kwargs.get("path")))
+        return real_encode(*args, **kwargs)
+
+    monkeypatch.setattr(search, "encode_corpus", encode_corpus)
+    results = run_protocol(preset, data_dir=str(mirror), workers=1, verbose=False)
+
+    assert results["task"] == {"name": "msmarco", "split": "dev", "corpus": 2100, "train_queries": 32, "eval_queries": 16}
+    # BM25 ranks as deep as R@1000 reads, on the whole passages and on their first 128 tokens
+    assert depths == [1000, 1000] and results["bm25"]["depth"] == 1000
+    assert results["bm25"]["full"]["R@1000"] == 1.0 > results["bm25"]["full"]["RR@10"] > 0  # a topic's keywords
+    finetunes = sorted((tmp_path / "cache" / "finetune").iterdir())
+    assert len(finetunes) == 3 * 2 * 2  # 3 arms x 2 seeds x 2 rounds (the 1K and 10K sizes exceed the 32 queries)
+    assert len(encodings) == 12 and all(dtype == "float16" and path is not None for dtype, path in encodings)
+    assert not list((tmp_path / "cache").rglob("corpus_embeddings.npy"))  # round 2 dropped round 1's after mining
+    qrels = load_tevatron("Tevatron/msmarco-passage", "dev", data_dir=mirror)
+    qrels = {r["query_id"]: {p["docid"]: 1 for p in r["positive_passages"]} for r in qrels}
+    for folder in finetunes:
+        ranked = json.loads((folder / "run.json").read_text())
+        assert len(ranked) == 16 and {len(v) for v in ranked.values()} == {1000}  # depth 1,000 of 2,100
+        stored = json.loads((folder / "result.json").read_text())["metrics"]
+        run = {q: {d: float(len(docs) - i) for i, d in enumerate(docs)} for q, docs in ranked.items()}
+        again = evaluate_run(qrels, run, ("RR@10", "R@1000", "nDCG@10"))
+        assert again == pytest.approx(stored, abs=1e-9)
+    for arm in ("bert", "condenser", "cocondenser"):
+        assert set(results["retrieval"][arm]) == {"round1", "round2"}
+        assert results["retrieval"][arm]["round2"]["32"]["R@1000"]["n"] == 2
+        assert set(results["nb_recall"][arm]) == {f"n{n}@k{k}" for n in (50, 100) for k in (100, 200, 500, 1000)}
+    assert results["arms"]["cocondenser"]["checkpoint"] == standins["cocondenser"]
+    claims = {c["id"]: c for c in results["claims"]}
+    assert sorted(claims) == [f"C{i}" for i in range(1, 8)] and all(c["status"] in STATUSES for c in claims.values())
+    c2 = claims["C2"]["ours"]["round1"]  # the paper's MS MARCO measures: MRR@10 and R@1000
+    assert set(c2) == {"RR@10", "R@1000"}
+    means = {arm: results["retrieval"][arm]["round1"]["32"]["R@1000"]["mean"] for arm in ("cocondenser", "condenser")}
+    assert c2["R@1000"]["diff"] == pytest.approx(means["cocondenser"] - means["condenser"], abs=1e-4)
+    assert claims["C3"]["status"] == "not measured"  # no ablation arms at full scale
+    # one seed (what the notebooks pass at full scale) warns and says so in the results
+    with pytest.warns(UserWarning, match="one fine-tuning seed"):
+        single = run_protocol(preset, seeds=(0,), data_dir=str(mirror), workers=1, verbose=False)
+    assert any("one fine-tuning seed" in note.lower() for note in single["notes"])
+
+
+def test_nq_through_the_command_line_reports_dpr_top_k_accuracy(mirror, small_standins, tmp_path, capsys):
+    data = ["--data", "nq", "--data-dir", str(mirror)]
+    # NQ's recipe: untied encoders, 2 passages per query, 256 tokens, the gradient cache (chunks of 4 here)
+    main(["finetune", "--init", small_standins["bert"], "--output-dir", str(tmp_path / "nq"), "--max-steps", "2",
+          "--set", "batch_size=8", "--set", "grad_cache_chunk=4", *data])
+    assert (tmp_path / "nq" / "query" / "config.json").exists() and (tmp_path / "nq" / "passage" / "config.json").exists()
+    capsys.readouterr()
+    main(["search", "--model", str(tmp_path / "nq"), "--split", "test", "--out", str(tmp_path / "test.trec"), *data])
+    printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert set(printed) == {"Top-5", "Top-20", "Top-100"}
+    run = read_trec_run(tmp_path / "test.trec")
+    assert len(run) == 20 and {len(v) for v in run.values()} == {100}  # 100 of the 300 passages
+    texts = {r["docid"]: r["text"] for r in load_tevatron_corpus("Tevatron/wikipedia-nq", data_dir=mirror)}
+    answers = {r["query_id"]: r["answers"] for r in load_tevatron("Tevatron/wikipedia-nq", "test", data_dir=mirror)}
+    first_hit = {}
+    for q, docs in run.items():
+        ranked = sorted(docs, key=lambda d: -docs[d])
+        first_hit[q] = next((i for i, d in enumerate(ranked) if has_answer(texts[d], answers[q])), None)
+    for k in (5, 20, 100):
+        share = sum(h is not None and h < k for h in first_hit.values()) / 20
+        assert printed[f"Top-{k}"] == pytest.approx(round(share, 4))
+    # DPR's rule: "The Voltar" is never found, though "voltar" sits in two thirds of the passages
+    for q in ("nq36", "nq37"):
+        top5 = sorted(run[q], key=lambda d: -run[q][d])[:5]
+        assert first_hit[q] is None and any(WHO in texts[d] for d in top5)
+    assert printed["Top-100"] <= 16 / 20  # 4 questions have no answer any passage matches
