@@ -147,7 +147,7 @@ def passage_strings(tokenizer, titles: Sequence[str], texts: Sequence[str]) -> l
     """Passages as the encoder reads them, Tevatron's ``title [SEP] text`` (text alone without a
     title); chapter 4."""
     sep = f" {tokenizer.sep_token} " if getattr(tokenizer, "sep_token", None) else " "
-    return [f"{t}{sep}{x}" if t else x for t, x in zip(titles, texts)]
+    return [f"{t}{sep}{x or ''}" if t else str(x or "") for t, x in zip(titles, texts)]
 
 
 def pad_batch(seqs: Sequence[Sequence[int]], pad_id: int, width: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:

@@ -589,9 +589,11 @@ def column_names(data: Any) -> list[str]:
     return list(names or [])
 
 
-def corpus_columns(corpus: Any) -> tuple[list[str], list[str], list[str]]:
+def corpus_columns(corpus: Any, lazy: bool = False) -> tuple[list[str], Sequence[str], Sequence[str]]:
     """(ids, titles, texts) of a corpus given as a BEIR ``Dataset[_id, title, text]``, a Tevatron
-    ``Dataset[docid, title, text]``, a list of such dicts, or ``{id: text}`` / ``{id: {title, text}}``. Chapter 4."""
+    ``Dataset[docid, title, text]``, a list of such dicts, or ``{id: text}`` / ``{id: {title, text}}``.
+    With ``lazy`` a ``Dataset``'s titles and texts stay columns read on access (slices are lists),
+    so encoding 21M passages never holds them all as Python strings. Chapter 4."""
     if isinstance(corpus, Mapping):
         ids = [str(k) for k in corpus]
         vals = list(corpus.values())
@@ -606,6 +608,8 @@ def corpus_columns(corpus: Any) -> tuple[list[str], list[str], list[str]]:
         )
     if hasattr(corpus, "column_names"):  # datasets.Dataset: columnar access is fast
         ids = [str(x) for x in corpus[id_col]]
+        if lazy and ids:
+            return ids, corpus["title"] if "title" in names else [""] * len(ids), corpus["text"]
         texts = [str(x or "") for x in corpus["text"]]
         titles = [str(x or "") for x in corpus["title"]] if "title" in names else [""] * len(ids)
     else:

@@ -29,7 +29,7 @@ import numpy as np
 from .biencoder import BiEncoder, RetrievalCollator, load_model_and_tokenizer, retrieval_step
 from .data import corpus_columns
 from .presets import FinetuneConfig
-from .search import encode, search_indices
+from .search import encode, encode_corpus, search_indices
 from .tevatron import validate_training_schema
 from .tokenizer import load_tokenizer
 from .training import TrainConfig, train
@@ -99,7 +99,7 @@ def mine_hard_negatives(
     """
     validate_training_schema(train_dataset)
     model, tokenizer, device = load_model_and_tokenizer(model_dir, tokenizer, device, caller="mine_hard_negatives")
-    ids, titles, texts = corpus_columns(corpus)
+    ids, titles, texts = corpus_columns(corpus, lazy=True)
     if corpus_embeddings is None:
         p_embs = encode(model, (titles, texts), tokenizer, max_len=p_max_len, batch_size=batch_size, device=device, side="passage")
     else:
@@ -116,7 +116,7 @@ def mine_hard_negatives(
         pos_ids = {str(p["docid"]) for p in pos}
         pool = [int(j) for j in ranked[i] if j >= 0 and ids[j] not in pos_ids]
         pick = rng.sample(pool, min(n, len(pool)))
-        mined.append([{"docid": ids[j], "title": titles[j], "text": texts[j]} for j in pick])
+        mined.append([{"docid": ids[j], "title": str(titles[j] or ""), "text": str(texts[j] or "")} for j in pick])
 
     def add(example: dict, idx: int) -> dict:
         old = list(example["negative_passages"]) if keep_bm25 else []
@@ -164,17 +164,25 @@ def finetune_round(
 
     Round 1 fine-tunes ``init_checkpoint`` on ``train_dataset``'s BM25 negatives. Round 2 first
     mines hard negatives with ``round1`` (the round-1 retriever or its folder) over ``corpus``
-    (reusing ``corpus_embeddings`` of that retriever when given) and adds them to the BM25
+    (reusing ``corpus_embeddings`` of that retriever when given, else encoding the corpus into a
+    scratch memmap in ``output_dir`` in the recipe's ``embedding_dtype``) and adds them to the BM25
     negatives, then fine-tunes the same *pre-trained* ``init_checkpoint`` again, not the round-1
     model. The model is saved to ``output_dir``; ``overrides`` go to ``train_config``.
     """
     if round_number == 2:
         if round1 is None or corpus is None:
             raise ValueError("round 2 mines negatives with the round-1 retriever: pass round1=<its model or folder> and corpus=")
+        scratch = Path(output_dir) / "mining_embeddings.npy"
+        if corpus_embeddings is None:  # the round-1 model's corpus, straight to disk (NQ: 21M passages)
+            Path(output_dir).mkdir(parents=True, exist_ok=True)
+            corpus_embeddings = encode_corpus(round1, corpus, tokenizer, recipe.p_max_len, path=scratch,
+                                              dtype=recipe.embedding_dtype, batch_size=recipe.encode_batch)
         train_dataset = mine_hard_negatives(
             round1, train_dataset, corpus, tokenizer, depth=recipe.mine_depth, n=recipe.n_mined, seed=seed,
             q_max_len=recipe.q_max_len, p_max_len=recipe.p_max_len, batch_size=recipe.encode_batch,
             corpus_embeddings=corpus_embeddings)
+        del corpus_embeddings
+        scratch.unlink(missing_ok=True)
     cfg = train_config(recipe, output_dir, round_number, len(train_dataset), seed, **overrides)
     model = finetune_retriever(
         init_checkpoint, train_dataset, tokenizer, cfg, q_max_len=recipe.q_max_len, p_max_len=recipe.p_max_len,

@@ -24,7 +24,7 @@ from transformers import PreTrainedModel
 from .biencoder import BiEncoder, cls_embedding, load_model_and_tokenizer, pad_batch, passage_strings, token_ids
 from .data import SchemaError, corpus_columns, corpus_texts, query_columns
 from .devices import is_xla
-from .metrics import answer_cutoffs, evaluate_run, metric_depth, topk_answer_accuracy
+from .metrics import answer_cutoffs, check_run_depth, evaluate_run, metric_depth, topk_answer_accuracy
 from .tevatron import check_qrels
 
 def _pick_encoder(model: Any, side: str) -> nn.Module:
@@ -123,7 +123,7 @@ def encode_corpus(model: Any, corpus: Any, tokenizer=None, p_max_len: int = 128,
     to about 1e-3, which the papers' MRR@10 and R@1000 tolerate; scores are computed in float32.
     """
     model, tokenizer, device = load_model_and_tokenizer(model, tokenizer, kwargs.pop("device", None), caller="encode_corpus")
-    ids, titles, texts = corpus_columns(corpus)
+    ids, titles, texts = corpus_columns(corpus, lazy=True)
     out = None
     if path is not None:
         hidden = _pick_encoder(model, "passage").config.hidden_size
@@ -359,16 +359,7 @@ def evaluate_retriever(
     """
     need = metric_depth(metrics)
     k = k if k is not None else max(need or 0, 100)
-    top_ks = answer_cutoffs(metrics)
-    ir_metrics = [m for m in metrics if not answer_cutoffs([m])]
-    qrels = {q: d for q, d in beir_data.split_qrels(split).items() if d} if ir_metrics else {}
-    answers = {}
-    if top_ks:
-        answers = getattr(beir_data, "answers", {}).get(split)
-        if not answers:
-            raise SchemaError(f"{', '.join(f'Top-{t}' for t in top_ks)} needs the answer strings of the {split!r} queries, "
-                              f"which {getattr(beir_data, 'name', 'this data set')!r} lacks; use ir_measures metrics "
-                              "(RR@10, R@100) or a data set with answers (nq)")
+    qrels, answers = _labels(beir_data, split, metrics)
     model, tokenizer, device = load_model_and_tokenizer(model_dir_or_model, tokenizer, device, caller="evaluate_retriever")
     qids_all, qtexts_all = query_columns(beir_data.queries)
     if corpus_embeddings is None:
@@ -385,8 +376,32 @@ def evaluate_retriever(
         raise SchemaError(f"split {split!r}: none of the queries has qrels; nothing to evaluate")
     q_embs = encode(model, [qtext[q] for q in qids], tokenizer, max_len=q_max_len, batch_size=batch_size, device=device, side="query")
     run = search(p_embs, p_ids, q_embs, qids, k=k, index_type=index_type)
-    scores = evaluate_run(qrels, run, ir_metrics) if ir_metrics else {}
+    return {"metrics": score_run(beir_data, split, run, metrics), "run": run, "corpus_embeddings": corpus_embeddings}
+
+
+def _labels(beir_data: Any, split: str, metrics: Sequence[str]) -> tuple[dict, dict]:
+    """The qrels (for ir_measures metrics) and answers (for Top-k) of ``split`` that ``metrics`` need."""
+    top_ks = answer_cutoffs(metrics)
+    qrels = {q: d for q, d in beir_data.split_qrels(split).items() if d} if len(top_ks) < len(metrics) else {}
+    answers = {}
     if top_ks:
+        answers = getattr(beir_data, "answers", {}).get(split)
+        if not answers:
+            raise SchemaError(f"{', '.join(f'Top-{t}' for t in top_ks)} needs the answer strings of the {split!r} queries, "
+                              f"which {getattr(beir_data, 'name', 'this data set')!r} lacks; use ir_measures metrics "
+                              "(RR@10, R@100) or a data set with answers (nq)")
+    return qrels, answers
+
+
+def score_run(beir_data: Any, split: str, run: Mapping[str, Mapping[str, float]], metrics: Sequence[str]) -> dict:
+    """``{metric: value}`` of a run on ``split`` (chapter 4): ir_measures metrics against the qrels,
+    ``Top-k`` (DPR's answer accuracy, NQ) against the answers. A metric that reads deeper than the
+    run ranks is refused (``metrics.check_run_depth``) unless the run ranks the whole corpus."""
+    qrels, answers = _labels(beir_data, split, metrics)
+    check_run_depth(run, metrics, n_docs=len(beir_data.corpus))
+    ir_metrics = [m for m in metrics if not answer_cutoffs([m])]
+    scores = evaluate_run(qrels, run, ir_metrics) if ir_metrics else {}
+    if answers:
         texts = corpus_texts(beir_data.corpus, {d for docs in run.values() for d in docs})
-        scores.update(topk_answer_accuracy(run, texts, answers, ks=top_ks))
-    return {"metrics": {m: scores[m] for m in metrics}, "run": run, "corpus_embeddings": corpus_embeddings}
+        scores.update(topk_answer_accuracy(run, texts, answers, ks=answer_cutoffs(metrics)))
+    return {m: scores[m] for m in metrics}

@@ -127,7 +127,7 @@ def truncated_passages(tokenizer, corpus: Any, max_len: int, chunk: int = 100_00
     ``p_max_len = max_len`` reads, as text for BM25 (chapter 4). Cut at the last kept token's
     character offset, ``chunk`` passages at a time: nothing is decoded back from token ids, and
     8.84M passages never sit in memory as token lists."""
-    ids, titles, texts = corpus_columns(corpus)
+    ids, titles, texts = corpus_columns(corpus, lazy=True)
     sep = f" {tokenizer.sep_token} " if getattr(tokenizer, "sep_token", None) else None
     out: dict[str, str] = {}
     for start in range(0, len(ids), chunk):

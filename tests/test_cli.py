@@ -65,20 +65,28 @@ def test_pretrain_command_runs_a_stage(tmp_path, monkeypatch, capsys):
     assert str(tmp_path / "out") in capsys.readouterr().out
 
 
-def test_retrieval_commands_end_to_end_on_the_tiny_fixture(tmp_path, capsys):
+def test_retrieval_commands_end_to_end_on_the_tiny_fixture(tmp_path, capsys, monkeypatch):
     """finetune (two rounds) -> search -> evaluate -> encode, as a full-scale user types them."""
     import json
 
     import numpy as np
 
+    from condenser_lite import finetune
     from tiny_checkpoint import make_checkpoint
 
     texts = [json.loads(line)["text"] for line in (FIXTURE / "msmarco-passage" / "corpus.jsonl").open()]
     init = make_checkpoint(tmp_path / "init", texts * 3)
     common = ["--data", "msmarco", "--data-dir", str(FIXTURE)]
+    encodings = []
+    real = finetune.encode_corpus
+    monkeypatch.setattr(finetune, "encode_corpus", lambda *a, **kw: encodings.append(kw) or real(*a, **kw))
     main(["finetune", "--init", str(init), "--output-dir", str(tmp_path / "ft"), "--rounds", "2", "--max-steps", "2",
           "--set", "batch_size=2", "--set", "train_n_passages=2", "--set", "mixed_precision=no", *common])
     assert (tmp_path / "ft" / "round2" / "config.json").exists()
+    # round 2 mined over the corpus encoded by round 1's model into a float16 memmap (MS MARCO's
+    # recipe), a scratch file gone once mining is done
+    assert [(kw["dtype"], kw["path"]) for kw in encodings] == [("float16", tmp_path / "ft" / "round2" / "mining_embeddings.npy")]
+    assert not (tmp_path / "ft" / "round2" / "mining_embeddings.npy").exists()
     capsys.readouterr()
     # MS MARCO's metrics by default (MRR@10, R@1000): the run is as deep as R@1000 reads
     main(["search", "--model", str(tmp_path / "ft" / "round2"), "--split", "dev", "--out", str(tmp_path / "dev.trec"),
