@@ -72,14 +72,12 @@ def pick_device() -> str:
     """``"cuda"``, ``"xla"`` (TPU), ``"mps"`` or ``"cpu"``, whichever this machine has."""
     import torch
 
+    from .devices import xla
+
     if torch.cuda.is_available():
         return "cuda"
-    try:  # Colab TPU runtime
-        import torch_xla  # noqa: F401
-
+    if xla.available():  # Colab TPU runtime (torch_xla installed)
         return "xla"
-    except ImportError:
-        pass
     if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
         return "mps"
     return "cpu"
