@@ -82,7 +82,9 @@ def test_paper_presets_match_the_papers():
     c = paper_condenser()
     assert (c.init, c.skip_from, c.n_head_layers, c.lr, c.weight_decay, c.max_len) == ("bert-base-uncased", 6, 2, 1e-4, 0.01, 128)
     co = paper_cocondenser()
-    assert (co.init, co.resolved_head, co.batch_size, co.corpus) == ("Luyu/condenser", "load", 2000, "msmarco")
+    # the published Luyu/condenser has no head: a fresh one (warned when built); your own stage 1's is loaded
+    assert (co.init, co.resolved_head, co.batch_size, co.corpus) == ("Luyu/condenser", "random", 2000, "msmarco")
+    assert paper_cocondenser(init="my_condenser").resolved_head == "load"
     assert co.chunk_size is not None  # 2,000 documents per update only fit through the gradient cache
 
 
