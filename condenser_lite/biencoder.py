@@ -150,7 +150,8 @@ def passage_strings(tokenizer, titles: Sequence[str], texts: Sequence[str]) -> l
     return [f"{t}{sep}{x or ''}" if t else str(x or "") for t, x in zip(titles, texts)]
 
 
-def pad_batch(seqs: Sequence[Sequence[int]], pad_id: int, width: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def pad_batch(seqs: Sequence[Sequence[int]], pad_id: int,
+              width: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """``(input_ids, attention_mask)`` of token-id lists padded to the longest, or to ``width``
     (one shape for every batch, as XLA wants); chapter 4."""
     width = width or max(len(s) for s in seqs)

@@ -375,7 +375,8 @@ def corpus_summary(corpus: Dataset) -> dict[str, dict[str, int]]:
 QRELS_FEATURES = Features({"query-id": Value("string"), "corpus-id": Value("string"),
                            "score": Value("int64")})
 BEIR_HUB = "BeIR"  # BeIR/<name> (configs corpus, queries) and BeIR/<name>-qrels (one split per file)
-BEIR_LAYOUT = "corpus.jsonl (_id, title, text), queries.jsonl (_id, text), qrels/<split>.tsv (query-id, corpus-id, score)"
+BEIR_LAYOUT = ("corpus.jsonl (_id, title, text), queries.jsonl (_id, text), "
+               "qrels/<split>.tsv (query-id, corpus-id, score)")
 
 
 @dataclass

@@ -113,7 +113,8 @@ def nb_recall(
 # DPR's SimpleTokenizer (its qa_validation.has_answer, match_type "string"): a token is a run of
 # letters, digits and combining marks, or any single other character that is not a separator
 # or a control character, so punctuation stays as tokens and articles are kept.
-_DPR_TOKEN = regex.compile(r"[\p{L}\p{N}\p{M}]+|[^\p{Z}\p{C}]", flags=regex.IGNORECASE | regex.UNICODE | regex.MULTILINE)
+_DPR_TOKEN = regex.compile(r"[\p{L}\p{N}\p{M}]+|[^\p{Z}\p{C}]",
+                           flags=regex.IGNORECASE | regex.UNICODE | regex.MULTILINE)
 
 
 def dpr_tokens(text: str) -> list[str]:

@@ -69,9 +69,10 @@ class PretrainingConfig:
     coCondenser stage starts with when it continues the preset's published Condenser
     (``Preset.pretrained["condenser"]``): ``"load"`` (its trained head, as the paper) or
     ``"random"`` (a fresh head: the only choice from a headless published checkpoint, a warned
-    deviation). From any other checkpoint (your own stage 1) the head is loaded. ``general_corpus``: ``"general"`` (the scaled-down mix) or
-    ``"wikipedia"``; ``*_limit``: use only the first N documents (full-scale Wikipedia is
-    streamed, so it needs a limit). Chapters 2 and 3."""
+    deviation). From any other checkpoint (your own stage 1) the head is loaded.
+    ``general_corpus``: ``"general"`` (the scaled-down mix) or ``"wikipedia"``; ``*_limit``: use
+    only the first N documents (full-scale Wikipedia is streamed, so it needs a limit).
+    Chapters 2 and 3."""
 
     s1_steps: int | None = 1200
     s2_steps: int | None = 600
@@ -150,10 +151,10 @@ class Preset:
 
     ``arms``: the arms to run (``ARMS``); ``pretrained`` maps arms to existing checkpoints (Hub
     ids at full scale), which skip pre-training; ``seeds``: fine-tuning seeds (the spread the
-    scorecard compares against). Retrieval: ``task`` (``"scifact"`` or any BEIR name or the path of a
-    BEIR-format folder: fine-tuned on its ``train`` split, evaluated on ``test``, its corpus
-    coCondenser's target; ``"msmarco"``: Tevatron MS MARCO, dev split), ``train_sizes`` (``None`` = every training
-    query), round 2 for ``round2_arms`` at the full size, the ablations at ``ablation_sizes``
+    scorecard compares against). Retrieval: ``task`` (``"scifact"`` or any BEIR name or the path
+    of a BEIR-format folder: fine-tuned on its ``train`` split, evaluated on ``test``, its corpus
+    coCondenser's target; ``"msmarco"``: Tevatron MS MARCO, dev split), ``train_sizes``
+    (``None`` = every training query), round 2 for ``round2_arms`` at the full size, the ablations at ``ablation_sizes``
     only; ``metrics`` (the first one is the headline), nb-recall at ``nb_n`` x ``nb_k``. STS-b:
     ``sts_arms`` at ``sts_sizes`` pairs (``None`` = all 5,749). Attention entropy over
     ``entropy_texts`` texts of at most ``entropy_max_len`` tokens. ``micro_*`` shrink the data for
@@ -195,7 +196,8 @@ class Preset:
             raise ValueError(f"Preset.task={self.task!r}: use 'scifact' (or another BEIR name), 'msmarco' (full "
                              "scale) or the path of a folder in BEIR's format")
         if self.pretraining.cocondenser_head not in ("load", "random"):
-            raise ValueError(f"pretraining.cocondenser_head={self.pretraining.cocondenser_head!r}: use 'load' or 'random'")
+            raise ValueError(f"pretraining.cocondenser_head={self.pretraining.cocondenser_head!r}: "
+                             "use 'load' or 'random'")
         if not self.train_sizes:
             raise ValueError("Preset.train_sizes must list at least one training size (None = all queries)")
 

@@ -34,7 +34,7 @@ from .config import cache_dir
 from .data import load_documents, load_pretraining_corpus
 from .gradcache import cocondenser_step
 from .model import BertMLM, Condenser, has_head, tiny_bert_config
-from .presets import PAPER, TINY, Preset, get_preset
+from .presets import PAPER, TEVATRON_TASKS, TINY, Preset, get_preset
 from .pretrain_data import MLMCollator, pack_blocks
 from .spans import SpanPairCollator, SpanPairs, tokenize_documents
 from .tevatron import load_tevatron_corpus
@@ -300,7 +300,7 @@ def general_blocks(cfg: PretrainConfig, tokenizer, data_dir: str | None = None):
     return pack_blocks(corpus, tokenizer, max_len=cfg.max_len, short_seq_prob=cfg.short_seq_prob, seed=cfg.seed)
 
 
-TEVATRON_CORPORA = {"msmarco": "Tevatron/msmarco-passage", "wikipedia-nq": "Tevatron/wikipedia-nq"}
+TEVATRON_CORPORA = {**TEVATRON_TASKS, "wikipedia-nq": TEVATRON_TASKS["nq"]}  # the tasks' names, and the old one
 
 
 def target_documents(cfg: PretrainConfig, data_dir: str | None = None):
