@@ -1,6 +1,6 @@
 """Your own corpus, end to end through the command line, on a BEIR-format folder the project has
-never seen (`tests/fixtures/bike_beir`: 42 documents about bicycles, 12 of them a single sentence;
-16 train and 10 test queries): coCondenser pre-training on it, fine-tuning, search, evaluation and
+never seen (`tests/fixtures/bike_beir`: 42 documents about bicycles, 12 of them one-line tips too
+short for two spans at the default min_span; 16 train and 10 test queries): coCondenser pre-training on it, fine-tuning, search, evaluation and
 the whole scaled-down protocol with `experiments --task PATH`."""
 
 import json
@@ -91,7 +91,7 @@ def test_experiments_on_a_folder_runs_the_whole_protocol(tokenizer_dir, tmp_path
     assert "bike_beir" in capsys.readouterr().out
 
 
-def test_experiments_refuses_a_folder_without_a_test_split(tokenizer_dir, tmp_path):
+def test_experiments_refuses_a_folder_without_a_test_split(tmp_path):
     from condenser_lite.presets import get_preset
     from condenser_lite.tasks import load_task
 
