@@ -135,7 +135,9 @@ def _figures_inline() -> None:
     shell = get_ipython() if get_ipython else None
     if shell is not None and getattr(shell, "kernel", None) is not None:
         shell.run_line_magic("matplotlib", "inline")
-    plt.rcParams.update({"figure.dpi": 100, "savefig.dpi": 120, "font.size": 10})
+    # no "1e-5+4.113" offset labels: tick labels show the values themselves
+    plt.rcParams.update({"figure.dpi": 100, "savefig.dpi": 120, "font.size": 10,
+                         "axes.formatter.useoffset": False})
 
 
 def colab_cell() -> str:
