@@ -154,8 +154,8 @@ if "google.colab" in sys.modules:
     RELEASE, REPO = "{COLAB_RELEASE}", "https://github.com/{REPOSITORY}"
     CLONE = "/content/condenser-lite"
     if not os.path.isdir(CLONE):
-        clone = f"git clone -q --depth 1 --branch {{RELEASE}} {{REPO}} {{CLONE}}"
-        subprocess.run(clone.split(), check=True)
+        subprocess.run(["git", "-c", "advice.detachedHead=false", "clone", "-q",
+                        "--depth", "1", "--branch", RELEASE, REPO, CLONE], check=True)
     sys.path.insert(0, CLONE + "/scripts")
     import colab_install
 
