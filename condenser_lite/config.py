@@ -34,8 +34,11 @@ def parse_bool(value: object, name: str = "full") -> bool:
     )
 
 
-def parse_int(value: object, name: str, minimum: int | None = None) -> int:
-    """Read an integer parameter (papermill may pass ``"3"``); error names the parameter."""
+def parse_int(value: object, name: str, minimum: int | None = None, optional: bool = False) -> int | None:
+    """Read an integer parameter (papermill may pass ``"3"``); error names the parameter.
+    With ``optional=True``, ``None``, ``""`` and ``"none"`` mean "not set" and give ``None``."""
+    if optional and _unset(value):
+        return None
     try:
         if isinstance(value, bool):
             raise TypeError
@@ -57,6 +60,30 @@ def parse_float(value: object, name: str) -> float:
         return float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         raise ValueError(f"parameter {name!r} must be a number, got {value!r} ({type(value).__name__})") from None
+
+
+def parse_choice(value: object, name: str, choices: tuple[str, ...], hint: str = "") -> str:
+    """Read a parameter that must be one of ``choices`` (case-insensitive); error names them."""
+    text = str(value).strip().lower()
+    if text not in choices:
+        raise ValueError(f"parameter {name!r} must be one of {', '.join(map(repr, choices))}, "
+                         f"got {value!r}" + (f" ({hint})" if hint else ""))
+    return text
+
+
+def parse_path(value: object, name: str) -> Path | None:
+    """Read an optional folder parameter: ``None``, ``""`` or ``"none"`` give ``None``, anything
+    else a :class:`~pathlib.Path` with ``~`` expanded."""
+    if _unset(value):
+        return None
+    if not isinstance(value, (str, os.PathLike)):
+        raise ValueError(f"parameter {name!r} must be a folder path or None, got {value!r}")
+    return Path(value).expanduser()
+
+
+def _unset(value: object) -> bool:
+    # papermill's -p passes strings, so "None" arrives as text
+    return value is None or (isinstance(value, str) and value.strip().lower() in ("", "none"))
 
 
 def cache_dir(sub: str | None = None) -> Path:

@@ -43,6 +43,31 @@ def _fig(ax=None, figsize=(5.5, 3.6)):
     return ax.figure, ax
 
 
+def log_axis(ax, axis: str = "y") -> None:
+    """Put ``axis`` on a log scale with plain tick labels (0.02, 0.05, 0.1, ...), not
+    ``2x10^-2`` and unlabelled in-between ticks. Call it after plotting: the ticks follow the
+    current limits. Chapters 4 and 6."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+    getattr(ax, f"set_{axis}scale")("log", nonpositive="clip")
+    lo, hi = getattr(ax, f"get_{axis}lim")()
+    target = ax.yaxis if axis == "y" else ax.xaxis
+    target.set_major_locator(FixedLocator(_log_ticks(lo, hi)))
+    target.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    target.set_minor_locator(NullLocator())
+
+
+def _log_ticks(lo: float, hi: float, least: int = 4) -> list[float]:
+    # the sparsest of the 1-2-5 style sequences that puts at least `least` ticks in [lo, hi]
+    lo, hi = max(lo, 1e-12), max(hi, 2e-12)
+    decades = range(int(np.floor(np.log10(lo))), int(np.ceil(np.log10(hi))) + 1)
+    for mantissas in ((1,), (1, 2, 5), (1, 2, 3, 5), tuple(range(1, 10))):
+        ticks = [m * 10.0**d for d in decades for m in mantissas if lo <= m * 10.0**d <= hi]
+        if len(ticks) >= least:
+            break
+    return ticks
+
+
 def save(fig, path: str | Path) -> Path:
     """Save ``fig`` as PNG (the folder is created) and return the path. Chapter 4."""
     path = Path(path)
@@ -114,21 +139,31 @@ def scorecard_table(results: Mapping):
 # ---------------------------------------------------------------------------------------
 
 
+def _errorbar(ax, arm: str, by_x: Mapping[str, Mapping], dodge: float = 1.0) -> None:
+    """One arm's mean ± std over seeds against x (the keys of ``by_x``), x scaled by ``dodge``."""
+    xs = sorted(int(x) for x in by_x)
+    mean = np.array([by_x[str(x)]["mean"] for x in xs])
+    std = np.array([by_x[str(x)]["std"] or 0 for x in xs])
+    ax.errorbar(np.array(xs) * dodge, mean, yerr=std, marker="o", capsize=3,
+                color=ARM_COLORS.get(arm), label=label(arm))
+
+
+def _dodges(n: int, step: float = 0.03) -> list[float]:
+    # factors that spread n arms around each x of a log axis, so their error bars do not overlap
+    return [(1 + step) ** (i - (n - 1) / 2) for i in range(n)]
+
+
 def plot_low_data(results: Mapping, metric: str | None = None, arms: Sequence[str] | None = None, ax=None):
     """Round-1 retrieval quality against the number of training queries (mean ± std over
-    seeds), with BM25 as horizontal lines: the low-data curves of Condenser tables 3 and 5. Chapter 4."""
+    seeds), with BM25 as horizontal lines: the low-data curves of Condenser tables 3 and 5. The
+    y axis is logarithmic, so that dense models far below BM25 are not squeezed into a sliver
+    under its lines. Chapter 4."""
     metric = metric or results["budget"]["metrics"][0]
     fig, ax = _fig(ax)
     R = results["retrieval"]
-    arms = [a for a in (arms or R) if a in R]
-    for arm in arms:
-        by_size = R[arm]["round1"]
-        xs = sorted(int(s) for s in by_size)
-        if len(xs) < 2:
-            continue
-        m = np.array([by_size[str(x)][metric]["mean"] for x in xs])
-        s = np.array([by_size[str(x)][metric]["std"] or 0 for x in xs])
-        ax.errorbar(xs, m, yerr=s, marker="o", capsize=3, color=ARM_COLORS.get(arm), label=label(arm))
+    arms = [a for a in (arms or R) if a in R and len(R[a]["round1"]) > 1]
+    for arm, dodge in zip(arms, _dodges(len(arms))):
+        _errorbar(ax, arm, {x: st[metric] for x, st in R[arm]["round1"].items()}, dodge)
     bm = results.get("bm25", {})
     if "full" in bm:
         ax.axhline(bm["full"][metric], color="black", ls="--", lw=1, label="BM25")
@@ -140,7 +175,8 @@ def plot_low_data(results: Mapping, metric: str | None = None, arms: Sequence[st
     ax.set_xticks(xs, [str(x) for x in xs])
     ax.minorticks_off()
     ax.set_xlabel("training queries (round 1, BM25 negatives)")
-    ax.set_ylabel(metric)
+    ax.set_ylabel(f"{metric} (log scale)")
+    log_axis(ax, "y")
     ax.legend(fontsize=8, frameon=False)
     return fig
 
@@ -194,7 +230,7 @@ def plot_entropy(results: Mapping, arms: Sequence[str] = ("bert", "condenser", "
 
     E = results["entropy"]
     arms = [a for a in arms if a in E]
-    fig, axes = plt.subplots(1, len(arms), figsize=(3.2 * len(arms), 3.2), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, len(arms), figsize=(2.4 * len(arms), 3.0), sharey=True, squeeze=False)
     for ax, arm in zip(axes[0], arms):
         before = np.asarray(E[arm]["before"])
         layers = np.arange(1, len(before) + 1)
@@ -242,7 +278,7 @@ def plot_loss_curves(results: Mapping, size: str | None = None, arms: Sequence[s
         ax.plot(steps, a.mean(0), color=ARM_COLORS.get(arm), label=label(arm))
         ax.fill_between(steps, a.min(0), a.max(0), color=ARM_COLORS.get(arm), alpha=0.15)
     if log:
-        ax.set_yscale("log")
+        log_axis(ax, "y")
     ax.set_xlabel("fine-tuning step")
     ax.set_ylabel("contrastive loss (nats)")
     ax.legend(fontsize=8, frameon=False)
@@ -254,13 +290,9 @@ def plot_sts(results: Mapping, arms: Sequence[str] | None = None, ax=None):
     Condenser table 1. Chapter 7."""
     fig, ax = _fig(ax)
     S = results["sts"]
-    for arm in arms or S:
-        if arm not in S:
-            continue
-        xs = sorted(int(k) for k in S[arm])
-        m = np.array([S[arm][str(x)]["mean"] for x in xs])
-        s = np.array([S[arm][str(x)]["std"] or 0 for x in xs])
-        ax.errorbar(xs, m, yerr=s, marker="o", capsize=3, color=ARM_COLORS.get(arm), label=label(arm))
+    arms = [a for a in (arms or S) if a in S]
+    for arm, dodge in zip(arms, _dodges(len(arms))):
+        _errorbar(ax, arm, S[arm], dodge)
     xs = sorted({int(k) for a in S for k in S[a]})
     ax.set_xscale("log")
     ax.set_xticks(xs, [str(x) for x in xs])
