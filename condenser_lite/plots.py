@@ -99,8 +99,28 @@ def sts_table(results: Mapping, digits: int = 3):
     return pd.DataFrame(rows).T.rename_axis("model").rename_axis("training pairs", axis=1)
 
 
+def compute_table(results: Mapping):
+    """What each arm's pre-training cost: its own stage (steps, sequences, non-padding tokens,
+    FLOPs estimate, CPU and wall seconds) and, cumulative with the stages it continues, tokens,
+    FLOPs and CPU seconds (``accounting``; first pre-training seed). Chapter 4."""
+    import pandas as pd
+
+    rows = []
+    for arm, entry in results["arms"].items():
+        compute = entry.get("compute") or {}
+        own, total = compute.get("stage"), compute.get("cumulative")
+        if not own:
+            continue
+        rows.append({"model": label(arm), "steps": own["steps"], "sequences": own["sequences"],
+                     "tokens (M)": round(own["tokens"] / 1e6, 2), "TFLOPs": round(own["flops"] / 1e12, 2),
+                     "CPU s": round(own["cpu_seconds"]), "wall s": round(own["wall_seconds"] or 0),
+                     "total tokens (M)": round(total["tokens"] / 1e6, 2), "total TFLOPs": round(total["flops"] / 1e12, 2),
+                     "total CPU s": round(total["cpu_seconds"])})
+    return pd.DataFrame(rows).set_index("model")
+
+
 def scorecard_table(results: Mapping):
-    """The claims C1-C7 with their status. Chapter 4 and the scorecard page."""
+    """The claims C0-C7 with their status. Chapter 4 and the scorecard page."""
     import pandas as pd
 
     from .scorecard import scorecard
