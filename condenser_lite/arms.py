@@ -1,10 +1,11 @@
 """The arms of the scaled-down reproduction, and what the protocol does to each one.
 
 The arms share one tokenizer, one architecture, one data order and equal pre-training steps
-(``presets.ARMS``):
+(``presets.ARMS``) -- equal steps, not equal compute: a Condenser step also runs its head, a
+coCondenser step two spans per document (``accounting.py`` measures each arm's cost):
 
 1. ``bert``: MLM from scratch on the general corpus for ``s1_steps``;
-2. ``bert_cont``: arm 1 + ``s2_steps`` more MLM steps (the equal-compute control);
+2. ``bert_cont``: arm 1 + ``s2_steps`` more MLM steps (the equal-step control);
 3. ``condenser``: arm 1 + ``s2_steps`` Condenser steps (a fresh head, paper section 3.4);
 4. ``cocondenser``: arm 3 + ``s3_steps`` coCondenser steps on the target corpus (head loaded);
 5. ablations at the same ``s3_steps``: ``co_contrastive_only`` (``mlm_weight=0``, coCondenser

@@ -309,7 +309,7 @@ def _run(preset: Preset, data_dir: str | None, verbose: bool, workers: int, comm
     results["execution"] = {"workers": workers, "first_stage_threads": threads or None,
                             "threads_per_worker": threads_per_worker(workers) if workers > 1 else None,
                             "load_average_start": load_start, "load_average_end": load_average()}
-    n_parts = len(stages) + len(finetunes) + len(sts_runs)
+    n_parts = sum(s["steps"] is not None for s in stages.values()) + len(finetunes) + len(sts_runs)  # cached parts
     computed = len(_cached_parts() - cached_before)
     results["provenance"] = provenance(
         preset, command, started=started, wall_seconds=wall["total"], cpu_seconds=round(_cpu_seconds() - start[1], 2),

@@ -112,7 +112,7 @@ def compare(a: Mapping | None, b: Mapping | None) -> dict | None:
         return None
     diff = a["mean"] - b["mean"]
     spread = (a["std"] or 0.0) + (b["std"] or 0.0)
-    if min(a.get("n", 2), b.get("n", 2)) < 2:
+    if min(a.get("n", 2), b.get("n", 2)) < 2:  # (stats always carry n; a hand-made dict without it: several)
         verdict = ONE_SEED
     else:
         verdict = "better" if diff > spread else "worse" if -diff > spread else "within spread"
