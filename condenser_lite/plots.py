@@ -114,7 +114,8 @@ def compute_table(results: Mapping):
         rows.append({"model": label(arm), "steps": own["steps"], "sequences": own["sequences"],
                      "tokens (M)": round(own["tokens"] / 1e6, 2), "TFLOPs": round(own["flops"] / 1e12, 2),
                      "CPU s": round(own["cpu_seconds"]), "wall s": round(own["wall_seconds"] or 0),
-                     "total tokens (M)": round(total["tokens"] / 1e6, 2), "total TFLOPs": round(total["flops"] / 1e12, 2),
+                     "total tokens (M)": round(total["tokens"] / 1e6, 2),
+                     "total TFLOPs": round(total["flops"] / 1e12, 2),
                      "total CPU s": round(total["cpu_seconds"])})
     return pd.DataFrame(rows).set_index("model")
 

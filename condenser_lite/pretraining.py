@@ -467,7 +467,8 @@ def pretrain(
         n_skipped, rows = 0, cfg.batch_size
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
-    shape = {k: getattr(model.config, k) for k in ("hidden_size", "intermediate_size", "num_hidden_layers", "vocab_size")}
+    shape = {k: getattr(model.config, k)
+             for k in ("hidden_size", "intermediate_size", "num_hidden_layers", "vocab_size")}
     shape["n_head_layers"] = getattr(model, "n_head_layers", 0)
     grad_cache = cfg.method == "cocondenser" and cfg.chunk_size is not None and cfg.chunk_size < rows
     record = {"key": stage_key(cfg, tok_id), "config": dataclasses.asdict(cfg), "steps": result.step,

@@ -380,8 +380,8 @@ def provenance(preset: Preset, command: str | None, started: str, wall_seconds: 
     was), the ``machine`` (CPU model, cores, RAM, GPU, load averages) and the ``python`` and
     ``packages`` versions. Explained in chapter 8."""
     env = _environment()
-    return {"commit": _git("rev-parse", "HEAD"),
-            "dirty": None if (status := _git("status", "--porcelain", "--untracked-files=no")) is None else bool(status),
+    status = _git("status", "--porcelain", "--untracked-files=no")  # tracked files changed since the commit
+    return {"commit": _git("rev-parse", "HEAD"), "dirty": None if status is None else bool(status),
             "command": command if command is not None else shlex.join(["python", *sys.argv]),
             "preset": preset.name, "settings": preset.to_dict(), "started": started, "finished": _now(),
             "wall_seconds": wall_seconds, "cpu_seconds": cpu_seconds, "parts": dict(parts),

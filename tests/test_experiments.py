@@ -74,7 +74,8 @@ def test_results_file_has_every_arm_and_claim(micro_run):
         assert c["arms"] and not any("_" in a for a in c["arms"]) and any(ch.isdigit() for ch in c["comparison"])
 
     # held-out gauges: every stage scored on the same held-out blocks; the Condenser family has the swap gap
-    assert on_disk["heldout"]["n_blocks"] == budget.pretraining.eval_blocks and on_disk["heldout"]["unigram_entropy"] > 0
+    heldout = on_disk["heldout"]
+    assert heldout["n_blocks"] == budget.pretraining.eval_blocks and heldout["unigram_entropy"] > 0
     for arm in ARMS:
         gauges = arms[arm]["heldout"]
         assert gauges["step"] == 2 and gauges["mlm_loss"] > 0 and -1 <= gauges["cls_cosine"] <= 1

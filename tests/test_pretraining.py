@@ -118,7 +118,8 @@ def test_stage_logs_heldout_gauges_and_resumes_exactly(env, tokenizer_dir, tmp_p
     whole = pretrain(cfg, output_dir=tmp_path / "whole")
     record = json.loads((whole / "pretrain_config.json").read_text())
     gauges = record["heldout"]
-    assert gauges["step"] == 4 and {"mlm_loss", "head_loss", "cls_cosine", "cls_swap_gap", "cls_swap_noise"} <= set(gauges)
+    assert gauges["step"] == 4
+    assert {"mlm_loss", "head_loss", "cls_cosine", "cls_swap_gap", "cls_swap_noise"} <= set(gauges)
     assert record["heldout_set"]["n_blocks"] == 8 and 0 < record["heldout_set"]["unigram_entropy"] < 10
     log = read_log(whole)
     assert [r["step"] for r in log if "eval_mlm_loss" in r] == [2, 4]
