@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import shlex
 import sys
 from typing import Any
 
@@ -194,8 +195,9 @@ def _experiments(args: argparse.Namespace) -> None:
 
     budget = parse_overrides(get_preset(args.budget), args.set)
     seeds = [int(x) for x in args.seeds.split(",")] if args.seeds else None
+    command = shlex.join(["python", "-m", "condenser_lite", *args.argv])
     results = run_protocol(budget, out_path=args.out, seeds=seeds, data_dir=args.data_dir, force=args.force,
-                           workers=args.workers)
+                           workers=args.workers, command=command)
     print(format_scorecard(results))
     print(f"wall time {results['wall_time']['total']:.0f}s; results: {args.out or 'the cache (pass --out)'}")
 
@@ -275,7 +277,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
+    args.argv = argv  # the command line as given, for the results' provenance
     args.handler(args)
 
 

@@ -124,8 +124,29 @@ def sts_table(results: Mapping, digits: int = 3):
     return pd.DataFrame(rows).T.rename_axis("model").rename_axis("training pairs", axis=1)
 
 
+def compute_table(results: Mapping):
+    """What each arm's pre-training cost: its own stage (steps, sequences, non-padding tokens,
+    FLOPs estimate, CPU and wall seconds) and, cumulative with the stages it continues, tokens,
+    FLOPs and CPU seconds (``accounting``; first pre-training seed). Chapter 4."""
+    import pandas as pd
+
+    rows = []
+    for arm, entry in results["arms"].items():
+        compute = entry.get("compute") or {}
+        own, total = compute.get("stage"), compute.get("cumulative")
+        if not own:
+            continue
+        rows.append({"model": label(arm), "steps": own["steps"], "sequences": own["sequences"],
+                     "tokens (M)": round(own["tokens"] / 1e6, 2), "TFLOPs": round(own["flops"] / 1e12, 2),
+                     "CPU s": round(own["cpu_seconds"]), "wall s": round(own["wall_seconds"] or 0),
+                     "total tokens (M)": round(total["tokens"] / 1e6, 2),
+                     "total TFLOPs": round(total["flops"] / 1e12, 2),
+                     "total CPU s": round(total["cpu_seconds"])})
+    return pd.DataFrame(rows).set_index("model")
+
+
 def scorecard_table(results: Mapping):
-    """The claims C1-C7 with their status. Chapter 4 and the scorecard page."""
+    """The claims C0-C7 with their status. Chapter 4 and the scorecard page."""
     import pandas as pd
 
     from .scorecard import scorecard
@@ -321,4 +342,42 @@ def plot_pretrain_losses(results: Mapping, arms: Sequence[str] | None = None, wi
     ax.set_xlabel("step of the arm's own stage")
     ax.set_ylabel("MLM loss (nats)")
     ax.legend(fontsize=8, frameon=False)
+    return fig
+
+
+def plot_gauges(results: Mapping, arms: Sequence[str] | None = None):
+    """The held-out gauges logged during pre-training, against the cumulative pre-training step
+    (a continuing arm starts where its parent ended): held-out MLM loss with the unigram entropy
+    of the same tokens (left), the [CLS]-swap gap with its noise band (middle), the mean cosine
+    between blocks' late [CLS] (right). Chapter 2."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    for arm in arms or results["arms"]:
+        entry = results["arms"][arm]
+        log = [r for r in entry.get("pretrain_log") or [] if "eval_mlm_loss" in r]
+        if not log:
+            continue
+        compute = entry.get("compute") or {}
+        offset = (compute.get("cumulative") or {}).get("steps", 0) - (compute.get("stage") or {}).get("steps", 0)
+        steps = [offset + r["step"] for r in log]
+        style = dict(color=ARM_COLORS.get(arm), label=label(arm), marker="o", ms=3)
+        axes[0].plot(steps, [r["eval_mlm_loss"] for r in log], **style)
+        axes[2].plot(steps, [r["eval_cls_cosine"] for r in log], **style)
+        if "eval_cls_swap_gap" in log[0]:
+            gap = np.array([r["eval_cls_swap_gap"] for r in log])
+            noise = np.array([r["eval_cls_swap_noise"] for r in log])
+            axes[1].plot(steps, gap, **style)
+            axes[1].fill_between(steps, gap - 2 * noise, gap + 2 * noise, color=ARM_COLORS.get(arm), alpha=0.15)
+    entropy = (results.get("heldout") or {}).get("unigram_entropy")
+    if entropy is not None:
+        axes[0].axhline(entropy, color="black", ls="--", lw=1, label="unigram entropy")
+    axes[1].axhline(0, color="black", lw=0.8)
+    for ax, name in zip(axes, ("held-out MLM loss (nats)", "[CLS]-swap gap (nats), ±2 noise",
+                               "mean cosine of late [CLS]")):
+        ax.set_xlabel("pre-training step (cumulative)")
+        ax.set_ylabel(name)
+        ax.ticklabel_format(axis="y", useOffset=False)
+    axes[0].legend(fontsize=8, frameon=False)
+    fig.tight_layout()
     return fig

@@ -23,18 +23,23 @@ import functools
 import hashlib
 import json
 import logging
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
 from datasets import Dataset
 
+from .accounting import stage_compute
+from .analysis import cls_cosine, cls_swap_gap, heldout_mlm_loss, unigram_entropy
 from .config import cache_dir
-from .data import load_beir, load_pretraining_corpus
+from .data import load_beir, load_pretraining_corpus, resolve_mirror
 from .gradcache import cocondenser_step
+from .jobs import settings_hash
 from .model import BertMLM, Condenser, tiny_bert_config
 from .presets import PAPER, TINY, Preset, get_preset
-from .pretrain_data import MLMCollator, pack_blocks
+from .pretrain_data import MLMCollator, heldout_split, mlm_eval_batches, pack_blocks
 from .spans import SpanPairCollator, SpanPairs, tokenize_documents
 from .tevatron import load_tevatron_corpus
 from .tokenizer import load_tokenizer, tiny_tokenizer
@@ -102,6 +107,10 @@ class PretrainConfig:
     mixed_precision: str = _TRAINING.mixed_precision
     seed: int = _TRAINING.seed
     save_every: int | None = 200
+    # held-out evaluation on the general corpus (presets.PretrainingConfig explains them)
+    heldout_fraction: float | None = _TRAINING.heldout_fraction
+    eval_blocks: int = _TRAINING.eval_blocks
+    eval_every: int | None = _TRAINING.eval_every
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -110,6 +119,11 @@ class PretrainConfig:
             raise ValueError(f"head={self.head!r} must be 'load', 'random' or None")
         if self.method == "cocondenser" and self.corpus == "general":
             raise ValueError("coCondenser pre-trains on a target corpus: set corpus='scifact' (or 'msmarco', ...)")
+        if self.heldout_fraction is not None and not 0 < self.heldout_fraction < 1:
+            raise ValueError(f"heldout_fraction={self.heldout_fraction} must be in (0, 1), or None for no held-out set")
+        if self.eval_blocks < 2 or (self.eval_every is not None and self.eval_every < 1):
+            raise ValueError(f"eval_blocks={self.eval_blocks} must be >= 2 and eval_every={self.eval_every} "
+                             ">= 1 (or None: evaluate after the last step only)")
 
     def replace(self, **changes) -> "PretrainConfig":
         unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
@@ -140,7 +154,8 @@ def stage_config(preset: Preset | str, method: str, init: str | None = None, **c
         intermediate_size=model.intermediate_size, vocab_size=model.vocab_size, skip_from=model.skip_from,
         n_head_layers=model.n_head_layers, epochs=training.epochs, weight_decay=training.weight_decay,
         warmup_ratio=training.warmup_ratio, seed=training.seed, mixed_precision=training.mixed_precision,
-        save_every=training.save_every,
+        save_every=training.save_every, heldout_fraction=training.heldout_fraction,
+        eval_blocks=training.eval_blocks, eval_every=training.eval_every,
     )
     if method == "cocondenser":
         cfg = PretrainConfig(
@@ -251,18 +266,35 @@ def build_model(cfg: PretrainConfig, tokenizer):
     return Condenser.from_bert(cfg.init, **condenser_kw)
 
 
-def general_blocks(cfg: PretrainConfig, tokenizer, data_dir: str | None = None):
-    """The general corpus packed into ``[CLS] ... [SEP]`` blocks (MLM and Condenser stages)."""
+def general_sections(heldout_fraction: float | None, data_dir: str | None = None, corpus: Dataset | None = None):
+    """``(train, heldout)`` sections of the scaled-down general corpus: with ``heldout_fraction``
+    the hash split of ``pretrain_data.heldout_split`` (by document, so no held-out section shares
+    an article with a training one), else ``(all, None)``. ``corpus``: the loaded corpus, if at
+    hand. Chapter 2."""
+    corpus = corpus if corpus is not None else load_pretraining_corpus(data_dir=data_dir)
+    if heldout_fraction is None:
+        return corpus, None
+    return heldout_split(corpus, fraction=heldout_fraction)
+
+
+def general_blocks(cfg: PretrainConfig, tokenizer, data_dir: str | None = None, corpus: Dataset | None = None):
+    """The general corpus's training sections (held-out documents excluded, ``general_sections``;
+    then the first ``corpus_limit``) packed into ``[CLS] ... [SEP]`` blocks (MLM and Condenser
+    stages). Chapter 2."""
     if cfg.corpus not in ("general", "wikipedia"):
         raise ValueError(f"MLM/Condenser stages read corpus='general' (or 'wikipedia' at full scale), got {cfg.corpus!r}")
-    full = cfg.corpus == "wikipedia"
-    corpus = load_pretraining_corpus(data_dir=data_dir, full=full)
-    if full:  # streamed: materialise only what the budget needs
-        limit = cfg.corpus_limit or 1_000_000
-        corpus = Dataset.from_list(list(corpus.take(limit)))
-    elif cfg.corpus_limit:
-        corpus = corpus.select(range(min(cfg.corpus_limit, len(corpus))))
-    return pack_blocks(corpus, tokenizer, max_len=cfg.max_len, short_seq_prob=cfg.short_seq_prob, seed=cfg.seed)
+    if cfg.corpus == "wikipedia":
+        if cfg.heldout_fraction is not None:
+            raise ValueError("held-out evaluation reads the scaled-down general corpus, not streamed Wikipedia: "
+                             "set heldout_fraction=None at full scale")
+        # streamed: materialise only what the budget needs
+        stream = load_pretraining_corpus(data_dir=data_dir, full=True)
+        train = Dataset.from_list(list(stream.take(cfg.corpus_limit or 1_000_000)))
+    else:
+        train, _ = general_sections(cfg.heldout_fraction, data_dir, corpus)
+        if cfg.corpus_limit:
+            train = train.select(range(min(cfg.corpus_limit, len(train))))
+    return pack_blocks(train, tokenizer, max_len=cfg.max_len, short_seq_prob=cfg.short_seq_prob, seed=cfg.seed)
 
 
 def target_documents(cfg: PretrainConfig, data_dir: str | None = None):
@@ -283,15 +315,111 @@ def span_pairs(cfg: PretrainConfig, tokenizer, data_dir: str | None = None):
     return SpanPairs(ids, max_len=cfg.max_len, min_span=cfg.min_span, seed=cfg.seed)
 
 
+# ---- held-out evaluation and gauges -------------------------------------------------------
+
+EVAL_SEED = 0  # packing and masking of the held-out blocks: one fixed set for every stage and seed
+_EVAL_BATCH = 64  # blocks per evaluation batch (the [CLS] swap rolls within a batch)
+
+
+def heldout_set(cfg: PretrainConfig, tokenizer, data_dir: str | None = None, corpus: Dataset | None = None) -> dict:
+    """The fixed held-out evaluation set of ``cfg``'s tokenizer, cached on disk:
+    ``{"batches": [...], "info": {...}}``.
+
+    ``batches``: ``eval_blocks`` blocks of the general corpus's held-out documents
+    (``general_sections``), packed and masked once with ``EVAL_SEED``
+    (``pretrain_data.mlm_eval_batches``), so every stage of every arm and pre-training seed is
+    scored on the same tokens. ``info``: ``unigram_entropy``, the cross-entropy of those masked
+    tokens under the unigram model of the training sections (``analysis.unigram_entropy``: what
+    a model that knows only word frequencies scores; computed once per tokenizer), and the counts
+    (``n_blocks``, ``n_masked``, held-out ``sections``). The key covers the vocabulary itself, so
+    a stage continuing a checkpoint finds its parent's set. Explained in chapter 2.
+    """
+    vocab = sorted(tokenizer.get_vocab().items())
+    settings = {"vocab": settings_hash(vocab), "max_len": cfg.max_len, "short_seq_prob": cfg.short_seq_prob,
+                "mlm_probability": cfg.mlm_probability, "fraction": cfg.heldout_fraction, "blocks": cfg.eval_blocks,
+                "data": str(resolve_mirror(data_dir) or "hub"), "seed": EVAL_SEED}
+    path = cache_dir("heldout") / f"heldout-{settings_hash(settings)}.pt"
+    if path.exists():
+        return torch.load(path, weights_only=True)
+    train, held = general_sections(cfg.heldout_fraction, data_dir, corpus)
+    blocks = pack_blocks(held, tokenizer, max_len=cfg.max_len, short_seq_prob=cfg.short_seq_prob, seed=EVAL_SEED)
+    collator = MLMCollator(tokenizer, mlm_probability=cfg.mlm_probability)
+    batches = mlm_eval_batches(blocks, collator, n_blocks=cfg.eval_blocks, batch_size=_EVAL_BATCH, seed=EVAL_SEED)
+    # unigram counts from the training sections as text (packing would only drop a few short blocks)
+    train_ids = tokenizer(list(train["text"]), add_special_tokens=False, return_attention_mask=False,
+                          return_token_type_ids=False, verbose=False)["input_ids"]
+    info = {"unigram_entropy": unigram_entropy(train_ids, batches, len(tokenizer), tokenizer.all_special_ids),
+            "n_blocks": sum(len(b["input_ids"]) for b in batches),
+            "n_masked": int(sum(int((b["labels"] != -100).sum()) for b in batches)),
+            "sections": len(held), "heldout_fraction": cfg.heldout_fraction, "settings": settings}
+    out = {"batches": batches, "info": info}
+    tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
+    torch.save(out, tmp)
+    tmp.replace(path)
+    return out
+
+
+def stage_gauges(model, batches: list[dict]) -> dict[str, float]:
+    """What a stage logs on the held-out batches (chapter 2): ``mlm_loss`` (the backbone's last
+    layer) and ``cls_cosine`` (mean cosine between different blocks' late [CLS]) for every model;
+    for a Condenser also ``head_loss`` and the [CLS]-swap gap ``cls_swap_gap`` with its paired
+    standard error ``cls_swap_noise`` (``analysis.cls_swap_gap``). Eval mode, no gradients."""
+    out = heldout_mlm_loss(model, batches)
+    out["cls_cosine"] = cls_cosine(model, batches)
+    if isinstance(model, Condenser):
+        swap = cls_swap_gap(model, batches)
+        out["cls_swap_gap"], out["cls_swap_noise"] = swap["gap"], swap["noise"]
+    return out
+
+
+def final_gauges(history: list[dict]) -> dict[str, float] | None:
+    """The last held-out evaluation of a training log (``eval_*`` keys, prefix dropped, with its
+    ``step``), or None if the stage evaluated nothing. Chapter 2."""
+    for rec in reversed(history):
+        values = {k[len("eval_"):]: v for k, v in rec.items() if k.startswith("eval_")}
+        if values:
+            return {"step": rec["step"], **values}
+    return None
+
+
+def mlm_step(model, batch: dict, accelerator) -> dict[str, float]:
+    """One MLM/Condenser micro-batch through ``train``'s ``step_fn`` hook: forward, backward,
+    the output's losses (the loop scales the gradients for accumulation). Chapter 2."""
+    out = model(**batch)
+    accelerator.backward(out.loss)
+    return {k: float(getattr(out, k).detach()) for k in ("loss", "head_loss", "late_loss")
+            if getattr(out, k, None) is not None}
+
+
+def counted(step_fn, grad_accum: int):
+    """``step_fn`` that also reports its batch's sizes (``accounting.COUNTS``) for compute
+    accounting. The loop averages metrics over micro-batches and processes, so each count is
+    scaled by both: the logged value is the whole optimizer step's. Chapter 4."""
+
+    def step(model, batch: dict, accelerator) -> dict[str, float]:
+        metrics = step_fn(model, batch, accelerator)
+        rows, length = batch["input_ids"].shape
+        scale = grad_accum * accelerator.num_processes
+        metrics.update(tokens=float(batch["attention_mask"].sum()) * scale, positions=float(rows * length * scale),
+                       pairs=float(rows * length * length * scale),
+                       masked=float((batch["labels"] != -100).sum()) * scale if "labels" in batch else 0.0)
+        return metrics
+
+    return step
+
+
 # ---- running a stage -------------------------------------------------------------------------
 
 
-def train_config(cfg: PretrainConfig, output_dir: str | Path, progress: bool | None = None):
+def train_config(cfg: PretrainConfig, output_dir: str | Path, progress: bool | None = None,
+                 evaluate: bool = False):
+    # without eval_every, evaluate after the last step only (the loop always evaluates there)
+    eval_every = (cfg.eval_every or 2**31) if evaluate else None
     return TrainConfig(
         output_dir=str(output_dir), max_steps=cfg.max_steps, epochs=cfg.epochs, batch_size=cfg.batch_size,
         grad_accum=cfg.grad_accum, lr=cfg.lr, weight_decay=cfg.weight_decay, warmup_ratio=cfg.warmup_ratio,
         max_grad_norm=cfg.max_grad_norm, mixed_precision=cfg.mixed_precision, seed=cfg.seed,
-        save_every=cfg.save_every, progress=progress,
+        save_every=cfg.save_every, eval_every=eval_every, progress=progress,
     )
 
 
@@ -319,21 +447,35 @@ def pretrain(
         return out
     model = build_model(cfg, tokenizer)
     mlm_collator = MLMCollator(tokenizer, mlm_probability=cfg.mlm_probability)
-    tcfg = train_config(cfg, out / "train", progress)
+    # MLM stages load the general corpus once, for training and (first time) the held-out set
+    corpus = load_pretraining_corpus(data_dir=data_dir) if cfg.method != "cocondenser" and cfg.corpus == "general" \
+        else None
+    heldout = heldout_set(cfg, tokenizer, data_dir, corpus) if cfg.heldout_fraction is not None else None
+    eval_fn = functools.partial(stage_gauges, batches=heldout["batches"]) if heldout else None
+    tcfg = train_config(cfg, out / "train", progress, evaluate=heldout is not None)
     if cfg.method == "cocondenser":
         pairs = span_pairs(cfg, tokenizer, data_dir)
         step_fn = functools.partial(cocondenser_step, chunk_size=cfg.chunk_size,
                                     mlm_weight=cfg.mlm_weight, co_weight=cfg.co_weight)
-        result = train(model, pairs, tcfg, collate_fn=SpanPairCollator(mlm_collator), step_fn=step_fn)
-        n_skipped = pairs.n_skipped
+        result = train(model, pairs, tcfg, collate_fn=SpanPairCollator(mlm_collator),
+                       step_fn=counted(step_fn, cfg.grad_accum), eval_fn=eval_fn)
+        n_skipped, rows = pairs.n_skipped, 2 * cfg.batch_size
     else:
-        blocks = general_blocks(cfg, tokenizer, data_dir)
-        result = train(model, blocks, tcfg, collate_fn=mlm_collator)
-        n_skipped = 0
+        blocks = general_blocks(cfg, tokenizer, data_dir, corpus)
+        result = train(model, blocks, tcfg, collate_fn=mlm_collator, step_fn=counted(mlm_step, cfg.grad_accum),
+                       eval_fn=eval_fn)
+        n_skipped, rows = 0, cfg.batch_size
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
+    shape = {k: getattr(model.config, k)
+             for k in ("hidden_size", "intermediate_size", "num_hidden_layers", "vocab_size")}
+    shape["n_head_layers"] = getattr(model, "n_head_layers", 0)
+    grad_cache = cfg.method == "cocondenser" and cfg.chunk_size is not None and cfg.chunk_size < rows
     record = {"key": stage_key(cfg, tok_id), "config": dataclasses.asdict(cfg), "steps": result.step,
-              "wall_time": result.wall_time, "skipped_documents": n_skipped}
+              "wall_time": result.wall_time, "skipped_documents": n_skipped,
+              "heldout": final_gauges(result.history), "heldout_set": heldout["info"] if heldout else None,
+              "compute": stage_compute(result.history, cfg.method, shape, rows, grad_cache, result.wall_time),
+              "threads": torch.get_num_threads()}
     (out / DONE_FILE).write_text(json.dumps(record, indent=2, default=str))
     # the optimizer state is only needed to resume an unfinished stage
     shutil.rmtree(out / "train" / "checkpoint", ignore_errors=True)
