@@ -102,31 +102,22 @@ def masked_lm_loss(mlm_head: nn.Module, hidden: torch.Tensor, labels: torch.Tens
 def checkpoint_key(name_or_dir: str | os.PathLike | None) -> str | None:
     """What names a checkpoint in a cache key: a hash of the content of its folder's
     ``MODEL_FILES`` (with an untied retriever's ``query/`` and ``passage/``), so replacing the
-    files at a path gives a new key and two folders holding the same weights share one; a Hub id
-    with the revision in the local Hub cache, when there is one. Chapter 2."""
+    files at a path gives a new key and two folders holding the same weights share one. A Hub id
+    is named by itself: asking the local Hub cache for its revision would give one key before the
+    first download and another after it. Chapter 2."""
     from .data import content_id  # data.py imports datasets: only when a key is needed
 
     if name_or_dir is None:
         return None
     path = Path(name_or_dir).expanduser()
     if not path.is_dir():
-        return _hub_revision(str(name_or_dir))
+        return str(name_or_dir)
     files = {}
     for folder in (path, path / "query", path / "passage"):
         for pattern in MODEL_FILES:
             for f in folder.glob(pattern):
                 files[f.relative_to(path).as_posix()] = content_id(f, whole=True)  # every weight counts
     return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def _hub_revision(name: str) -> str:
-    try:
-        from huggingface_hub import try_to_load_from_cache
-
-        cached = try_to_load_from_cache(name, "config.json")
-    except Exception:  # not a valid repo id: the name is all there is
-        return name
-    return f"{name}@{Path(cached).parent.name}" if isinstance(cached, str) else name
 
 
 def check_checkpoint(name_or_dir: str | os.PathLike) -> None:
