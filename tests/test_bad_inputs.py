@@ -217,7 +217,7 @@ def tensors(folder: Path) -> dict[str, torch.Tensor]:
 @needs_mirror
 def test_two_identical_pretrain_commands_give_identical_weights(tokenizer_dir, tmp_path):
     """Separate processes, so torch's per-process start-up seed would show: a Condenser from
-    scratch, and a fresh Condenser head on an --init (all four commands at once)."""
+    scratch, and a fresh Condenser head on an --init."""
     from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
 
     init = tmp_path / "init"
