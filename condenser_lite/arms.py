@@ -34,10 +34,10 @@ import numpy as np
 from .analysis import cls_attention_entropy
 from .config import cache_dir
 from .finetune import finetune_round
-from .jobs import run_cached, settings_hash
-from .model import load_encoder
+from .jobs import LOCK_FILE, run_cached, settings_hash
+from .model import checkpoint_key, load_encoder
 from .presets import ARMS, Preset, get_preset
-from .pretraining import PretrainConfig, checkpoint_key, pretrain, read_log, stage_config
+from .pretraining import PretrainConfig, pretrain, read_log, stage_config
 from .search import evaluate_retriever
 from .similarity import evaluate_sts, finetune_sts, sample_pairs
 from .tasks import Task, sts_data
@@ -204,7 +204,7 @@ def finetune_arm(
                                 "cpu": round(time.process_time() - cpu_start, 2)}}
         if not keep_model:  # only the numbers are reused: a tiny model is ~8 MB, 40 of them add up
             for p in out_dir.iterdir():
-                if p.name not in ("run.json", "log.jsonl", "train_state.json"):
+                if p.name not in ("run.json", "log.jsonl", "train_state.json", LOCK_FILE):
                     shutil.rmtree(p) if p.is_dir() else p.unlink()
         return result
 
@@ -253,7 +253,7 @@ def sts_arm(
         for p in out_dir.iterdir():  # the weights are not reused: keep only the numbers and the log
             if p.is_dir():
                 shutil.rmtree(p)
-            elif p.name != "log.jsonl":
+            elif p.name not in ("log.jsonl", LOCK_FILE):
                 p.unlink()
         return {"arm": arm, "seed": seed, "n_pairs": len(train), "epochs": epochs, "spearman": spearman,
                 "steps": model.train_result.step, "wall_time": round(time.perf_counter() - t0, 2),

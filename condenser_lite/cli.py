@@ -20,11 +20,17 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import logging
+import re
 import shlex
 import sys
+import types
+import typing
+import warnings
 from typing import Any
 
 from .config import parse_bool
+from .errors import ConfigError, UserError
 from .presets import ALIASES, PRESETS, RETRIEVAL_RECIPES, FinetuneConfig, Preset, finetune_recipe, get_preset
 
 # Each sub-command imports the (torch-heavy) modules it needs inside its handler, so that
@@ -33,45 +39,76 @@ from .presets import ALIASES, PRESETS, RETRIEVAL_RECIPES, FinetuneConfig, Preset
 PRESET_NAMES = sorted([*PRESETS, *ALIASES])
 
 
-def _convert(current: Any, raw: str, key: str) -> Any:
-    """``raw`` as the type of the field's ``current`` value."""
-    if raw.lower() in ("none", "null"):
-        return None
-    if isinstance(current, bool):
-        return parse_bool(raw, key)
-    if isinstance(current, int):
+def _field_type(obj: Any, key: str) -> Any:
+    """The annotation of the field ``key`` names (a ``Preset``'s may be dotted)."""
+    owner, name = obj, key
+    if isinstance(obj, Preset):
+        part, name = obj.locate(key)
+        owner = obj if part is None else getattr(obj, part)
+    return typing.get_type_hints(type(owner))[name]
+
+
+def _convert(kind: Any, raw: str, key: str) -> Any:
+    """``raw`` as a value of the field's annotated type ``kind``, or a ``ConfigError`` naming the key.
+
+    Read from the annotation, not from the current value: ``max_steps`` is ``int | None`` even
+    while it is None, so ``max_steps=2.5`` is refused instead of running 3 steps."""
+    options = typing.get_args(kind) if typing.get_origin(kind) in (typing.Union, types.UnionType) else (kind,)
+    optional = type(None) in options
+    options = tuple(t for t in options if t is not type(None))
+    base = typing.get_origin(options[0]) or options[0] if len(options) == 1 else None
+    if raw.strip().lower() in ("none", "null"):
+        if optional:
+            return None
+        raise ConfigError(f"--set {key}={raw}: {key} cannot be None; give a value")
+    if base is bool:
+        try:
+            return parse_bool(raw, key)
+        except ConfigError:
+            raise ConfigError(f"--set {key}={raw}: {key} takes true or false") from None
+    if base is int:
+        if not re.fullmatch(r"[+-]?\d+", raw.strip()):
+            raise ConfigError(f"--set {key}={raw}: {key} takes an integer{' (or none)' if optional else ''}, "
+                              f"e.g. --set {key}=8")
         return int(raw)
-    if isinstance(current, float):
-        return float(raw)
-    if isinstance(current, str) or current is None:
-        try:  # a None-valued field may be numeric (max_steps, chunk_size)
-            return json.loads(raw)
-        except json.JSONDecodeError:
-            return raw
-    value = json.loads(raw)
-    return tuple(value) if isinstance(current, tuple) and isinstance(value, list) else value
+    if base is float:
+        try:
+            return float(raw)
+        except ValueError:
+            raise ConfigError(f"--set {key}={raw}: {key} takes a number, e.g. --set {key}=1e-4") from None
+    if base is str:
+        return raw
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        raise ConfigError(f"--set {key}={raw}: {key} takes a JSON value, e.g. --set {key}='[0, 1, 2]'") from None
+    if base is tuple:
+        if not isinstance(value, list):
+            raise ConfigError(f"--set {key}={raw}: {key} takes a JSON list, e.g. --set {key}='[0, 1, 2]'")
+        return tuple(value)
+    return value
 
 
 def parse_overrides(obj: Any, pairs: list[str]) -> Any:
     """Apply ``key=value`` strings to a config dataclass (or a ``Preset``, whose component fields
-    may be dotted: ``finetune.lr=1e-4``), converting each value to the field's type."""
+    may be dotted: ``finetune.lr=1e-4``), converting each value to the field's annotated type;
+    a bad key or value raises ``ConfigError`` naming it."""
     changes: dict[str, Any] = {}
     for pair in pairs:
         if "=" not in pair:
-            raise SystemExit(f"--set expects key=value, got {pair!r}")
+            raise ConfigError(f"--set expects key=value, got {pair!r}")
         key, raw = pair.split("=", 1)
         key = key.strip().replace("-", "_")
         if isinstance(obj, Preset):
             try:
-                current = obj.get(key)
+                obj.locate(key)
             except TypeError as err:
-                raise SystemExit(str(err)) from None
+                raise ConfigError(str(err)) from None
         else:
             fields = {f.name for f in dataclasses.fields(obj)}
             if key not in fields:
-                raise SystemExit(f"unknown setting {key!r}; known: {', '.join(sorted(fields))}")
-            current = getattr(obj, key)
-        changes[key] = _convert(current, raw, key)
+                raise ConfigError(f"unknown setting {key!r}; known: {', '.join(sorted(fields))}")
+        changes[key] = _convert(_field_type(obj, key), raw, key)
     return obj.replace(**changes) if isinstance(obj, Preset) else dataclasses.replace(obj, **changes)
 
 
@@ -94,7 +131,8 @@ def pretrain_config(args: argparse.Namespace):
 def _pretrain(args: argparse.Namespace) -> None:
     from .pretraining import pretrain
 
-    out = pretrain(pretrain_config(args), output_dir=args.output_dir, data_dir=args.data_dir, progress=True)
+    out = pretrain(pretrain_config(args), output_dir=args.output_dir, data_dir=args.data_dir, progress=True,
+                   restart=args.restart)
     print(out)
 
 
@@ -127,10 +165,7 @@ def _recipe(args: argparse.Namespace) -> FinetuneConfig:
     """The fine-tuning recipe: ``--preset`` (a preset or a data set's recipe), by default the
     data set's at the papers' scale (msmarco, nq) or the scaled-down book's (BEIR sets)."""
     name = args.preset or (args.data if args.data in RETRIEVAL_RECIPES else "tiny")
-    try:
-        return parse_overrides(finetune_recipe(name), args.set)
-    except ValueError as err:
-        raise SystemExit(str(err)) from None
+    return parse_overrides(finetune_recipe(name), args.set)
 
 
 def _finetune(args: argparse.Namespace) -> None:
@@ -143,7 +178,9 @@ def _finetune(args: argparse.Namespace) -> None:
     if args.train_size:
         train = sample_queries(train, args.train_size, seed=args.seed)
     tok = load_tokenizer(args.init)
-    overrides = dict(max_steps=args.max_steps, progress=True) if args.max_steps else dict(progress=True)
+    overrides = dict(progress=True, resume=not args.restart)
+    if args.max_steps:
+        overrides["max_steps"] = args.max_steps
     if args.rounds == 2:
         corpus = eval_set(args.data, "dev" if args.data in TEVATRON_TASKS else "test", args.data_dir).corpus
         two_round(args.init, train, corpus, tok, recipe, args.output_dir, seed=args.seed, **overrides)
@@ -166,26 +203,41 @@ def _encode(args: argparse.Namespace) -> None:
     print(f"{len(ids)} passages x {embs.shape[1]} dims -> {args.out}")
 
 
+def _split_qrels(data: Any, split: str, name: str) -> dict:
+    """The qrels of ``split``, or a ``ConfigError`` listing the splits the data set has."""
+    if split not in data.qrels:
+        raise ConfigError(f"--split {split}: {name} has no relevance labels for that split; "
+                          f"use one of: {', '.join(sorted(data.qrels))}")
+    return data.qrels[split]
+
+
 def _search(args: argparse.Namespace) -> None:
     from .metrics import evaluate_run
     from .search import evaluate_retriever, write_trec_run
 
     data = eval_set(args.data, args.split, args.data_dir)
+    qrels = _split_qrels(data, args.split, args.data)
     result = evaluate_retriever(args.model, data, split=args.split, q_max_len=args.q_max_len,
                                 p_max_len=args.p_max_len, k=args.k, batch_size=args.batch_size,
                                 index_type=args.index)
     if args.out:
         write_trec_run(result["run"], args.out, tag=str(args.model))
-    metrics = evaluate_run(data.qrels[args.split], result["run"], args.metrics)
+    metrics = evaluate_run(qrels, result["run"], args.metrics)
     print(json.dumps({k: round(v, 4) for k, v in metrics.items()}))
 
 
 def _evaluate(args: argparse.Namespace) -> None:
+    from .data import query_columns
     from .metrics import evaluate_run
-    from .search import read_trec_run
+    from .search import check_run, read_trec_run
 
     data = eval_set(args.data, args.split, args.data_dir)
-    metrics = evaluate_run(data.qrels[args.split], read_trec_run(args.run), args.metrics)
+    qrels = _split_qrels(data, args.split, args.data)
+    run = read_trec_run(args.run)
+    # the checks `search` makes on its own run: labels and run must name this corpus's documents
+    doc_ids = [str(d) for d in data.corpus["_id"]]
+    check_run(run, qrels, doc_ids, query_columns(data.queries)[0], where=args.run)
+    metrics = evaluate_run(qrels, run, args.metrics)
     print(json.dumps({k: round(v, 4) for k, v in metrics.items()}))
 
 
@@ -194,7 +246,10 @@ def _experiments(args: argparse.Namespace) -> None:
     from .scorecard import format_scorecard
 
     budget = parse_overrides(get_preset(args.budget), args.set)
-    seeds = [int(x) for x in args.seeds.split(",")] if args.seeds else None
+    try:
+        seeds = [int(x) for x in args.seeds.split(",")] if args.seeds else None
+    except ValueError:
+        raise ConfigError(f"--seeds {args.seeds}: give comma-separated integers, e.g. --seeds 0,1,2") from None
     command = shlex.join(["python", "-m", "condenser_lite", *args.argv])
     results = run_protocol(budget, out_path=args.out, seeds=seeds, data_dir=args.data_dir, force=args.force,
                            workers=args.workers, command=command)
@@ -205,9 +260,16 @@ def _experiments(args: argparse.Namespace) -> None:
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m condenser_lite", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--debug", action="store_true", help="show the traceback of a known error too")
+    common = argparse.ArgumentParser(add_help=False)
+    # SUPPRESS: `--debug` after the sub-command must not reset the one given before it
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="show the traceback of a known error too (errors print one line otherwise)")
     sub = ap.add_subparsers(dest="command", required=True)
+    restart_help = ("discard the training checkpoint and log in the output folder and train from step 0 "
+                    "(without it a folder from a run with other settings is refused)")
 
-    p = sub.add_parser("pretrain", help="one MLM / Condenser / coCondenser pre-training stage")
+    p = sub.add_parser("pretrain", parents=[common], help="one MLM / Condenser / coCondenser pre-training stage")
     p.add_argument("--method", choices=["mlm", "condenser", "cocondenser"], default="condenser")
     p.add_argument("--preset", choices=PRESET_NAMES, default="tiny", help="named settings (presets.PRESETS)")
     p.add_argument("--init", help="starting checkpoint folder or Hub id (default: from scratch; paper: the published one)")
@@ -215,6 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output-dir", help="default: a cache folder named by the settings' hash")
     p.add_argument("--data-dir", help="local data mirror (default: $CONDENSER_LITE_DATA, else the Hub)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a preset field")
+    p.add_argument("--restart", action="store_true", help=restart_help)
     p.set_defaults(handler=_pretrain)
 
     def data_args(p: argparse.ArgumentParser, split: str | None = "test") -> None:
@@ -224,7 +287,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--data-dir", help="local data mirror (default: $CONDENSER_LITE_DATA, else the Hub)")
 
     metrics = ["nDCG@10", "RR@10", "R@100"]
-    p = sub.add_parser("finetune", help="fine-tune a dense retriever (round 1, or both rounds with --rounds 2)")
+    p = sub.add_parser("finetune", parents=[common], help="fine-tune a dense retriever (round 1, or both rounds with --rounds 2)")
     p.add_argument("--init", required=True, help="pre-trained checkpoint folder or Hub id")
     p.add_argument("--output-dir", required=True)
     p.add_argument("--preset", help="a preset (micro | tiny | paper) or a data set's recipe (msmarco | nq); "
@@ -234,10 +297,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-steps", type=int, help="stop after this many updates (smoke runs)")
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a preset field")
+    p.add_argument("--restart", action="store_true", help=restart_help)
     data_args(p, split=None)
     p.set_defaults(handler=_finetune)
 
-    p = sub.add_parser("encode", help="encode a corpus with a retriever into an .npz (embeddings, ids)")
+    p = sub.add_parser("encode", parents=[common], help="encode a corpus with a retriever into an .npz (embeddings, ids)")
     p.add_argument("--model", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--p-max-len", type=int, default=128)
@@ -245,7 +309,7 @@ def build_parser() -> argparse.ArgumentParser:
     data_args(p)
     p.set_defaults(handler=_encode)
 
-    p = sub.add_parser("search", help="encode, search with FAISS, write a TREC run and print its metrics")
+    p = sub.add_parser("search", parents=[common], help="encode, search with FAISS, write a TREC run and print its metrics")
     p.add_argument("--model", required=True)
     p.add_argument("--out", help="TREC run file to write")
     p.add_argument("--k", type=int, default=100)
@@ -257,13 +321,13 @@ def build_parser() -> argparse.ArgumentParser:
     data_args(p)
     p.set_defaults(handler=_search)
 
-    p = sub.add_parser("evaluate", help="score a TREC run file with ir_measures")
+    p = sub.add_parser("evaluate", parents=[common], help="score a TREC run file with ir_measures")
     p.add_argument("--run", required=True)
     p.add_argument("--metrics", nargs="+", default=metrics)
     data_args(p)
     p.set_defaults(handler=_evaluate)
 
-    p = sub.add_parser("experiments", help="the scaled-down reproduction: every arm, seeds, scorecard (JSON)")
+    p = sub.add_parser("experiments", parents=[common], help="the scaled-down reproduction: every arm, seeds, scorecard (JSON)")
     p.add_argument("--budget", choices=PRESET_NAMES, default="tiny", help="the preset to run (presets.PRESETS)")
     p.add_argument("--out", help="write the results JSON here (it is also cached by its settings)")
     p.add_argument("--seeds", help="comma-separated seeds, e.g. 0,1,2 (default: the budget's)")
@@ -276,11 +340,52 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+class _StderrHandler(logging.Handler):
+    """The library's progress messages (reused, resumed, waiting for a lock), one line each on
+    whatever ``sys.stderr`` is at the time."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        print(self.format(record), file=sys.stderr)
+
+
+def _one_line(err: BaseException) -> str:
+    return " ".join(part.strip() for part in str(err).splitlines() if part.strip())
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    print(f"warning: {_one_line(message)}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> None:
+    """Run one sub-command. A known error (``errors.UserError``: data, schema, settings,
+    checkpoints) is printed as one line ``error: ...`` with exit status 1 (``--debug``: with its
+    traceback); any other exception is a bug and keeps its traceback. Warnings and the library's
+    progress messages are one line each. Ctrl-C exits with status 130."""
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
     args.argv = argv  # the command line as given, for the results' provenance
-    args.handler(args)
+    log, handler = logging.getLogger("condenser_lite"), _StderrHandler()
+    level = log.level
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    try:
+        with warnings.catch_warnings():
+            if not args.debug:
+                warnings.showwarning = _show_warning
+            args.handler(args)
+    except UserError as err:
+        if args.debug:
+            raise
+        print(f"error: {_one_line(err)}", file=sys.stderr)
+        raise SystemExit(1) from None
+    except KeyboardInterrupt:
+        if args.debug:
+            raise
+        print("interrupted", file=sys.stderr)
+        raise SystemExit(130) from None
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(level)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ import numpy as np
 from .biencoder import passage_strings
 from .bm25 import bm25_search
 from .config import cache_dir
-from .data import BeirData, corpus_columns, load_beir, load_pretraining_corpus, load_stsb
+from .data import REGISTRY, BeirData, corpus_columns, data_id, load_beir, load_pretraining_corpus, load_stsb
 from .jobs import settings_hash
 from .metrics import evaluate_run
 from .presets import Preset, get_preset
@@ -57,8 +57,9 @@ def _micro_beir(beir: BeirData, preset: Preset) -> BeirData:
 
 
 def data_location(data_dir: str | None) -> str:
-    """Where the data are read from, as part of a cache key: the mirror, or the Hub. Chapter 4."""
-    return str(data_dir or os.environ.get("CONDENSER_LITE_DATA") or "hub")
+    """What the data are read from, as part of a cache key: a hash of every registered data set's
+    mirror files (``data.data_id``), or their Hub ids; a missing mirror folder raises. Chapter 4."""
+    return settings_hash(data_id(REGISTRY, data_dir))
 
 
 def load_task(preset: Preset | str | None = None, data_dir: str | None = None) -> Task:

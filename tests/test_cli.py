@@ -4,6 +4,7 @@ import pytest
 
 from condenser_lite.arms import arm_config
 from condenser_lite.cli import build_parser, main, parse_overrides, pretrain_config
+from condenser_lite.errors import ConfigError
 from condenser_lite.presets import get_preset
 from condenser_lite.pretraining import PretrainConfig, is_done, paper_cocondenser, paper_condenser
 
@@ -20,7 +21,7 @@ def test_overrides_convert_to_field_types():
 
 @pytest.mark.parametrize("bad,msg", [(["nope=1"], "unknown setting 'nope'"), (["lr"], "key=value")])
 def test_overrides_reject_unknown(bad, msg):
-    with pytest.raises(SystemExit, match=msg):
+    with pytest.raises(ConfigError, match=msg):
         parse_overrides(PretrainConfig(), bad)
 
 
@@ -45,7 +46,7 @@ def test_pretrain_command_paper_preset():
 def test_preset_overrides_are_dotted_where_ambiguous():
     preset = parse_overrides(get_preset("micro"), ["finetune.lr=2e-4", "s1_steps=5", "seeds=[0, 1, 2]", "model.tokenizer=t"])
     assert (preset.finetune.lr, preset.pretraining.s1_steps, preset.seeds, preset.model.tokenizer) == (2e-4, 5, (0, 1, 2), "t")
-    with pytest.raises(SystemExit, match="ambiguous"):
+    with pytest.raises(ConfigError, match="ambiguous"):
         parse_overrides(get_preset("micro"), ["lr=1e-3"])
 
 

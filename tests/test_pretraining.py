@@ -1,6 +1,7 @@
 """The pre-training recipes chain, cache and resume (tiny budgets on the local data mirror)."""
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -55,17 +56,23 @@ def test_stages_chain_and_cache(env, tokenizer_dir):
     assert json.loads((again / "pretrain_config.json").read_text())["steps"] == 1
 
 
-def test_key_covers_settings_and_parent(env, tokenizer_dir, tmp_path):
+def test_key_covers_settings_and_parent_by_content(env, tokenizer_dir, tmp_path):
     a = tiny(tokenizer_dir, method="mlm")
     assert stage_key(a) == stage_key(tiny(tokenizer_dir, method="mlm", save_every=5))  # bookkeeping only
     assert stage_key(a) != stage_key(tiny(tokenizer_dir, method="mlm", lr=2e-3))
     parent = tmp_path / "p"
     parent.mkdir()
-    (parent / "pretrain_config.json").write_text(json.dumps({"key": "k1"}))
+    (parent / "config.json").write_text("{}")
+    (parent / "model.safetensors").write_bytes(b"weights 1")
     child = tiny(tokenizer_dir, init=str(parent))
     k1 = stage_key(child)
-    (parent / "pretrain_config.json").write_text(json.dumps({"key": "k2"}))
-    assert stage_key(child) != k1  # a re-trained parent invalidates its children
+    (parent / "pretrain_config.json").write_text(json.dumps({"wall_time": 3.5}))  # a record, not the weights
+    assert stage_key(child) == k1
+    (parent / "model.safetensors").write_bytes(b"weights 2")
+    assert stage_key(child) != k1  # other weights at the same path: another stage
+    copy = tmp_path / "copy"
+    shutil.copytree(parent, copy)
+    assert stage_key(child.replace(init=str(copy))) == stage_key(child)  # the same weights elsewhere: same stage
 
 
 def test_bad_settings_are_named():
