@@ -1,10 +1,11 @@
 """The arms of the scaled-down reproduction, and what the protocol does to each one.
 
 The arms share one tokenizer, one architecture, one data order and equal pre-training steps
-(``presets.ARMS``):
+(``presets.ARMS``) -- equal steps, not equal compute: a Condenser step also runs its head, a
+coCondenser step two spans per document (``accounting.py`` measures each arm's cost):
 
 1. ``bert``: MLM from scratch on the general corpus for ``s1_steps``;
-2. ``bert_cont``: arm 1 + ``s2_steps`` more MLM steps (the equal-compute control);
+2. ``bert_cont``: arm 1 + ``s2_steps`` more MLM steps (the equal-step control);
 3. ``condenser``: arm 1 + ``s2_steps`` Condenser steps (a fresh head, paper section 3.4);
 4. ``cocondenser``: arm 3 + ``s3_steps`` coCondenser steps on the target corpus (head loaded);
 5. ablations at the same ``s3_steps``: ``co_contrastive_only`` (``mlm_weight=0``, coCondenser
@@ -33,11 +34,11 @@ import numpy as np
 from .analysis import cls_attention_entropy
 from .config import cache_dir
 from .finetune import finetune_round
-from .jobs import run_cached, settings_hash
+from .jobs import LOCK_FILE, run_cached, settings_hash
 from .metrics import metric_depth
-from .model import load_encoder
+from .model import checkpoint_key, load_encoder
 from .presets import ARMS, Preset, get_preset
-from .pretraining import PretrainConfig, checkpoint_key, pretrain, read_log, stage_config
+from .pretraining import PretrainConfig, pretrain, read_log, stage_config
 from .search import evaluate_retriever
 from .similarity import evaluate_sts, finetune_sts, sample_pairs
 from .tasks import Task, sts_data
@@ -88,30 +89,40 @@ def needed_arms(arms: Sequence[str], pretrained: Mapping[str, str]) -> list[str]
 
 
 def pretrain_arm(arm: str, preset: Preset | str | None = None, init: str | None = None,
-                 data_dir: str | None = None) -> dict:
+                 data_dir: str | None = None, seed: int | None = None) -> dict:
     """Pre-train (or reuse from the cache) one arm's last stage from ``init`` (its parent's
-    checkpoint); returns ``{"checkpoint", "steps", "wall_time", "config", "log"}`` (``log``: the
-    per-step loss records). An arm in ``preset.pretrained`` is taken as it is (no log).
-    Explained in chapter 2 (``notebooks/02_condenser.ipynb``) and chapter 3."""
+    checkpoint) with pre-training ``seed`` (None: the preset's); returns ``{"checkpoint", "steps",
+    "wall_time", "config", "log", "heldout", "heldout_set", "compute", "seed"}``: ``log`` holds the
+    per-step losses and, at evaluation steps, the held-out gauges (``eval_*``); ``heldout`` the
+    final gauges, ``heldout_set`` the evaluation set's counts and unigram entropy, ``compute``
+    the stage's own cost (``accounting.stage_compute``). An arm in ``preset.pretrained`` is taken
+    as it is (nothing measured). Explained in chapter 2 (``notebooks/02_condenser.ipynb``) and chapter 3."""
     preset = get_preset(preset)
     if preset.pretrained and arm in preset.pretrained:
-        return {"checkpoint": preset.pretrained[arm], "steps": None, "wall_time": None, "config": None, "log": []}
-    ckpt = pretrain(arm_config(arm, preset, init), data_dir=data_dir, progress=False)
+        return {"checkpoint": preset.pretrained[arm], "steps": None, "wall_time": None, "config": None, "log": [],
+                "heldout": None, "heldout_set": None, "compute": None, "seed": None}
+    cfg = arm_config(arm, preset, init)
+    if seed is not None:
+        cfg = cfg.replace(seed=seed)
+    ckpt = pretrain(cfg, data_dir=data_dir, progress=False)
     record = json.loads((Path(ckpt) / "pretrain_config.json").read_text())
     keep = ("step", "loss", "mlm_loss", "co_loss", "co_acc", "head_loss", "late_loss", "lr", "elapsed")
-    log = [{k: r[k] for k in keep if k in r} for r in read_log(ckpt)]
+    log = [{k: v for k, v in r.items() if k in keep or k.startswith("eval_")} for r in read_log(ckpt)]
     return {"checkpoint": str(ckpt), "steps": record["steps"], "wall_time": record["wall_time"],
-            "config": record["config"], "log": log}
+            "config": record["config"], "log": log, "heldout": record["heldout"],
+            "heldout_set": record["heldout_set"], "compute": record["compute"], "seed": cfg.seed}
 
 
-def pretrain_arms(preset: Preset | str | None = None, data_dir: str | None = None) -> dict[str, dict]:
-    """Pre-train (or reuse) every arm of ``preset`` and the parents they continue, in order;
-    returns ``{arm: pretrain_arm(...)}``. Explained in chapters 2 and 3."""
+def pretrain_arms(preset: Preset | str | None = None, data_dir: str | None = None,
+                  seed: int | None = None) -> dict[str, dict]:
+    """Pre-train (or reuse) every arm of ``preset`` and the parents they continue, in order, with
+    pre-training ``seed`` (None: the preset's); returns ``{arm: pretrain_arm(...)}``.
+    Explained in chapters 2 and 3."""
     preset = get_preset(preset)
     out: dict[str, dict] = {}
     for arm in needed_arms(preset.arms, dict(preset.pretrained or {})):
         parent = PARENT[arm]
-        out[arm] = pretrain_arm(arm, preset, out[parent]["checkpoint"] if parent in out else None, data_dir)
+        out[arm] = pretrain_arm(arm, preset, out[parent]["checkpoint"] if parent in out else None, data_dir, seed)
     return out
 
 
@@ -194,7 +205,7 @@ def finetune_arm(
                                 "cpu": round(time.process_time() - cpu_start, 2)}}
         if not keep_model:  # only the numbers are reused: a tiny model is ~8 MB, 40 of them add up
             for p in out_dir.iterdir():
-                if p.name not in ("run.json", "log.jsonl", "train_state.json"):
+                if p.name not in ("run.json", "log.jsonl", "train_state.json", LOCK_FILE):
                     shutil.rmtree(p) if p.is_dir() else p.unlink()
         return result
 
@@ -257,7 +268,7 @@ def sts_arm(
         for p in out_dir.iterdir():  # the weights are not reused: keep only the numbers and the log
             if p.is_dir():
                 shutil.rmtree(p)
-            elif p.name != "log.jsonl":
+            elif p.name not in ("log.jsonl", LOCK_FILE):
                 p.unlink()
         return {"arm": arm, "seed": seed, "n_pairs": len(train), "epochs": epochs, "spearman": spearman,
                 "steps": model.train_result.step, "wall_time": round(time.perf_counter() - t0, 2),

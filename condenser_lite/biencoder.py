@@ -25,7 +25,7 @@ from .data import SchemaError
 from .devices import default_device
 from .gradcache import gather_with_grad, gradient_cache, step_hooks, world_info
 from .losses import retrieval_loss
-from .model import load_encoder
+from .model import check_checkpoint, load_encoder
 from .tokenizer import load_tokenizer
 
 def cls_embedding(encoder: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -251,6 +251,7 @@ def load_model_and_tokenizer(
     ``mine_hard_negatives`` and ``similarity.evaluate_sts`` all load through here.
     """
     if isinstance(model, (str, os.PathLike)):
+        check_checkpoint(model)  # a missing folder is named as the model's, not as its tokenizer's
         tokenizer = load_tokenizer(tokenizer if tokenizer is not None else model)
         model = (model_class or BiEncoder).from_pretrained(model)
         if device is None:

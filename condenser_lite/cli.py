@@ -25,10 +25,17 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import logging
+import re
+import shlex
 import sys
+import types
+import typing
+import warnings
 from typing import Any
 
 from .config import parse_bool
+from .errors import ConfigError, UserError
 from .presets import (
     ALIASES,
     PRESETS,
@@ -48,45 +55,76 @@ METRICS_HELP = ("ir_measures names (nDCG@10 RR@10 R@1000) or Top-k answer accura
                 "R@1000, nq Top-5 Top-20 Top-100, else nDCG@10 RR@10 R@100")
 
 
-def _convert(current: Any, raw: str, key: str) -> Any:
-    """``raw`` as the type of the field's ``current`` value."""
-    if raw.lower() in ("none", "null"):
-        return None
-    if isinstance(current, bool):
-        return parse_bool(raw, key)
-    if isinstance(current, int):
+def _field_type(obj: Any, key: str) -> Any:
+    """The annotation of the field ``key`` names (a ``Preset``'s may be dotted)."""
+    owner, name = obj, key
+    if isinstance(obj, Preset):
+        part, name = obj.locate(key)
+        owner = obj if part is None else getattr(obj, part)
+    return typing.get_type_hints(type(owner))[name]
+
+
+def _convert(kind: Any, raw: str, key: str) -> Any:
+    """``raw`` as a value of the field's annotated type ``kind``, or a ``ConfigError`` naming the key.
+
+    Read from the annotation, not from the current value: ``max_steps`` is ``int | None`` even
+    while it is None, so ``max_steps=2.5`` is refused instead of running 3 steps."""
+    options = typing.get_args(kind) if typing.get_origin(kind) in (typing.Union, types.UnionType) else (kind,)
+    optional = type(None) in options
+    options = tuple(t for t in options if t is not type(None))
+    base = typing.get_origin(options[0]) or options[0] if len(options) == 1 else None
+    if raw.strip().lower() in ("none", "null"):
+        if optional:
+            return None
+        raise ConfigError(f"--set {key}={raw}: {key} cannot be None; give a value")
+    if base is bool:
+        try:
+            return parse_bool(raw, key)
+        except ConfigError:
+            raise ConfigError(f"--set {key}={raw}: {key} takes true or false") from None
+    if base is int:
+        if not re.fullmatch(r"[+-]?\d+", raw.strip()):
+            raise ConfigError(f"--set {key}={raw}: {key} takes an integer{' (or none)' if optional else ''}, "
+                              f"e.g. --set {key}=8")
         return int(raw)
-    if isinstance(current, float):
-        return float(raw)
-    if isinstance(current, str) or current is None:
-        try:  # a None-valued field may be numeric (max_steps, chunk_size)
-            return json.loads(raw)
-        except json.JSONDecodeError:
-            return raw
-    value = json.loads(raw)
-    return tuple(value) if isinstance(current, tuple) and isinstance(value, list) else value
+    if base is float:
+        try:
+            return float(raw)
+        except ValueError:
+            raise ConfigError(f"--set {key}={raw}: {key} takes a number, e.g. --set {key}=1e-4") from None
+    if base is str:
+        return raw
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        raise ConfigError(f"--set {key}={raw}: {key} takes a JSON value, e.g. --set {key}='[0, 1, 2]'") from None
+    if base is tuple:
+        if not isinstance(value, list):
+            raise ConfigError(f"--set {key}={raw}: {key} takes a JSON list, e.g. --set {key}='[0, 1, 2]'")
+        return tuple(value)
+    return value
 
 
 def parse_overrides(obj: Any, pairs: list[str]) -> Any:
     """Apply ``key=value`` strings to a config dataclass (or a ``Preset``, whose component fields
-    may be dotted: ``finetune.lr=1e-4``), converting each value to the field's type."""
+    may be dotted: ``finetune.lr=1e-4``), converting each value to the field's annotated type;
+    a bad key or value raises ``ConfigError`` naming it."""
     changes: dict[str, Any] = {}
     for pair in pairs:
         if "=" not in pair:
-            raise SystemExit(f"--set expects key=value, got {pair!r}")
+            raise ConfigError(f"--set expects key=value, got {pair!r}")
         key, raw = pair.split("=", 1)
         key = key.strip().replace("-", "_")
         if isinstance(obj, Preset):
             try:
-                current = obj.get(key)
+                obj.locate(key)
             except TypeError as err:
-                raise SystemExit(str(err)) from None
+                raise ConfigError(str(err)) from None
         else:
             fields = {f.name for f in dataclasses.fields(obj)}
             if key not in fields:
-                raise SystemExit(f"unknown setting {key!r}; known: {', '.join(sorted(fields))}")
-            current = getattr(obj, key)
-        changes[key] = _convert(current, raw, key)
+                raise ConfigError(f"unknown setting {key!r}; known: {', '.join(sorted(fields))}")
+        changes[key] = _convert(_field_type(obj, key), raw, key)
     return obj.replace(**changes) if isinstance(obj, Preset) else dataclasses.replace(obj, **changes)
 
 
@@ -118,15 +156,11 @@ def _absolute(source: str) -> str:
 
 
 def _pretrain(args: argparse.Namespace) -> None:
-    from .pretraining import DONE_FILE, pretrain
+    from .pretraining import pretrain
 
-    out = pretrain(pretrain_config(args), output_dir=args.output_dir, data_dir=args.data_dir, progress=True)
-    record = json.loads((out / DONE_FILE).read_text())
-    if record.get("skipped_documents"):  # coCondenser: documents too short for two spans, said where it is seen
-        cfg = record["config"]
-        print(f"coCondenser spans: skipped {record['skipped_documents']} of {record['documents']} documents "
-              f"({record['skipped_documents'] / record['documents']:.0%}) shorter than 2 x min_span = "
-              f"{2 * cfg['min_span']} tokens; lower --min-span to keep them")
+    # documents too short for two coCondenser spans are warned about (one line, on stderr)
+    out = pretrain(pretrain_config(args), output_dir=args.output_dir, data_dir=args.data_dir, progress=True,
+                   restart=args.restart)
     print(out)
 
 
@@ -168,10 +202,7 @@ def _recipe(args: argparse.Namespace) -> FinetuneConfig:
     """The fine-tuning recipe: ``--preset`` (a preset or a data set's recipe), by default the
     data set's at the papers' scale (msmarco, nq) or the scaled-down book's (BEIR sets)."""
     name = args.preset or (args.data if args.data in RETRIEVAL_RECIPES else "tiny")
-    try:
-        return parse_overrides(finetune_recipe(name), args.set)
-    except ValueError as err:
-        raise SystemExit(str(err)) from None
+    return parse_overrides(finetune_recipe(name), args.set)
 
 
 def _finetune(args: argparse.Namespace) -> None:
@@ -184,7 +215,9 @@ def _finetune(args: argparse.Namespace) -> None:
     if args.train_size:
         train = sample_queries(train, args.train_size, seed=args.seed)
     tok = load_tokenizer(args.init)
-    overrides = dict(max_steps=args.max_steps, progress=True) if args.max_steps else dict(progress=True)
+    overrides = dict(progress=True, resume=not args.restart)
+    if args.max_steps:
+        overrides["max_steps"] = args.max_steps
     if args.rounds == 2:
         corpus = eval_set(args.data, "dev" if args.data in TEVATRON_TASKS else "test", args.data_dir).corpus
         two_round(args.init, train, corpus, tok, recipe, args.output_dir, seed=args.seed, **overrides)
@@ -221,10 +254,15 @@ def _search(args: argparse.Namespace) -> None:
 
 
 def _evaluate(args: argparse.Namespace) -> None:
-    from .search import read_trec_run, score_run
+    from .data import corpus_columns, query_columns
+    from .search import check_run, read_trec_run, score_run
 
     data = eval_set(args.data, args.split, args.data_dir)
-    metrics = score_run(data, args.split, read_trec_run(args.run), metrics_for(args))  # refuses a too-shallow run
+    run = read_trec_run(args.run)
+    # the checks `search` makes on its own run: labels and run must name this corpus's documents
+    check_run(run, data.split_qrels(args.split), corpus_columns(data.corpus, lazy=True)[0],
+              query_columns(data.queries)[0], where=args.run)
+    metrics = score_run(data, args.split, run, metrics_for(args))  # refuses a too-shallow run
     print(json.dumps({k: round(v, 4) for k, v in metrics.items()}))
 
 
@@ -235,9 +273,13 @@ def _experiments(args: argparse.Namespace) -> None:
     budget = parse_overrides(get_preset(args.budget), args.set)
     if args.task:
         budget = budget.replace(task=_absolute(args.task))
-    seeds = [int(x) for x in args.seeds.split(",")] if args.seeds else None
+    try:
+        seeds = [int(x) for x in args.seeds.split(",")] if args.seeds else None
+    except ValueError:
+        raise ConfigError(f"--seeds {args.seeds}: give comma-separated integers, e.g. --seeds 0,1,2") from None
+    command = shlex.join(["python", "-m", "condenser_lite", *args.argv])
     results = run_protocol(budget, out_path=args.out, seeds=seeds, data_dir=args.data_dir, force=args.force,
-                           workers=args.workers)
+                           workers=args.workers, command=command)
     print(format_scorecard(results))
     print(f"wall time {results['wall_time']['total']:.0f}s; results: {args.out or 'the cache (pass --out)'}")
 
@@ -245,9 +287,16 @@ def _experiments(args: argparse.Namespace) -> None:
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m condenser_lite", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--debug", action="store_true", help="show the traceback of a known error too")
+    common = argparse.ArgumentParser(add_help=False)
+    # SUPPRESS: `--debug` after the sub-command must not reset the one given before it
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="show the traceback of a known error too (errors print one line otherwise)")
     sub = ap.add_subparsers(dest="command", required=True)
+    restart_help = ("discard the training checkpoint and log in the output folder and train from step 0 "
+                    "(without it a folder from a run with other settings is refused)")
 
-    p = sub.add_parser("pretrain", help="one MLM / Condenser / coCondenser pre-training stage")
+    p = sub.add_parser("pretrain", parents=[common], help="one MLM / Condenser / coCondenser pre-training stage")
     p.add_argument("--method", choices=["mlm", "condenser", "cocondenser"], default="condenser")
     p.add_argument("--preset", choices=PRESET_NAMES, default="tiny", help="named settings (presets.PRESETS)")
     p.add_argument("--init", help="starting checkpoint folder or Hub id (default: from scratch; paper: the published one)")
@@ -259,6 +308,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output-dir", help="default: a cache folder named by the settings' hash")
     p.add_argument("--data-dir", help="local data mirror (default: $CONDENSER_LITE_DATA, else the Hub)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a preset field")
+    p.add_argument("--restart", action="store_true", help=restart_help)
     p.set_defaults(handler=_pretrain)
 
     def data_args(p: argparse.ArgumentParser, split: str | None = "test") -> None:
@@ -268,7 +318,7 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--split", default=split, help="evaluation split (BEIR: test; msmarco/nq: dev)")
         p.add_argument("--data-dir", help="local data mirror (default: $CONDENSER_LITE_DATA, else the Hub)")
 
-    p = sub.add_parser("finetune", help="fine-tune a dense retriever (round 1, or both rounds with --rounds 2)")
+    p = sub.add_parser("finetune", parents=[common], help="fine-tune a dense retriever (round 1, or both rounds with --rounds 2)")
     p.add_argument("--init", required=True, help="pre-trained checkpoint folder or Hub id")
     p.add_argument("--output-dir", required=True)
     p.add_argument("--preset", help="a preset (micro | tiny | paper) or a data set's recipe (msmarco | nq); "
@@ -278,10 +328,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-steps", type=int, help="stop after this many updates (smoke runs)")
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a preset field")
+    p.add_argument("--restart", action="store_true", help=restart_help)
     data_args(p, split=None)
     p.set_defaults(handler=_finetune)
 
-    p = sub.add_parser("encode", help="encode a corpus with a retriever into an .npz (embeddings, ids)")
+    p = sub.add_parser("encode", parents=[common], help="encode a corpus with a retriever into an .npz (embeddings, ids)")
     p.add_argument("--model", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--p-max-len", type=int, default=128)
@@ -289,7 +340,7 @@ def build_parser() -> argparse.ArgumentParser:
     data_args(p)
     p.set_defaults(handler=_encode)
 
-    p = sub.add_parser("search", help="encode, search with FAISS, write a TREC run and print its metrics")
+    p = sub.add_parser("search", parents=[common], help="encode, search with FAISS, write a TREC run and print its metrics")
     p.add_argument("--model", required=True)
     p.add_argument("--out", help="TREC run file to write")
     p.add_argument("--k", type=int, help="run depth (default: the deepest metric's cutoff, at least 100)")
@@ -301,13 +352,13 @@ def build_parser() -> argparse.ArgumentParser:
     data_args(p)
     p.set_defaults(handler=_search)
 
-    p = sub.add_parser("evaluate", help="score a TREC run file with ir_measures")
+    p = sub.add_parser("evaluate", parents=[common], help="score a TREC run file with ir_measures")
     p.add_argument("--run", required=True)
     p.add_argument("--metrics", nargs="+", help=METRICS_HELP + "; a cutoff deeper than the run is refused")
     data_args(p)
     p.set_defaults(handler=_evaluate)
 
-    p = sub.add_parser("experiments", help="the scaled-down reproduction: every arm, seeds, scorecard (JSON)")
+    p = sub.add_parser("experiments", parents=[common], help="the scaled-down reproduction: every arm, seeds, scorecard (JSON)")
     p.add_argument("--budget", choices=PRESET_NAMES, default="tiny", help="the preset to run (presets.PRESETS)")
     p.add_argument("--task", help="retrieval task instead of the budget's: scifact (or another BEIR name) | msmarco | "
                    "the PATH of a BEIR-format folder (its corpus for coCondenser, train split for fine-tuning, test "
@@ -323,9 +374,52 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+class _StderrHandler(logging.Handler):
+    """The library's progress messages (reused, resumed, waiting for a lock), one line each on
+    whatever ``sys.stderr`` is at the time."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        print(self.format(record), file=sys.stderr)
+
+
+def _one_line(err: BaseException) -> str:
+    return " ".join(part.strip() for part in str(err).splitlines() if part.strip())
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    print(f"warning: {_one_line(message)}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> None:
+    """Run one sub-command. A known error (``errors.UserError``: data, schema, settings,
+    checkpoints) is printed as one line ``error: ...`` with exit status 1 (``--debug``: with its
+    traceback); any other exception is a bug and keeps its traceback. Warnings and the library's
+    progress messages are one line each. Ctrl-C exits with status 130."""
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
-    args.handler(args)
+    args.argv = argv  # the command line as given, for the results' provenance
+    log, handler = logging.getLogger("condenser_lite"), _StderrHandler()
+    level = log.level
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    try:
+        with warnings.catch_warnings():
+            if not args.debug:
+                warnings.showwarning = _show_warning
+            args.handler(args)
+    except UserError as err:
+        if args.debug:
+            raise
+        print(f"error: {_one_line(err)}", file=sys.stderr)
+        raise SystemExit(1) from None
+    except KeyboardInterrupt:
+        if args.debug:
+            raise
+        print("interrupted", file=sys.stderr)
+        raise SystemExit(130) from None
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(level)
 
 
 if __name__ == "__main__":

@@ -28,9 +28,11 @@ Decisions worth knowing (the book repeats them):
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +41,7 @@ from typing import Any, Callable, Iterable, Iterator
 import datasets
 from datasets import Dataset, Features, IterableDataset, Value
 
+from .errors import ConfigError, DataSourceError, SchemaError  # noqa: F401  (data.DataSourceError, as before)
 from .wikitext import (
     SectionStats,
     emit_sections,
@@ -52,14 +55,6 @@ logger = logging.getLogger(__name__)
 
 DATA_ENV = "CONDENSER_LITE_DATA"
 _GENSIM_DATA = "https://raw.githubusercontent.com/piskvorky/gensim/4.3.3/gensim/test/test_data"
-
-
-class DataSourceError(RuntimeError):
-    """A data set could not be read from where it was asked for (Hub offline, mirror incomplete)."""
-
-
-class SchemaError(ValueError):
-    """A data file lacks a field the loaders need."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -158,7 +153,7 @@ TEVATRON_NAMES = tuple(k for k in REGISTRY if k.startswith("Tevatron/"))
 def _spec(name: str, known: Iterable[str] | None = None) -> DataSpec:
     known = list(known) if known is not None else list(REGISTRY)
     if name not in known:
-        raise ValueError(f"unknown data set {name!r}; known data sets: {', '.join(known)}")
+        raise ConfigError(f"unknown data set {name!r}; known data sets: {', '.join(known)}")
     return REGISTRY[name]
 
 
@@ -199,6 +194,57 @@ def mirror_file(root: Path, spec: DataSpec, role: str) -> Path:
     return path
 
 
+_WHOLE_FILE_LIMIT = 256 * 2**20  # larger files (full-scale parquet shards) are named by size, head and tail
+
+
+def content_id(path: Path, whole: bool = False) -> Any:
+    """A file's content hash, a folder's per-file hashes, or None when it is absent: what a cache
+    key holds for a file it depends on (chapter 1). Unless ``whole``, files over 256 MiB are named
+    by their size, first and last MiB, so a full-scale corpus is not read twice."""
+    if path.is_dir():
+        return {p.name: content_id(p, whole) for p in sorted(path.iterdir()) if not p.name.startswith(".")}
+    if not path.is_file():
+        return None
+    size, h = path.stat().st_size, hashlib.sha256()
+    with path.open("rb") as f:
+        if whole or size <= _WHOLE_FILE_LIMIT:
+            for block in iter(lambda: f.read(2**20), b""):
+                h.update(block)
+        else:
+            h.update(f.read(2**20))
+            f.seek(-2**20, os.SEEK_END)
+            h.update(f.read(2**20))
+            h.update(str(size).encode())
+    return h.hexdigest()[:16]
+
+
+def data_id(names: Iterable[str], data_dir: str | os.PathLike | None = None,
+            roles: Iterable[str] | None = None) -> dict[str, Any]:
+    """What the data sets ``names`` are read from, by content, as part of a cache key (chapter 1).
+
+    From a mirror: a hash of each mirror file (of ``roles`` only, when given; None for a missing
+    file, which its loader reports); from the Hub: the id and config. A name that is a local file
+    or folder is hashed itself, and so is an unregistered BEIR name's mirror folder
+    (``<mirror>/<name>/``, where ``load_beir`` reads it). A mirror folder that does not exist
+    raises ``DataSourceError`` here, so a cache is never reused for data that cannot be read."""
+    root = resolve_mirror(data_dir)
+    wanted = None if roles is None else set(roles)
+    out: dict[str, Any] = {}
+    for name in names:
+        spec = REGISTRY.get(name)
+        if spec is None:
+            path = Path(name).expanduser()
+            beir_folder = None if root is None else root / str(name).removeprefix(f"{BEIR_HUB}/")
+            out[name] = content_id(path) if path.exists() else \
+                content_id(beir_folder) if beir_folder is not None and beir_folder.is_dir() else name
+        elif root is None:
+            out[name] = [spec.hub_id, spec.hub_config]
+        else:
+            out[name] = {rel: content_id(root / rel) for role, rel in spec.mirror_files.items()
+                         if wanted is None or role in wanted}
+    return out
+
+
 def _from_hub(spec: DataSpec, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Run a Hub (or URL) read; turn any failure into one DataSourceError that says the fix."""
     try:
@@ -215,10 +261,56 @@ def _from_hub(spec: DataSpec, fn: Callable[..., Any], *args: Any, **kwargs: Any)
 
 def read_dataset(spec: DataSpec, from_mirror: bool, *args: Any, **kwargs: Any) -> Any:
     """`datasets.load_dataset(*args, **kwargs)` for `spec`; Hub failures become a DataSourceError
-    that says how to use a mirror. Explained in chapter 1, `notebooks/01_readiness.ipynb`."""
-    if from_mirror:
-        return datasets.load_dataset(*args, **kwargs)
-    return _from_hub(spec, datasets.load_dataset, *args, **kwargs)
+    that says how to use a mirror, and so does a mirror file that is empty, cut short, not in
+    its format or not UTF-8 (naming the file and the parser's reason, or the line).
+    Explained in chapter 1, `notebooks/01_readiness.ipynb`."""
+    if not from_mirror:
+        return _from_hub(spec, datasets.load_dataset, *args, **kwargs)
+    files = kwargs.get("data_files")
+    where = files if isinstance(files, str) else str(files)
+    if isinstance(files, str) and Path(files).is_file() and Path(files).stat().st_size == 0:
+        raise DataSourceError(f"data set {spec.name!r}: {files} is empty; replace it with a complete copy")
+    try:
+        ds = datasets.load_dataset(*args, **kwargs)
+    except Exception as err:  # datasets wraps the parser's reason several layers down
+        raise DataSourceError(f"data set {spec.name!r}: cannot read {where} ({_reason(err)}); the file is cut "
+                              "short or not in its format: replace it with a complete copy") from err
+    table = getattr(getattr(ds, "data", None), "table", None)
+    if table is not None:
+        try:
+            table.validate(full=True)  # pyarrow's JSON reader lets invalid UTF-8 through
+        except Exception as err:
+            if "UTF8" not in str(err):
+                raise
+            raise DataSourceError(f"data set {spec.name!r}: {_bad_utf8_line(where)} is not UTF-8 text ({err}); "
+                                  "re-encode the file as UTF-8") from err
+    return ds
+
+
+def _reason(err: BaseException) -> str:
+    """The most specific message in an exception's chain (the parser's, not datasets' wrapper's)."""
+    seen, messages = set(), []
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if str(err).strip():
+            messages.append(f"{type(err).__name__}: {str(err).strip().splitlines()[0]}")
+        err = err.__cause__ or err.__context__
+    specific = [m for m in messages if "error occurred while generating" not in m]
+    return (specific or messages or ["no reason given"])[0]
+
+
+def _bad_utf8_line(path: str) -> str:
+    """``path:line`` of the first line that is not UTF-8 (``path`` when none is found)."""
+    try:
+        with open(path, "rb") as f:
+            for n, line in enumerate(f, start=1):
+                try:
+                    line.decode("utf-8")
+                except UnicodeDecodeError:
+                    return f"{path}:{n}"
+    except OSError:
+        pass
+    return path
 
 
 def _download(spec: DataSpec) -> Path:
@@ -452,12 +544,15 @@ def _beir_folder_files(folder: Path, hint: str) -> dict[str, Path]:
     return files  # type: ignore[return-value]
 
 
-def _read_beir_folder(folder: Path, hint: str) -> tuple[Dataset, Dataset, dict[str, Dataset], dict[str, str]]:
+def _read_beir_folder(spec: DataSpec, folder: Path,
+                      hint: str) -> tuple[Dataset, Dataset, dict[str, Dataset], dict[str, str]]:
+    """A BEIR folder's tables, each file read through `read_dataset` (so an empty, cut-short or
+    non-UTF-8 file is a DataSourceError naming it)."""
     files = _beir_folder_files(folder, hint)
-    corpus = datasets.load_dataset("json", data_files=str(files["corpus"]), split="train")
-    queries = datasets.load_dataset("json", data_files=str(files["queries"]), split="train")
-    qrels = {role.split("/", 1)[1]: datasets.load_dataset("csv", data_files=str(path), delimiter="\t",
-                                                          features=QRELS_FEATURES, split="train")
+    corpus = read_dataset(spec, True, "json", data_files=str(files["corpus"]), split="train")
+    queries = read_dataset(spec, True, "json", data_files=str(files["queries"]), split="train")
+    qrels = {role.split("/", 1)[1]: read_dataset(spec, True, "csv", data_files=str(path), delimiter="\t",
+                                                 features=QRELS_FEATURES, split="train")
              for role, path in files.items() if role.startswith("qrels/")}
     return corpus, queries, qrels, {k: str(v) for k, v in files.items()}
 
@@ -470,8 +565,9 @@ def load_beir(name: str | os.PathLike = "scifact", data_dir: str | os.PathLike |
     """
     if is_path(name):
         folder = Path(name).expanduser().resolve()
+        spec = DataSpec(folder.name, str(folder), {}, description=f"BEIR folder {folder}")
         corpus, queries, qrels, where = _read_beir_folder(
-            folder, f"write your data in that layout (see README, 'Adapt to your own corpus')")
+            spec, folder, "write your data in that layout (see README, 'Adapt to your own corpus')")
         label = folder.name
     else:
         label = str(name).removeprefix(f"{BEIR_HUB}/")
@@ -481,9 +577,11 @@ def load_beir(name: str | os.PathLike = "scifact", data_dir: str | os.PathLike |
         spec = REGISTRY.get(label) or DataSpec(label, hub_id, {}, description=f"BEIR {label}")
         root = resolve_mirror(data_dir)
         if root:
-            corpus, queries, qrels, where = _read_beir_folder(
-                root / label, f"fix the mirror, point data_dir= / ${DATA_ENV} at one that has {label}/, "
-                f"or unset ${DATA_ENV} to download {hub_id} from the Hugging Face Hub.")
+            hint = (f"fix the mirror, point data_dir= / ${DATA_ENV} at one that has {label}/, "
+                    f"or unset ${DATA_ENV} to download {hub_id} from the Hugging Face Hub.")
+            if not (root / label).is_dir():
+                raise DataSourceError(f"unknown data set {label!r}: {root / label} is not a folder; {hint}")
+            corpus, queries, qrels, where = _read_beir_folder(spec, root / label, hint)
         else:
             # A dict of splits: take its only split whatever it is called ("corpus", "queries").
             first = lambda dd: next(iter(dd.values()))  # noqa: E731
@@ -518,14 +616,20 @@ def load_documents(source: str | os.PathLike, data_dir: str | os.PathLike | None
         raise DataSourceError(f"corpus {path} does not exist; pass a BEIR folder, a .jsonl file of documents "
                               "or a text file with one document per line")
     if path.name.endswith((".jsonl", ".jsonl.gz", ".json")):
-        ds = datasets.load_dataset("json", data_files=str(path), split="train")
+        spec = DataSpec(path.name, str(path), {}, description=f"documents in {path}")
+        ds = read_dataset(spec, True, "json", data_files=str(path), split="train")
         check_fields(ds.column_names, ["text"], str(path))
         id_col = "_id" if "_id" in ds.column_names else "docid" if "docid" in ds.column_names else None
         ids = [str(i) if x is None else str(x) for i, x in enumerate(ds[id_col] if id_col else [None] * len(ds))]
         titles = [str(t or "") for t in ds["title"]] if "title" in ds.column_names else [""] * len(ds)
         texts = [str(t or "") for t in ds["text"]]
     else:
-        texts = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except UnicodeDecodeError as err:
+            raise DataSourceError(f"corpus {_bad_utf8_line(str(path))} is not UTF-8 text ({err}); "
+                                  "re-encode the file as UTF-8") from err
+        texts = [line.strip() for line in lines if line.strip()]
         ids, titles = [str(i) for i in range(len(texts))], [""] * len(texts)
     if not texts:
         raise SchemaError(f"corpus {path} holds no document; write one document per line (or per JSON row)")
@@ -599,8 +703,8 @@ def corpus_columns(corpus: Any, lazy: bool = False) -> tuple[list[str], Sequence
         ids = [str(k) for k in corpus]
         vals = list(corpus.values())
         if vals and isinstance(vals[0], Mapping):
-            return ids, [str(v.get("title") or "") for v in vals], [str(v.get("text") or "") for v in vals]
-        return ids, [""] * len(ids), [str(v) for v in vals]
+            return _check_texts(ids, [str(v.get("title") or "") for v in vals], [str(v.get("text") or "") for v in vals])
+        return _check_texts(ids, [""] * len(ids), [str(v) for v in vals])
     names = column_names(corpus)
     id_col = "_id" if "_id" in names else "docid" if "docid" in names else None
     if id_col is None or "text" not in names:
@@ -619,6 +723,25 @@ def corpus_columns(corpus: Any, lazy: bool = False) -> tuple[list[str], Sequence
         titles = [str(r.get("title") or "") for r in corpus]
     if not ids:
         raise SchemaError("corpus is empty")
+    return _check_texts(ids, titles, texts)
+
+
+MAX_MISSING_TEXT = 0.5  # share of documents without text above which a corpus is refused
+
+
+def _check_texts(ids: list[str], titles: list[str], texts: list[str]) -> tuple[list[str], list[str], list[str]]:
+    """Say how many documents have no text, and which (their title alone gets encoded); refuse a
+    corpus where most have none (the text is in another field)."""
+    empty = [i for i, t in enumerate(texts) if not t.strip()]
+    if empty:
+        where = f"e.g. ids {[ids[i] for i in empty[:5]]} at rows {empty[:5]}"
+        if len(empty) > MAX_MISSING_TEXT * len(texts):
+            raise SchemaError(f"{len(empty)} of the corpus's {len(texts)} documents have no 'text' ({where}); is the "
+                              "text in another field? Each row needs 'text' (and may have 'title')")
+        untitled = sum(1 for i in empty if not titles[i].strip())
+        warnings.warn(f"{len(empty)} of the corpus's {len(texts)} documents have no 'text' ({where}): they are "
+                      "encoded from their title alone" + (f"; {untitled} without a title either, as an empty passage"
+                                                          if untitled else ""), stacklevel=3)
     return ids, titles, texts
 
 

@@ -19,20 +19,49 @@ the command line does.
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import random
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow.compute as pc
 
 from .biencoder import BiEncoder, RetrievalCollator, load_model_and_tokenizer, retrieval_step
 from .data import corpus_columns
+from .errors import ConfigError
+from .jobs import output_lock
+from .model import checkpoint_key
 from .presets import FinetuneConfig
 from .search import encode, encode_corpus, search_indices
 from .tevatron import validate_training_schema
-from .tokenizer import load_tokenizer
+from .tokenizer import load_tokenizer, tokenizer_key
 from .training import TrainConfig, train
+
+
+def rows_key(rows: Any) -> str:
+    """Training rows by content, for the resume check (chapter 4): each query's id and text and
+    the doc ids of its positives and negatives, in order (not the passages' texts: MS MARCO's
+    400k queries x 30 negatives would take minutes to hash). Mined negatives change it."""
+    h = hashlib.sha256()
+
+    def add(values: list) -> None:
+        h.update("\x1f".join(map(str, values)).encode() + b"\x1e")
+
+    if hasattr(rows, "with_format"):  # datasets.Dataset: columnar, without building Python rows
+        columns = ["query_id", "query", "positive_passages", "negative_passages"]
+        for batch in rows.select_columns(columns).with_format("arrow").iter(batch_size=10_000):
+            add(batch["query_id"].to_pylist())
+            add(batch["query"].to_pylist())
+            for col in columns[2:]:
+                add(pc.list_value_length(batch[col]).to_pylist())
+                add(pc.struct_field(pc.list_flatten(batch[col]), "docid").to_pylist())
+    else:
+        for row in rows:
+            add([row["query_id"], row["query"], *(len(row[c]) for c in ("positive_passages", "negative_passages"))])
+            add([p["docid"] for c in ("positive_passages", "negative_passages") for p in row[c]])
+    return h.hexdigest()[:16]
 
 def finetune_retriever(
     init_checkpoint: str | os.PathLike,
@@ -53,10 +82,17 @@ def finetune_retriever(
     as a plain Hugging Face dir (``query/`` and ``passage/`` when untied), loadable with
     ``BiEncoder.from_pretrained`` or ``encode``; the loop's log and resumable checkpoint sit
     beside it. ``grad_cache_chunk``: sequences per gradient-cache chunk (``retrieval_step``);
-    None trains with plain forward/backward.
+    None trains with plain forward/backward. A checkpoint left in ``cfg.output_dir`` is resumed
+    (or, finished, reused) only if it was trained from the same weights (by content), tokenizer,
+    training rows (``rows_key``) and settings; otherwise ``CheckpointError`` names what differs.
+    The folder is locked while training (``jobs.output_lock``).
     """
     validate_training_schema(train_dataset)
     tokenizer = load_tokenizer(tokenizer if tokenizer is not None else init_checkpoint)
+    depends_on = {"init": checkpoint_key(init_checkpoint), "tokenizer": tokenizer_key(tokenizer),
+                  "data": rows_key(train_dataset), "q_max_len": q_max_len, "p_max_len": p_max_len,
+                  "train_n_passages": train_n_passages, "untied": untied, "temperature": temperature,
+                  "grad_cache_chunk": grad_cache_chunk}
     model = BiEncoder.from_pretrained(init_checkpoint, untied=untied, train_n_passages=train_n_passages, temperature=temperature)
     limit = getattr(model.config, "max_position_embeddings", None)
     if limit is not None and max(q_max_len, p_max_len) > limit:
@@ -66,10 +102,11 @@ def finetune_retriever(
         )
     collator = RetrievalCollator(tokenizer, q_max_len=q_max_len, p_max_len=p_max_len, train_n_passages=train_n_passages)
     step_fn = functools.partial(retrieval_step, chunk_size=grad_cache_chunk) if grad_cache_chunk else None
-    result = train(model, train_dataset, cfg, collate_fn=collator, step_fn=step_fn)
-    model.train_result = result  # history and log path, for the loss-curve chapter
-    model.save_pretrained(cfg.output_dir)
-    tokenizer.save_pretrained(cfg.output_dir)
+    with output_lock(cfg.output_dir):
+        result = train(model, train_dataset, cfg, collate_fn=collator, step_fn=step_fn, depends_on=depends_on)
+        model.train_result = result  # history and log path, for the loss-curve chapter
+        model.save_pretrained(cfg.output_dir)
+        tokenizer.save_pretrained(cfg.output_dir)
     return model
 
 
@@ -134,9 +171,9 @@ def train_config(recipe: FinetuneConfig, output_dir: str | os.PathLike, round_nu
     ``min_steps`` updates (the small training sets of the scaled-down book), AdamW with the
     recipe's lr, warm-up and weight decay. ``overrides`` (``max_steps``, ``progress``, ...) win."""
     if round_number not in (1, 2):
-        raise ValueError(f"round_number must be 1 or 2, got {round_number}")
+        raise ConfigError(f"round_number must be 1 or 2, got {round_number}")
     if n_queries < recipe.batch_size:
-        raise ValueError(f"a training set of {n_queries} queries is smaller than the batch of {recipe.batch_size}; "
+        raise ConfigError(f"a training set of {n_queries} queries is smaller than the batch of {recipe.batch_size}; "
                          "use more queries or a smaller batch_size")
     epochs = recipe.epochs_round1 if round_number == 1 else recipe.epochs_round2
     steps = max(recipe.min_steps, int(epochs * (n_queries // recipe.batch_size)), 1)

@@ -1,4 +1,5 @@
-"""A small cached job runner: independent jobs in one-thread worker processes, results on disk.
+"""A small cached job runner: independent jobs in one-thread worker processes, results on disk,
+one writer per output folder.
 
 Explained in chapter 4, `notebooks/04_finetune.ipynb` ("Cost"). The protocol is a graph of jobs
 (pre-training stages, fine-tunings, STS-b runs, entropies). A ``Job`` names a top-level function
@@ -11,15 +12,22 @@ Why one-thread workers: on a small CPU two one-thread processes beat one two-thr
 they do not collapse when another program shares the cores (oversubscribed OpenMP threads wait on
 each other at every operation: measured here, a step took 4.3 s with two threads beside another
 busy process, 2.3 s with one thread).
+
+One writer per folder: every writer of a result folder (a cached job, a pre-training stage, a
+training run) holds ``output_lock`` on it, so two processes given the same folder never write it
+at once; the second waits, then finds the first one's result and reuses it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
+import logging
 import multiprocessing
 import os
+import socket
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -31,23 +39,82 @@ import datasets
 import torch
 import transformers
 
+logger = logging.getLogger(__name__)
+LOCK_FILE = ".lock"  # in the folder it guards; clean-ups that empty a folder must leave it
+_held: dict[str, int] = {}  # lock files this process holds -> nesting depth
+
+
+@contextlib.contextmanager
+def output_lock(folder: str | os.PathLike) -> Iterator[Path]:
+    """Hold an exclusive lock on ``folder`` (``fcntl.flock`` on ``folder/.lock``) for the block (chapter 4).
+
+    A second process asking for the same folder says once that it waits, and for whom, then waits
+    until the first is done, so two identical commands never write one checkpoint or log at once.
+    Re-entrant within a process (a fine-tuning locks its folder, and so does the training loop
+    inside it). The lock dies with its process: a killed writer leaves nothing to clean up."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = str((folder / LOCK_FILE).resolve())
+    if path in _held:
+        _held[path] += 1
+        try:
+            yield folder
+        finally:
+            _held[path] -= 1
+        return
+    with open(path, "a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            holder = f.read().strip() or "another process"
+            logger.warning("%s is being written by %s; waiting for it to finish", folder, holder)
+            fcntl.flock(f, fcntl.LOCK_EX)
+        f.truncate(0)
+        f.write(f"process {os.getpid()} on {socket.gethostname()}\n")
+        f.flush()
+        _held[path] = 1
+        try:
+            yield folder
+        finally:
+            del _held[path]
+            f.truncate(0)
+            fcntl.flock(f, fcntl.LOCK_UN)
+
 
 def settings_hash(settings: Any, n: int = 12) -> str:
     """A short hash of JSON-able settings: the name of a cached result (chapter 4)."""
     return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:n]
 
 
+def settings_diff(saved: Mapping[str, Any], now: Mapping[str, Any], label: str = "saved") -> list[str]:
+    """Where two settings dicts differ, one ``"name: <label> a vs now b"`` per field, nested dicts
+    compared field by field (``data.scifact/corpus.jsonl: ...``): what an error shows when a
+    folder holds the result of other settings (chapter 4)."""
+    out = []
+    for k in sorted(set(saved) | set(now), key=str):
+        a, b = saved.get(k), now.get(k)
+        if isinstance(a, Mapping) and isinstance(b, Mapping):
+            out += [f"{k}.{line}" for line in settings_diff(a, b, label)]
+        elif a != b:
+            out.append(f"{k}: {label} {a!r} vs now {b!r}")
+    return out
+
+
 def run_cached(result_file: str | os.PathLike, compute: Callable[[], dict]) -> dict:
     """``compute()`` once: its JSON result is written to ``result_file`` (atomically, last, so a
-    folder without it is unfinished) and read back on every later call (chapter 4)."""
+    folder without it is unfinished) and read back on every later call (chapter 4). The folder
+    is locked while computing: a second process waits for the first one's result."""
     result_file = Path(result_file)
     if result_file.exists():
         return json.loads(result_file.read_text())
-    result = compute()
-    result_file.parent.mkdir(parents=True, exist_ok=True)
-    tmp = result_file.with_name(f"{result_file.name}.tmp{os.getpid()}")
-    tmp.write_text(json.dumps(result))
-    tmp.replace(result_file)
+    with output_lock(result_file.parent):
+        if result_file.exists():  # written while this process waited for the lock
+            return json.loads(result_file.read_text())
+        result = compute()
+        tmp = result_file.with_name(f"{result_file.name}.tmp{os.getpid()}")
+        tmp.write_text(json.dumps(result))
+        tmp.replace(result_file)
     return result
 
 
@@ -89,8 +156,8 @@ def _silence() -> None:
 
 @contextlib.contextmanager
 def quiet() -> Iterator[None]:
-    """Silence transformers' load reports (a BertModel loaded from an MLM checkpoint lists the
-    unused MLM head) and the progress bars of transformers and datasets; restore afterwards. Chapter 4."""
+    """Silence transformers' warnings and the progress bars of transformers and datasets; restore
+    afterwards. Chapter 4."""
     level = transformers.logging.get_verbosity()
     bars = datasets.is_progress_bar_enabled()
     tf_bars = transformers.utils.logging.is_progress_bar_enabled()

@@ -8,11 +8,14 @@ the dictionaries ``ir_measures`` (and pytrec_eval, BEIR, Tevatron) use.
 
 from __future__ import annotations
 
+import math
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 
 import ir_measures
 import regex
+
+from .errors import ConfigError, SchemaError
 
 __all__ = ["evaluate_run", "nb_recall", "topk_answer_accuracy", "dpr_tokens", "has_answer", "metric_depth",
            "answer_cutoffs", "check_run_depth"]
@@ -29,14 +32,22 @@ def _parse_measure(name: str):
     try:
         return ir_measures.parse_measure(canonical)
     except Exception as err:  # ir_measures raises several types for bad names
-        raise ValueError(
+        raise ConfigError(
             f"metrics: cannot parse {name!r}; use ir_measures names such as 'nDCG@10', 'RR@10', 'R@100'"
         ) from err
 
 
 def _clean_run(run: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, float]]:
     # pytrec_eval wants str ids and python floats (numpy float32 is rejected).
-    return {str(q): {str(d): float(s) for d, s in docs.items()} for q, docs in run.items()}
+    out = {str(q): {str(d): float(s) for d, s in docs.items()} for q, docs in run.items()}
+    if not any(out.values()):
+        raise SchemaError("evaluate_run: the run is empty (no query has a retrieved document); nothing to score")
+    for q, docs in out.items():
+        bad = [d for d, s in docs.items() if not math.isfinite(s)]
+        if bad:  # NaN sorts arbitrarily: the metrics would be noise
+            raise SchemaError(f"evaluate_run: query {q!r} has {len(bad)} non-finite scores (e.g. document {bad[0]!r}: "
+                              f"{docs[bad[0]]}); the retriever produced NaN or infinite scores")
+    return out
 
 
 def _clean_qrels(qrels: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
@@ -51,6 +62,7 @@ def evaluate_run(
 ) -> dict:
     """Mean of each metric over the queries that have qrels (explained in chapter 4).
 
+    A run that is empty or holds a NaN or infinite score raises ``SchemaError``.
     Queries with qrels that are missing from the run count as zero, so a retriever cannot
     look better by skipping hard queries (ir_measures 0.4 already does this; we make it
     explicit so the rule does not depend on the provider). Run entries for queries without
@@ -61,7 +73,7 @@ def evaluate_run(
     """
     qrels = _clean_qrels(qrels)
     if not qrels:
-        raise ValueError("evaluate_run: qrels are empty; pass the relevance labels of the evaluated split")
+        raise SchemaError("evaluate_run: qrels are empty; pass the relevance labels of the evaluated split")
     if isinstance(metrics, str):
         metrics = (metrics,)
     parsed = {name: _parse_measure(name) for name in metrics}
@@ -209,6 +221,6 @@ def check_run_depth(run: Mapping[str, Mapping[str, float]], metrics: Sequence[st
     need = metric_depth(metrics)
     if need and depth < need and (n_docs is None or depth < n_docs):
         deepest = max(metrics, key=lambda m: metric_depth([m]) or 0)
-        raise ValueError(f"{where} ranks at most {depth} documents per query, but {deepest} reads the top {need}: "
+        raise ConfigError(f"{where} ranks at most {depth} documents per query, but {deepest} reads the top {need}: "
                          f"search again with --k {need} (k={need}), or ask for metrics within the top {depth}")
     return depth

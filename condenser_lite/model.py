@@ -13,16 +13,25 @@ Explained in chapter 2, `notebooks/02_condenser.ipynb`.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
+import logging
 import os
+import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from safetensors import SafetensorError
 from torch import nn
 from transformers import AutoConfig, AutoModel, BertConfig, BertForMaskedLM, PreTrainedModel
 from transformers.masking_utils import create_bidirectional_mask
 from transformers.models.bert.modeling_bert import BertLayer
+
+from .errors import CheckpointError
 
 # Paper settings for bert-base-uncased (12 layers): head reads the output of layer 6,
 # 2 head layers, backbone MLM kept as the "semantic constraint" (section 3.4).
@@ -33,6 +42,15 @@ HEAD_FILE = "condenser_head.pt"
 # store the head as `model.pt` with keys `c_head.<i>....`; we read that name too.
 AUTHORS_HEAD_FILE = "model.pt"
 CONDENSER_CONFIG_FILE = "condenser_config.json"
+# What loading a checkpoint folder reads (weights, configs, Condenser head, tokenizer): its
+# content key hashes these and nothing else (logs and records hold timings that differ per run).
+MODEL_FILES = ("config.json", CONDENSER_CONFIG_FILE, HEAD_FILE, AUTHORS_HEAD_FILE, "*.safetensors",
+               "*.safetensors.index.json", "pytorch_model*.bin", "vocab.txt", "tokenizer.json",
+               "tokenizer_config.json", "special_tokens_map.json")
+# Weights of a pre-training checkpoint that an encoder or MLM model leaves out on purpose:
+# the MLM / NSP heads and BERT's pooler. Their absence is not worth a report.
+ENCODER_DROPS = ("cls.", "pooler.", "bert.pooler.")
+MLM_DROPS = ("cls.seq_relationship.", "pooler.", "bert.pooler.")
 
 
 def tiny_bert_config(vocab_size: int = 8192, **overrides) -> BertConfig:
@@ -81,10 +99,87 @@ def masked_lm_loss(mlm_head: nn.Module, hidden: torch.Tensor, labels: torch.Tens
     return F.cross_entropy(logits.float(), labels[selected])
 
 
+def checkpoint_key(name_or_dir: str | os.PathLike | None) -> str | None:
+    """What names a checkpoint in a cache key: a hash of the content of its folder's
+    ``MODEL_FILES`` (with an untied retriever's ``query/`` and ``passage/``), so replacing the
+    files at a path gives a new key and two folders holding the same weights share one. A Hub id
+    is named by itself: asking the local Hub cache for its revision would give one key before the
+    first download and another after it. Chapter 2."""
+    from .data import content_id  # data.py imports datasets: only when a key is needed
+
+    if name_or_dir is None:
+        return None
+    path = Path(name_or_dir).expanduser()
+    if not path.is_dir():
+        return str(name_or_dir)
+    files = {}
+    for folder in (path, path / "query", path / "passage"):
+        for pattern in MODEL_FILES:
+            for f in folder.glob(pattern):
+                files[f.relative_to(path).as_posix()] = content_id(f, whole=True)  # every weight counts
+    return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def check_checkpoint(name_or_dir: str | os.PathLike) -> None:
+    """Raise ``CheckpointError`` when ``name_or_dir`` is a local path that is not a saved model
+    folder (missing, or without ``config.json``); a Hub id passes. Chapter 4."""
+    name = str(name_or_dir)
+    path = Path(name).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file() and not (path / "query" / "config.json").is_file():
+            raise CheckpointError(f"{path} has no config.json, so it is not a saved model folder (an unfinished "
+                                  "stage, or the wrong folder?); pass a folder written by save_pretrained")
+    elif path.exists() or name.startswith((".", "/", "~")) or name.count("/") > 1:
+        raise CheckpointError(f"no model folder {name!r} (no such directory); pass a folder written by "
+                              "save_pretrained, or a Hub id such as bert-base-uncased")
+
+
+def _not_a_load_report(record: logging.LogRecord) -> bool:
+    return "LOAD REPORT" not in str(record.msg)
+
+
+@contextlib.contextmanager
+def _no_load_report() -> Iterator[None]:
+    # transformers logs a table of every unused or missing weight; the caller reports what
+    # matters. A filter, not a higher level: at level WARNING or above transformers 5 logs
+    # another warning per load (its tensor-parallel plan check).
+    report = logging.getLogger("transformers.modeling_utils")
+    report.addFilter(_not_a_load_report)
+    try:
+        yield
+    finally:
+        report.removeFilter(_not_a_load_report)
+
+
+def from_checkpoint(model_class, name_or_dir: str | os.PathLike, dropped: tuple[str, ...] = (), **kwargs):
+    """``model_class.from_pretrained(name_or_dir, **kwargs)`` with errors that name the checkpoint
+    (``CheckpointError``: a missing folder, a damaged weights file) and without transformers' load
+    report for weights left out on purpose (keys starting with ``dropped``, e.g. the MLM head when
+    a retriever loads a pre-trained checkpoint): only weights that are really missing (left at
+    random initialisation) or unexpected are reported, in one warning. Chapter 4."""
+    check_checkpoint(name_or_dir)
+    try:
+        with _no_load_report():
+            model, info = model_class.from_pretrained(name_or_dir, output_loading_info=True, **kwargs)
+    except (SafetensorError, OSError, EOFError, RuntimeError, ValueError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        raise CheckpointError(
+            f"cannot load {name_or_dir} as {getattr(model_class, '__name__', model_class)} ({type(err).__name__}: "
+            f"{first}). A local folder's weights may be damaged (a copy cut short?): copy them again or re-run "
+            "what wrote them; a Hub id needs network access once (or the folder it was saved to)") from err
+    missing = sorted(info["missing_keys"])
+    unexpected = sorted(k for k in info["unexpected_keys"] if not k.startswith(dropped))
+    if missing or unexpected:
+        warnings.warn(f"loading {name_or_dir} as {type(model).__name__}: {len(missing)} weights missing from the "
+                      f"checkpoint, left at random initialisation {missing[:5]}; {len(unexpected)} unexpected "
+                      f"weights ignored {unexpected[:5]}. Is it the right checkpoint?", stacklevel=2)
+    return model
+
+
 def _as_backbone(model: BertForMaskedLM | str | os.PathLike | nn.Module, **load_kwargs) -> BertForMaskedLM:
     """A `BertForMaskedLM` from a path / Hub id, a `BertMLM`, or itself."""
     if isinstance(model, (str, os.PathLike)):
-        return BertForMaskedLM.from_pretrained(model, **load_kwargs)
+        return from_checkpoint(BertForMaskedLM, model, MLM_DROPS, **load_kwargs)
     if isinstance(model, BertMLM):
         return model.backbone
     if isinstance(model, BertForMaskedLM):
@@ -101,12 +196,19 @@ def load_encoder(name_or_dir: str | os.PathLike, **kwargs) -> PreTrainedModel:
     just `AutoModel`; the Condenser head is not used after pre-training. BERT's pooler
     is left out (retrieval uses the raw last-layer CLS).
 
+    Dropping a pre-training checkpoint's MLM head is expected here and not reported; weights
+    that are really missing are (``from_checkpoint``).
+
     Explained in chapter 4, `notebooks/04_finetune.ipynb`.
     """
-    config = AutoConfig.from_pretrained(name_or_dir)
+    check_checkpoint(name_or_dir)
+    try:
+        config = AutoConfig.from_pretrained(name_or_dir)
+    except (OSError, ValueError) as err:
+        raise CheckpointError(f"cannot read the config of {name_or_dir} ({type(err).__name__}: {err})") from err
     if config.model_type == "bert":
         kwargs.setdefault("add_pooling_layer", False)
-    return AutoModel.from_pretrained(name_or_dir, **kwargs)
+    return from_checkpoint(AutoModel, name_or_dir, ENCODER_DROPS, **kwargs)
 
 
 @dataclass
@@ -137,7 +239,7 @@ class BertMLM(nn.Module):
 
     @classmethod
     def from_pretrained(cls, name_or_dir: str | os.PathLike, **kwargs) -> "BertMLM":
-        return cls(BertForMaskedLM.from_pretrained(name_or_dir, **kwargs))
+        return cls(from_checkpoint(BertForMaskedLM, name_or_dir, MLM_DROPS, **kwargs))
 
     def forward(
         self,
@@ -328,13 +430,13 @@ class Condenser(nn.Module):
         if unknown:
             raise TypeError(f"unknown Condenser argument(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
 
-        backbone = BertForMaskedLM.from_pretrained(name_or_dir, **(backbone_kwargs or {}))
+        backbone = from_checkpoint(BertForMaskedLM, name_or_dir, MLM_DROPS, **(backbone_kwargs or {}))
         settings = dict(_read_condenser_config(name_or_dir) or {})
         state = None
         if head == "load":
             state = _read_head_state(name_or_dir)
             if state is None:
-                raise FileNotFoundError(
+                raise CheckpointError(
                     f"no Condenser head weights ({HEAD_FILE} or {AUTHORS_HEAD_FILE}) found for {name_or_dir!r}. "
                     "A plain BERT checkpoint has no head: pass head='random' to start a fresh one "
                     "(or use Condenser.from_bert)."
@@ -404,7 +506,11 @@ def _read_head_state(name_or_dir: str | os.PathLike) -> dict[str, torch.Tensor] 
         path = _hub_file(name_or_dir, filename)
         if path is None:
             continue
-        raw = torch.load(path, map_location="cpu", weights_only=True)
+        try:
+            raw = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as err:  # torch raises several types for a cut-short or garbled file
+            raise CheckpointError(f"{path} cannot be read ({type(err).__name__}: {err}); the file is damaged "
+                                  "(a copy cut short?): copy it again, or re-run the stage that wrote it") from err
         state = {}
         for key, value in raw.items():
             # ours: "head.<i>..."; the authors': "c_head.<i>...". Other keys (none in

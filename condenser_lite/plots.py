@@ -43,6 +43,31 @@ def _fig(ax=None, figsize=(5.5, 3.6)):
     return ax.figure, ax
 
 
+def log_axis(ax, axis: str = "y") -> None:
+    """Put ``axis`` on a log scale with plain tick labels (0.02, 0.05, 0.1, ...), not
+    ``2x10^-2`` and unlabelled in-between ticks. Call it after plotting: the ticks follow the
+    current limits. Chapters 4 and 6."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+    getattr(ax, f"set_{axis}scale")("log", nonpositive="clip")
+    lo, hi = getattr(ax, f"get_{axis}lim")()
+    target = ax.yaxis if axis == "y" else ax.xaxis
+    target.set_major_locator(FixedLocator(_log_ticks(lo, hi)))
+    target.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    target.set_minor_locator(NullLocator())
+
+
+def _log_ticks(lo: float, hi: float, least: int = 4) -> list[float]:
+    # the sparsest of the 1-2-5 style sequences that puts at least `least` ticks in [lo, hi]
+    lo, hi = max(lo, 1e-12), max(hi, 2e-12)
+    decades = range(int(np.floor(np.log10(lo))), int(np.ceil(np.log10(hi))) + 1)
+    for mantissas in ((1,), (1, 2, 5), (1, 2, 3, 5), tuple(range(1, 10))):
+        ticks = [m * 10.0**d for d in decades for m in mantissas if lo <= m * 10.0**d <= hi]
+        if len(ticks) >= least:
+            break
+    return ticks
+
+
 def save(fig, path: str | Path) -> Path:
     """Save ``fig`` as PNG (the folder is created) and return the path. Chapter 4."""
     path = Path(path)
@@ -99,8 +124,29 @@ def sts_table(results: Mapping, digits: int = 3):
     return pd.DataFrame(rows).T.rename_axis("model").rename_axis("training pairs", axis=1)
 
 
+def compute_table(results: Mapping):
+    """What each arm's pre-training cost: its own stage (steps, sequences, non-padding tokens,
+    FLOPs estimate, CPU and wall seconds) and, cumulative with the stages it continues, tokens,
+    FLOPs and CPU seconds (``accounting``; first pre-training seed). Chapter 4."""
+    import pandas as pd
+
+    rows = []
+    for arm, entry in results["arms"].items():
+        compute = entry.get("compute") or {}
+        own, total = compute.get("stage"), compute.get("cumulative")
+        if not own:
+            continue
+        rows.append({"model": label(arm), "steps": own["steps"], "sequences": own["sequences"],
+                     "tokens (M)": round(own["tokens"] / 1e6, 2), "TFLOPs": round(own["flops"] / 1e12, 2),
+                     "CPU s": round(own["cpu_seconds"]), "wall s": round(own["wall_seconds"] or 0),
+                     "total tokens (M)": round(total["tokens"] / 1e6, 2),
+                     "total TFLOPs": round(total["flops"] / 1e12, 2),
+                     "total CPU s": round(total["cpu_seconds"])})
+    return pd.DataFrame(rows).set_index("model")
+
+
 def scorecard_table(results: Mapping):
-    """The claims C1-C7 with their status. Chapter 4 and the scorecard page."""
+    """The claims C0-C7 with their status. Chapter 4 and the scorecard page."""
     import pandas as pd
 
     from .scorecard import scorecard
@@ -114,21 +160,31 @@ def scorecard_table(results: Mapping):
 # ---------------------------------------------------------------------------------------
 
 
+def _errorbar(ax, arm: str, by_x: Mapping[str, Mapping], dodge: float = 1.0) -> None:
+    """One arm's mean ± std over seeds against x (the keys of ``by_x``), x scaled by ``dodge``."""
+    xs = sorted(int(x) for x in by_x)
+    mean = np.array([by_x[str(x)]["mean"] for x in xs])
+    std = np.array([by_x[str(x)]["std"] or 0 for x in xs])
+    ax.errorbar(np.array(xs) * dodge, mean, yerr=std, marker="o", capsize=3,
+                color=ARM_COLORS.get(arm), label=label(arm))
+
+
+def _dodges(n: int, step: float = 0.03) -> list[float]:
+    # factors that spread n arms around each x of a log axis, so their error bars do not overlap
+    return [(1 + step) ** (i - (n - 1) / 2) for i in range(n)]
+
+
 def plot_low_data(results: Mapping, metric: str | None = None, arms: Sequence[str] | None = None, ax=None):
     """Round-1 retrieval quality against the number of training queries (mean ± std over
-    seeds), with BM25 as horizontal lines: the low-data curves of Condenser tables 3 and 5. Chapter 4."""
+    seeds), with BM25 as horizontal lines: the low-data curves of Condenser tables 3 and 5. The
+    y axis is logarithmic, so that dense models far below BM25 are not squeezed into a sliver
+    under its lines. Chapter 4."""
     metric = metric or results["budget"]["metrics"][0]
     fig, ax = _fig(ax)
     R = results["retrieval"]
-    arms = [a for a in (arms or R) if a in R]
-    for arm in arms:
-        by_size = R[arm]["round1"]
-        xs = sorted(int(s) for s in by_size)
-        if len(xs) < 2:
-            continue
-        m = np.array([by_size[str(x)][metric]["mean"] for x in xs])
-        s = np.array([by_size[str(x)][metric]["std"] or 0 for x in xs])
-        ax.errorbar(xs, m, yerr=s, marker="o", capsize=3, color=ARM_COLORS.get(arm), label=label(arm))
+    arms = [a for a in (arms or R) if a in R and len(R[a]["round1"]) > 1]
+    for arm, dodge in zip(arms, _dodges(len(arms))):
+        _errorbar(ax, arm, {x: st[metric] for x, st in R[arm]["round1"].items()}, dodge)
     bm = results.get("bm25", {})
     if "full" in bm:
         ax.axhline(bm["full"][metric], color="black", ls="--", lw=1, label="BM25")
@@ -140,7 +196,8 @@ def plot_low_data(results: Mapping, metric: str | None = None, arms: Sequence[st
     ax.set_xticks(xs, [str(x) for x in xs])
     ax.minorticks_off()
     ax.set_xlabel("training queries (round 1, BM25 negatives)")
-    ax.set_ylabel(metric)
+    ax.set_ylabel(f"{metric} (log scale)")
+    log_axis(ax, "y")
     ax.legend(fontsize=8, frameon=False)
     return fig
 
@@ -194,7 +251,7 @@ def plot_entropy(results: Mapping, arms: Sequence[str] = ("bert", "condenser", "
 
     E = results["entropy"]
     arms = [a for a in arms if a in E]
-    fig, axes = plt.subplots(1, len(arms), figsize=(3.2 * len(arms), 3.2), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, len(arms), figsize=(2.4 * len(arms), 3.0), sharey=True, squeeze=False)
     for ax, arm in zip(axes[0], arms):
         before = np.asarray(E[arm]["before"])
         layers = np.arange(1, len(before) + 1)
@@ -242,7 +299,7 @@ def plot_loss_curves(results: Mapping, size: str | None = None, arms: Sequence[s
         ax.plot(steps, a.mean(0), color=ARM_COLORS.get(arm), label=label(arm))
         ax.fill_between(steps, a.min(0), a.max(0), color=ARM_COLORS.get(arm), alpha=0.15)
     if log:
-        ax.set_yscale("log")
+        log_axis(ax, "y")
     ax.set_xlabel("fine-tuning step")
     ax.set_ylabel("contrastive loss (nats)")
     ax.legend(fontsize=8, frameon=False)
@@ -254,13 +311,9 @@ def plot_sts(results: Mapping, arms: Sequence[str] | None = None, ax=None):
     Condenser table 1. Chapter 7."""
     fig, ax = _fig(ax)
     S = results["sts"]
-    for arm in arms or S:
-        if arm not in S:
-            continue
-        xs = sorted(int(k) for k in S[arm])
-        m = np.array([S[arm][str(x)]["mean"] for x in xs])
-        s = np.array([S[arm][str(x)]["std"] or 0 for x in xs])
-        ax.errorbar(xs, m, yerr=s, marker="o", capsize=3, color=ARM_COLORS.get(arm), label=label(arm))
+    arms = [a for a in (arms or S) if a in S]
+    for arm, dodge in zip(arms, _dodges(len(arms))):
+        _errorbar(ax, arm, S[arm], dodge)
     xs = sorted({int(k) for a in S for k in S[a]})
     ax.set_xscale("log")
     ax.set_xticks(xs, [str(x) for x in xs])
@@ -289,4 +342,42 @@ def plot_pretrain_losses(results: Mapping, arms: Sequence[str] | None = None, wi
     ax.set_xlabel("step of the arm's own stage")
     ax.set_ylabel("MLM loss (nats)")
     ax.legend(fontsize=8, frameon=False)
+    return fig
+
+
+def plot_gauges(results: Mapping, arms: Sequence[str] | None = None):
+    """The held-out gauges logged during pre-training, against the cumulative pre-training step
+    (a continuing arm starts where its parent ended): held-out MLM loss with the unigram entropy
+    of the same tokens (left), the [CLS]-swap gap with its noise band (middle), the mean cosine
+    between blocks' late [CLS] (right). Chapter 2."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    for arm in arms or results["arms"]:
+        entry = results["arms"][arm]
+        log = [r for r in entry.get("pretrain_log") or [] if "eval_mlm_loss" in r]
+        if not log:
+            continue
+        compute = entry.get("compute") or {}
+        offset = (compute.get("cumulative") or {}).get("steps", 0) - (compute.get("stage") or {}).get("steps", 0)
+        steps = [offset + r["step"] for r in log]
+        style = dict(color=ARM_COLORS.get(arm), label=label(arm), marker="o", ms=3)
+        axes[0].plot(steps, [r["eval_mlm_loss"] for r in log], **style)
+        axes[2].plot(steps, [r["eval_cls_cosine"] for r in log], **style)
+        if "eval_cls_swap_gap" in log[0]:
+            gap = np.array([r["eval_cls_swap_gap"] for r in log])
+            noise = np.array([r["eval_cls_swap_noise"] for r in log])
+            axes[1].plot(steps, gap, **style)
+            axes[1].fill_between(steps, gap - 2 * noise, gap + 2 * noise, color=ARM_COLORS.get(arm), alpha=0.15)
+    entropy = (results.get("heldout") or {}).get("unigram_entropy")
+    if entropy is not None:
+        axes[0].axhline(entropy, color="black", ls="--", lw=1, label="unigram entropy")
+    axes[1].axhline(0, color="black", lw=0.8)
+    for ax, name in zip(axes, ("held-out MLM loss (nats)", "[CLS]-swap gap (nats), ±2 noise",
+                               "mean cosine of late [CLS]")):
+        ax.set_xlabel("pre-training step (cumulative)")
+        ax.set_ylabel(name)
+        ax.ticklabel_format(axis="y", useOffset=False)
+    axes[0].legend(fontsize=8, frameon=False)
+    fig.tight_layout()
     return fig

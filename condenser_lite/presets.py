@@ -72,7 +72,14 @@ class PretrainingConfig:
     deviation). From any other checkpoint (your own stage 1) the head is loaded.
     ``general_corpus``: ``"general"`` (the scaled-down mix) or ``"wikipedia"``; ``*_limit``: use
     only the first N documents (full-scale Wikipedia is streamed, so it needs a limit).
-    Chapters 2 and 3."""
+
+    Held-out evaluation (chapter 2): ``heldout_fraction`` of the general corpus's documents
+    (a hash of each document id, ``pretrain_data.heldout_split``) is never trained on; every
+    stage evaluates on ``eval_blocks`` fixed, fixed-masked blocks of it every ``eval_every``
+    steps and after the last one (``None``: after the last one only): the held-out MLM loss and,
+    for a Condenser, the [CLS]-swap gap and the [CLS] cosine. ``heldout_fraction=None`` trains on
+    everything and evaluates nothing. ``save_every``: steps between training checkpoints, so an
+    interrupted stage resumes losing at most that many steps. Chapters 2 and 3."""
 
     s1_steps: int | None = 1200
     s2_steps: int | None = 600
@@ -93,7 +100,10 @@ class PretrainingConfig:
     target_limit: int | None = None
     seed: int = 42
     mixed_precision: str = "no"
-    save_every: int | None = None
+    save_every: int | None = 200
+    heldout_fraction: float | None = 0.05
+    eval_blocks: int = 256
+    eval_every: int | None = 100
 
 
 @dataclass(frozen=True)
@@ -151,9 +161,12 @@ class Preset:
 
     ``arms``: the arms to run (``ARMS``); ``pretrained`` maps arms to existing checkpoints (Hub
     ids at full scale), which skip pre-training; ``seeds``: fine-tuning seeds (the spread the
-    scorecard compares against). Retrieval: ``task`` (``"scifact"`` or any BEIR name or the path
-    of a BEIR-format folder: fine-tuned on its ``train`` split, evaluated on ``test``, its corpus
-    coCondenser's target; ``"msmarco"``: Tevatron MS MARCO, dev split), ``train_sizes``
+    scorecard compares against); ``pretrain_seeds``: pre-training seeds of the main arms (``None``:
+    the pre-training config's ``seed`` only); with more than one, the main arms are pre-trained
+    once per seed, every fine-tuning seed runs on each, and the spread covers both (the ablations
+    are pre-trained with the first seed only). Retrieval: ``task`` (``"scifact"`` or any BEIR name
+    or the path of a BEIR-format folder: fine-tuned on its ``train`` split, evaluated on ``test``,
+    its corpus coCondenser's target; ``"msmarco"``: Tevatron MS MARCO, dev split), ``train_sizes``
     (``None`` = every training query), round 2 for ``round2_arms`` at the full size, the ablations at ``ablation_sizes``
     only; ``metrics`` (the first one is the headline), nb-recall at ``nb_n`` x ``nb_k``. STS-b:
     ``sts_arms`` at ``sts_sizes`` pairs (``None`` = all 5,749). Attention entropy over
@@ -169,6 +182,7 @@ class Preset:
     arms: tuple[str, ...] = ARMS
     pretrained: Mapping[str, str] | None = None
     seeds: tuple[int, ...] = (0, 1, 2)
+    pretrain_seeds: tuple[int, ...] | None = None
     task: str = "scifact"
     train_sizes: tuple[int | None, ...] = (100, None)
     ablation_sizes: tuple[int | None, ...] = (None,)
@@ -198,6 +212,10 @@ class Preset:
         if self.pretraining.cocondenser_head not in ("load", "random"):
             raise ValueError(f"pretraining.cocondenser_head={self.pretraining.cocondenser_head!r}: "
                              "use 'load' or 'random'")
+        if self.pretrain_seeds is not None and (not self.pretrain_seeds or len(set(self.pretrain_seeds))
+                                                < len(self.pretrain_seeds)):
+            raise ValueError(f"Preset.pretrain_seeds={self.pretrain_seeds!r} must be None (one seed: "
+                             "pretraining.seed) or distinct seeds, e.g. (42, 43)")
         if not self.train_sizes:
             raise ValueError("Preset.train_sizes must list at least one training size (None = all queries)")
 
@@ -237,6 +255,12 @@ class Preset:
             top[part] = dataclasses.replace(top.get(part, getattr(self, part)), **values)
         return dataclasses.replace(self, **top)
 
+    @property
+    def pretraining_seeds(self) -> tuple[int, ...]:
+        """The pre-training seeds of the main arms: ``pretrain_seeds``, else the pre-training
+        config's ``seed`` alone. Chapter 4."""
+        return tuple(self.pretrain_seeds) if self.pretrain_seeds else (self.pretraining.seed,)
+
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
         d["pretrained"] = dict(self.pretrained) if self.pretrained else None
@@ -255,7 +279,7 @@ MICRO = Preset(
     name="micro", seeds=(0, 1),
     model=ModelConfig(hidden_size=32, num_attention_heads=2, intermediate_size=64),
     pretraining=PretrainingConfig(s1_steps=2, s2_steps=2, s3_steps=2, batch_size=4, cocondenser_batch=4,
-                                  general_limit=20, target_limit=40),
+                                  general_limit=20, target_limit=40, eval_blocks=16, eval_every=1),
     finetune=FinetuneConfig(batch_size=4, q_max_len=32, epochs_round1=1.0, min_steps=2, n_bm25_negatives=4,
                             mine_depth=10, n_mined=3),
     sts=STSConfig(batch_size=4, epochs_low_data=1.0, epochs_full=1.0),
@@ -299,7 +323,8 @@ PAPER = Preset(
     pretraining=PretrainingConfig(s1_steps=None, s2_steps=None, s3_steps=None, epochs=8, batch_size=1024,
                                   grad_accum=16, lr=1e-4, cocondenser_batch=2000, cocondenser_lr=1e-4, chunk_size=128,
                                   min_span=8, cocondenser_head="random", general_corpus="wikipedia",
-                                  general_limit=1_000_000, mixed_precision="auto", save_every=1000),
+                                  general_limit=1_000_000, mixed_precision="auto", save_every=1000,
+                                  heldout_fraction=None, eval_every=None),
     finetune=MSMARCO_RECIPE,
     # Sentence-BERT's STS-b settings (Condenser appendix A.1): 4 epochs, 8 for the small sets (the
     # better of 4 and 8 for BERT); weight decay and warm-up are sentence-transformers' defaults.

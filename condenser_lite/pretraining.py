@@ -4,9 +4,10 @@ A *stage* is one call of the training loop: a method (``"mlm"``, ``"condenser"``
 ``"cocondenser"``), a starting checkpoint, a corpus and a budget. Stages chain: the book's
 "Condenser" arm is the "BERT" arm's checkpoint continued with Condenser pre-training, and
 coCondenser continues that one on the target corpus. Each finished stage is saved under
-``$CONDENSER_LITE_CACHE/checkpoints/<method>-<hash>/``, the hash covering every setting and the
-starting checkpoint's own hash, so chapters and the command line share a stage instead of
-re-running it, and an interrupted stage resumes from its last training checkpoint.
+``$CONDENSER_LITE_CACHE/checkpoints/<method>-<hash>/``, the hash covering every setting and, by
+content, the starting checkpoint, the tokenizer and the data files read (``stage_settings``), so
+chapters and the command line share a stage instead of re-running it, replacing a file gives a
+new stage, and an interrupted stage resumes from its last training checkpoint.
 
 A stage's settings come from a preset (``presets.py``): :func:`stage_config` builds the
 ``PretrainConfig`` of one stage of any preset, the same one for the protocol's arms and the
@@ -20,31 +21,38 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 import json
 import logging
+import os
 import shutil
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
 from datasets import Dataset
 
-from .config import cache_dir
-from .data import load_documents, load_pretraining_corpus
+from .accounting import stage_compute
+from .analysis import cls_cosine, cls_swap_gap, heldout_mlm_loss, unigram_entropy
+from .config import cache_dir, check_types
+from .data import PRETRAINING_SOURCES, data_id, load_documents, load_pretraining_corpus
+from .errors import CheckpointError, ConfigError
 from .gradcache import cocondenser_step
-from .model import BertMLM, Condenser, has_head, tiny_bert_config
+from .jobs import output_lock, settings_diff, settings_hash
+from .model import BertMLM, Condenser, check_checkpoint, checkpoint_key, has_head, tiny_bert_config
 from .presets import PAPER, TEVATRON_TASKS, TINY, Preset, get_preset
-from .pretrain_data import MLMCollator, pack_blocks
+from .pretrain_data import MLMCollator, heldout_split, mlm_eval_batches, pack_blocks
 from .spans import SpanPairCollator, SpanPairs, tokenize_documents
 from .tevatron import load_tevatron_corpus
-from .tokenizer import load_tokenizer, tiny_tokenizer
+from .tokenizer import load_tokenizer, tiny_tokenizer, tokenizer_key
 from .training import TrainConfig, set_step_seed, train
 
 logger = logging.getLogger(__name__)
 
 METHODS = ("mlm", "condenser", "cocondenser")
 DONE_FILE = "pretrain_config.json"  # written last: a stage folder without it is unfinished
+BOOKKEEPING = ("save_every",)  # PretrainConfig fields that change neither the weights nor the log
+TARGET_CORPORA = {**TEVATRON_TASKS, "wikipedia-nq": TEVATRON_TASKS["nq"]}  # the tasks' names, and the old one
 
 
 _MODEL, _TRAINING = TINY.model, TINY.pretraining  # PretrainConfig's defaults: the tiny preset's
@@ -103,14 +111,24 @@ class PretrainConfig:
     mixed_precision: str = _TRAINING.mixed_precision
     seed: int = _TRAINING.seed
     save_every: int | None = 200
+    # held-out evaluation on the general corpus (presets.PretrainingConfig explains them)
+    heldout_fraction: float | None = _TRAINING.heldout_fraction
+    eval_blocks: int = _TRAINING.eval_blocks
+    eval_every: int | None = _TRAINING.eval_every
 
     def __post_init__(self) -> None:
+        check_types(self)
         if self.method not in METHODS:
-            raise ValueError(f"method={self.method!r} is not one of {METHODS}")
+            raise ConfigError(f"method={self.method!r} is not one of {METHODS}")
         if self.head not in (None, "load", "random"):
-            raise ValueError(f"head={self.head!r} must be 'load', 'random' or None")
+            raise ConfigError(f"head={self.head!r} must be 'load', 'random' or None")
         if self.method == "cocondenser" and self.corpus == "general":
-            raise ValueError("coCondenser pre-trains on a target corpus: set corpus='scifact' (or 'msmarco', ...)")
+            raise ConfigError("coCondenser pre-trains on a target corpus: set corpus='scifact' (or 'msmarco', ...)")
+        if self.heldout_fraction is not None and not 0 < self.heldout_fraction < 1:
+            raise ConfigError(f"heldout_fraction={self.heldout_fraction} must be in (0, 1), or None for no held-out set")
+        if self.eval_blocks < 2 or (self.eval_every is not None and self.eval_every < 1):
+            raise ConfigError(f"eval_blocks={self.eval_blocks} must be >= 2 and eval_every={self.eval_every} "
+                              ">= 1 (or None: evaluate after the last step only)")
 
     def replace(self, **changes) -> "PretrainConfig":
         unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
@@ -141,7 +159,8 @@ def stage_config(preset: Preset | str, method: str, init: str | None = None, **c
         intermediate_size=model.intermediate_size, vocab_size=model.vocab_size, skip_from=model.skip_from,
         n_head_layers=model.n_head_layers, epochs=training.epochs, weight_decay=training.weight_decay,
         warmup_ratio=training.warmup_ratio, seed=training.seed, mixed_precision=training.mixed_precision,
-        save_every=training.save_every,
+        save_every=training.save_every, heldout_fraction=training.heldout_fraction,
+        eval_blocks=training.eval_blocks, eval_every=training.eval_every,
     )
     if method == "cocondenser":
         published = (preset.pretrained or {}).get("condenser")
@@ -191,39 +210,33 @@ def paper_cocondenser(init: str | None = None, **changes) -> PretrainConfig:
 # ---- caching -----------------------------------------------------------------------------
 
 
-def checkpoint_key(init: str | None) -> str | None:
-    """What names a starting checkpoint in a cache key: a cached stage's own settings hash (so a
-    re-trained parent invalidates its children), else the folder or Hub id itself. Chapter 2."""
-    if init is None:
-        return None
-    done = Path(init) / DONE_FILE
-    if done.exists():
-        return json.loads(done.read_text())["key"]
-    return str(init)
+def stage_data(cfg: PretrainConfig) -> tuple[tuple[str, ...], tuple[str, ...] | None]:
+    """The data sets a stage reads and which of their files: ``data.data_id``'s names and roles."""
+    if cfg.method == "cocondenser" or cfg.corpus not in ("general", "wikipedia"):
+        return (TARGET_CORPORA.get(cfg.corpus, cfg.corpus),), ("corpus",)
+    if cfg.corpus == "wikipedia":
+        return ("wikipedia-full", "wikitext-103", "news"), None
+    return PRETRAINING_SOURCES, None
 
 
-def stage_key(cfg: PretrainConfig, tokenizer_id: str | None = None) -> str:
-    """Hash of every setting that changes the result (bookkeeping fields excluded).
-
-    ``tokenizer_id`` names the vocabulary when the stage builds a new model (the book's
-    WordPiece folder is itself named by a hash of its training data and settings)."""
-    settings = dataclasses.asdict(cfg)
-    settings.pop("save_every")
-    settings["init"] = checkpoint_key(cfg.init)
-    settings["tokenizer_id"] = tokenizer_id
-    blob = json.dumps(settings, sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:12]
-
-
-def stage_dir(cfg: PretrainConfig, tokenizer_id: str | None = None) -> Path:
-    """Where the stage's checkpoint lives (``<cache>/checkpoints/<method>-<hash>``)."""
-    return cache_dir("checkpoints") / f"{cfg.method}-{stage_key(cfg, tokenizer_id)}"
+def stage_settings(cfg: PretrainConfig, tokenizer=None, data_dir: str | None = None) -> dict:
+    """Everything a stage's result depends on, by content (chapter 2): every ``PretrainConfig``
+    field but the ``BOOKKEEPING`` ones (a field added to the config joins by itself), with
+    ``init`` as the starting checkpoint's content key (``model.checkpoint_key``), ``tokenizer``
+    as the vocabulary's (``tokenizer.tokenizer_key``) and ``data`` as the files read
+    (``data.data_id``). Replacing the files at the ``init`` path or in the data mirror gives a
+    new key; a missing mirror folder raises instead of reusing a stale stage."""
+    tokenizer = tokenizer if tokenizer is not None else get_tokenizer(cfg, data_dir)
+    settings = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in BOOKKEEPING}
+    names, roles = stage_data(cfg)
+    settings.update(init=checkpoint_key(cfg.init), tokenizer=tokenizer_key(tokenizer),
+                    data=data_id(names, data_dir, roles))
+    return settings
 
 
-def _tokenizer_id(cfg: PretrainConfig, tokenizer) -> str | None:
-    if cfg.init is not None:
-        return None  # the init checkpoint (already in the key) carries its tokenizer
-    return str(Path(tokenizer.name_or_path).name) if cfg.tokenizer is None else str(cfg.tokenizer)
+def stage_key(cfg: PretrainConfig, tokenizer=None, data_dir: str | None = None) -> str:
+    """Hash of ``stage_settings``: the stage's cache folder is ``<cache>/checkpoints/<method>-<key>`` (chapter 2)."""
+    return settings_hash(stage_settings(cfg, tokenizer, data_dir))
 
 
 def is_done(path: str | Path) -> bool:
@@ -246,7 +259,7 @@ def _check_head_choice(cfg: PretrainConfig) -> None:
     """coCondenser continues a Condenser with its head: refuse a headless ``init`` with
     ``head='load'`` naming both ways out, and warn when the head starts fresh (a deviation)."""
     if cfg.resolved_head == "load" and not has_head(cfg.init):
-        raise FileNotFoundError(
+        raise ConfigError(
             f"coCondenser starts from {cfg.init!r} with head='load', but that checkpoint has no Condenser head "
             "(the published Luyu/condenser has none). Either pre-train stage 1 yourself "
             "(pretrain(paper_condenser()), then paper_cocondenser(init=<its folder>)), or start the head fresh "
@@ -267,7 +280,7 @@ def build_model(cfg: PretrainConfig, tokenizer):
 
     condenser_kw = dict(skip_from=cfg.skip_from, n_head_layers=cfg.n_head_layers, late_mlm=cfg.late_mlm)
     if cfg.init is None and cfg.method != "mlm" and cfg.resolved_head == "load":
-        raise ValueError("head='load' needs an init checkpoint that has a Condenser head")
+        raise ConfigError("head='load' needs an init checkpoint that has a Condenser head")
     if cfg.method == "cocondenser":
         _check_head_choice(cfg)
     if cfg.init is None:
@@ -286,21 +299,35 @@ def build_model(cfg: PretrainConfig, tokenizer):
     return Condenser.from_bert(cfg.init, **condenser_kw)
 
 
-def general_blocks(cfg: PretrainConfig, tokenizer, data_dir: str | None = None):
-    """The general corpus packed into ``[CLS] ... [SEP]`` blocks (MLM and Condenser stages)."""
+def general_sections(heldout_fraction: float | None, data_dir: str | None = None, corpus: Dataset | None = None):
+    """``(train, heldout)`` sections of the scaled-down general corpus: with ``heldout_fraction``
+    the hash split of ``pretrain_data.heldout_split`` (by document, so no held-out section shares
+    an article with a training one), else ``(all, None)``. ``corpus``: the loaded corpus, if at
+    hand. Chapter 2."""
+    corpus = corpus if corpus is not None else load_pretraining_corpus(data_dir=data_dir)
+    if heldout_fraction is None:
+        return corpus, None
+    return heldout_split(corpus, fraction=heldout_fraction)
+
+
+def general_blocks(cfg: PretrainConfig, tokenizer, data_dir: str | None = None, corpus: Dataset | None = None):
+    """The general corpus's training sections (held-out documents excluded, ``general_sections``;
+    then the first ``corpus_limit``) packed into ``[CLS] ... [SEP]`` blocks (MLM and Condenser
+    stages). Chapter 2."""
     if cfg.corpus not in ("general", "wikipedia"):
         raise ValueError(f"MLM/Condenser stages read corpus='general' (or 'wikipedia' at full scale), got {cfg.corpus!r}")
-    full = cfg.corpus == "wikipedia"
-    corpus = load_pretraining_corpus(data_dir=data_dir, full=full)
-    if full:  # streamed: materialise only what the budget needs
-        limit = cfg.corpus_limit or 1_000_000
-        corpus = Dataset.from_list(list(corpus.take(limit)))
-    elif cfg.corpus_limit:
-        corpus = corpus.select(range(min(cfg.corpus_limit, len(corpus))))
-    return pack_blocks(corpus, tokenizer, max_len=cfg.max_len, short_seq_prob=cfg.short_seq_prob, seed=cfg.seed)
-
-
-TEVATRON_CORPORA = {**TEVATRON_TASKS, "wikipedia-nq": TEVATRON_TASKS["nq"]}  # the tasks' names, and the old one
+    if cfg.corpus == "wikipedia":
+        if cfg.heldout_fraction is not None:
+            raise ValueError("held-out evaluation reads the scaled-down general corpus, not streamed Wikipedia: "
+                             "set heldout_fraction=None at full scale")
+        # streamed: materialise only what the budget needs
+        stream = load_pretraining_corpus(data_dir=data_dir, full=True)
+        train = Dataset.from_list(list(stream.take(cfg.corpus_limit or 1_000_000)))
+    else:
+        train, _ = general_sections(cfg.heldout_fraction, data_dir, corpus)
+        if cfg.corpus_limit:
+            train = train.select(range(min(cfg.corpus_limit, len(train))))
+    return pack_blocks(train, tokenizer, max_len=cfg.max_len, short_seq_prob=cfg.short_seq_prob, seed=cfg.seed)
 
 
 def target_documents(cfg: PretrainConfig, data_dir: str | None = None):
@@ -308,8 +335,8 @@ def target_documents(cfg: PretrainConfig, data_dir: str | None = None):
     ``msmarco`` / ``wikipedia-nq`` (Tevatron's passage collections), a BEIR name, or a path
     (a BEIR folder, a ``.jsonl`` of documents, a text file with one document per line:
     ``data.load_documents``). Chapter 3."""
-    if cfg.corpus in TEVATRON_CORPORA:
-        docs = load_tevatron_corpus(TEVATRON_CORPORA[cfg.corpus], data_dir=data_dir)
+    if cfg.corpus in TARGET_CORPORA:
+        docs = load_tevatron_corpus(TARGET_CORPORA[cfg.corpus], data_dir=data_dir)
     else:
         docs = load_documents(cfg.corpus, data_dir=data_dir)
     if cfg.corpus_limit:
@@ -323,15 +350,111 @@ def span_pairs(cfg: PretrainConfig, tokenizer, data_dir: str | None = None):
     return SpanPairs(ids, max_len=cfg.max_len, min_span=cfg.min_span, seed=cfg.seed)
 
 
+# ---- held-out evaluation and gauges -------------------------------------------------------
+
+EVAL_SEED = 0  # packing and masking of the held-out blocks: one fixed set for every stage and seed
+_EVAL_BATCH = 64  # blocks per evaluation batch (the [CLS] swap rolls within a batch)
+
+
+def heldout_set(cfg: PretrainConfig, tokenizer, data_dir: str | None = None, corpus: Dataset | None = None) -> dict:
+    """The fixed held-out evaluation set of ``cfg``'s tokenizer, cached on disk:
+    ``{"batches": [...], "info": {...}}``.
+
+    ``batches``: ``eval_blocks`` blocks of the general corpus's held-out documents
+    (``general_sections``), packed and masked once with ``EVAL_SEED``
+    (``pretrain_data.mlm_eval_batches``), so every stage of every arm and pre-training seed is
+    scored on the same tokens. ``info``: ``unigram_entropy``, the cross-entropy of those masked
+    tokens under the unigram model of the training sections (``analysis.unigram_entropy``: what
+    a model that knows only word frequencies scores; computed once per tokenizer), and the counts
+    (``n_blocks``, ``n_masked``, held-out ``sections``). The key covers the vocabulary itself, so
+    a stage continuing a checkpoint finds its parent's set. Explained in chapter 2.
+    """
+    vocab = sorted(tokenizer.get_vocab().items())
+    settings = {"vocab": settings_hash(vocab), "max_len": cfg.max_len, "short_seq_prob": cfg.short_seq_prob,
+                "mlm_probability": cfg.mlm_probability, "fraction": cfg.heldout_fraction, "blocks": cfg.eval_blocks,
+                "data": data_id(PRETRAINING_SOURCES, data_dir), "seed": EVAL_SEED}
+    path = cache_dir("heldout") / f"heldout-{settings_hash(settings)}.pt"
+    if path.exists():
+        return torch.load(path, weights_only=True)
+    train, held = general_sections(cfg.heldout_fraction, data_dir, corpus)
+    blocks = pack_blocks(held, tokenizer, max_len=cfg.max_len, short_seq_prob=cfg.short_seq_prob, seed=EVAL_SEED)
+    collator = MLMCollator(tokenizer, mlm_probability=cfg.mlm_probability)
+    batches = mlm_eval_batches(blocks, collator, n_blocks=cfg.eval_blocks, batch_size=_EVAL_BATCH, seed=EVAL_SEED)
+    # unigram counts from the training sections as text (packing would only drop a few short blocks)
+    train_ids = tokenizer(list(train["text"]), add_special_tokens=False, return_attention_mask=False,
+                          return_token_type_ids=False, verbose=False)["input_ids"]
+    info = {"unigram_entropy": unigram_entropy(train_ids, batches, len(tokenizer), tokenizer.all_special_ids),
+            "n_blocks": sum(len(b["input_ids"]) for b in batches),
+            "n_masked": int(sum(int((b["labels"] != -100).sum()) for b in batches)),
+            "sections": len(held), "heldout_fraction": cfg.heldout_fraction, "settings": settings}
+    out = {"batches": batches, "info": info}
+    tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
+    torch.save(out, tmp)
+    tmp.replace(path)
+    return out
+
+
+def stage_gauges(model, batches: list[dict]) -> dict[str, float]:
+    """What a stage logs on the held-out batches (chapter 2): ``mlm_loss`` (the backbone's last
+    layer) and ``cls_cosine`` (mean cosine between different blocks' late [CLS]) for every model;
+    for a Condenser also ``head_loss`` and the [CLS]-swap gap ``cls_swap_gap`` with its paired
+    standard error ``cls_swap_noise`` (``analysis.cls_swap_gap``). Eval mode, no gradients."""
+    out = heldout_mlm_loss(model, batches)
+    out["cls_cosine"] = cls_cosine(model, batches)
+    if isinstance(model, Condenser):
+        swap = cls_swap_gap(model, batches)
+        out["cls_swap_gap"], out["cls_swap_noise"] = swap["gap"], swap["noise"]
+    return out
+
+
+def final_gauges(history: list[dict]) -> dict[str, float] | None:
+    """The last held-out evaluation of a training log (``eval_*`` keys, prefix dropped, with its
+    ``step``), or None if the stage evaluated nothing. Chapter 2."""
+    for rec in reversed(history):
+        values = {k[len("eval_"):]: v for k, v in rec.items() if k.startswith("eval_")}
+        if values:
+            return {"step": rec["step"], **values}
+    return None
+
+
+def mlm_step(model, batch: dict, accelerator) -> dict[str, float]:
+    """One MLM/Condenser micro-batch through ``train``'s ``step_fn`` hook: forward, backward,
+    the output's losses (the loop scales the gradients for accumulation). Chapter 2."""
+    out = model(**batch)
+    accelerator.backward(out.loss)
+    return {k: float(getattr(out, k).detach()) for k in ("loss", "head_loss", "late_loss")
+            if getattr(out, k, None) is not None}
+
+
+def counted(step_fn, grad_accum: int):
+    """``step_fn`` that also reports its batch's sizes (``accounting.COUNTS``) for compute
+    accounting. The loop averages metrics over micro-batches and processes, so each count is
+    scaled by both: the logged value is the whole optimizer step's. Chapter 4."""
+
+    def step(model, batch: dict, accelerator) -> dict[str, float]:
+        metrics = step_fn(model, batch, accelerator)
+        rows, length = batch["input_ids"].shape
+        scale = grad_accum * accelerator.num_processes
+        metrics.update(tokens=float(batch["attention_mask"].sum()) * scale, positions=float(rows * length * scale),
+                       pairs=float(rows * length * length * scale),
+                       masked=float((batch["labels"] != -100).sum()) * scale if "labels" in batch else 0.0)
+        return metrics
+
+    return step
+
+
 # ---- running a stage -------------------------------------------------------------------------
 
 
-def train_config(cfg: PretrainConfig, output_dir: str | Path, progress: bool | None = None):
+def train_config(cfg: PretrainConfig, output_dir: str | Path, progress: bool | None = None,
+                 evaluate: bool = False, resume: bool = True):
+    # without eval_every, evaluate after the last step only (the loop always evaluates there)
+    eval_every = (cfg.eval_every or 2**31) if evaluate else None
     return TrainConfig(
         output_dir=str(output_dir), max_steps=cfg.max_steps, epochs=cfg.epochs, batch_size=cfg.batch_size,
         grad_accum=cfg.grad_accum, lr=cfg.lr, weight_decay=cfg.weight_decay, warmup_ratio=cfg.warmup_ratio,
         max_grad_norm=cfg.max_grad_norm, mixed_precision=cfg.mixed_precision, seed=cfg.seed,
-        save_every=cfg.save_every, progress=progress,
+        save_every=cfg.save_every, eval_every=eval_every, progress=progress, resume=resume,
     )
 
 
@@ -340,45 +463,84 @@ def pretrain(
     output_dir: str | Path | None = None,
     data_dir: str | None = None,
     progress: bool | None = None,
+    restart: bool = False,
 ) -> Path:
     """Run one pre-training stage (or reuse it from the cache) and return its checkpoint folder.
 
     The folder holds a plain Hugging Face BERT checkpoint (the backbone; with a Condenser also
     ``condenser_head.pt``), the tokenizer, the training log ``train/log.jsonl`` and
     ``pretrain_config.json``. Interrupting and calling again resumes from the last training
-    checkpoint in ``train/``.
+    checkpoint in ``train/``. The folder is named by ``stage_key`` unless ``output_dir`` is
+    given; a finished stage there is reused only if it was made with the same
+    ``stage_settings``, else ``CheckpointError`` names the differing ones (``restart=True``
+    replaces it; so it does an unfinished one). The folder is locked while the stage runs
+    (``jobs.output_lock``): a second process asking for it waits, then reuses it.
     Explained in chapter 2 (``notebooks/02_condenser.ipynb``).
     """
-    if cfg.init is not None and Path(cfg.init).is_dir() and not (Path(cfg.init) / "config.json").exists():
-        raise FileNotFoundError(f"init checkpoint {cfg.init} is incomplete (no config.json); re-run the stage that makes it")
+    if cfg.init is not None:
+        check_checkpoint(cfg.init)
     tokenizer = get_tokenizer(cfg, data_dir)
-    tok_id = _tokenizer_id(cfg, tokenizer)
-    out = Path(output_dir) if output_dir is not None else stage_dir(cfg, tok_id)
-    if is_done(out):
-        logger.info("reusing pre-trained stage %s", out)
-        return out
-    model = build_model(cfg, tokenizer)
-    mlm_collator = MLMCollator(tokenizer, mlm_probability=cfg.mlm_probability)
-    tcfg = train_config(cfg, out / "train", progress)
-    if cfg.method == "cocondenser":
-        pairs = span_pairs(cfg, tokenizer, data_dir)
-        step_fn = functools.partial(cocondenser_step, chunk_size=cfg.chunk_size,
-                                    mlm_weight=cfg.mlm_weight, co_weight=cfg.co_weight)
-        result = train(model, pairs, tcfg, collate_fn=SpanPairCollator(mlm_collator), step_fn=step_fn)
-        n_skipped, n_documents = pairs.n_skipped, pairs.n_documents
-    else:
-        blocks = general_blocks(cfg, tokenizer, data_dir)
-        result = train(model, blocks, tcfg, collate_fn=mlm_collator)
-        n_skipped = n_documents = 0
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    record = {"key": stage_key(cfg, tok_id), "config": dataclasses.asdict(cfg), "steps": result.step,
-              "wall_time": result.wall_time, "skipped_documents": n_skipped,
-              "documents": n_documents}
-    (out / DONE_FILE).write_text(json.dumps(record, indent=2, default=str))
-    # the optimizer state is only needed to resume an unfinished stage
-    shutil.rmtree(out / "train" / "checkpoint", ignore_errors=True)
+    settings = stage_settings(cfg, tokenizer, data_dir)
+    key = settings_hash(settings)
+    out = Path(output_dir) if output_dir is not None else cache_dir("checkpoints") / f"{cfg.method}-{key}"
+    with output_lock(out):
+        if restart:
+            (out / DONE_FILE).unlink(missing_ok=True)
+        elif is_done(out):
+            _check_stage_record(out, key, settings)
+            logger.info("reusing the pre-trained stage in %s", out)
+            return out
+        elif (out / "config.json").exists() and not (out / "train" / "checkpoint").exists():
+            raise CheckpointError(f"{out} holds a model that no pre-training stage finished there (no {DONE_FILE}); "
+                                  "it is not overwritten: use another output folder, or restart=True (command "
+                                  "line: --restart) to replace it")
+        model = build_model(cfg, tokenizer)
+        mlm_collator = MLMCollator(tokenizer, mlm_probability=cfg.mlm_probability)
+        # MLM stages load the general corpus once, for training and (first time) the held-out set
+        corpus = load_pretraining_corpus(data_dir=data_dir) if cfg.method != "cocondenser" and cfg.corpus == "general" \
+            else None
+        heldout = heldout_set(cfg, tokenizer, data_dir, corpus) if cfg.heldout_fraction is not None else None
+        eval_fn = functools.partial(stage_gauges, batches=heldout["batches"]) if heldout else None
+        tcfg = train_config(cfg, out / "train", progress, evaluate=heldout is not None, resume=not restart)
+        if cfg.method == "cocondenser":
+            pairs = span_pairs(cfg, tokenizer, data_dir)
+            step_fn = functools.partial(cocondenser_step, chunk_size=cfg.chunk_size,
+                                        mlm_weight=cfg.mlm_weight, co_weight=cfg.co_weight)
+            result = train(model, pairs, tcfg, collate_fn=SpanPairCollator(mlm_collator),
+                           step_fn=counted(step_fn, cfg.grad_accum), eval_fn=eval_fn, depends_on=settings)
+            n_skipped, n_documents, rows = pairs.n_skipped, pairs.n_documents, 2 * cfg.batch_size
+        else:
+            blocks = general_blocks(cfg, tokenizer, data_dir, corpus)
+            result = train(model, blocks, tcfg, collate_fn=mlm_collator, step_fn=counted(mlm_step, cfg.grad_accum),
+                           eval_fn=eval_fn, depends_on=settings)
+            n_skipped, n_documents, rows = 0, 0, cfg.batch_size
+        model.save_pretrained(out)
+        tokenizer.save_pretrained(out)
+        shape = {k: getattr(model.config, k)
+                 for k in ("hidden_size", "intermediate_size", "num_hidden_layers", "vocab_size")}
+        shape["n_head_layers"] = getattr(model, "n_head_layers", 0)
+        grad_cache = cfg.method == "cocondenser" and cfg.chunk_size is not None and cfg.chunk_size < rows
+        record = {"key": key, "settings": settings, "config": dataclasses.asdict(cfg), "steps": result.step,
+                  "wall_time": result.wall_time, "skipped_documents": n_skipped, "documents": n_documents,
+                  "heldout": final_gauges(result.history), "heldout_set": heldout["info"] if heldout else None,
+                  "compute": stage_compute(result.history, cfg.method, shape, rows, grad_cache, result.wall_time),
+                  "threads": torch.get_num_threads()}
+        (out / DONE_FILE).write_text(json.dumps(record, indent=2, default=str))
+        # the optimizer state is only needed to resume an unfinished stage
+        shutil.rmtree(out / "train" / "checkpoint", ignore_errors=True)
     return out
+
+
+def _check_stage_record(out: Path, key: str, settings: dict) -> None:
+    """A finished stage in ``out`` is the one asked for, or ``CheckpointError`` says what differs."""
+    record = json.loads((out / DONE_FILE).read_text())
+    if record.get("key") == key:
+        return
+    saved = json.loads(json.dumps(record.get("settings") or {}))
+    now = json.loads(json.dumps(settings, default=str))  # as it reads back (tuples -> lists)
+    diff = settings_diff(saved, now) if saved else [f"settings hash: saved {record.get('key')!r} vs now {key!r}"]
+    raise CheckpointError(f"{out} holds another pre-training stage ({'; '.join(diff)}); use another output "
+                          "folder, or restart=True (command line: --restart) to replace it")
 
 
 def read_log(path: str | Path) -> list[dict]:

@@ -16,10 +16,14 @@ Explained in chapters 4-8 (``notebooks/04_finetune.ipynb`` ... ``08_scorecard.ip
 
 from __future__ import annotations
 
+import datetime
 import importlib.metadata
 import json
 import os
 import platform
+import resource
+import shlex
+import subprocess
 import sys
 import time
 import warnings
@@ -31,6 +35,7 @@ import numpy as np
 import torch
 
 import condenser_lite
+from .accounting import cumulative
 from .arms import (
     PARENT,
     arm_config,
@@ -56,20 +61,24 @@ from .jobs import (
 from .metrics import nb_recall
 from .presets import MAIN_ARMS, Preset, get_preset
 from .pretraining import get_tokenizer
-from .scorecard import scorecard, stats
+from .scorecard import ONE_SEED, gauge, scorecard, stats
 from .tasks import Task, bm25_baseline, data_location, entropy_texts, load_task, sts_data
 from .tokenizer import load_tokenizer
 
-RESULTS_VERSION = 2
-ONE_SEED = ("one fine-tuning seed: every spread is 0, so a difference between arms is a single run, not a difference "
-            "beyond the seed spread; read the verdicts as 'one seed, no spread' (pass 3 or more seeds for verdicts)")
+RESULTS_VERSION = 3
+REPO_ROOT = Path(__file__).resolve().parent.parent
+RESULTS_DIR = REPO_ROOT / "results"  # the committed results files the chapters read (load_results)
+ONE_SEED_WARNING = ("one fine-tuning seed: every spread is 0, so a difference between arms is a single run, not a "
+                    f"difference beyond the seed spread; the scorecard calls each such comparison {ONE_SEED!r} "
+                    "(pass 3 or more seeds for verdicts)")
 PACKAGES = ("torch", "transformers", "tokenizers", "datasets", "accelerate", "faiss-cpu", "bm25s", "ir_measures",
             "numpy", "scipy")
 
 
 def results_key(preset: Preset, data_dir: str | None = None) -> str:
-    """Hash naming a protocol run: the preset, the data location and the library version. Chapter 4."""
-    return settings_hash({"preset": preset.to_dict(), "data": data_location(data_dir),
+    """Hash naming a protocol run: the preset, the data (by content, the task's included) and the
+    library version. Chapter 4."""
+    return settings_hash({"preset": preset.to_dict(), "data": data_location(data_dir, preset.task),
                           "version": condenser_lite.__version__, "results": RESULTS_VERSION}, 16)
 
 
@@ -81,32 +90,42 @@ def run_protocol(
     force: bool = False,
     verbose: bool = True,
     workers: int | None = None,
+    command: str | None = None,
 ) -> dict:
     """Run (or load from the cache) the whole protocol and return the results dict; with
     ``out_path`` also write it there as JSON. ``seeds`` overrides ``preset.seeds``; ``force``
-    recomputes the results file (pre-trained and fine-tuned models stay cached).
+    recomputes the results file (pre-trained and fine-tuned models stay cached). ``command``:
+    the command line to record in the provenance (default: this process's arguments).
+
+    Every part is cached as soon as it is done (a pre-training stage also checkpoints every
+    ``save_every`` steps), so a call after an interruption, in this session or a later one with
+    the same cache, resumes: it reuses what is there and computes the rest.
 
     ``workers``: processes for the independent jobs (default: the number of CPU cores, at most
     2 on a CPU, 1 with a GPU), each with ``cores // workers`` threads (see ``jobs.py`` for why);
     ``workers=1`` runs everything in this process with torch's thread setting.
 
     The results hold the preset, seeds, package versions, wall time per part, every number per
-    seed with mean and standard deviation, the loss curves and entropies for the plots, and the
-    scorecard (``results["claims"]``). Explained in chapters 4-8.
+    seed with mean and standard deviation, the loss curves and entropies for the plots, each
+    arm's held-out gauges and compute (``results["arms"]``), the ``provenance``, the
+    ``headline`` (:func:`headline`) and the scorecard (``results["claims"]``). Explained in
+    chapters 4-8.
     """
     preset = get_preset(preset)
     if seeds is not None:
         preset = preset.replace(seeds=tuple(int(s) for s in seeds))
-    if len(preset.seeds) == 1:
-        warnings.warn(ONE_SEED, UserWarning, stacklevel=2)
+    if _single_seed(preset):
+        warnings.warn(ONE_SEED_WARNING, UserWarning, stacklevel=2)
     key = results_key(preset, data_dir)
     cached = cache_dir("experiments") / f"results-{preset.name}-{key}.json"
     if cached.exists() and not force:
         results = json.loads(cached.read_text())
         results["claims"] = scorecard(results)  # verdicts always from the current rules
+        results["headline"] = headline(results)
     else:
         with quiet():
-            results = _run(preset, data_dir, verbose, default_workers() if workers is None else int(workers))
+            results = _run(preset, data_dir, verbose, default_workers() if workers is None else int(workers),
+                           command)
         results["key"] = key
         tmp = cached.with_suffix(f".tmp{os.getpid()}")
         tmp.write_text(json.dumps(results, indent=1))
@@ -122,19 +141,19 @@ def run_protocol(
 _MEMO: dict[Any, Any] = {}  # per process: the task and the STS-b pairs, loaded once
 
 
-def _finetune_job(preset: Preset, data_dir: str | None, **kwargs: Any) -> dict:
+def _finetune_job(preset: Preset, data_dir: str | None, pretrain_seed: int, **kwargs: Any) -> dict:
     key = ("task", preset.task, preset.finetune.n_bm25_negatives, preset.micro_corpus, preset.micro_train_queries,
            preset.micro_test_queries, data_dir)
     if key not in _MEMO:
         _MEMO[key] = load_task(preset, data_dir)
-    return finetune_arm(task=_MEMO[key], preset=preset, **kwargs)
+    return {**finetune_arm(task=_MEMO[key], preset=preset, **kwargs), "pretrain_seed": pretrain_seed}
 
 
-def _sts_job(preset: Preset, data_dir: str | None, **kwargs: Any) -> dict:
+def _sts_job(preset: Preset, data_dir: str | None, pretrain_seed: int, **kwargs: Any) -> dict:
     key = ("sts", preset.micro_sts_pairs, data_dir)
     if key not in _MEMO:
         _MEMO[key] = sts_data(preset, data_dir)
-    return sts_arm(preset=preset, data=_MEMO[key], **kwargs)
+    return {**sts_arm(preset=preset, data=_MEMO[key], **kwargs), "pretrain_seed": pretrain_seed}
 
 
 def _size_label(size: int | None, total: int) -> str:
@@ -161,71 +180,94 @@ def _describe(key: tuple, result: Any) -> str:
     return f"{key} done"
 
 
+def _single_seed(preset: Preset) -> bool:
+    """Whether every arm's numbers come from one run (one fine-tuning and one pre-training seed)."""
+    return len(preset.seeds) == 1 and len(preset.pretraining_seeds) == 1
+
+
+def arm_pretrain_seeds(preset: Preset, arm: str) -> tuple[int, ...]:
+    """The pre-training seeds ``arm`` runs with: every one of ``preset.pretraining_seeds`` for a
+    main arm, the first only for an ablation or a published checkpoint. Chapter 4."""
+    seeds = preset.pretraining_seeds
+    return seeds if arm in MAIN_ARMS and arm not in (preset.pretrained or {}) else seeds[:1]
+
+
 def _jobs(preset: Preset, plan: list[str], total: int, sts_total: int, texts: list[str],
           data_dir: str | None) -> dict[tuple, Job]:
-    """Every part after the first pre-training stage, keyed ``(kind, arm, ...)``; insertion order is
-    seed order, which the results keep."""
+    """Every part after the first pre-training stage, keyed ``(kind, arm, ..., pretraining seed)``;
+    insertion order is seed order, which the results keep."""
     pretrained = dict(preset.pretrained or {})
     full_label = str(total)
     jobs: dict[tuple, Job] = {}
 
-    def checkpoint(arm: str) -> Ref:
-        return Ref(("pretrain", arm), "checkpoint")
+    def checkpoint(arm: str, ps: int) -> Ref:
+        return Ref(("pretrain", arm, ps), "checkpoint")
 
-    for arm in plan[1:]:
-        parent = PARENT[arm] if arm not in pretrained else None
-        jobs[("pretrain", arm)] = Job(pretrain_arm, dict(arm=arm, preset=preset, data_dir=data_dir,
-                                                         init=checkpoint(parent) if parent else None), priority=0)
+    for arm in plan:
+        for ps in arm_pretrain_seeds(preset, arm):
+            if arm == plan[0] and ps == preset.pretraining_seeds[0]:
+                continue  # the first stage, run before the graph
+            parent = PARENT[arm] if arm not in pretrained else None
+            jobs[("pretrain", arm, ps)] = Job(pretrain_arm, dict(
+                arm=arm, preset=preset, data_dir=data_dir, init=checkpoint(parent, ps) if parent else None, seed=ps),
+                priority=0)
     for arm in preset.arms:
         if arm in MAIN_ARMS:
-            jobs[("entropy", arm)] = Job(entropy_before, dict(checkpoint=checkpoint(arm), texts=texts, preset=preset),
-                                         priority=3)
+            for ps in arm_pretrain_seeds(preset, arm):
+                jobs[("entropy", arm, ps)] = Job(entropy_before, dict(checkpoint=checkpoint(arm, ps), texts=texts,
+                                                                      preset=preset), priority=3)
     sizes = {arm: preset.train_sizes if arm in MAIN_ARMS else preset.ablation_sizes for arm in preset.arms}
-    for seed in preset.seeds:
-        for arm in preset.arms:
-            labels = [_size_label(size, total) for size in sizes[arm]]
-            for size, label in zip(sizes[arm], labels):
-                is_full = label == full_label
-                mines = is_full and arm in preset.round2_arms  # round 2 needs this model and its embeddings
-                jobs[("finetune", arm, 1, label, seed)] = Job(_finetune_job, dict(
-                    preset=preset, data_dir=data_dir, arm=arm, checkpoint=checkpoint(arm), size=size, seed=seed,
-                    entropy_texts=texts if is_full and arm in MAIN_ARMS else None, keep_model=mines),
-                    priority=1 if mines else 2)
-            if arm in preset.round2_arms and full_label in labels:
-                round1 = Ref(("finetune", arm, 1, full_label, seed))
-                jobs[("finetune", arm, 2, full_label, seed)] = Job(_finetune_job, dict(
-                    preset=preset, data_dir=data_dir, arm=arm, checkpoint=checkpoint(arm), size=None, seed=seed,
-                    round_number=2, round1=round1, keep_model=False), priority=1)
-    for seed in preset.seeds:
-        for arm in preset.arms:
-            if arm in preset.sts_arms:
-                for size in preset.sts_sizes:
-                    jobs[("sts", arm, _size_label(size, sts_total), seed)] = Job(_sts_job, dict(
-                        preset=preset, data_dir=data_dir, arm=arm, checkpoint=checkpoint(arm), size=size, seed=seed),
-                        priority=3)
+    for ps in preset.pretraining_seeds:
+        for seed in preset.seeds:
+            for arm in preset.arms:
+                if ps not in arm_pretrain_seeds(preset, arm):
+                    continue
+                labels = [_size_label(size, total) for size in sizes[arm]]
+                common = dict(preset=preset, data_dir=data_dir, pretrain_seed=ps, arm=arm,
+                              checkpoint=checkpoint(arm, ps), seed=seed)
+                for size, label in zip(sizes[arm], labels):
+                    is_full = label == full_label
+                    mines = is_full and arm in preset.round2_arms  # round 2 needs this model and its embeddings
+                    jobs[("finetune", arm, 1, label, seed, ps)] = Job(_finetune_job, dict(
+                        common, size=size, entropy_texts=texts if is_full and arm in MAIN_ARMS else None,
+                        keep_model=mines), priority=1 if mines else 2)
+                if arm in preset.round2_arms and full_label in labels:
+                    round1 = Ref(("finetune", arm, 1, full_label, seed, ps))
+                    jobs[("finetune", arm, 2, full_label, seed, ps)] = Job(_finetune_job, dict(
+                        common, size=None, round_number=2, round1=round1, keep_model=False), priority=1)
+    for ps in preset.pretraining_seeds:
+        for seed in preset.seeds:
+            for arm in preset.arms:
+                if arm in preset.sts_arms and ps in arm_pretrain_seeds(preset, arm):
+                    for size in preset.sts_sizes:
+                        jobs[("sts", arm, _size_label(size, sts_total), seed, ps)] = Job(_sts_job, dict(
+                            preset=preset, data_dir=data_dir, pretrain_seed=ps, arm=arm,
+                            checkpoint=checkpoint(arm, ps), size=size, seed=seed), priority=3)
     return jobs
 
 
-def _run(preset: Preset, data_dir: str | None, verbose: bool, workers: int) -> dict:
-    t0 = time.perf_counter()
+def _run(preset: Preset, data_dir: str | None, verbose: bool, workers: int, command: str | None) -> dict:
+    t0, started = time.perf_counter(), _now()
     wall: dict[str, Any] = {}
+    cpu: dict[str, float] = {}
     load_start = load_average()
+    cached_before = _cached_parts()
     pretrained = dict(preset.pretrained or {})
     plan = needed_arms(preset.arms, pretrained)
-    first = plan[0]
+    first, ps0 = plan[0], preset.pretraining_seeds[0]
 
     def say(message: str) -> None:
         if verbose:
             print(f"[{time.perf_counter() - t0:7.1f}s] {message}", flush=True)
 
-    def lap(part: str, since: float) -> float:
-        now = time.perf_counter()
-        wall[part] = round(now - since, 2)
+    def lap(part: str, since: tuple[float, float]) -> tuple[float, float]:
+        now = (time.perf_counter(), _cpu_seconds())
+        wall[part], cpu[part] = round(now[0] - since[0], 2), round(now[1] - since[1], 2)
         return now
 
     # Serial head, in this process: tokenizer, task (BM25 negatives), BM25 baseline, the first
     # pre-training stage (nothing else can run before it exists).
-    t = time.perf_counter()
+    t = start = (t0, _cpu_seconds())
     tokenizer = (load_tokenizer(pretrained[first]) if first in pretrained
                  else get_tokenizer(arm_config(first, preset, None), data_dir))
     task = load_task(preset, data_dir)
@@ -235,8 +277,8 @@ def _run(preset: Preset, data_dir: str | None, verbose: bool, workers: int) -> d
     t = lap("setup", t)
     threads = _first_stage_threads(workers)
     with num_threads(threads):
-        done: dict[tuple, Any] = {("pretrain", first): pretrain_arm(first, preset, None, data_dir)}
-    say(_describe(("pretrain", first), done[("pretrain", first)]))
+        done: dict[tuple, Any] = {("pretrain", first, ps0): pretrain_arm(first, preset, None, data_dir, ps0)}
+    say(_describe(("pretrain", first, ps0), done[("pretrain", first, ps0)]))
     t = lap("pretrain_first_stage", t)
 
     # Everything else as a job graph.
@@ -246,8 +288,8 @@ def _run(preset: Preset, data_dir: str | None, verbose: bool, workers: int) -> d
     done = run_jobs(jobs, workers, done, on_done=lambda key, result: say(_describe(key, result)))
     t = lap("jobs", t)
 
-    stages = {arm: done[("pretrain", arm)] for arm in plan}
-    entropy = {arm: {"before": done[("entropy", arm)]} for arm in preset.arms if ("entropy", arm) in done}
+    stages = {(k[1], k[2]): v for k, v in done.items() if k[0] == "pretrain"}
+    before = {(k[1], k[2]): v for k, v in done.items() if k[0] == "entropy"}
     r1: dict[str, dict[str, list[dict]]] = {arm: {} for arm in preset.arms}
     r2: dict[str, list[dict]] = {}
     sts: dict[str, dict[str, list[dict]]] = {}
@@ -258,13 +300,14 @@ def _run(preset: Preset, data_dir: str | None, verbose: bool, workers: int) -> d
             r2.setdefault(key[1], []).append(done[key])
         elif key[0] == "sts":
             sts.setdefault(key[1], {}).setdefault(key[2], []).append(done[key])
+    order = lambda r: (r["pretrain_seed"], r["seed"])  # noqa: E731
     for group in [*r1.values(), *sts.values()]:
         for runs in group.values():
-            runs.sort(key=lambda r: r["seed"])
+            runs.sort(key=order)
     for runs in r2.values():
-        runs.sort(key=lambda r: r["seed"])
+        runs.sort(key=order)
 
-    results = _assemble(preset, stages, task, bm25, entropy, r1, r2, sts, total, sts_total)
+    results = _assemble(preset, stages, task, bm25, before, r1, r2, sts, total, sts_total)
     finetunes = [r for k, r in done.items() if k[0] == "finetune"]
     sts_runs = [r for k, r in done.items() if k[0] == "sts"]
     wall["finetune_jobs_seconds"] = round(sum(r["wall_time"]["total"] for r in finetunes), 2)
@@ -272,14 +315,141 @@ def _run(preset: Preset, data_dir: str | None, verbose: bool, workers: int) -> d
     # CPU seconds of the jobs (one-thread workers): the work itself, whatever else ran on the machine
     wall["finetune_cpu_seconds"] = round(sum(r["wall_time"].get("cpu", 0.0) for r in finetunes), 2)
     wall["sts_cpu_seconds"] = round(sum(r.get("cpu_time", 0.0) for r in sts_runs), 2)
-    wall["pretrain_stage_seconds"] = {a: stages[a]["wall_time"] for a in plan}
+    wall["pretrain_stage_seconds"] = {a: stages[(a, ps)]["wall_time"] for a, ps in stages if ps == ps0}
     wall["total"] = round(time.perf_counter() - t0, 2)
     results["wall_time"] = wall
     results["execution"] = {"workers": workers, "first_stage_threads": threads or None,
                             "threads_per_worker": threads_per_worker(workers) if workers > 1 else None,
                             "load_average_start": load_start, "load_average_end": load_average()}
+    n_parts = sum(s["steps"] is not None for s in stages.values()) + len(finetunes) + len(sts_runs)  # cached parts
+    computed = len(_cached_parts() - cached_before)
+    results["provenance"] = provenance(
+        preset, command, started=started, wall_seconds=wall["total"], cpu_seconds=round(_cpu_seconds() - start[1], 2),
+        parts={p: {"wall_seconds": wall[p], "cpu_seconds": cpu[p]} for p in cpu},
+        parts_reused=max(0, n_parts - computed), load_start=load_start,
+        work_cpu_seconds=round(sum(s["compute"]["cpu_seconds"] for s in stages.values() if s.get("compute"))
+                               + wall["finetune_cpu_seconds"] + wall["sts_cpu_seconds"], 2))
     results["claims"] = scorecard(results)
+    results["headline"] = headline(results)
     say("scorecard: " + ", ".join(f"{c['id']} {c['status']}" for c in results["claims"]))
+    return results
+
+
+# ---- provenance ----------------------------------------------------------------------------------
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def _cpu_seconds() -> float:
+    """CPU seconds (user + system) of this process and of its finished children (the job workers,
+    counted once the pool has shut them down)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def _cached_parts() -> set[Path]:
+    """The finished parts in the cache (a pre-training stage's record, a fine-tuning's or STS-b
+    run's result): what a call finds here it reuses instead of computing."""
+    root = cache_dir()
+    return {*root.glob("checkpoints/*/pretrain_config.json"), *root.glob("finetune/*/result.json"),
+            *root.glob("sts/*/result.json")}
+
+
+def _git(*args: str) -> str | None:
+    try:
+        out = subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def _machine(load_start: list[float] | None) -> dict:
+    cpu_model, ram = None, None
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+        cpu_model = next((line.split(":", 1)[1].strip() for line in info.splitlines()
+                          if line.startswith("model name")), None)
+        mem = Path("/proc/meminfo").read_text().split("MemTotal:", 1)[1].split()[0]
+        ram = round(int(mem) / 2**20, 1)  # kB -> GiB
+    except (OSError, IndexError, ValueError):
+        pass
+    return {"cpu": cpu_model or platform.processor() or None, "cores": os.cpu_count(), "ram_gib": ram,
+            "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+            "platform": platform.platform(), "load_average_start": load_start, "load_average_end": load_average()}
+
+
+def provenance(preset: Preset, command: str | None, started: str, wall_seconds: float, cpu_seconds: float,
+               parts: Mapping[str, Mapping], parts_reused: int, load_start: list[float] | None,
+               work_cpu_seconds: float) -> dict:
+    """Where a results file comes from: the git ``commit`` of the library (and whether tracked
+    files differed from it: ``dirty``), the ``command`` line, the ``preset`` and all its
+    ``settings``, ``started``/``finished`` (UTC), ``wall_seconds`` and ``cpu_seconds`` of this call
+    (its own process and the job workers) in total and per ``part``, ``parts_reused`` (pre-training
+    stages, fine-tunings and STS-b runs found in the cache, so the call's times do not cover them),
+    ``work_cpu_seconds`` (the CPU seconds every part recorded when it was computed, whenever that
+    was), the ``machine`` (CPU model, cores, RAM, GPU, load averages) and the ``python`` and
+    ``packages`` versions. Explained in chapter 8."""
+    env = _environment()
+    status = _git("status", "--porcelain", "--untracked-files=no")  # tracked files changed since the commit
+    return {"commit": _git("rev-parse", "HEAD"), "dirty": None if status is None else bool(status),
+            "command": command if command is not None else shlex.join(["python", *sys.argv]),
+            "preset": preset.name, "settings": preset.to_dict(), "started": started, "finished": _now(),
+            "wall_seconds": wall_seconds, "cpu_seconds": cpu_seconds, "parts": dict(parts),
+            "parts_reused": parts_reused, "work_cpu_seconds": work_cpu_seconds, "machine": _machine(load_start),
+            "python": env["python"], "condenser_lite": env["condenser_lite"], "packages": env["packages"]}
+
+
+# ---- the headline and the committed results -----------------------------------------------------------
+
+
+def _round(x: float | None, digits: int = 4) -> float | None:
+    return None if x is None else round(x, digits) + 0.0  # + 0.0: no "-0.0"
+
+
+def _significant(x: float | None, digits: int = 6) -> float | None:
+    # gauges keep 6 significant digits: a gap of 1e-5 against a noise of 1e-6 must stay visible
+    return None if x is None else float(f"{x:.{digits}g}") + 0.0
+
+
+def headline(results: Mapping) -> dict:
+    """The results file's summary for tools that do not know the rest of its layout (issue 11):
+    ``mlm_loss`` (the BERT arm's held-out MLM loss), ``unigram_entropy`` (of the same held-out
+    tokens), ``cls_swap_gap`` / ``cls_swap_noise`` (the Condenser arm's), ``ndcg10`` per arm and
+    BM25 on the same tokens (round 1, every training query, means over seeds), ``wall_minutes``
+    (of the call that computed the file). Gauges are means over pre-training seeds. Chapter 8."""
+    sizes = results.get("train_sizes") or [None]
+    full = str(sizes[-1])
+
+    def ndcg(arm: str) -> float | None:
+        return _round(((results.get("retrieval", {}).get(arm, {}).get("round1", {}).get(full) or {})
+                       .get("nDCG@10") or {}).get("mean"))
+
+    wall = (results.get("provenance") or {}).get("wall_seconds")
+    return {"mlm_loss": _significant(gauge(results, "bert", "mlm_loss")),
+            "unigram_entropy": _significant((results.get("heldout") or {}).get("unigram_entropy")),
+            "cls_swap_gap": _significant(gauge(results, "condenser", "cls_swap_gap")),
+            "cls_swap_noise": _significant(gauge(results, "condenser", "cls_swap_noise")),
+            "ndcg10": {"bert": ndcg("bert"), "condenser": ndcg("condenser"), "cocondenser": ndcg("cocondenser"),
+                       "bm25_same_tokens": _round((results.get("bm25", {}).get("truncated") or {}).get("nDCG@10"))},
+            "wall_minutes": None if wall is None else round(wall / 60, 1)}
+
+
+def load_results(name: str = "small", folder: str | os.PathLike | None = None) -> dict:
+    """The committed results ``results/<name>.json`` of the repository (or of ``folder``), checked:
+    it must exist, come from this protocol and have this library's results version. The chapters
+    read their tables, figures, numbers and claim checks from here. Explained in chapter 4."""
+    path = Path(folder or RESULTS_DIR) / f"{name}.json"
+    fix = f"run `python -m condenser_lite experiments --budget {name} --out {path}` (and commit it)"
+    if not path.exists():
+        raise FileNotFoundError(f"{path} not found: {fix}")
+    results = json.loads(path.read_text())
+    if results.get("protocol") != "condenser_lite.protocol":
+        raise ValueError(f"{path} is not a protocol results file (no 'protocol' field): {fix}")
+    if results.get("version") != RESULTS_VERSION:
+        raise ValueError(f"{path} has results version {results.get('version')}, this library reads "
+                         f"{RESULTS_VERSION}: it is stale; {fix}")
     return results
 
 
@@ -307,20 +477,35 @@ def _by_size(d: Mapping[str, Any]) -> dict:
     return {k: d[k] for k in sorted(d, key=int)}
 
 
-def _assemble(preset: Preset, stages: dict, task: Task, bm25: dict, entropy: dict, r1: dict, r2: dict, sts: dict,
+def _arm_entry(preset: Preset, stages: Mapping[tuple, dict], arm: str, ps: int, with_log: bool) -> dict:
+    """One pre-training run of ``arm`` for the results: its checkpoint, steps, wall time, final
+    held-out gauges, and its compute, own stage and cumulative with the stages it continues."""
+    stage = stages[(arm, ps)]
+    chain, a = [], arm
+    while a is not None:  # the arm, its parent, ... (a published checkpoint has none)
+        chain.append(stages[(a, ps)])
+        a = None if preset.pretrained and a in preset.pretrained else PARENT[a]
+    entry = {"seed": stage["seed"], "checkpoint": stage["checkpoint"], "pretrain_steps": stage["steps"],
+             "pretrain_wall_time": stage["wall_time"], "heldout": stage.get("heldout"),
+             "compute": {"stage": stage.get("compute"), "cumulative": cumulative([s.get("compute") for s in chain])}}
+    if with_log:
+        entry["pretrain_log"] = stage["log"]
+    return entry
+
+
+def _assemble(preset: Preset, stages: dict, task: Task, bm25: dict, before: dict, r1: dict, r2: dict, sts: dict,
               total: int, sts_total: int) -> dict:
     metrics = list(preset.metrics)
     r1 = {arm: _by_size(v) for arm, v in r1.items()}
     sts = {arm: _by_size(v) for arm, v in sts.items()}
+    ps0 = preset.pretraining_seeds[0]
     retrieval: dict[str, dict] = {}
     loss_curves: dict[str, dict] = {}
-    pretrain_wall = {}
     for arm in preset.arms:
         retrieval[arm] = {"round1": {label: _metric_stats(runs, metrics) for label, runs in r1[arm].items()}}
         loss_curves[arm] = {label: [r["loss"] for r in runs] for label, runs in r1[arm].items()}
         if arm in r2:
             retrieval[arm]["round2"] = {str(total): _metric_stats(r2[arm], metrics)}
-        pretrain_wall[arm] = stages[arm]["wall_time"]
     # nb-recall (coCondenser eq. 17): round-1 top k vs round-2 top n on the evaluation queries.
     nb: dict[str, dict] = {}
     for arm, runs2 in r2.items():
@@ -330,45 +515,70 @@ def _assemble(preset: Preset, stages: dict, task: Task, bm25: dict, entropy: dic
             run1, run2 = load_run(a), load_run(b)
             per_seed.append({f"n{n}@k{k}": nb_recall(run1, run2, n=n, k=k) for n in preset.nb_n for k in preset.nb_k})
         nb[arm] = {name: stats([s[name] for s in per_seed]) for name in per_seed[0]}
-    # entropy after fine-tuning: the round-1 retrievers at the full training set, per seed.
-    for arm, e in entropy.items():
-        after = [r["entropy_after"] for r in r1[arm].get(str(total), []) if r.get("entropy_after")]
-        if after:
-            a = np.asarray(after)
+    # CLS attention entropy before fine-tuning (per pre-training seed; the mean over them) and after:
+    # the round-1 retrievers at the full training set, each compared with its own checkpoint.
+    entropy: dict[str, dict] = {}
+    for arm in preset.arms:
+        seeds = [ps for ps in arm_pretrain_seeds(preset, arm) if (arm, ps) in before]
+        if not seeds:
+            continue
+        e = entropy[arm] = {"before": np.mean([before[(arm, ps)] for ps in seeds], axis=0).tolist()}
+        if len(seeds) > 1:
+            e["before_by_pretraining_seed"] = {str(ps): before[(arm, ps)] for ps in seeds}
+        runs = [r for r in r1[arm].get(str(total), []) if r.get("entropy_after")]
+        if runs:
+            a = np.asarray([r["entropy_after"] for r in runs])
             e["after"] = {"mean": a.mean(0).tolist(), "std": (a.std(0, ddof=1) if len(a) > 1 else 0 * a[0]).tolist(),
                           "values": a.tolist()}
-            change = np.abs(a - np.asarray(e["before"])[None]).mean(1)  # mean |after - before| over layers
-            e["mean_abs_change"] = stats(change.tolist())
+            own = np.asarray([before[(arm, r["pretrain_seed"])] for r in runs])
+            e["mean_abs_change"] = stats(np.abs(a - own).mean(1).tolist())  # mean |after - before| over layers
     sts_out = {arm: {label: stats([r["spearman"] for r in runs]) for label, runs in by_size.items()}
                for arm, by_size in sts.items()}
+    pseeds = preset.pretraining_seeds
+    arms = {}
+    for arm in preset.arms:
+        arms[arm] = {**_arm_entry(preset, stages, arm, ps0, with_log=True),
+                     "parent": None if preset.pretrained and arm in preset.pretrained else PARENT[arm]}
+        others = [_arm_entry(preset, stages, arm, ps, with_log=False) for ps in arm_pretrain_seeds(preset, arm)[1:]]
+        if others:
+            arms[arm]["other_pretraining_seeds"] = others
+    heldout_set = stages[(needed_arms(preset.arms, dict(preset.pretrained or {}))[0], ps0)].get("heldout_set")
+    spread = ("fine-tuning seeds only (training-set sample, data order, negatives, dropout): every arm is "
+              "pre-trained once, with seed %d" % ps0 if len(pseeds) == 1 else
+              "fine-tuning seeds and, for the main arms (%s), pre-training seeds %s (pooled: every fine-tuning seed "
+              "on every pre-trained checkpoint); the ablations are pre-trained once, with seed %d"
+              % (", ".join(MAIN_ARMS), ", ".join(map(str, pseeds)), ps0))
     notes = [
-        "Pre-training runs once per arm (seed %d); the seed spread covers fine-tuning only (training-set sample, "
-        "data order, negatives, dropout)." % preset.pretraining.seed,
+        f"The seed spread covers {spread}.",
         "Arms 2 (bert_cont) and 3 (condenser) both continue arm 1 with a fresh warm-up and linear decay over "
-        "s2_steps; arm 4 and the ablations likewise over s3_steps. Equal compute means equal steps of the same "
-        "batch size on the same data order; a Condenser step also runs the 2-layer head (~1.6x the FLOPs).",
+        "s2_steps; arm 4 and the ablations likewise over s3_steps. The arms take equal steps of the same batch "
+        "size on the same data order: equal steps, not equal compute. " + _compute_note(arms),
         "Spread = sample standard deviation over seeds; a difference counts when |mean_a - mean_b| > std_a + std_b "
-        "(the mean +- std intervals do not overlap).",
+        "(the mean +- std intervals do not overlap); from a single seed no difference is called.",
         "Dense models read the first p_max_len tokens of each document; BM25 'full' reads everything, BM25 "
         "'truncated' reads the same tokens as the dense models.",
         "Ablations (co_contrastive_only, co_mlm_only) are fine-tuned in round 1 only; the paper's table 4 "
         "compares retrievers trained with hard negatives.",
     ]
-    if len(preset.seeds) == 1:
-        notes.append(ONE_SEED[0].upper() + ONE_SEED[1:] + ".")
+    if _single_seed(preset):
+        notes.append(ONE_SEED_WARNING[0].upper() + ONE_SEED_WARNING[1:] + ".")
+    if heldout_set:
+        notes.append(
+            f"Held-out gauges: pre-training never sees {preset.pretraining.heldout_fraction:.0%} of the general "
+            f"corpus's documents; every stage is scored on the same {heldout_set['n_blocks']} masked blocks of them "
+            f"({heldout_set['n_masked']} masked tokens; for coCondenser stages too). The unigram entropy of those "
+            f"tokens is {heldout_set['unigram_entropy']:.2f} nats.")
     if preset.sts.epochs_full < preset.sts.epochs_low_data or preset.micro_sts_pairs:
         notes.append(f"STS-b 'full' trains on all {sts_total} pairs for {preset.sts.epochs_full:g} epoch(s) (the "
                      f"small sizes for {preset.sts.epochs_low_data:g}); the paper trains 4 epochs: subsampled in time.")
     return {
         "protocol": "condenser_lite.protocol", "version": RESULTS_VERSION, "budget": preset.to_dict(),
-        "seeds": list(preset.seeds), "environment": _environment(), "notes": notes,
+        "seeds": list(preset.seeds), "pretraining_seeds": list(pseeds), "environment": _environment(), "notes": notes,
         "task": {"name": task.name, "split": task.split, **task.info},
         "train_sizes": sorted({int(label) for arm in r1 for label in r1[arm]}),
         "sts_sizes": sorted({int(label) for arm in sts for label in sts[arm]}),
-        "arms": {arm: {"checkpoint": stages[arm]["checkpoint"],
-                       "parent": None if preset.pretrained and arm in preset.pretrained else PARENT[arm],
-                       "pretrain_steps": stages[arm]["steps"], "pretrain_wall_time": pretrain_wall[arm],
-                       "pretrain_log": stages[arm]["log"]} for arm in preset.arms},
+        "heldout": heldout_set,
+        "arms": arms,
         "bm25": bm25,
         "retrieval": retrieval,
         "nb_recall": nb,
@@ -378,3 +588,25 @@ def _assemble(preset: Preset, stages: dict, task: Task, bm25: dict, entropy: dic
         "finetune_wall_time": {arm: {label: [r["wall_time"]["total"] for r in runs] for label, runs in r1[arm].items()}
                                for arm in preset.arms},
     }
+
+
+def _compute_note(arms: Mapping[str, dict]) -> str:
+    """What a step of each method cost here, per step, relative to an MLM step (FLOPs and CPU seconds)."""
+    def per_step(arm: str) -> tuple[float, float] | None:
+        c = (arms.get(arm) or {}).get("compute", {}).get("stage")
+        if not c or not c["steps"]:
+            return None
+        return c["flops"] / c["steps"], c["cpu_seconds"] / c["steps"]
+
+    base = per_step("bert_cont") or per_step("bert")
+    if base is None:
+        return ""
+    parts = []
+    for arm, name in (("condenser", "a Condenser step"), ("cocondenser", "a coCondenser step")):
+        step = per_step(arm)
+        if step:
+            parts.append(f"{name} costs {step[0] / base[0]:.2f}x an MLM step in FLOPs "
+                         f"({step[1] / base[1]:.2f}x in CPU seconds)" if base[1] else
+                         f"{name} costs {step[0] / base[0]:.2f}x an MLM step in FLOPs")
+    return ("Here " + " and ".join(parts) + "; arms[...]['compute'] has each arm's tokens, steps, FLOPs and CPU "
+            "seconds, its own stage and cumulative with the stages it continues.") if parts else ""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -22,8 +23,9 @@ from torch import nn
 from transformers import PreTrainedModel
 
 from .biencoder import BiEncoder, cls_embedding, load_model_and_tokenizer, pad_batch, passage_strings, token_ids
-from .data import SchemaError, corpus_columns, corpus_texts, query_columns
+from .data import corpus_columns, corpus_texts, query_columns
 from .devices import is_xla
+from .errors import ConfigError, DataSourceError, SchemaError
 from .metrics import answer_cutoffs, check_run_depth, evaluate_run, metric_depth, topk_answer_accuracy
 from .tevatron import check_qrels
 
@@ -317,17 +319,67 @@ def write_trec_run(run: Mapping[str, Mapping[str, float]], path: str | os.PathLi
 
 
 def read_trec_run(path: str | os.PathLike) -> dict[str, dict[str, float]]:
-    """Read a TREC run file back into ``{qid: {docid: score}}`` (chapter 4)."""
+    """Read a TREC run file back into ``{qid: {docid: score}}`` (chapter 4).
+
+    Refuses, naming the file and line (``SchemaError``): a line without the six fields, a score
+    that is not a finite number, a (query, document) pair listed twice (the second would silently
+    replace the first), and a file with no lines at all (it would score 0.0); an unreadable or
+    non-UTF-8 file is a ``DataSourceError``."""
     run: dict[str, dict[str, float]] = {}
-    with open(path) as f:
-        for n, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            parts = line.split()
-            if len(parts) != 6:
-                raise ValueError(f"{path}:{n}: expected 6 fields 'qid Q0 docid rank score tag', got {len(parts)}: {line.strip()!r}")
-            run.setdefault(parts[0], {})[parts[2]] = float(parts[4])
+    first_seen: dict[tuple[str, str], int] = {}
+    try:
+        raw_lines = Path(path).read_bytes().splitlines()
+    except OSError as err:
+        raise DataSourceError(f"cannot read the run file {path}: {err.strerror or err}") from err
+    for n, raw_line in enumerate(raw_lines, start=1):
+        try:
+            line = raw_line.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise DataSourceError(f"{path}:{n}: not UTF-8 text (byte {raw_line[err.start:err.start + 1]!r} at column "
+                                  f"{err.start + 1}); write the run file as UTF-8") from None
+        if not line.strip():
+            continue
+        parts = line.split()
+        if len(parts) != 6:
+            raise SchemaError(f"{path}:{n}: expected 6 fields 'qid Q0 docid rank score tag', got {len(parts)}: {line.strip()!r}")
+        qid, docid, raw = parts[0], parts[2], parts[4]
+        try:
+            score = float(raw)
+        except ValueError:
+            raise SchemaError(f"{path}:{n}: score {raw!r} is not a number") from None
+        if not math.isfinite(score):
+            raise SchemaError(f"{path}:{n}: score {raw!r} is not finite; the retriever that wrote the run produced "
+                              "NaN or infinite scores")
+        if (qid, docid) in first_seen:
+            raise SchemaError(f"{path}:{n}: query {qid!r} lists document {docid!r} a second time (first at line "
+                              f"{first_seen[qid, docid]}); a run ranks each document once per query")
+        first_seen[qid, docid] = n
+        run.setdefault(qid, {})[docid] = score
+    if not run:
+        raise SchemaError(f"run file {path} holds no run lines ('qid Q0 docid rank score tag'); nothing to evaluate")
     return run
+
+
+def check_run(run: Mapping[str, Mapping[str, float]], qrels: Mapping[str, Mapping[str, int]],
+              corpus_ids: Sequence[str], query_ids: Sequence[str] | None = None, where: str = "the run") -> None:
+    """Refuse a run and qrels that do not belong to the corpus searched (chapter 4): labels or run
+    documents that are not in it (``tevatron.check_qrels`` for the labels), or a run with none of
+    the labelled queries (the wrong split). A run that covers only some of them is scored (the
+    others count as 0) with a warning saying how many."""
+    check_qrels(qrels, corpus_ids, query_ids)
+    known = set(corpus_ids)
+    foreign = sorted({d for docs in run.values() for d in docs if d not in known})
+    if foreign:
+        raise SchemaError(f"{where}: {len(foreign)} documents of the run are not in the corpus (e.g. {foreign[:5]}); "
+                          "the run was made on another corpus or data set")
+    labelled = {q for q, docs in qrels.items() if docs}
+    covered = labelled & set(run)
+    if not covered:
+        raise SchemaError(f"{where}: none of its {len(run)} queries has relevance labels in this split (e.g. "
+                          f"{sorted(run)[:3]}); check --split and --data")
+    if len(covered) < len(labelled):
+        warnings.warn(f"{where} covers {len(covered)} of the {len(labelled)} labelled queries; the other "
+                      f"{len(labelled) - len(covered)} count as 0", stacklevel=2)
 
 
 def evaluate_retriever(
@@ -367,7 +419,8 @@ def evaluate_retriever(
                                           dtype=embedding_dtype, batch_size=batch_size, device=device)
     p_embs, p_ids = corpus_embeddings
     if need and k < min(need, len(p_ids)):
-        raise ValueError(f"k={k} is shallower than the deepest metric asked for (top {need}); use k >= {need}")
+        raise ConfigError(f"k={k} is shallower than the deepest metric asked for (top {need}); use k >= {need} "
+                          f"(command line: --k {need})")
     if qrels:
         check_qrels(qrels, p_ids, qids_all)
     qtext = dict(zip(qids_all, qtexts_all))

@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import shutil
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import datasets
@@ -22,7 +21,8 @@ import numpy as np
 from .biencoder import passage_strings
 from .bm25 import bm25_search
 from .config import cache_dir
-from .data import BeirData, SchemaError, corpus_columns, is_path, load_beir, load_pretraining_corpus, load_stsb
+from .data import REGISTRY, BeirData, corpus_columns, data_id, load_beir, load_pretraining_corpus, load_stsb
+from .errors import SchemaError
 from .jobs import settings_hash
 from .metrics import evaluate_run, metric_depth
 from .presets import TEVATRON_TASKS, Preset, get_preset
@@ -58,20 +58,13 @@ def _micro_beir(beir: BeirData, preset: Preset) -> BeirData:
     return BeirData(beir.name, corpus, queries, qrels)
 
 
-def data_location(data_dir: str | None) -> str:
-    """Where the data are read from, as part of a cache key: the mirror, or the Hub. Chapter 4."""
-    return str(data_dir or os.environ.get("CONDENSER_LITE_DATA") or "hub")
-
-
-def task_identity(task: str) -> Any:
-    """What names a task in a cache key: its name, or for a folder its absolute path and the size
-    and modification time of each file, so editing your data gives a new key. Chapter 4."""
-    if task in TEVATRON_TASKS or not is_path(task):
-        return task
-    folder = Path(task).expanduser().resolve()
-    files = sorted(p for p in folder.rglob("*") if p.is_file())
-    return {"path": str(folder), "files": {str(p.relative_to(folder)): [p.stat().st_size, p.stat().st_mtime_ns]
-                                           for p in files}}
+def data_location(data_dir: str | None, task: str | None = None) -> str:
+    """What the data are read from, as part of a cache key: a hash of every registered data set's
+    mirror files (``data.data_id``), or their Hub ids, and of ``task``'s own files when it is not
+    registered (a BEIR name in the mirror, or your folder: editing your data gives a new key); a
+    missing mirror folder raises. Chapter 4."""
+    extra = [task] if task and task not in REGISTRY and task not in TEVATRON_TASKS else []
+    return settings_hash(data_id([*REGISTRY, *extra], data_dir))
 
 
 def _checked_beir(task: str, data_dir: str | None) -> BeirData:
@@ -93,7 +86,7 @@ def load_task(preset: Preset | str | None = None, data_dir: str | None = None) -
     Explained in chapter 4 (``notebooks/04_finetune.ipynb``)."""
     preset = get_preset(preset)
     negatives = preset.finetune.n_bm25_negatives
-    settings = {"task": task_identity(preset.task), "negatives": negatives, "data_dir": data_location(data_dir),
+    settings = {"task": preset.task, "negatives": negatives, "data_dir": data_location(data_dir, preset.task),
                 "micro": [preset.micro_corpus, preset.micro_train_queries, preset.micro_test_queries]}
     key = settings_hash(settings)
     if preset.task not in TEVATRON_TASKS:

@@ -25,6 +25,7 @@ from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers,
 from transformers import AutoTokenizer, BertTokenizer, PreTrainedTokenizerBase
 
 from . import data, wikitext
+from .errors import CheckpointError
 
 CACHE_ENV = "CONDENSER_LITE_CACHE"
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")  # ids 0..4, [PAD] = 0 as in BERT
@@ -130,14 +131,14 @@ def load_tokenizer(name_or_path: str | os.PathLike | PreTrainedTokenizerBase) ->
         return name_or_path
     path = Path(name_or_path).expanduser()
     if path.is_dir():
-        return AutoTokenizer.from_pretrained(str(path))
+        return check_tokenizer(AutoTokenizer.from_pretrained(str(path)), path)
     name = str(name_or_path)
     if path.exists() or name.startswith((".", "/", "~")) or name.count("/") > 1:
-        raise FileNotFoundError(
-            f"tokenizer path {name!r} is not a directory saved with save_pretrained; "
-            f"pass such a directory (e.g. the one tiny_tokenizer() caches) or a Hub id")
+        raise CheckpointError(
+            f"tokenizer path {name!r} is not a directory saved with save_pretrained (no such folder); "
+            f"pass such a directory (e.g. a checkpoint folder, or the one tiny_tokenizer() caches) or a Hub id")
     try:
-        return AutoTokenizer.from_pretrained(name)
+        return check_tokenizer(AutoTokenizer.from_pretrained(name), name)
     except (OSError, ValueError) as err:
         raise data.DataSourceError(
             f"could not load tokenizer {name!r}: no such local directory, and the Hugging Face Hub "
@@ -145,6 +146,33 @@ def load_tokenizer(name_or_path: str | os.PathLike | PreTrainedTokenizerBase) ->
             f"(HF_HUB_OFFLINE), pass a local directory saved with save_pretrained, e.g. "
             f"tiny_tokenizer()'s cache, or run once with network access to fill the Hub cache."
         ) from err
+
+
+PROBE_TEXT = "The results of the study were published in a journal."
+
+
+def check_tokenizer(tokenizer: PreTrainedTokenizerBase, where: str | os.PathLike) -> PreTrainedTokenizerBase:
+    """``tokenizer`` if it can encode ordinary text, else ``CheckpointError`` naming ``where``.
+
+    A model folder without its tokenizer files still loads: transformers builds a tokenizer of
+    the special tokens alone, which turns every word into [UNK], and retrieval then scores 0.0
+    without a word of warning. Chapter 1, ``notebooks/01_readiness.ipynb``."""
+    ids = tokenizer(PROBE_TEXT, add_special_tokens=False)["input_ids"]
+    if not ids or all(i == tokenizer.unk_token_id for i in ids):
+        raise CheckpointError(
+            f"the tokenizer in {where} cannot encode ordinary text (a vocabulary of {len(tokenizer)} tokens turns "
+            f"{PROBE_TEXT!r} into {len(ids)} x {tokenizer.unk_token}): the folder lacks its tokenizer files "
+            "(vocab.txt or tokenizer.json). Copy them from the checkpoint the model was trained from, or save "
+            "the tokenizer there with tokenizer.save_pretrained(folder).")
+    return tokenizer
+
+
+def tokenizer_key(tokenizer: PreTrainedTokenizerBase) -> str:
+    """A hash of everything the tokenizer does (vocabulary, normaliser, special tokens), as part of
+    a cache key: two folders holding the same tokenizer get the same key. Chapter 1."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    text = backend.to_str() if backend is not None else json.dumps(sorted(tokenizer.get_vocab().items()))
+    return hashlib.sha256(f"{type(tokenizer).__name__}\n{text}".encode()).hexdigest()[:16]
 
 
 def tiny_tokenizer_texts(data_dir: str | os.PathLike | None = None) -> Iterable[str]:
@@ -166,20 +194,6 @@ def _code_fingerprint() -> str:
     return h.hexdigest()[:16]
 
 
-def _sources_fingerprint(data_dir: str | os.PathLike | None) -> dict:
-    """What the default texts are read from, without reading them: mirror file sizes or Hub ids."""
-    root = data.resolve_mirror(data_dir)
-    names = (*data.PRETRAINING_SOURCES, "scifact")
-    if root is None:
-        return {"hub": {n: [data.REGISTRY[n].hub_id, data.REGISTRY[n].hub_config] for n in names}}
-    files = {}
-    for n in names:
-        for rel in data.REGISTRY[n].mirror_files.values():
-            p = root / rel
-            files[rel] = p.stat().st_size if p.exists() else None  # a missing file errors later
-    return {"mirror": files}
-
-
 def tiny_tokenizer(texts_fn: Callable[[], Iterable[str]] | None = None, vocab_size: int = 8192,
                    cache_dir: str | os.PathLike | None = None,
                    data_dir: str | os.PathLike | None = None,
@@ -189,7 +203,8 @@ def tiny_tokenizer(texts_fn: Callable[[], Iterable[str]] | None = None, vocab_si
     Trained on `tiny_tokenizer_texts(data_dir)` (or on `texts_fn()` when given) and saved
     under `<cache>/tokenizers/<hash>/`, where the cache is `cache_dir`, else
     `$CONDENSER_LITE_CACHE`, else `~/.cache/condenser_lite`, and the hash covers the settings,
-    the sources (mirror file sizes or Hub ids; the texts themselves when `texts_fn` is given)
+    the sources (`data.data_id`: the mirror files' content or Hub ids; the texts themselves when
+    `texts_fn` is given)
     and the code of `data.py` and `tokenizer.py`.
     Explained in chapter 1, `notebooks/01_readiness.ipynb`.
     """
@@ -198,7 +213,7 @@ def tiny_tokenizer(texts_fn: Callable[[], Iterable[str]] | None = None, vocab_si
                 "code": _code_fingerprint(), "tokenizers": tokenizers.__version__}
     if texts_fn is None:
         texts = None
-        settings["sources"] = _sources_fingerprint(data_dir)
+        settings["sources"] = data.data_id((*data.PRETRAINING_SOURCES, "scifact"), data_dir)
     else:
         texts = [t for t in texts_fn() if t]
         settings["texts_sha256"] = hashlib.sha256("\x00".join(texts).encode()).hexdigest()
@@ -221,6 +236,5 @@ def tiny_tokenizer(texts_fn: Callable[[], Iterable[str]] | None = None, vocab_si
             pass
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    # Reload from the cache folder: its name is the tokenizer's identity (pretraining.stage_key
-    # reads it from name_or_path), so a freshly trained one must look like a reloaded one.
+    # Reload from the cache folder, so a freshly trained tokenizer is the object later calls load.
     return AutoTokenizer.from_pretrained(str(target)) if (target / "tokenizer.json").exists() else tok

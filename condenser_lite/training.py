@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import logging
 import math
 import random
 import shutil
@@ -51,6 +52,11 @@ from torch import nn
 from tqdm import tqdm
 from transformers import get_constant_schedule_with_warmup, get_linear_schedule_with_warmup
 
+from .config import check_types
+from .errors import CheckpointError, ConfigError, DivergedError
+from .jobs import output_lock, settings_diff
+
+logger = logging.getLogger(__name__)
 MIXED_PRECISION = ("no", "bf16", "fp16", "auto")
 # "linear": warm-up then linear decay to 0 (BERT; with warmup_ratio=0.5 the triangular
 # "one-cycle" of Cramming); "constant": warm-up then a constant rate.
@@ -64,6 +70,7 @@ RUN_FIELDS = ("max_steps", "epochs", "batch_size", "grad_accum", "lr", "weight_d
 _RUN_FIELD_DEFAULTS = {"schedule": "linear"}
 CHECKPOINT = "checkpoint"
 STATE_FILE = "state.json"  # written last: a checkpoint folder without it is incomplete
+CHECKPOINT_FILES = ("model.pt", "optimizer.pt", "scheduler.pt", STATE_FILE)  # rng.pt is optional
 _RESERVED = ("step", "epoch", "lr", "elapsed", "cpu")  # log keys that metrics may not overwrite
 
 
@@ -103,8 +110,10 @@ class TrainConfig:
     progress: bool | None = None
 
     def __post_init__(self) -> None:
-        def bad(name: str, rule: str) -> ValueError:
-            return ValueError(f"TrainConfig.{name}={getattr(self, name)!r} is invalid: {rule}")
+        def bad(name: str, rule: str) -> ConfigError:
+            return ConfigError(f"TrainConfig.{name}={getattr(self, name)!r} is invalid: {rule}")
+
+        check_types(self)
 
         if self.batch_size < 1:
             raise bad("batch_size", "it must be >= 1")
@@ -255,8 +264,8 @@ class _EpochData:
 def _batches_per_epoch(seq: Sequence, batch_size: int, epoch: int) -> int:
     n = len(seq)
     if n < batch_size:
-        raise ValueError(f"epoch {epoch} has {n} examples, fewer than batch_size={batch_size}: "
-                         "lower batch_size or give more data")
+        raise ConfigError(f"epoch {epoch} has {n} examples, fewer than batch_size={batch_size}: "
+                          "lower batch_size or give more data")
     return n // batch_size
 
 
@@ -356,7 +365,8 @@ def _restore_rng(path: Path) -> None:
 def train(model: nn.Module, data: Sequence | Callable[[int], Sequence], cfg: TrainConfig, *,
           collate_fn: Callable[[list], dict], step_fn: Callable[..., dict] | None = None,
           accelerator: Accelerator | None = None,
-          eval_fn: Callable[[nn.Module], Mapping[str, float]] | None = None) -> TrainResult:
+          eval_fn: Callable[[nn.Module], Mapping[str, float]] | None = None,
+          depends_on: Mapping[str, Any] | None = None) -> TrainResult:
     """Train ``model`` on ``data`` with AdamW and linear warmup/decay; resumable, deterministic.
 
     Explained in chapter 2, `notebooks/02_condenser.ipynb`; the module docstring gives the
@@ -386,9 +396,14 @@ def train(model: nn.Module, data: Sequence | Callable[[int], Sequence], cfg: Tra
       study page (``book/study.md``) logs held-out MLM loss and the Condenser gauges this way.
     * ``output_dir/checkpoint/`` is written every ``save_every`` steps, at the end and on
       Ctrl-C (KeyboardInterrupt, re-raised afterwards). With ``resume=True`` a checkpoint
-      there is continued exactly (its config must match ``cfg``); ``resume=False`` deletes it
-      and the log and starts fresh.
-    * A NaN/infinite loss raises ``FloatingPointError`` before the update is applied.
+      there is continued exactly; it must agree with ``cfg``'s computing fields and with
+      ``depends_on`` (JSON-able: what else the result depends on, e.g. the starting weights'
+      and the data's identity), else ``CheckpointError`` names the differing fields; so does a
+      damaged or incomplete checkpoint (it is never deleted unasked). ``resume=False`` deletes
+      it and the log and starts fresh.
+    * ``output_dir`` is locked for the call (``jobs.output_lock``): a second process training
+      into the same folder waits, then resumes or reuses what the first left.
+    * A NaN/infinite loss raises ``DivergedError`` before the update is applied.
     * Distributed: pass ``accelerator=``; ``batch_size`` is global and each process takes an
       equal contiguous slice of every step's examples (DDP; FSDP/DeepSpeed not supported).
 
@@ -407,10 +422,49 @@ def train(model: nn.Module, data: Sequence | Callable[[int], Sequence], cfg: Tra
     if acc.gradient_accumulation_steps != 1:
         raise ValueError("the accelerator has gradient_accumulation_steps != 1, which would scale "
                          "the loss a second time: set TrainConfig.grad_accum instead")
+    if cfg.batch_size % (acc.num_processes * cfg.grad_accum):
+        raise ConfigError(f"batch_size={cfg.batch_size} must be divisible by processes x grad_accum "
+                          f"= {acc.num_processes} x {cfg.grad_accum}")
+    # Only the main process writes the folder, so only it takes the lock (the others wait for
+    # it at the first barrier).
+    with output_lock(out_dir) if acc.is_main_process else contextlib.nullcontext():
+        return _train(model, data, cfg, acc, collate_fn, step_fn, eval_fn, depends_on)
+
+
+def _jsonable(value: Any) -> Any:
+    """``value`` as it reads back from JSON (tuples become lists), so a saved copy compares equal."""
+    return json.loads(json.dumps(value, sort_keys=True, default=str))
+
+
+def _read_state(ckpt: Path) -> dict:
+    """A checkpoint's ``state.json``, after checking that every file of the checkpoint is there."""
+    restart = f"delete {ckpt} to start from step 0 (command line: --restart)"
+    missing = [name for name in CHECKPOINT_FILES if not (ckpt / name).is_file()]
+    if missing:
+        raise CheckpointError(f"checkpoint {ckpt} is incomplete: {', '.join(missing)} missing (it was not written "
+                              f"by a finished save). Restore the files, or {restart}")
+    try:
+        return json.loads((ckpt / STATE_FILE).read_text())
+    except (ValueError, OSError) as err:
+        raise CheckpointError(f"checkpoint {ckpt}: {STATE_FILE} cannot be read ({err}); {restart}") from err
+
+
+def _load_part(ckpt: Path, name: str) -> Any:
+    """``torch.load`` of one checkpoint file, a damaged file reported as a ``CheckpointError``."""
+    try:
+        return torch.load(ckpt / name, map_location="cpu", weights_only=True)
+    except Exception as err:  # torch raises several types for a cut-short or garbled file
+        reason = str(err).strip().split(". ")[0][:200]
+        raise CheckpointError(f"checkpoint {ckpt}: {name} cannot be read ({type(err).__name__}: {reason}); the file "
+                              f"is damaged (a copy cut short?). Restore it, or delete {ckpt} to start from "
+                              "step 0 (command line: --restart)") from err
+
+
+def _train(model: nn.Module, data: Any, cfg: TrainConfig, acc: Accelerator, collate_fn: Callable[[list], dict],
+           step_fn: Callable[..., dict] | None, eval_fn: Callable[[nn.Module], Mapping[str, float]] | None,
+           depends_on: Mapping[str, Any] | None) -> TrainResult:
+    out_dir = Path(cfg.output_dir)
     world, rank = acc.num_processes, acc.process_index
-    if cfg.batch_size % (world * cfg.grad_accum):
-        raise ValueError(f"batch_size={cfg.batch_size} must be divisible by processes x grad_accum "
-                         f"= {world} x {cfg.grad_accum}")
     per_rank = cfg.batch_size // world
     micro = per_rank // cfg.grad_accum
 
@@ -419,10 +473,11 @@ def train(model: nn.Module, data: Sequence | Callable[[int], Sequence], cfg: Tra
     per_epoch = _batches_per_epoch(first, cfg.batch_size, 0)  # errors if shorter than a batch
     total = cfg.max_steps if cfg.max_steps is not None else int(cfg.epochs * per_epoch)
     if total < 1:
-        raise ValueError(f"epochs={cfg.epochs} gives 0 optimizer steps "
-                         f"({len(first)} examples, batch_size={cfg.batch_size}): raise epochs")
+        raise ConfigError(f"epochs={cfg.epochs} gives 0 optimizer steps "
+                          f"({len(first)} examples, batch_size={cfg.batch_size}): raise epochs")
     run = {k: getattr(cfg, k) for k in RUN_FIELDS}
     run.update(mixed_precision=acc.mixed_precision, data_size=len(first), num_processes=world)
+    identity = _jsonable(dict(depends_on or {}))
 
     # ---- resume or start fresh -------------------------------------------------------------
     ckpt, log_path = out_dir / CHECKPOINT, out_dir / "log.jsonl"
@@ -430,14 +485,17 @@ def train(model: nn.Module, data: Sequence | Callable[[int], Sequence], cfg: Tra
         _recover_checkpoint(out_dir)
     acc.wait_for_everyone()
     state = None
-    if cfg.resume and (ckpt / STATE_FILE).exists():
-        state = json.loads((ckpt / STATE_FILE).read_text())
+    if cfg.resume and ckpt.exists():
+        state = _read_state(ckpt)
         saved_run = {**_RUN_FIELD_DEFAULTS, **state["run"]}
-        diff = [f"{k}: checkpoint {saved_run.get(k)!r} vs now {v!r}"
-                for k, v in run.items() if saved_run.get(k) != v]
+        diff = settings_diff(saved_run, run, "checkpoint") + settings_diff(state.get("depends_on", {}), identity,
+                                                                           "checkpoint")
         if diff:
-            raise ValueError(f"{ckpt} belongs to a different run ({'; '.join(diff)}). To start fresh, "
-                             "pass resume=False (deletes that checkpoint and log) or a new output_dir.")
+            raise CheckpointError(
+                f"{ckpt} belongs to another run ({'; '.join(diff)}). Start fresh with resume=False (command "
+                "line: --restart; it deletes that checkpoint and log) or use another output folder.")
+        logger.info("%s %s at step %d of %d", "reusing the finished run in" if state["step"] >= total
+                    else "resuming from the checkpoint in", out_dir, state["step"], total)
     history = _read_log(log_path, state["step"] if state else 0)
     acc.wait_for_everyone()  # every process has read the log before it is rewritten
     if acc.is_main_process:
@@ -448,7 +506,12 @@ def train(model: nn.Module, data: Sequence | Callable[[int], Sequence], cfg: Tra
 
     model.to(acc.device)
     if state:
-        model.load_state_dict(torch.load(ckpt / "model.pt", map_location="cpu", weights_only=True))
+        weights = _load_part(ckpt, "model.pt")
+        try:
+            model.load_state_dict(weights)
+        except RuntimeError as err:  # the weights do not fit this model
+            raise CheckpointError(f"{ckpt}/model.pt does not fit this model ({str(err)[:300]}); "
+                                  "use another output folder, or start fresh (command line: --restart)") from err
         if state["step"] >= total:  # already finished: nothing to do
             return _finish(out_dir, acc, state["step"], state["epoch"], history, log_path,
                            state["wall_time"], state["step"], total)
@@ -468,8 +531,8 @@ def train(model: nn.Module, data: Sequence | Callable[[int], Sequence], cfg: Tra
     # The scheduler stays unwrapped: accelerate would step it once per process, but ``total``
     # already counts global optimizer updates.
     if state:
-        optimizer.load_state_dict(torch.load(ckpt / "optimizer.pt", map_location="cpu", weights_only=True))
-        scheduler.load_state_dict(torch.load(ckpt / "scheduler.pt", weights_only=True))
+        optimizer.load_state_dict(_load_part(ckpt, "optimizer.pt"))
+        scheduler.load_state_dict(_load_part(ckpt, "scheduler.pt"))
         _restore_rng(ckpt / "rng.pt")
     optimizer.zero_grad(set_to_none=True)  # drop grads left by an interrupted step on this model
     model.train()
@@ -512,7 +575,7 @@ def train(model: nn.Module, data: Sequence | Callable[[int], Sequence], cfg: Tra
         return {"step": step, "epoch": epoch, "batch_in_epoch": batch_in_epoch, "total_steps": total,
                 "wall_time": wall_before + time.perf_counter() - t0, "cpu_time": cpu_now(),
                 "pending": pending,
-                "pending_n": pending_n, "run": run, "config": dataclasses.asdict(cfg)}
+                "pending_n": pending_n, "run": run, "depends_on": identity, "config": dataclasses.asdict(cfg)}
 
     show = cfg.progress if cfg.progress is not None else sys.stderr.isatty()
     bar = tqdm(total=total, initial=step, disable=not (show and acc.is_main_process),
@@ -551,11 +614,15 @@ def train(model: nn.Module, data: Sequence | Callable[[int], Sequence], cfg: Tra
                     vals = acc.reduce(torch.tensor([sums[k] for k in keys], device=acc.device), "mean")
                     sums = dict(zip(keys, vals.tolist()))
                 if not math.isfinite(sums["loss"]):
-                    where = f"the last good checkpoint is {ckpt} (step {saved})" if saved else \
-                        "no checkpoint was saved yet (set save_every to keep one)"
-                    raise FloatingPointError(
-                        f"loss is {sums['loss']} at step {step + 1} (epoch {epoch}); stopped before "
-                        f"applying that update. {where}. Lower lr or check the data.")
+                    # The checkpoint's loss was finite, but its weights may already be diverging:
+                    # it is not called "good", and resuming it would meet the same step again.
+                    where = (f"the last checkpoint, {ckpt} (step {saved}), was saved before the loss became "
+                             "non-finite, though the weights may have been diverging already (see loss and "
+                             "grad_norm in log.jsonl)") if saved else "no checkpoint was saved"
+                    raise DivergedError(
+                        f"loss is {sums['loss']} at step {step + 1} (epoch {epoch}); stopped before applying "
+                        f"that update; {where}. Lower lr (or check the data) and start again from step 0: "
+                        f"resume=False (command line: --restart), or delete {out_dir}.")
                 if step_fn is not None and cfg.grad_accum > 1:
                     for p in model.parameters():  # step_fn summed micro-batch gradients
                         if p.grad is not None:

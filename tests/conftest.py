@@ -24,3 +24,25 @@ def tokenizer_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("tok")
     train_wordpiece(texts, vocab_size=600, save_dir=out)
     return str(out)
+
+
+@pytest.fixture(scope="session")
+def micro_run(tmp_path_factory, tokenizer_dir):
+    """The whole protocol on the micro preset, once per test session, in its own cache:
+    ``(preset, results file, results, root)``; the cache is ``root / "cache"`` (tests that read
+    it set ``CONDENSER_LITE_CACHE`` themselves). Skips without the local data mirror."""
+    if not _MIRROR.exists():
+        pytest.skip("local data mirror ../shared/data not found")
+    from condenser_lite.presets import get_preset
+    from condenser_lite.protocol import run_protocol
+
+    root = tmp_path_factory.mktemp("exp")
+    budget = get_preset("micro", tokenizer=tokenizer_dir)
+    out = root / "results.json"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CONDENSER_LITE_CACHE", str(root / "cache"))
+        mp.setenv("CONDENSER_LITE_DATA", str(_MIRROR))
+        # two worker processes: the default path on a CPU (one thread each)
+        results = run_protocol(budget, out_path=out, verbose=False, workers=2,
+                               command="python -m condenser_lite experiments --budget micro")
+    return budget, out, results, root

@@ -4,6 +4,7 @@ import pytest
 
 from condenser_lite.arms import arm_config
 from condenser_lite.cli import build_parser, main, parse_overrides, pretrain_config
+from condenser_lite.errors import ConfigError
 from condenser_lite.presets import get_preset
 from condenser_lite.pretraining import PretrainConfig, is_done, paper_cocondenser, paper_condenser
 
@@ -21,7 +22,7 @@ def test_overrides_convert_to_field_types():
 
 @pytest.mark.parametrize("bad,msg", [(["nope=1"], "unknown setting 'nope'"), (["lr"], "key=value")])
 def test_overrides_reject_unknown(bad, msg):
-    with pytest.raises(SystemExit, match=msg):
+    with pytest.raises(ConfigError, match=msg):
         parse_overrides(PretrainConfig(), bad)
 
 
@@ -46,7 +47,7 @@ def test_pretrain_command_paper_preset():
 def test_preset_overrides_are_dotted_where_ambiguous():
     preset = parse_overrides(get_preset("micro"), ["finetune.lr=2e-4", "s1_steps=5", "seeds=[0, 1, 2]", "model.tokenizer=t"])
     assert (preset.finetune.lr, preset.pretraining.s1_steps, preset.seeds, preset.model.tokenizer) == (2e-4, 5, (0, 1, 2), "t")
-    with pytest.raises(SystemExit, match="ambiguous"):
+    with pytest.raises(ConfigError, match="ambiguous"):
         parse_overrides(get_preset("micro"), ["lr=1e-3"])
 
 
@@ -110,8 +111,10 @@ def test_evaluate_refuses_a_cutoff_deeper_than_the_run(tmp_path, capsys):
     run.write_text("".join(f"d1 Q0 p{i} {i + 1} {10.0 - i} x\n" for i in range(5)))
     main(["evaluate", "--run", str(run), "--metrics", "RR@5", *common])
     assert "RR@5" in capsys.readouterr().out
-    with pytest.raises(ValueError, match=r"at most 5 documents per query, but R@10 reads the top 10: search again with --k 10"):
+    with pytest.raises(SystemExit, match="^1$"):  # a known error (ConfigError): one line on stderr
         main(["evaluate", "--run", str(run), "--metrics", "RR@5", "R@10", *common])
+    assert "at most 5 documents per query, but R@10 reads the top 10: search again with --k 10" in \
+        capsys.readouterr().err
     # a run that ranks the whole (12-passage) corpus is complete at any cutoff
     run.write_text("".join(f"d1 Q0 p{i} {i + 1} {12.0 - i} x\n" for i in range(12)))
     main(["evaluate", "--run", str(run), "--metrics", "RR@10", "R@1000", *common])

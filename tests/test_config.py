@@ -1,6 +1,6 @@
 import pytest
 
-from condenser_lite.config import cache_dir, parse_bool, parse_float, parse_int
+from condenser_lite.config import cache_dir, parse_bool, parse_choice, parse_float, parse_int, parse_path
 
 
 @pytest.mark.parametrize("value,expected", [
@@ -26,6 +26,18 @@ def test_parse_int_and_float():
     assert parse_float("1e-4", "lr") == 1e-4
     with pytest.raises(ValueError, match="'lr' must be a number"):
         parse_float("fast", "lr")
+
+
+def test_optional_int_choice_and_path():
+    assert parse_int("None", "max_steps", optional=True) is None
+    assert parse_int(None, "max_steps", optional=True) is None and parse_int("7", "n", optional=True) == 7
+    with pytest.raises(ValueError, match="'max_steps' must be an integer"):
+        parse_int("None", "max_steps")
+    assert parse_choice(" TINY", "budget", ("tiny", "micro")) == "tiny"
+    with pytest.raises(ValueError, match="must be one of 'tiny', 'micro', got 'small' \\(use -p full true\\)"):
+        parse_choice("small", "budget", ("tiny", "micro"), hint="use -p full true")
+    assert parse_path("none", "data_dir") is None and parse_path("", "data_dir") is None
+    assert str(parse_path("~/x", "data_dir")).endswith("/x") and "~" not in str(parse_path("~/x", "d"))
 
 
 def test_cache_dir_follows_env(tmp_path, monkeypatch):

@@ -297,6 +297,11 @@ def test_any_beir_name_reads_its_mirror_folder_or_says_where_it_looked(tmp_path)
         data.load_beir("fiqa", data_dir=tmp_path)
     with pytest.raises(ValueError, match="neither a BEIR name"):
         data.load_beir("two words", data_dir=tmp_path)
+    # its cache key is the mirror folder's content: an edited file gives a new one
+    key = data.data_id(["nfcorpus"], data_dir=tmp_path)["nfcorpus"]
+    assert isinstance(key, dict) and {"corpus.jsonl", "queries.jsonl", "qrels"} <= set(key)
+    (tmp_path / "nfcorpus" / "queries.jsonl").write_text('{"_id": "q1", "text": "a changed query"}\n')
+    assert data.data_id(["nfcorpus"], data_dir=tmp_path)["nfcorpus"] != key
 
 
 def test_load_beir_from_a_folder_path():

@@ -18,7 +18,6 @@ shapes ran here too, once (README, "What runs where"); they take minutes on this
 
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -27,6 +26,7 @@ import torch
 from fullscale_mirror import WHO, build_mirror, make_standins, mirror_texts
 from condenser_lite import gradcache, search, tasks
 from condenser_lite.cli import main
+from condenser_lite.errors import ConfigError
 from condenser_lite.finetune import mine_hard_negatives
 from condenser_lite.metrics import evaluate_run, has_answer
 from condenser_lite.model import Condenser
@@ -41,7 +41,7 @@ from condenser_lite.pretraining import (
     stage_config,
 )
 from condenser_lite.protocol import run_protocol
-from condenser_lite.scorecard import STATUSES
+from condenser_lite.scorecard import ONE_SEED, STATUSES
 from condenser_lite.search import encode, read_trec_run
 from condenser_lite.tevatron import load_tevatron, load_tevatron_corpus
 from condenser_lite.tokenizer import load_tokenizer
@@ -105,7 +105,7 @@ def test_headless_published_condenser_is_an_explicit_choice(standins):
     tok = load_tokenizer(standins["condenser"])
     with pytest.warns(UserWarning, match="fresh, untrained Condenser head: a deviation"):
         build_model(fresh, tok)
-    with pytest.raises(FileNotFoundError, match=r"no Condenser head.*paper_cocondenser\(init=.*head='random'"):
+    with pytest.raises(ConfigError, match=r"no Condenser head.*paper_cocondenser\(init=.*head='random'"):
         build_model(fresh.replace(head="load"), tok)
     # a checkpoint with the authors' head file loads it, whatever it is called
     assert build_model(fresh.replace(init=standins["cocondenser"], head="load"), tok).n_head_layers == 2
@@ -176,7 +176,9 @@ def test_full_budget_protocol_on_the_mirror(mirror, small_standins, tmp_path, mo
         assert set(results["nb_recall"][arm]) == {f"n{n}@k{k}" for n in (50, 100) for k in (100, 200, 500, 1000)}
     assert results["arms"]["cocondenser"]["checkpoint"] == standins["cocondenser"]
     claims = {c["id"]: c for c in results["claims"]}
-    assert sorted(claims) == [f"C{i}" for i in range(1, 8)] and all(c["status"] in STATUSES for c in claims.values())
+    assert sorted(claims) == [f"C{i}" for i in range(8)] and all(c["status"] in STATUSES for c in claims.values())
+    assert claims["C0"]["status"] == "not measured"  # published checkpoints: no held-out gauges to read
+    assert claims["C2"]["status"] == ONE_SEED  # one seed: the difference is reported, no verdict is called
     c2 = claims["C2"]["ours"]["round1"]  # the paper's MS MARCO measures: MRR@10 and R@1000
     assert set(c2) == {"RR@10", "R@1000"}
     means = {arm: results["retrieval"][arm]["round1"]["32"]["R@1000"]["mean"] for arm in ("cocondenser", "condenser")}

@@ -9,6 +9,7 @@ from transformers import AutoModel, AutoModelForMaskedLM, BertConfig, BertForMas
 from transformers.masking_utils import create_bidirectional_mask
 
 from condenser_lite import model as model_module
+from condenser_lite.errors import CheckpointError
 from condenser_lite.model import (
     AUTHORS_HEAD_FILE,
     CONDENSER_CONFIG_FILE,
@@ -254,7 +255,7 @@ def test_condenser_round_trip(tmp_path):
 def test_missing_head_raises_unless_random(tmp_path):
     torch.manual_seed(0)
     BertMLM.from_config(small_config()).save_pretrained(tmp_path)
-    with pytest.raises(FileNotFoundError, match="head='random'"):
+    with pytest.raises(CheckpointError, match="head='random'"):
         Condenser.from_pretrained(tmp_path)
     fresh = Condenser.from_pretrained(tmp_path, head="random", skip_from=1, n_head_layers=3)
     assert (fresh.skip_from, len(fresh.head)) == (1, 3)
@@ -304,6 +305,6 @@ def test_loads_authors_head_file_and_hub_ids(tmp_path, monkeypatch):
     assert HEAD_FILE in asked and asked.index(HEAD_FILE) < asked.index(AUTHORS_HEAD_FILE)
     torch.testing.assert_close(hub(**batch).loss, m(**batch).loss, rtol=0, atol=0)
     os.remove(tmp_path / AUTHORS_HEAD_FILE)
-    with pytest.raises(FileNotFoundError, match="head='random'"):
+    with pytest.raises(CheckpointError, match="head='random'"):
         Condenser.from_pretrained("someone/co-condenser")
     assert model_module._read_head_state(tmp_path) is None

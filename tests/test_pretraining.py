@@ -1,6 +1,7 @@
 """The pre-training recipes chain, cache and resume (tiny budgets on the local data mirror)."""
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,8 @@ def env(tmp_path, monkeypatch):
 
 def tiny(tokenizer_dir, **kw):
     base = dict(tokenizer=tokenizer_dir, hidden_size=32, num_hidden_layers=4, num_attention_heads=2,
-                intermediate_size=64, max_len=64, batch_size=4, max_steps=2, corpus_limit=40, save_every=None)
+                intermediate_size=64, max_len=64, batch_size=4, max_steps=2, corpus_limit=40, save_every=None,
+                heldout_fraction=None)
     base.update(kw)
     return PretrainConfig(**base)
 
@@ -54,17 +56,23 @@ def test_stages_chain_and_cache(env, tokenizer_dir):
     assert json.loads((again / "pretrain_config.json").read_text())["steps"] == 1
 
 
-def test_key_covers_settings_and_parent(env, tokenizer_dir, tmp_path):
+def test_key_covers_settings_and_parent_by_content(env, tokenizer_dir, tmp_path):
     a = tiny(tokenizer_dir, method="mlm")
     assert stage_key(a) == stage_key(tiny(tokenizer_dir, method="mlm", save_every=5))  # bookkeeping only
     assert stage_key(a) != stage_key(tiny(tokenizer_dir, method="mlm", lr=2e-3))
     parent = tmp_path / "p"
     parent.mkdir()
-    (parent / "pretrain_config.json").write_text(json.dumps({"key": "k1"}))
+    (parent / "config.json").write_text("{}")
+    (parent / "model.safetensors").write_bytes(b"weights 1")
     child = tiny(tokenizer_dir, init=str(parent))
     k1 = stage_key(child)
-    (parent / "pretrain_config.json").write_text(json.dumps({"key": "k2"}))
-    assert stage_key(child) != k1  # a re-trained parent invalidates its children
+    (parent / "pretrain_config.json").write_text(json.dumps({"wall_time": 3.5}))  # a record, not the weights
+    assert stage_key(child) == k1
+    (parent / "model.safetensors").write_bytes(b"weights 2")
+    assert stage_key(child) != k1  # other weights at the same path: another stage
+    copy = tmp_path / "copy"
+    shutil.copytree(parent, copy)
+    assert stage_key(child.replace(init=str(copy))) == stage_key(child)  # the same weights elsewhere: same stage
 
 
 def test_bad_settings_are_named():
@@ -104,3 +112,61 @@ def test_initial_weights_follow_the_stage_seed(tokenizer_dir):
     assert all(torch.equal(a[k], b[k]) for k in a)
     c = build_model(cfg.replace(seed=7), tok).state_dict()
     assert not all(torch.equal(a[k], c[k]) for k in a)
+
+
+def test_stage_logs_heldout_gauges_and_resumes_exactly(env, tokenizer_dir, tmp_path, monkeypatch):
+    """A Condenser stage evaluates on the fixed held-out blocks every eval_every steps and at the
+    end; interrupted after step 2 of 4 and run again, it resumes from its checkpoint and ends with
+    the same weights, log and record as an uninterrupted run."""
+    import torch
+
+    from condenser_lite import pretraining
+
+    cfg = tiny(tokenizer_dir, method="condenser", max_steps=4, save_every=1, heldout_fraction=0.05, eval_blocks=8,
+               eval_every=2)
+    whole = pretrain(cfg, output_dir=tmp_path / "whole")
+    record = json.loads((whole / "pretrain_config.json").read_text())
+    gauges = record["heldout"]
+    assert gauges["step"] == 4
+    assert {"mlm_loss", "head_loss", "cls_cosine", "cls_swap_gap", "cls_swap_noise"} <= set(gauges)
+    assert record["heldout_set"]["n_blocks"] == 8 and 0 < record["heldout_set"]["unigram_entropy"] < 10
+    log = read_log(whole)
+    assert [r["step"] for r in log if "eval_mlm_loss" in r] == [2, 4]
+    compute = record["compute"]
+    assert compute["steps"] == 4 and compute["sequences"] == 16
+    assert compute["tokens"] == sum(r["tokens"] for r in log) and 0 < compute["tokens"] <= compute["positions"]
+
+    class Interrupting(pretraining.MLMCollator):
+        calls = 0
+
+        def __call__(self, examples):
+            type(self).calls += 1
+            if type(self).calls == 3:  # building step 3's batch
+                raise KeyboardInterrupt
+            return super().__call__(examples)
+
+    monkeypatch.setattr(pretraining, "MLMCollator", Interrupting)  # the held-out set is cached already
+    with pytest.raises(KeyboardInterrupt):
+        pretrain(cfg, output_dir=tmp_path / "resumed")
+    assert not is_done(tmp_path / "resumed")
+    monkeypatch.undo()
+    resumed = pretrain(cfg, output_dir=tmp_path / "resumed")
+    again = json.loads((resumed / "pretrain_config.json").read_text())
+    assert json.loads((resumed / "train" / "train_state.json").read_text())["resumed_from"] == 2
+    a, b = Condenser.from_pretrained(whole).state_dict(), Condenser.from_pretrained(resumed).state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    timing = ("elapsed", "cpu")
+    assert [{k: v for k, v in r.items() if k not in timing} for r in read_log(resumed)] == \
+        [{k: v for k, v in r.items() if k not in timing} for r in log]
+    assert again["heldout"] == gauges
+    assert {k: v for k, v in again["compute"].items() if "seconds" not in k} == \
+        {k: v for k, v in compute.items() if "seconds" not in k}
+
+
+def test_heldout_documents_are_never_trained_on(env, tokenizer_dir):
+    from condenser_lite.pretraining import general_sections
+
+    train, held = general_sections(0.05)
+    key = lambda d: set(zip(d["source"], d["doc_id"]))  # noqa: E731
+    assert held is not None and len(held) > 0 and not key(train) & key(held)
+    assert general_sections(None)[1] is None

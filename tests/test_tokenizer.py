@@ -6,6 +6,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from condenser_lite import data, tokenizer
+from condenser_lite.errors import CheckpointError
 
 TEXTS = [
     "The quick brown fox jumps over the lazy dog. Tokenizers are fun; tokenization is fun too.",
@@ -99,7 +100,7 @@ def test_tiny_tokenizer_cache(tmp_path, monkeypatch):
 def test_load_tokenizer_errors(tmp_path, monkeypatch):
     import huggingface_hub.constants
 
-    with pytest.raises(FileNotFoundError, match="save_pretrained"):
+    with pytest.raises(CheckpointError, match="save_pretrained"):
         tokenizer.load_tokenizer(tmp_path / "missing")
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     with pytest.raises(data.DataSourceError, match="could not load tokenizer 'condenser-lite-tests/no-such-tokenizer'"):

@@ -1,0 +1,495 @@
+"""No silent wrong results (issue 13): each numbered defect, and the command line's one-line errors.
+
+Every test here failed on the code before the fix (item 4's on the code before commit c805239):
+a reused output folder returned another run's result, a folder without tokenizer files was
+encoded with 5 tokens, stage caches were keyed by paths, two writers shared a folder, bad run
+files were scored, text-less documents passed silently, ``max_steps=2.5`` ran 3 steps, an
+incomplete checkpoint was deleted. The data are tiny hand-made mirrors (built here from
+``fixtures/tevatron_tiny``) so each command takes about a second.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from tiny_checkpoint import make_checkpoint
+from condenser_lite.cli import main, parse_overrides
+from condenser_lite.data import corpus_columns
+from condenser_lite.errors import CheckpointError, ConfigError, DataSourceError, SchemaError
+from condenser_lite.metrics import evaluate_run
+from condenser_lite.pretraining import PretrainConfig, pretrain
+from condenser_lite.tokenizer import load_tokenizer
+from condenser_lite.training import TrainConfig, train
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = Path(__file__).parent / "fixtures" / "tevatron_tiny" / "msmarco-passage"
+MIRROR = ROOT.parent / "shared" / "data"
+needs_mirror = pytest.mark.skipif(not MIRROR.exists(), reason="local data mirror ../shared/data not found")
+
+
+def rows(name: str) -> list[dict]:
+    return [json.loads(line) for line in (FIXTURE / name).open()]
+
+
+def write_beir(root: Path) -> Path:
+    """A 12-document BEIR set in the SciFact mirror layout (6 train, 3 test queries)."""
+    folder = root / "scifact"
+    (folder / "qrels").mkdir(parents=True)
+    with (folder / "corpus.jsonl").open("w") as f:
+        for r in rows("corpus.jsonl"):
+            f.write(json.dumps({"_id": r["docid"], "title": r["title"], "text": r["text"]}) + "\n")
+    queries = {"train": rows("train.jsonl"), "test": rows("dev.jsonl")}
+    with (folder / "queries.jsonl").open("w") as f:
+        for split_rows in queries.values():
+            for r in split_rows:
+                f.write(json.dumps({"_id": r["query_id"], "text": r["query"]}) + "\n")
+    for split, split_rows in queries.items():
+        lines = [f"{r['query_id']}\t{p['docid']}\t1" for r in split_rows for p in r["positive_passages"]]
+        (folder / "qrels" / f"{split}.tsv").write_text("query-id\tcorpus-id\tscore\n" + "\n".join(lines) + "\n")
+    return root
+
+
+@pytest.fixture(scope="module")
+def beir(tmp_path_factory) -> Path:
+    return write_beir(tmp_path_factory.mktemp("beir"))
+
+
+@pytest.fixture(scope="module")
+def retriever(tmp_path_factory) -> Path:
+    """A tiny random BERT with its WordPiece, saved as one folder."""
+    texts = [f"{r['title']} {r['text']}" for r in rows("corpus.jsonl")] + [r["query"] for r in rows("train.jsonl")]
+    return make_checkpoint(tmp_path_factory.mktemp("retriever"), texts * 3)
+
+
+def cli(args: list, capsys) -> tuple[int, str, str]:
+    """Run the command line in this process: (exit status, stdout, stderr)."""
+    capsys.readouterr()
+    try:
+        main([str(a) for a in args])
+        code = 0
+    except SystemExit as exit_:
+        code = exit_.code
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def one_error_line(result: tuple[int, str, str]) -> str:
+    """The single ``error: ...`` line of a refused command (exit status 1, no traceback)."""
+    code, _, err = result
+    assert code == 1, err
+    assert "Traceback" not in err, err
+    errors = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, err
+    return errors[0]
+
+
+def perturbed_copy(src: Path, dst: Path) -> Path:
+    """``src`` with one weight changed: same files, other content."""
+    shutil.copytree(src, dst)
+    weights = load_file(dst / "model.safetensors")
+    name = sorted(weights)[0]
+    weights[name] = weights[name] + 0.5
+    save_file(weights, dst / "model.safetensors", metadata={"format": "pt"})
+    return dst
+
+
+FINETUNE = ["--data", "scifact", "--max-steps", "2", "--set", "batch_size=2", "--set", "train_n_passages=1",
+            "--set", "p_max_len=64", "--set", "n_bm25_negatives=3"]
+
+
+# ---- 1. a reused output folder must hold the same run -------------------------------------------
+
+def test_reused_finetune_folder_must_come_from_the_same_init(beir, retriever, tmp_path, capsys):
+    other = perturbed_copy(retriever, tmp_path / "other")
+    out = tmp_path / "ft"
+    common = [*FINETUNE, "--data-dir", beir, "--output-dir", out]
+    code, _, err = cli(["finetune", "--init", retriever, *common], capsys)
+    assert code == 0, err
+    first = load_file(out / "model.safetensors")
+
+    line = one_error_line(cli(["finetune", "--init", other, *common], capsys))
+    assert "init: checkpoint" in line and "--restart" in line  # names the differing field and the way out
+    assert all(torch.equal(first[k], v) for k, v in load_file(out / "model.safetensors").items())
+    code, _, err = cli(["finetune", "--init", retriever, *common], capsys)  # the same run: reused, and said so
+    assert code == 0 and "reusing the finished run" in err
+
+    assert cli(["finetune", "--init", other, *common, "--restart"], capsys)[0] == 0
+    assert not all(torch.equal(first[k], v) for k, v in load_file(out / "model.safetensors").items())
+
+
+def tiny_stage(tokenizer_dir: str, **changes) -> PretrainConfig:
+    base = dict(tokenizer=tokenizer_dir, hidden_size=32, num_hidden_layers=4, num_attention_heads=2,
+                intermediate_size=64, max_len=64, batch_size=4, max_steps=1, corpus_limit=20, save_every=None)
+    return PretrainConfig(**{**base, **changes})
+
+
+@needs_mirror
+def test_pretrain_into_another_stages_folder_is_refused(tokenizer_dir, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("CONDENSER_LITE_CACHE", str(tmp_path / "cache"))
+    folder = pretrain(tiny_stage(tokenizer_dir, method="condenser"), output_dir=tmp_path / "cd", data_dir=MIRROR)
+    settings = ["--set", f"tokenizer={tokenizer_dir}", "--set", "hidden_size=32", "--set", "num_attention_heads=2",
+                "--set", "intermediate_size=64", "--set", "batch_size=4", "--set", "max_steps=1",
+                "--set", "corpus_limit=20", "--data-dir", MIRROR, "--output-dir", folder]
+    line = one_error_line(cli(["pretrain", "--method", "mlm", *settings], capsys))
+    assert "method: saved 'condenser' vs now 'mlm'" in line
+    assert (folder / "condenser_head.pt").exists()  # left as it was
+    (folder / "pretrain_config.json").unlink()  # now a model that no finished stage claims: not overwritten
+    with pytest.raises(CheckpointError, match="no pretrain_config.json"):
+        pretrain(tiny_stage(tokenizer_dir, method="condenser"), output_dir=folder, data_dir=MIRROR)
+
+
+# ---- 2. a model folder without its tokenizer ----------------------------------------------------
+
+def test_model_folder_without_tokenizer_files_is_refused(beir, retriever, tmp_path, capsys):
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        shutil.copy(retriever / name, bare / name)
+    with pytest.raises(CheckpointError, match=f"tokenizer in {bare} cannot encode ordinary text"):
+        load_tokenizer(bare)
+    for command in (["search", "--model", bare], ["encode", "--model", bare, "--out", tmp_path / "e.npz"]):
+        line = one_error_line(cli([*command, "--data-dir", beir, "--p-max-len", "64"], capsys))
+        assert str(bare) in line and "tokenizer files" in line
+    assert load_tokenizer(retriever)("a plain sentence")["input_ids"]  # a complete folder loads
+
+
+# ---- 3. stage caches keyed by content -----------------------------------------------------------
+
+@needs_mirror
+def test_stage_cache_follows_the_weights_at_init_and_the_data(tokenizer_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("CONDENSER_LITE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("CONDENSER_LITE_DATA", str(MIRROR))
+    bert = pretrain(tiny_stage(tokenizer_dir, method="mlm"))
+    init = tmp_path / "runs" / "bert"  # a user's folder (no stage record): only its files say what it is
+    shutil.copytree(bert, init, ignore=shutil.ignore_patterns("train", "pretrain_config.json", ".lock"))
+    cfg = tiny_stage(tokenizer_dir, method="condenser", init=str(init))
+    first = pretrain(cfg)
+
+    shutil.rmtree(init)  # replace the files at that path with other weights
+    shutil.copytree(pretrain(tiny_stage(tokenizer_dir, method="mlm", seed=1)), init,
+                    ignore=shutil.ignore_patterns("train", "pretrain_config.json", ".lock"))
+    second = pretrain(cfg)
+    assert second != first
+    a, b = load_file(first / "model.safetensors"), load_file(second / "model.safetensors")
+    assert not all(torch.equal(a[k], b[k]) for k in a)
+
+    # another copy of the data: one file changed -> another stage; a mirror that is not there -> refused
+    other = tmp_path / "mirror"
+    shutil.copytree(MIRROR / "enwiki-sample", other / "enwiki-sample")
+    (other / "wikitext-2-tokenized").symlink_to(MIRROR / "wikitext-2-tokenized")
+    with (other / "enwiki-sample" / "lee_background.cor").open("a") as f:
+        f.write("One more news article about the weather, added to change the corpus.\n")
+    mlm = tiny_stage(tokenizer_dir, method="mlm")
+    assert pretrain(mlm, data_dir=other) != bert
+    monkeypatch.setenv("CONDENSER_LITE_DATA", str(tmp_path / "nowhere"))
+    with pytest.raises(DataSourceError, match="nowhere"):
+        pretrain(mlm)
+
+
+# ---- 4. identical runs, identical weights -------------------------------------------------------
+
+def run_module(args: list, env: dict) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "condenser_lite", *map(str, args)], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def child_env(tmp_path: Path) -> dict:
+    return {**os.environ, "PYTHONPATH": str(ROOT), "CONDENSER_LITE_CACHE": str(tmp_path / "cache"),
+            "CONDENSER_LITE_DATA": str(MIRROR), "OMP_NUM_THREADS": "1"}
+
+
+def tensors(folder: Path) -> dict[str, torch.Tensor]:
+    out = dict(load_file(folder / "model.safetensors"))
+    out.update({f"head/{k}": v for k, v in torch.load(folder / "condenser_head.pt", weights_only=True).items()})
+    return out
+
+
+@needs_mirror
+def test_two_identical_pretrain_commands_give_identical_weights(tokenizer_dir, tmp_path):
+    """Separate processes, so torch's per-process start-up seed would show: a Condenser from
+    scratch, and a fresh Condenser head on an --init."""
+    from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
+
+    init = tmp_path / "init"
+    torch.manual_seed(0)
+    BertForMaskedLM(BertConfig(vocab_size=600, hidden_size=32, num_hidden_layers=4, num_attention_heads=2,
+                               intermediate_size=64, max_position_embeddings=64)).save_pretrained(init)
+    AutoTokenizer.from_pretrained(tokenizer_dir).save_pretrained(init)
+    settings = ["pretrain", "--method", "condenser", "--set", f"tokenizer={tokenizer_dir}", "--set", "hidden_size=32",
+                "--set", "num_attention_heads=2", "--set", "intermediate_size=64", "--set", "batch_size=4",
+                "--set", "corpus_limit=20", "--set", "max_steps=1"]
+    # each process runs both commands (one start-up, two fresh initialisations), as `python -m
+    # condenser_lite pretrain ...` would one after the other
+    script = "import sys, json; from condenser_lite.cli import main; [main(a) for a in json.loads(sys.argv[1])]"
+    procs = []
+    for i in (1, 2):
+        commands = [[*settings, "--output-dir", str(tmp_path / f"scratch{i}")],
+                    [*settings, "--init", str(init), "--output-dir", str(tmp_path / f"head{i}")]]
+        procs.append(subprocess.Popen([sys.executable, "-c", script, json.dumps(commands)], cwd=ROOT,
+                                      env=child_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    for p in procs:
+        assert p.wait(timeout=300) == 0, p.stderr.read()
+    for name in ("scratch", "head"):
+        a, b = tensors(tmp_path / f"{name}1"), tensors(tmp_path / f"{name}2")
+        assert a.keys() == b.keys() and len(a) > 70
+        assert [k for k in a if not torch.equal(a[k], b[k])] == []
+
+
+# ---- 5. one writer per output folder ------------------------------------------------------------
+
+WAITER = """
+import sys
+from condenser_lite.jobs import output_lock
+with output_lock(sys.argv[1]):
+    print("in", flush=True)
+"""
+
+
+def test_a_second_process_waits_for_the_lock(tmp_path):
+    from condenser_lite.jobs import output_lock
+
+    with output_lock(tmp_path / "out"):
+        child = subprocess.Popen([sys.executable, "-c", WAITER, str(tmp_path / "out")], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        message = child.stderr.readline()  # blocks until the child reports that it waits
+        assert "out is being written by process" in message and "waiting" in message
+        time.sleep(0.5)
+        assert child.poll() is None  # still waiting while this process holds the lock
+    out, _ = child.communicate(timeout=60)
+    assert child.returncode == 0 and out == "in\n"
+
+
+@needs_mirror
+def test_two_identical_pretrain_commands_at_once(tokenizer_dir, tmp_path):
+    out = tmp_path / "stage"
+    args = ["pretrain", "--method", "mlm", "--set", f"tokenizer={tokenizer_dir}", "--set", "hidden_size=32",
+            "--set", "num_attention_heads=2", "--set", "intermediate_size=64", "--set", "batch_size=4",
+            "--set", "corpus_limit=20", "--set", "max_steps=12", "--set", "save_every=3", "--output-dir", out]
+    procs = [run_module(args, child_env(tmp_path)) for _ in range(2)]
+    errs = [p.communicate(timeout=300)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], errs
+    steps = [json.loads(line)["step"] for line in (out / "train" / "log.jsonl").read_text().splitlines()]
+    assert steps == list(range(1, 13))  # trained once, not twice into one log
+    assert sum("reusing the pre-trained stage" in e for e in errs) == 1
+
+
+# ---- 6. evaluate checks its inputs --------------------------------------------------------------
+
+def test_evaluate_refuses_bad_runs_and_labels(beir, retriever, tmp_path, capsys):
+    run = tmp_path / "run.trec"
+    common = ["--data-dir", beir, "--metrics", "nDCG@10", "RR@10"]
+    code, searched, _ = cli(["search", "--model", retriever, "--out", run, "--k", "10", "--p-max-len", "64", *common],
+                            capsys)
+    assert code == 0
+    lines = run.read_text().splitlines()
+    assert cli(["evaluate", "--run", run, *common], capsys)[1] == searched  # the good run scores as searched
+
+    def evaluate(text: str, data: Path = beir) -> str:
+        bad = tmp_path / "bad.trec"
+        bad.write_text(text)
+        return one_error_line(cli(["evaluate", "--run", bad, "--data-dir", data, "--metrics", "nDCG@10"], capsys))
+
+    assert f"bad.trec:{len(lines) + 1}: query" in evaluate("\n".join([*lines, lines[1]]) + "\n")  # duplicate
+    assert "holds no run lines" in evaluate("")
+    nan = lines[0].split()
+    nan[4] = "nan"
+    assert "bad.trec:1: score 'nan' is not finite" in evaluate(" ".join(nan) + "\n")
+    assert "not in the corpus" in evaluate(lines[0].replace(lines[0].split()[2], "nosuchdoc") + "\n")
+    labels = tmp_path / "labels"  # qrels naming a document the corpus lacks
+    shutil.copytree(beir, labels)
+    with (labels / "scifact" / "qrels" / "test.tsv").open("a") as f:
+        f.write("d1\tnosuchdoc\t1\n")
+    assert "not in the corpus" in evaluate(run.read_text(), labels)
+
+    with pytest.raises(SchemaError, match="non-finite"):
+        evaluate_run({"q": {"d": 1}}, {"q": {"d": float("nan")}})
+    with pytest.raises(SchemaError, match="empty"):
+        evaluate_run({"q": {"d": 1}}, {})
+
+
+# ---- 7. documents without text ------------------------------------------------------------------
+
+def test_documents_without_text_are_counted_and_named():
+    docs = [{"_id": f"d{i}", "title": f"title {i}", "text": "some text"} for i in range(10)]
+    docs[3]["text"] = ""
+    docs[7]["text"] = None
+    with pytest.warns(UserWarning, match=r"2 of the corpus's 10 documents have no 'text' \(e.g. ids \['d3', 'd7'\]"):
+        corpus_columns(docs)
+    for d in docs[:6]:
+        d["text"] = ""
+    with pytest.raises(SchemaError, match="7 of the corpus's 10 documents have no 'text'"):
+        corpus_columns(docs)
+
+
+# ---- 8. integer settings take integers ----------------------------------------------------------
+
+def test_integer_settings_refuse_fractions(capsys):
+    with pytest.raises(ConfigError, match="max_steps takes an integer"):
+        parse_overrides(PretrainConfig(), ["max_steps=2.5"])
+    with pytest.raises(ConfigError, match=r"TrainConfig.max_steps=2.5 must be int or None"):
+        TrainConfig("unused", max_steps=2.5)
+    with pytest.raises(ConfigError, match=r"PretrainConfig.batch_size=4.0 must be int"):
+        PretrainConfig(batch_size=4.0)
+    assert "max_steps takes an integer" in one_error_line(cli(["pretrain", "--set", "max_steps=2.5"], capsys))
+
+
+# ---- 9. a checkpoint is never deleted unasked ---------------------------------------------------
+
+def regression(n=16):
+    g = torch.Generator().manual_seed(0)
+    return [(torch.randn(3, generator=g), torch.randn(1, generator=g)) for _ in range(n)]
+
+
+class Regressor(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 1)
+
+    def forward(self, x, y):
+        return {"loss": torch.nn.functional.mse_loss(self.lin(x), y)}
+
+
+def collate(examples):
+    return {"x": torch.stack([e[0] for e in examples]), "y": torch.stack([e[1] for e in examples])}
+
+
+def crash_in_step(step: int, cfg: TrainConfig) -> None:
+    """Train with ``cfg`` until step ``step`` crashes (a checkpoint of the last ``save_every`` stays)."""
+    calls = {"n": 0}
+
+    def crashing(examples):
+        calls["n"] += 1
+        if calls["n"] == step:
+            raise RuntimeError(f"simulated crash in step {step}")
+        return collate(examples)
+
+    with pytest.raises(RuntimeError, match="simulated"):
+        train(Regressor(), regression(), cfg, collate_fn=crashing)
+
+
+def test_incomplete_or_damaged_checkpoint_is_refused_not_deleted(tmp_path):
+    cfg = TrainConfig(str(tmp_path), max_steps=6, batch_size=4, save_every=2, progress=False)
+    crash_in_step(5, cfg)
+    ckpt = tmp_path / "checkpoint"
+    state = (ckpt / "state.json").read_text()
+    (ckpt / "state.json").unlink()
+    with pytest.raises(CheckpointError, match=f"checkpoint {ckpt} is incomplete: state.json missing"):
+        train(Regressor(), regression(), cfg, collate_fn=collate)
+    assert (ckpt / "model.pt").exists()  # still there
+
+    (ckpt / "state.json").write_text(state)
+    (ckpt / "optimizer.pt").write_bytes((ckpt / "optimizer.pt").read_bytes()[:100])  # cut short
+    with pytest.raises(CheckpointError, match="optimizer.pt cannot be read.*--restart"):
+        train(Regressor(), regression(), cfg, collate_fn=collate)
+
+    fresh = TrainConfig(str(tmp_path), max_steps=6, batch_size=4, save_every=2, progress=False, resume=False)
+    res = train(Regressor(), regression(), fresh, collate_fn=collate)
+    assert res.resumed_from is None and res.step == 6  # asked for: starts over
+
+
+# ---- errors that name their cause: one line each on the command line ----------------------------
+
+def mirror_with(beir: Path, tmp_path: Path, name: str, content: bytes) -> Path:
+    """A copy of the mini mirror with ``scifact/<name>`` replaced by ``content``."""
+    root = tmp_path / "mirror"
+    shutil.copytree(beir, root)
+    (root / "scifact" / name).write_bytes(content)
+    return root
+
+
+def corpus_bytes(beir: Path) -> bytes:
+    return (beir / "scifact" / "corpus.jsonl").read_bytes()
+
+
+CASES = {
+    "corpus cut mid-line": (lambda b, r, t: ["evaluate", "--run", t / "x.trec", "--data-dir",
+                                             mirror_with(b, t, "corpus.jsonl", corpus_bytes(b)[:-40])],
+                            "corpus.jsonl (ArrowInvalid: JSON parse error"),
+    "empty queries file": (lambda b, r, t: ["search", "--model", r, "--data-dir", mirror_with(b, t, "queries.jsonl", b"")],
+                           "queries.jsonl is empty"),
+    "non-UTF-8 byte": (lambda b, r, t: ["search", "--model", r, "--data-dir", mirror_with(
+        b, t, "corpus.jsonl", corpus_bytes(b).replace(b"Volcano", b"Volc\xffno"))], "corpus.jsonl:3 is not UTF-8 text"),
+    "unknown data set": (lambda b, r, t: ["finetune", "--init", r, "--output-dir", t / "ft", "--data", "nosuch"],
+                         "unknown data set 'nosuch'"),
+    "split without labels": (lambda b, r, t: ["evaluate", "--run", t / "x.trec", "--split", "dev", "--data-dir", b],
+                             "data set 'scifact' has no 'dev' split (qrels for: ['test', 'train']); pass one of those "
+                             "with --split"),
+    "missing model folder": (lambda b, r, t: ["search", "--model", t / "no" / "such", "--data-dir", b],
+                             "no model folder"),
+    "weights cut short": (lambda b, r, t: ["search", "--model", truncated_copy(r, t / "cut"), "--data-dir", b],
+                          "as AutoModel (SafetensorError"),
+    "--set max_steps=abc": (lambda b, r, t: ["pretrain", "--set", "max_steps=abc"],
+                            "--set max_steps=abc: max_steps takes an integer"),
+    "--set batch_size=eight": (lambda b, r, t: ["finetune", "--init", r, "--output-dir", t / "ft", "--set",
+                                                "batch_size=eight"], "--set batch_size=eight: batch_size takes an integer"),
+}
+
+
+def truncated_copy(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst)
+    data = (dst / "model.safetensors").read_bytes()
+    (dst / "model.safetensors").write_bytes(data[: len(data) // 2])
+    return dst
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_cli_names_the_cause_in_one_line(case, beir, retriever, tmp_path, capsys):
+    make_args, expected = CASES[case]
+    (tmp_path / "x.trec").write_text("d1 Q0 p1 1 1.0 x\n")
+    line = one_error_line(cli(make_args(beir, retriever, tmp_path), capsys))
+    assert expected in line
+
+
+def test_damaged_training_checkpoint_is_named_and_debug_shows_the_traceback(beir, retriever, tmp_path, capsys):
+    args = ["finetune", "--init", retriever, *FINETUNE, "--data-dir", beir, "--output-dir", tmp_path / "ft"]
+    assert cli(args, capsys)[0] == 0
+    model_pt = tmp_path / "ft" / "checkpoint" / "model.pt"
+    model_pt.write_bytes(model_pt.read_bytes()[:64])
+    line = one_error_line(cli(args, capsys))
+    assert f"{model_pt.parent}: model.pt cannot be read" in line and "--restart" in line
+    with pytest.raises(CheckpointError):
+        main([str(a) for a in [*args, "--debug"]])
+    model_pt.unlink()
+    assert "incomplete: model.pt missing" in one_error_line(cli(args, capsys))
+    assert cli([*args, "--restart"], capsys)[0] == 0
+
+
+def test_a_resumed_run_says_so_in_one_line(tmp_path, caplog):
+    cfg = TrainConfig(str(tmp_path), max_steps=6, batch_size=4, save_every=2, progress=False)
+    crash_in_step(4, cfg)
+    with caplog.at_level("INFO", logger="condenser_lite"):
+        train(Regressor(), regression(), cfg, collate_fn=collate)
+    assert [r.getMessage() for r in caplog.records] == [f"resuming from the checkpoint in {tmp_path} at step 2 of 6"]
+
+
+def test_loading_an_mlm_checkpoint_as_an_encoder_reports_only_real_gaps(tmp_path, capfd):
+    import warnings
+
+    from transformers import BertConfig, BertForMaskedLM, BertModel
+
+    from condenser_lite.model import load_encoder
+
+    config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32)
+    BertForMaskedLM(config).save_pretrained(tmp_path / "mlm")
+    capfd.readouterr()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        load_encoder(tmp_path / "mlm")  # the MLM head is dropped on purpose: nothing to say
+    assert "LOAD REPORT" not in capfd.readouterr().err and not caught
+
+    encoder = BertModel(config, add_pooling_layer=False)
+    encoder.save_pretrained(tmp_path / "enc")
+    with pytest.warns(UserWarning, match=r"6 weights missing from the checkpoint.*\[.cls.predictions"):
+        from condenser_lite.model import BertMLM
+
+        BertMLM.from_pretrained(tmp_path / "enc")  # an MLM without its head: that is worth a word

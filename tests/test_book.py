@@ -1,0 +1,228 @@
+"""The book's chapters: text sources in sync with their notebooks, conventions, figures that show.
+
+Each chapter is a jupytext pair, ``notebooks/NN_name.md`` (the text you edit) and
+``notebooks/NN_name.ipynb`` (the executed outputs the book renders). The figure checks read the
+committed notebooks, or the executed copies in the folder ``$BOOK_NOTEBOOKS`` when it is set
+(e.g. chapters run with ``papermill ... -p budget micro``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import jupytext
+import nbformat
+import pytest
+
+from condenser_lite import book
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
+CHAPTERS = sorted(p.stem for p in NOTEBOOKS.glob("[0-9][0-9]_*.md"))
+EXECUTED = Path(os.environ["BOOK_NOTEBOOKS"]).resolve() if os.environ.get("BOOK_NOTEBOOKS") else NOTEBOOKS
+
+# Chapters committed before their figures were stored in the outputs (the setup now shows them
+# inline); they get their images when they are next executed. Remove a name once it is: the
+# strict xfail then fails, so this list cannot go stale.
+AWAITING_RERUN = {"01_readiness", "02_condenser", "03_cocondenser", "04_finetune",
+                  "05_attention_entropy", "06_loss_curves", "07_sentence_similarity"}
+MAX_LINE = 88
+
+
+def _cells(nb) -> list[tuple[str, str, tuple[str, ...]]]:
+    return [(c.cell_type, c.source.strip("\n"), tuple(c.metadata.get("tags", ()))) for c in nb.cells]
+
+
+def pair_differences(md: Path, ipynb: Path) -> list[str]:
+    """Cells (type, source, tags) that differ between the two sides of a chapter pair."""
+    a, b = _cells(jupytext.read(md)), _cells(nbformat.read(ipynb, as_version=4))
+    out = [f"cell {i}: {x[1][:60]!r} vs {y[1][:60]!r}" for i, (x, y) in enumerate(zip(a, b)) if x != y]
+    if len(a) != len(b):
+        out.append(f"{len(a)} cells in {md.name}, {len(b)} in {ipynb.name}")
+    return out
+
+
+def plotting_cells(nb) -> list:
+    """Code cells that draw a figure: each saves it under the chapter's figures folder."""
+    return [c for c in nb.cells if c.cell_type == "code" and re.search(r"\bfigures\s*/", c.source)]
+
+
+def missing_figures(nb) -> list[str]:
+    """Plotting cells without an ``image/png`` output: a caption over an empty space in the book."""
+    return [c.source.splitlines()[0] for c in plotting_cells(nb)
+            if not any("image/png" in o.get("data", {}) for o in c.get("outputs", []))]
+
+
+def _rerun_mark(chapter: str):
+    if EXECUTED == NOTEBOOKS and chapter in AWAITING_RERUN:
+        return pytest.mark.xfail(strict=True, reason="committed outputs predate inline figures")
+    return []
+
+
+# --- pairs -----------------------------------------------------------------------------------
+
+
+def test_every_chapter_is_a_pair():
+    assert CHAPTERS, "no chapter sources notebooks/NN_name.md"
+    notebooks = sorted(p.stem for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    assert notebooks == CHAPTERS, "each notebooks/NN_name.ipynb needs its NN_name.md (jupytext pair)"
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_pair_in_sync(chapter):
+    diff = pair_differences(NOTEBOOKS / f"{chapter}.md", NOTEBOOKS / f"{chapter}.ipynb")
+    assert not diff, (f"{chapter}.md and .ipynb differ ({diff[0]}); after editing the .md run "
+                      f"`jupytext --sync notebooks/{chapter}.md`")
+
+
+def test_pair_check_sees_an_edit(tmp_path):
+    chapter = CHAPTERS[0]
+    md = tmp_path / f"{chapter}.md"
+    text = (NOTEBOOKS / f"{chapter}.md").read_text()
+    md.write_text(text.replace("print(ch)", "print(ch, 'edited')", 1))
+    assert "edited" in md.read_text()
+    assert pair_differences(md, NOTEBOOKS / f"{chapter}.ipynb")
+
+
+# --- conventions -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_chapter_conventions(chapter):
+    nb = jupytext.read(NOTEBOOKS / f"{chapter}.md")
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    install, parameters, setup = code[:3]
+    assert install.source == book.colab_cell(), "first code cell: condenser_lite.book.colab_cell()"
+    assert "remove-cell" in install.metadata.get("tags", [])
+    assert book.colab_badge(chapter) in nb.cells[0].source, "title cell: colab_badge(chapter)"
+    assert parameters.metadata.get("tags") == ["parameters"]
+    assert "setup(" in setup.source and len(setup.source.splitlines()) <= 16
+    for cell in code:
+        tags = cell.metadata.get("tags", [])
+        assert "NBVAL" not in cell.source, "use the nbval-ignore-output tag, not a marker comment"
+        long = [line for line in cell.source.splitlines() if len(line) > MAX_LINE]
+        assert not long, f"code lines over {MAX_LINE} characters: {long[0]!r}"
+        if cell.source.startswith(("if check_claims", "assert")):
+            assert {"check", "hide-cell"} <= set(tags), f"claim checks are tagged: {cell.source[:40]!r}"
+
+
+def test_no_machine_paths_in_outputs():
+    for chapter in CHAPTERS:
+        nb = nbformat.read(NOTEBOOKS / f"{chapter}.ipynb", as_version=4)
+        for cell in nb.cells:
+            for out in cell.get("outputs", []):
+                text = str(out.get("text", "")) + str(out.get("data", {}).get("text/plain", ""))
+                assert not re.search(r"(/home/|/work/|/tmp/|/Users/|site-packages)", text), \
+                    f"{chapter}: an output prints a machine path: {text[:120]!r}"
+
+
+def test_notebooks_share_the_release_tag():
+    assert re.fullmatch(r"v\d+\.\d+\.\d+", book.COLAB_RELEASE)
+    for chapter in CHAPTERS:
+        text = (NOTEBOOKS / f"{chapter}.md").read_text()
+        tags = set(re.findall(r"\bv\d+\.\d+\.\d+\b", text))
+        assert tags == {book.COLAB_RELEASE}, f"{chapter}: release tags {tags}"
+
+
+# --- figures ---------------------------------------------------------------------------------
+
+
+def test_missing_figures_sees_a_plot_without_image():
+    plot = nbformat.v4.new_code_cell('fig.savefig(figures / "x.png")\nplt.show()')
+    nb = nbformat.v4.new_notebook(cells=[plot])
+    assert missing_figures(nb) == ['fig.savefig(figures / "x.png")']
+    plot.outputs = [nbformat.v4.new_output("display_data", data={"image/png": "iVBOR", "text/plain": "<Figure>"})]
+    assert missing_figures(nb) == []
+
+
+@pytest.mark.parametrize("chapter", [pytest.param(c, marks=_rerun_mark(c)) for c in CHAPTERS])
+def test_plotting_cells_have_images(chapter):
+    nb = nbformat.read(EXECUTED / f"{chapter}.ipynb", as_version=4)
+    missing = missing_figures(nb)
+    assert not missing, f"{chapter}: plotting cells without an image output: {missing}"
+
+
+def _build_book(tmp_path: Path) -> Path:
+    """Build the book as `jupyter-book build book -W` does, from $BOOK_NOTEBOOKS if set."""
+    site = tmp_path / "site"
+    (site / "book").mkdir(parents=True)
+    for name in ("_config.yml", "_toc.yml"):
+        shutil.copy(ROOT / name, site / name)
+    for item in (ROOT / "book").iterdir():
+        if item.name not in ("notebooks", "_toc.yml"):
+            (shutil.copytree if item.is_dir() else shutil.copy)(item, site / "book" / item.name)
+    (site / "book" / "_toc.yml").symlink_to("../_toc.yml")
+    shutil.copytree(EXECUTED, site / "notebooks", ignore=shutil.ignore_patterns(".*", "_build"))
+    for chapter in CHAPTERS:  # the text sources, as in the repository (excluded from the build)
+        shutil.copy(NOTEBOOKS / f"{chapter}.md", site / "notebooks" / f"{chapter}.md")
+    (site / "book" / "notebooks").symlink_to("../notebooks")
+    jb = Path(sys.executable).with_name("jupyter-book")
+    run = subprocess.run([str(jb), "build", "book", "-W", "-q"], cwd=site, capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    return site / "_build" / "html"
+
+
+@pytest.fixture(scope="module")
+def built_book(tmp_path_factory):
+    return _build_book(tmp_path_factory.mktemp("book"))
+
+
+def test_book_builds_from_the_notebooks_only(built_book):
+    sources = sorted(p.name for p in (built_book / "_sources" / "notebooks").iterdir())
+    assert sources == [f"{c}.ipynb" for c in CHAPTERS]
+
+
+@pytest.mark.parametrize("chapter", [pytest.param(c, marks=_rerun_mark(c)) for c in CHAPTERS])
+def test_built_page_shows_every_figure(built_book, chapter):
+    html = (built_book / "notebooks" / f"{chapter}.html").read_text()
+    shown = len(re.findall(r'<img[^>]+src="\.\./_images/[^"]+\.png"', html))
+    expected = len(plotting_cells(nbformat.read(NOTEBOOKS / f"{chapter}.ipynb", as_version=4)))
+    assert shown == expected, f"{chapter}: {shown} figures in the HTML, {expected} plotting cells"
+
+
+# --- the setup call --------------------------------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def _keep_threads():
+    import torch
+
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)  # setup() fixes the count for a chapter, not for the test run
+
+
+def test_setup_parses_papermill_strings(tmp_path, monkeypatch):
+    monkeypatch.delenv("CONDENSER_LITE_CACHE", raising=False)
+    ch = book.setup(full="true", budget=" Micro ", seed="3", max_steps="None", workers="2",
+                    cache_dir=str(tmp_path / "cache"), figures_dir=str(tmp_path / "figs"))
+    assert (ch.full, ch.budget, ch.seed, ch.max_steps, ch.workers) == (True, "micro", 3, None, 2)
+    assert os.environ["CONDENSER_LITE_CACHE"] == str(tmp_path / "cache")
+    assert ch.figures.is_dir() and ch.device in ("cpu", "cuda", "mps", "xla")
+    assert not ch.check_claims  # the prose's numbers are the tiny budget's
+    assert book.setup(figures_dir=str(tmp_path / "f")).check_claims
+    assert "scaled-down" not in str(ch) and "device" in str(ch)
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"full": "maybe"}, "parameter 'full' must be a boolean"),
+    ({"budget": "small"}, "parameter 'budget' must be one of 'tiny', 'micro'"),
+    ({"seed": "-1"}, "'seed' must be >= 0"),
+    ({"max_steps": "0"}, "'max_steps' must be >= 1"),
+    ({"data_dir": 3}, "'data_dir' must be a folder path"),
+])
+def test_setup_rejects_bad_parameters(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        book.setup(**kwargs)
+
+
+def test_checkpoint_name_hides_the_machine_path(tmp_path):
+    folder = tmp_path / "checkpoints" / "mlm-ed54359cd187"
+    folder.mkdir(parents=True)
+    assert book.checkpoint_name(folder) == "mlm-ed54359cd187"
+    assert book.checkpoint_name("Luyu/co-condenser-marco") == "Luyu/co-condenser-marco"

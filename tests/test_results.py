@@ -1,0 +1,87 @@
+"""The committed protocol results (``results/*.json``) are whole and agree with themselves: schema
+and version, provenance, the headline recomputed from the body, the scorecard recomputed from the
+numbers. The same checks run on a micro results file made in a temporary folder, and fail when
+one of its headline numbers is edited."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from condenser_lite.protocol import RESULTS_DIR, RESULTS_VERSION, headline, load_results
+from condenser_lite.scorecard import scorecard
+
+PROVENANCE = ("commit", "dirty", "command", "preset", "settings", "started", "finished", "wall_seconds", "cpu_seconds",
+              "parts", "parts_reused", "work_cpu_seconds", "machine", "python", "packages")
+MACHINE = ("cpu", "cores", "ram_gib", "load_average_start", "load_average_end")
+HEADLINE = {"mlm_loss", "unigram_entropy", "cls_swap_gap", "cls_swap_noise", "ndcg10", "wall_minutes"}
+
+
+def protocol_files() -> list[Path]:
+    """The committed results files the protocol wrote (the study's own files are skipped)."""
+    return [p for p in sorted(RESULTS_DIR.glob("*.json"))
+            if json.loads(p.read_text()).get("protocol") == "condenser_lite.protocol"]
+
+
+def check(results: dict) -> None:
+    """Every check of a protocol results file; raises AssertionError naming what disagrees."""
+    assert results["version"] == RESULTS_VERSION, "stale results version: re-run the protocol"
+    prov = results["provenance"]
+    assert not [k for k in PROVENANCE if k not in prov], [k for k in PROVENANCE if k not in prov]
+    assert not [k for k in MACHINE if k not in prov["machine"]]
+    assert prov["preset"] == results["budget"]["name"] and prov["settings"] == results["budget"]
+    assert prov["command"] and prov["wall_seconds"] > 0 and prov["packages"]["torch"]
+
+    head = results["headline"]
+    assert set(head) == HEADLINE and set(head["ndcg10"]) == {"bert", "condenser", "cocondenser", "bm25_same_tokens"}
+    assert head == headline(results), "the headline disagrees with the body"
+    # recomputed independently from the per-seed values
+    full = str(results["train_sizes"][-1])
+    for arm in ("bert", "condenser", "cocondenser"):
+        values = results["retrieval"][arm]["round1"][full]["nDCG@10"]["values"]
+        assert head["ndcg10"][arm] == pytest.approx(np.mean(values), abs=1e-4), arm
+    assert head["ndcg10"]["bm25_same_tokens"] == pytest.approx(results["bm25"]["truncated"]["nDCG@10"], abs=1e-4)
+    runs = [results["arms"]["bert"], *results["arms"]["bert"].get("other_pretraining_seeds", [])]
+    assert head["mlm_loss"] == pytest.approx(np.mean([r["heldout"]["mlm_loss"] for r in runs]), rel=1e-5)
+    assert head["unigram_entropy"] == pytest.approx(results["heldout"]["unigram_entropy"], rel=1e-5)
+    runs = [results["arms"]["condenser"], *results["arms"]["condenser"].get("other_pretraining_seeds", [])]
+    for name in ("cls_swap_gap", "cls_swap_noise"):
+        assert head[name] == pytest.approx(np.mean([r["heldout"][name] for r in runs]), rel=1e-5, abs=1e-12), name
+    assert head["wall_minutes"] == round(prov["wall_seconds"] / 60, 1)
+
+    # the stored verdicts are the current rules' verdicts on the stored numbers
+    assert json.loads(json.dumps(scorecard(results))) == results["claims"], "claims differ from scorecard(results)"
+
+
+@pytest.mark.parametrize("path", protocol_files(), ids=lambda p: p.name)
+def test_committed_results(path):
+    results = load_results(path.stem)
+    check(results)
+
+
+def test_micro_results_pass_and_an_edited_headline_fails(micro_run, tmp_path):
+    _, out, _, _ = micro_run
+    results = json.loads(out.read_text())
+    (tmp_path / "micro.json").write_text(json.dumps(results))
+    check(load_results("micro", folder=tmp_path))
+
+    edited = json.loads(json.dumps(results))
+    edited["headline"]["ndcg10"]["cocondenser"] = 0.2
+    with pytest.raises(AssertionError, match="headline"):
+        check(edited)
+    edited = json.loads(json.dumps(results))
+    edited["claims"][3]["status"] = "reproduced"
+    with pytest.raises(AssertionError, match="scorecard"):
+        check(edited)
+
+
+def test_load_results_names_the_file_and_the_fix(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"experiments --budget small --out .*small\.json"):
+        load_results("small", folder=tmp_path)
+    (tmp_path / "old.json").write_text(json.dumps({"protocol": "condenser_lite.protocol", "version": 1}))
+    with pytest.raises(ValueError, match="stale"):
+        load_results("old", folder=tmp_path)
+    (tmp_path / "study.json").write_text(json.dumps({"figures": []}))
+    with pytest.raises(ValueError, match="not a protocol results file"):
+        load_results("study", folder=tmp_path)
