@@ -1,4 +1,5 @@
 import matplotlib
+import pytest
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -31,3 +32,35 @@ def test_low_data_plot_is_on_a_log_scale_with_dodged_arms():
     xs = [bars.lines[0].get_xdata()[0] for bars in ax.containers]
     assert len(xs) == 2 and xs[0] != xs[1]  # the two arms sit side by side, not on top
     plt.close(fig)
+
+
+def _claim(cid, verdict):
+    return {"id": cid, "statement": f"statement of {cid} <b>", "arms": ["Condenser", "BERT"],
+            "comparison": "Condenser 0.100 vs BERT 0.050 (better).", "paper": "table 5 (1.0)",
+            "verdict": verdict}
+
+
+def test_scorecard_html_one_row_per_claim_in_plain_words():
+    results = {"claims": [_claim("C0", "reproduced"), _claim("C1", "not reproduced at this scale"),
+                          _claim("C2", "partly reproduced")]}
+    table = plots.scorecard_table(results)
+    assert list(table.index) == ["C0", "C1", "C2"]
+    assert table.loc["C1", "claim"] == plots.CLAIM_TITLES["C1"] and table.loc["C1", "models"] == "Condenser, BERT"
+    html = plots.scorecard_html(results)
+    assert html.startswith('<table class="scorecard">') and html.count("<tr>") == 4  # head + 3 claims
+    assert "&lt;b&gt;" in html and "<b>C1</b>" in html  # text escaped, ids bold
+    assert "verdict-yes" in html and "verdict-no" in html and "verdict-partly" in html
+    assert "Condenser 0.100 vs BERT 0.050 (better)." in html
+
+
+def test_plot_gauges_draws_the_panels_asked_for():
+    log = [{"step": s, "eval_mlm_loss": 8.0 - s, "eval_cls_cosine": 0.9} for s in (1, 2)]
+    results = {"arms": {"bert": {"pretrain_log": log, "compute": {"stage": {"steps": 2}, "cumulative": {"steps": 2}}}},
+               "heldout": {"unigram_entropy": 6.5}}
+    fig = plots.plot_gauges(results, gauges=["mlm_loss"])
+    assert len(fig.axes) == 1 and fig.axes[0].get_ylabel() == plots.GAUGES["mlm_loss"]
+    assert [line.get_ydata()[0] for line in fig.axes[0].lines] == [7.0, 6.5]  # the loss, the entropy
+    plt.close(fig)
+    assert len(plots.plot_gauges(results).axes) == 3
+    with pytest.raises(ValueError, match="choose from"):
+        plots.plot_gauges(results, gauges=["loss"])
