@@ -143,14 +143,17 @@ def describe(results: dict, committed: bool = True) -> str:
 
 def setup(full: object = False, budget: object = None, seed: object = 0, max_steps: object = None,
           workers: object = None, cache_dir: object = None, data_dir: object = None,
-          figures_dir: object = "figures", threads: int = 2) -> Chapter:
+          figures_dir: object = "figures", threads: int = 1) -> Chapter:
     """Parse a chapter's papermill parameters and prepare the run; the first call of every chapter.
 
     ``budget`` None (or ``"none"``) reads the committed results; a preset name (``budgets()``)
     re-runs it. ``cache_dir`` and ``data_dir`` set ``$CONDENSER_LITE_CACHE`` and
     ``$CONDENSER_LITE_DATA`` when given. ``threads`` is fixed because float sums differ between
-    thread counts and the chapters' printed numbers should repeat. Errors name the parameter and
-    what to pass. Explained in the introduction (``book/intro.md``).
+    thread counts and the chapters' printed numbers should repeat; one, because the live cells'
+    small models gain little from a second thread and lose much when the machine is busy (two
+    threads then wait on each other at every operation: 10 fine-tuning steps of chapter 4 took
+    2.8 s with one thread and 37.5 s with two on a loaded 2-core machine). Errors name the
+    parameter and what to pass. Explained in the introduction (``book/intro.md``).
     """
     chapter_full = parse_bool(full, "full")
     unset = budget is None or str(budget).strip().lower() in ("", "none")  # papermill passes text

@@ -125,9 +125,11 @@ def sts_table(results: Mapping, digits: int = 3):
 
 
 def compute_table(results: Mapping):
-    """What each arm's pre-training cost: its own stage (steps, sequences, non-padding tokens,
-    FLOPs estimate, CPU and wall seconds) and, cumulative with the stages it continues, tokens,
-    FLOPs and CPU seconds (``accounting``; first pre-training seed). Chapter 4."""
+    """What each arm's pre-training cost: its own stage (steps, non-padding tokens, FLOPs
+    estimate, CPU seconds) and, cumulative with the stages it continues, tokens, FLOPs and CPU
+    seconds (``accounting``; first pre-training seed). CPU seconds, not wall seconds: the
+    stages' wall time depends on what else ran on the machine (both are in the results).
+    Chapter 4."""
     import pandas as pd
 
     rows = []
@@ -136,13 +138,34 @@ def compute_table(results: Mapping):
         own, total = compute.get("stage"), compute.get("cumulative")
         if not own:
             continue
-        rows.append({"model": label(arm), "steps": own["steps"], "sequences": own["sequences"],
+        rows.append({"model": label(arm), "steps": own["steps"],
                      "tokens (M)": round(own["tokens"] / 1e6, 2), "TFLOPs": round(own["flops"] / 1e12, 2),
-                     "CPU s": round(own["cpu_seconds"]), "wall s": round(own["wall_seconds"] or 0),
+                     "CPU s": round(own["cpu_seconds"]),
                      "total tokens (M)": round(total["tokens"] / 1e6, 2),
                      "total TFLOPs": round(total["flops"] / 1e12, 2),
                      "total CPU s": round(total["cpu_seconds"])})
     return pd.DataFrame(rows).set_index("model")
+
+
+GAUGE_NAMES = {"mlm_loss": "held-out MLM loss", "head_loss": "head MLM loss", "cls_swap_gap": "[CLS]-swap gap",
+               "cls_swap_noise": "its noise", "cls_cosine": "late [CLS] cosine"}
+
+
+def gauge_table(results: Mapping, arms: Sequence[str], digits: int = 4):
+    """The held-out gauges at the end of each arm's pre-training (``scorecard.gauge``: the mean
+    over its pre-training seeds), one column per arm, one row per gauge (``GAUGE_NAMES``), as
+    text with ``digits`` significant digits; empty where an arm has no such gauge (BERT has no
+    head). Chapters 2 and 3."""
+    import pandas as pd
+
+    from .scorecard import gauge
+
+    def text(arm: str, key: str) -> str:
+        value = gauge(results, arm, key)
+        return "" if value is None else f"{value:.{digits}g}"
+
+    return pd.DataFrame({label(a): {name: text(a, key) for key, name in GAUGE_NAMES.items()} for a in arms}
+                        ).rename_axis("end of pre-training")
 
 
 # Short plain-words names of the scorecard's claims (the full statements are in scorecard.py).
@@ -160,17 +183,24 @@ CLAIM_TITLES = {
 
 def scorecard_table(results: Mapping):
     """The claims C0-C7 in plain words, one row each: ``claim`` (a short name), ``statement``
-    (what exactly is tested), ``models`` compared, ``this run`` (the comparison, a sentence with
-    our numbers), ``papers`` (their numbers) and ``verdict``. Chapter 8."""
+    (what exactly is tested), ``models`` compared (a list), ``this run`` (the comparison, a
+    sentence with our numbers), ``papers`` (their numbers) and ``verdict``. Chapter 8."""
     import pandas as pd
 
     from .scorecard import scorecard
 
     claims = results.get("claims") or scorecard(results)
     rows = [{"id": c["id"], "claim": CLAIM_TITLES.get(c["id"], c["statement"]), "statement": c["statement"],
-             "models": ", ".join(c["arms"]), "this run": c["comparison"], "papers": c["paper"],
+             "models": list(c["arms"]), "this run": c["comparison"], "papers": c["paper"],
              "verdict": c["verdict"]} for c in claims]
     return pd.DataFrame(rows).set_index("id")
+
+
+def _lines(text: str) -> str:
+    # one comparison (or one published source) per line: the claims join them with "; "
+    from html import escape
+
+    return "<br>".join(escape(part) for part in text.split("; "))
 
 
 def scorecard_html(results: Mapping) -> str:
@@ -188,7 +218,8 @@ def scorecard_html(results: Mapping) -> str:
         verdict = row["verdict"]
         css = "verdict-" + ("yes" if verdict == "reproduced" else "partly" if verdict.startswith("partly") else
                             "no" if verdict.startswith("not reproduced") else "other")
-        cells = [claim, escape(row["models"]), escape(row["this run"]), escape(row["papers"]),
+        cells = [claim, "<br>".join(escape(m) for m in row["models"]),
+                 _lines(row["this run"]), _lines(row["papers"]),
                  f'<span class="{css}">{escape(verdict)}</span>']
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     return (f'<table class="scorecard"><thead><tr>{head}</tr></thead><tbody>' + "".join(rows)

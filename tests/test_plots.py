@@ -45,12 +45,12 @@ def test_scorecard_html_one_row_per_claim_in_plain_words():
                           _claim("C2", "partly reproduced")]}
     table = plots.scorecard_table(results)
     assert list(table.index) == ["C0", "C1", "C2"]
-    assert table.loc["C1", "claim"] == plots.CLAIM_TITLES["C1"] and table.loc["C1", "models"] == "Condenser, BERT"
+    assert table.loc["C1", "claim"] == plots.CLAIM_TITLES["C1"] and table.loc["C1", "models"] == ["Condenser", "BERT"]
     html = plots.scorecard_html(results)
     assert html.startswith('<table class="scorecard">') and html.count("<tr>") == 4  # head + 3 claims
     assert "&lt;b&gt;" in html and "<b>C1</b>" in html  # text escaped, ids bold
     assert "verdict-yes" in html and "verdict-no" in html and "verdict-partly" in html
-    assert "Condenser 0.100 vs BERT 0.050 (better)." in html
+    assert "Condenser 0.100 vs BERT 0.050 (better)." in html and "Condenser<br>BERT" in html
 
 
 def test_plot_gauges_draws_the_panels_asked_for():
@@ -64,3 +64,17 @@ def test_plot_gauges_draws_the_panels_asked_for():
     assert len(plots.plot_gauges(results).axes) == 3
     with pytest.raises(ValueError, match="choose from"):
         plots.plot_gauges(results, gauges=["loss"])
+
+
+def test_gauge_table_one_column_per_arm_blank_where_not_measured():
+    results = {"arms": {"bert": {"heldout": {"mlm_loss": 6.54321, "cls_cosine": 0.99}},
+                        "condenser": {"heldout": {"mlm_loss": 6.5, "head_loss": 6.6, "cls_swap_gap": 0.0123456,
+                                                  "cls_swap_noise": 0.001, "cls_cosine": 0.5},
+                                      "other_pretraining_seeds": [{"heldout": {"mlm_loss": 6.7, "head_loss": 6.6,
+                                                                               "cls_swap_gap": 0.0, "cls_swap_noise": 0.001,
+                                                                               "cls_cosine": 0.7}}]}}}
+    table = plots.gauge_table(results, ["bert", "condenser"])
+    assert list(table.columns) == ["BERT", "Condenser"] and list(table.index) == list(plots.GAUGE_NAMES.values())
+    assert table.loc["held-out MLM loss", "BERT"] == "6.543" and table.loc["[CLS]-swap gap", "BERT"] == ""
+    assert table.loc["held-out MLM loss", "Condenser"] == "6.6"  # the mean over pre-training seeds
+    assert table.loc["[CLS]-swap gap", "Condenser"] == "0.006173"
