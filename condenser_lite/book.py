@@ -186,10 +186,13 @@ def setup(full: object = False, budget: object = None, seed: object = 0, max_ste
                    workers=n_workers, device=pick_device(), figures=figures)
 
 
-def glue(name: str, value: object) -> None:
+def glue(name: str, value: object, digits: int | None = None) -> None:
     """Make ``value`` available to the chapter's prose under ``name`` (MyST-NB's glue, pasted
-    by the ``glue:text`` role where the book is built). Without MyST-NB (on Colab) nothing
-    happens: the prose then shows the role itself. Introduction, "Running it"."""
+    by the ``glue:text`` role where the book is built); with ``digits``, a number is pasted with
+    that many decimals (``0.50``, not ``0.5``; never ``-0.00``). Without MyST-NB (on Colab)
+    nothing happens: the prose then shows the role itself. Introduction, "Running it"."""
+    if digits is not None:
+        value = f"{round(float(value), digits) + 0.0:.{digits}f}"  # + 0.0: no "-0.00"
     try:
         from myst_nb import glue as myst_glue
     except ImportError:

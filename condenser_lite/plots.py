@@ -197,10 +197,17 @@ def scorecard_table(results: Mapping):
 
 
 def _lines(text: str) -> str:
-    # one comparison (or one published source) per line: the claims join them with "; "
+    # one comparison (or one published source) per line: the claims join them with "; ", which
+    # also appears inside a source's parentheses ("(MS MARCO dev; MRR@10 / R@1000)")
     from html import escape
 
-    return "<br>".join(escape(part) for part in text.split("; "))
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += (ch == "(") - (ch == ")")
+        if depth == 0 and text.startswith("; ", i):
+            parts.append(text[start:i])
+            start = i + 2
+    return "<br>".join(escape(part) for part in [*parts, text[start:]])
 
 
 def scorecard_html(results: Mapping) -> str:

@@ -240,6 +240,17 @@ def test_results_reads_the_committed_file_or_names_the_fix(tmp_path, monkeypatch
         "1 pre-training seed(s), commit 0123456, 90.0 min")
 
 
+def test_glue_pastes_numbers_with_fixed_decimals(monkeypatch):
+    import myst_nb
+
+    seen = {}
+    monkeypatch.setattr(myst_nb, "glue", lambda name, value, display: seen.update({name: (value, display)}))
+    book.glue("small", -0.0001, 2)
+    book.glue("half", 0.5, 2)
+    book.glue("words", "reproduced")
+    assert seen == {"small": ("0.00", False), "half": ("0.50", False), "words": ("reproduced", False)}
+
+
 def test_live_checkpoint_rejects_an_unknown_method(tmp_path):
     with pytest.raises(ValueError, match="choose from"):
         book.setup(figures_dir=str(tmp_path / "f")).live_checkpoint("cocondenser")

@@ -51,6 +51,8 @@ def test_scorecard_html_one_row_per_claim_in_plain_words():
     assert "&lt;b&gt;" in html and "<b>C1</b>" in html  # text escaped, ids bold
     assert "verdict-yes" in html and "verdict-no" in html and "verdict-partly" in html
     assert "Condenser 0.100 vs BERT 0.050 (better)." in html and "Condenser<br>BERT" in html
+    # one published source per line, a source's own "; " kept
+    assert plots._lines("table 5 (dev; MRR@10): 1.0; figure 3 (NQ)") == "table 5 (dev; MRR@10): 1.0<br>figure 3 (NQ)"
 
 
 def test_plot_gauges_draws_the_panels_asked_for():
