@@ -65,12 +65,13 @@ class Chapter:
 
     @property
     def preset(self):
-        """The ``presets.Preset`` of the live cells: ``paper`` at full scale, the re-run budget's,
-        else ``LIVE_PRESET`` (the committed run's preset may be larger than a few live seconds
-        allow). Introduction, "Running it"."""
+        """The ``presets.Preset`` of the live cells: ``paper`` at full scale, else ``LIVE_PRESET``
+        whatever the evidence (the committed run's preset may be larger than a few live seconds
+        allow, and a re-run's, e.g. ``micro``, too small to show anything), so the live cells
+        print the same with or without ``budget``. Introduction, "Running it"."""
         from .presets import get_preset
 
-        return get_preset("paper" if self.full else self.budget or LIVE_PRESET)
+        return get_preset("paper" if self.full else LIVE_PRESET)
 
     def results(self, verbose: bool = True) -> dict:
         """The evidence of the chapter: the committed ``results/small.json``

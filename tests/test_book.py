@@ -209,7 +209,7 @@ def test_setup_parses_papermill_strings(tmp_path, monkeypatch):
     assert committed.budget is None and not committed.rerun
     assert committed.preset.name == book.LIVE_PRESET and "committed" in str(committed)
     rerun = book.setup(budget="micro", figures_dir=str(tmp_path / "f"))
-    assert rerun.preset.name == "micro" and "re-running the micro preset" in str(rerun)
+    assert rerun.preset.name == book.LIVE_PRESET and "re-running the micro preset" in str(rerun)
 
 
 def test_check_claims_only_for_the_committed_small_run(tmp_path):
