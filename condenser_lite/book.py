@@ -21,7 +21,7 @@ from pathlib import Path
 from .config import CACHE_ENV, parse_bool, parse_choice, parse_int, parse_path, pick_device
 
 COMMITTED = "small"  # the committed results the chapters read by default: results/small.json
-LIVE_PRESET = "tiny"  # the model shape of the live cells when the chapter reads committed results
+LIVE_PRESET = "tiny"  # the model shape of the live cells (scaled-down, whatever the evidence)
 # Steps of the live pre-training stages (seconds on a CPU, cached): enough to see the losses move,
 # not to reach the committed run's models.
 LIVE_STEPS = {"mlm": 40, "condenser": 20}
@@ -109,7 +109,7 @@ class Chapter:
 
         if method not in LIVE_STEPS:
             raise ValueError(f"live_checkpoint(method={method!r}): choose from {tuple(LIVE_STEPS)}")
-        steps = self.max_steps or LIVE_STEPS[method]
+        steps = (self.max_steps if self.full else None) or LIVE_STEPS[method]
         if self.full:
             if method == "mlm":
                 return PAPER.pretrained["bert"]
