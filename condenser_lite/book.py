@@ -4,7 +4,11 @@ A chapter starts with a cell of papermill parameters (``full``, ``budget``, ``se
 arrive as strings from ``papermill -p full true``. :func:`setup` parses them, points the library
 at the cache and data folders, silences the import noise of ``transformers`` and ``datasets``,
 fixes the thread count and the seeds, picks the device, makes the figures folder and returns
-what the chapter needs. Explained in the introduction (``book/intro.md``, "Running it").
+what the chapter needs: a :class:`Chapter`, whose :meth:`Chapter.results` is the evidence every
+table, figure and number of the chapter reads (the committed ``results/small.json``, or a re-run
+when the reader asks for one) and whose :meth:`Chapter.live_checkpoint` is the briefly
+pre-trained model the chapter's live cells use. Explained in the introduction
+(``book/intro.md``, "Running it").
 """
 
 from __future__ import annotations
@@ -16,7 +20,12 @@ from pathlib import Path
 
 from .config import CACHE_ENV, parse_bool, parse_choice, parse_int, parse_path, pick_device
 
-BUDGETS = ("tiny", "micro")  # scaled-down budgets a chapter accepts; full scale is -p full true
+COMMITTED = "small"  # the committed results the chapters read by default: results/small.json
+LIVE_PRESET = "tiny"  # the model shape of the live cells (scaled-down, whatever the evidence)
+# Steps of the live pre-training stages (seconds on a CPU, cached): enough to see the losses move,
+# not to reach the committed run's models.
+LIVE_STEPS = {"mlm": 40, "condenser": 20}
+LIVE_SECTIONS = 600  # general-corpus sections the live stages read (packing them all takes longer)
 
 # The git tag every chapter's Colab cell installs (and its badge opens): a release of this
 # repository, so that a chapter and the library it imports come from the same commit.
@@ -25,12 +34,23 @@ COLAB_RELEASE = "v0.2.0"
 REPOSITORY = "condenser-lite/condenser-lite"
 
 
+def budgets() -> tuple[str, ...]:
+    """The presets a chapter's ``budget`` parameter may re-run (``presets.PRESETS`` except the
+    papers' scale, which is ``full=True``). Introduction, "Running it"."""
+    from .presets import PRESETS
+
+    return tuple(name for name in PRESETS if name != "paper")
+
+
 @dataclass(frozen=True)
 class Chapter:
-    """A chapter's parsed parameters and environment, as returned by :func:`setup`."""
+    """A chapter's parsed parameters and environment, as returned by :func:`setup`.
+
+    ``budget`` None: the chapter reads the committed results (``results/small.json``); a preset
+    name: it re-runs that preset's protocol and shows the re-run. ``full``: the ``paper`` preset."""
 
     full: bool
-    budget: str
+    budget: str | None
     seed: int
     max_steps: int | None
     workers: int | None
@@ -38,31 +58,108 @@ class Chapter:
     figures: Path
 
     @property
-    def check_claims(self) -> bool:
-        """Whether the prose's numbers apply: they describe the scaled-down ``tiny`` run."""
-        return not self.full and self.budget == "tiny"
+    def rerun(self) -> bool:
+        """Whether the chapter re-runs the protocol (``-p budget ...`` or ``-p full true``)
+        instead of reading the committed results."""
+        return self.full or self.budget is not None
+
+    @property
+    def preset(self):
+        """The ``presets.Preset`` of the live cells: ``paper`` at full scale, else ``LIVE_PRESET``
+        whatever the evidence (the committed run's preset may be larger than a few live seconds
+        allow, and a re-run's, e.g. ``micro``, too small to show anything), so the live cells
+        print the same with or without ``budget``. Introduction, "Running it"."""
+        from .presets import get_preset
+
+        return get_preset("paper" if self.full else LIVE_PRESET)
+
+    def results(self, verbose: bool = True) -> dict:
+        """The evidence of the chapter: the committed ``results/small.json``
+        (``protocol.load_results``), or with ``budget`` / ``full`` the protocol re-run at that
+        preset (``protocol.run_protocol``, cached; at full scale with one fine-tuning seed,
+        ``seed``). With ``verbose``, one line says which. Introduction, "Running it"."""
+        from .presets import get_preset
+        from .protocol import load_results, run_protocol
+
+        if not self.rerun:
+            results = load_results(COMMITTED)
+        else:
+            preset = get_preset("paper", seeds=(self.seed,)) if self.full else get_preset(self.budget)
+            results = run_protocol(preset, workers=self.workers, verbose=verbose)
+        if verbose:
+            print(describe(results, committed=not self.rerun))
+        return results
+
+    def check_claims(self, results: dict) -> bool:
+        """Whether the prose's statements describe ``results``: the chapter reads the committed
+        file and it is the ``small`` run the prose was written from. A re-run (or a committed
+        file of another preset) shows its own numbers, and the checks of the prose's findings
+        are skipped. Introduction, "Running it"."""
+        return not self.rerun and results["budget"]["name"] == COMMITTED
+
+    def live_checkpoint(self, method: str) -> str:
+        """A briefly pre-trained checkpoint for the live cells (chapters 1-4), cached: the
+        ``preset``'s BERT shape trained from scratch with MLM for ``LIVE_STEPS["mlm"]`` steps
+        (``method="mlm"``), or that model continued as a Condenser for
+        ``LIVE_STEPS["condenser"]`` steps (``"condenser"``), on the first ``LIVE_SECTIONS``
+        training sections of the general corpus. At full scale: ``bert-base-uncased``, and the
+        papers' Condenser stage for ``max_steps`` (default ``LIVE_STEPS``) steps. Chapter 1."""
+        from .presets import PAPER
+        from .pretraining import paper_condenser, pretrain, stage_config
+
+        if method not in LIVE_STEPS:
+            raise ValueError(f"live_checkpoint(method={method!r}): choose from {tuple(LIVE_STEPS)}")
+        steps = (self.max_steps if self.full else None) or LIVE_STEPS[method]
+        if self.full:
+            if method == "mlm":
+                return PAPER.pretrained["bert"]
+            return str(pretrain(paper_condenser(max_steps=steps), progress=False))
+        init = None if method == "mlm" else self.live_checkpoint("mlm")
+        # evaluated once, after the last step (eval_every=None), on the held-out blocks
+        cfg = stage_config(self.preset, method, init, max_steps=steps, corpus_limit=LIVE_SECTIONS,
+                           eval_every=None, save_every=None)
+        return str(pretrain(cfg, progress=False))
 
     def __str__(self) -> str:
         import torch
         import transformers
 
-        scale = "full scale" if self.full else f"scaled-down, {self.budget} budget"
+        scale = ("full scale (the paper preset)" if self.full else
+                 f"re-running the {self.budget} preset" if self.budget else
+                 f"committed results/{COMMITTED}.json")
         return (f"{scale}, seed {self.seed}, device {self.device}; "
                 f"torch {torch.__version__}, transformers {transformers.__version__}")
 
 
-def setup(full: object = False, budget: object = "tiny", seed: object = 0, max_steps: object = None,
+def describe(results: dict, committed: bool = True) -> str:
+    """One line naming a results dict: where it comes from, its preset, seeds, commit and time.
+    Introduction, "Running it"."""
+    prov = results.get("provenance") or {}
+    commit = (prov.get("commit") or "unknown commit")[:7] + (" (dirty)" if prov.get("dirty") else "")
+    where = f"results/{COMMITTED}.json, the committed run" if committed else "this re-run"
+    return (f"{where}: preset {results['budget']['name']}, {len(results['seeds'])} fine-tuning seeds, "
+            f"{len(results['pretraining_seeds'])} pre-training seed(s), commit {commit}, "
+            f"{(prov.get('wall_seconds') or 0) / 60:.1f} min")
+
+
+def setup(full: object = False, budget: object = None, seed: object = 0, max_steps: object = None,
           workers: object = None, cache_dir: object = None, data_dir: object = None,
-          figures_dir: object = "figures", threads: int = 2) -> Chapter:
+          figures_dir: object = "figures", threads: int = 1) -> Chapter:
     """Parse a chapter's papermill parameters and prepare the run; the first call of every chapter.
 
-    ``cache_dir`` and ``data_dir`` set ``$CONDENSER_LITE_CACHE`` and ``$CONDENSER_LITE_DATA`` when
-    given. ``threads`` is fixed because float sums differ between thread counts and the chapters'
-    printed numbers should repeat. Errors name the parameter and what to pass. Explained in the
-    introduction (``book/intro.md``).
+    ``budget`` None (or ``"none"``) reads the committed results; a preset name (``budgets()``)
+    re-runs it. ``cache_dir`` and ``data_dir`` set ``$CONDENSER_LITE_CACHE`` and
+    ``$CONDENSER_LITE_DATA`` when given. ``threads`` is fixed because float sums differ between
+    thread counts and the chapters' printed numbers should repeat; one, because the live cells'
+    small models gain little from a second thread and lose much when the machine is busy (two
+    threads then wait on each other at every operation: 10 fine-tuning steps of chapter 4 took
+    2.8 s with one thread and 37.5 s with two on a loaded 2-core machine). Errors name the
+    parameter and what to pass. Explained in the introduction (``book/intro.md``).
     """
     chapter_full = parse_bool(full, "full")
-    chapter_budget = parse_choice(budget, "budget", BUDGETS, hint="full scale: -p full true")
+    unset = budget is None or str(budget).strip().lower() in ("", "none")  # papermill passes text
+    chapter_budget = None if unset else parse_choice(
+        budget, "budget", budgets(), hint=f"None: the committed results/{COMMITTED}.json; full scale: -p full true")
     chapter_seed = parse_int(seed, "seed", minimum=0)
     steps = parse_int(max_steps, "max_steps", minimum=1, optional=True)
     n_workers = parse_int(workers, "workers", minimum=1, optional=True)
@@ -88,6 +185,20 @@ def setup(full: object = False, budget: object = "tiny", seed: object = 0, max_s
     _figures_inline()
     return Chapter(full=chapter_full, budget=chapter_budget, seed=chapter_seed, max_steps=steps,
                    workers=n_workers, device=pick_device(), figures=figures)
+
+
+def glue(name: str, value: object, digits: int | None = None) -> None:
+    """Make ``value`` available to the chapter's prose under ``name`` (MyST-NB's glue, pasted
+    by the ``glue:text`` role where the book is built); with ``digits``, a number is pasted with
+    that many decimals (``0.50``, not ``0.5``; never ``-0.00``). Without MyST-NB (on Colab)
+    nothing happens: the prose then shows the role itself. Introduction, "Running it"."""
+    if digits is not None:
+        value = f"{round(float(value), digits) + 0.0:.{digits}f}"  # + 0.0: no "-0.00"
+    try:
+        from myst_nb import glue as myst_glue
+    except ImportError:
+        return
+    myst_glue(name, value, display=False)
 
 
 def checkpoint_name(checkpoint: str | os.PathLike) -> str:

@@ -125,9 +125,11 @@ def sts_table(results: Mapping, digits: int = 3):
 
 
 def compute_table(results: Mapping):
-    """What each arm's pre-training cost: its own stage (steps, sequences, non-padding tokens,
-    FLOPs estimate, CPU and wall seconds) and, cumulative with the stages it continues, tokens,
-    FLOPs and CPU seconds (``accounting``; first pre-training seed). Chapter 4."""
+    """What each arm's pre-training cost: its own stage (steps, non-padding tokens, FLOPs
+    estimate, CPU seconds) and, cumulative with the stages it continues, tokens, FLOPs and CPU
+    seconds (``accounting``; first pre-training seed). CPU seconds, not wall seconds: the
+    stages' wall time depends on what else ran on the machine (both are in the results).
+    Chapter 4."""
     import pandas as pd
 
     rows = []
@@ -136,23 +138,99 @@ def compute_table(results: Mapping):
         own, total = compute.get("stage"), compute.get("cumulative")
         if not own:
             continue
-        rows.append({"model": label(arm), "steps": own["steps"], "sequences": own["sequences"],
+        rows.append({"model": label(arm), "steps": own["steps"],
                      "tokens (M)": round(own["tokens"] / 1e6, 2), "TFLOPs": round(own["flops"] / 1e12, 2),
-                     "CPU s": round(own["cpu_seconds"]), "wall s": round(own["wall_seconds"] or 0),
+                     "CPU s": round(own["cpu_seconds"]),
                      "total tokens (M)": round(total["tokens"] / 1e6, 2),
                      "total TFLOPs": round(total["flops"] / 1e12, 2),
                      "total CPU s": round(total["cpu_seconds"])})
     return pd.DataFrame(rows).set_index("model")
 
 
+GAUGE_NAMES = {"mlm_loss": "held-out MLM loss", "head_loss": "head MLM loss", "cls_swap_gap": "[CLS]-swap gap",
+               "cls_swap_noise": "its noise", "cls_cosine": "late [CLS] cosine"}
+
+
+def gauge_table(results: Mapping, arms: Sequence[str], digits: int = 4):
+    """The held-out gauges at the end of each arm's pre-training (``scorecard.gauge``: the mean
+    over its pre-training seeds), one column per arm, one row per gauge (``GAUGE_NAMES``), as
+    text with ``digits`` significant digits; empty where an arm has no such gauge (BERT has no
+    head). Chapters 2 and 3."""
+    import pandas as pd
+
+    from .scorecard import gauge
+
+    def text(arm: str, key: str) -> str:
+        value = gauge(results, arm, key)
+        return "" if value is None else f"{value:.{digits}g}"
+
+    return pd.DataFrame({label(a): {name: text(a, key) for key, name in GAUGE_NAMES.items()} for a in arms}
+                        ).rename_axis("end of pre-training")
+
+
+# Short plain-words names of the scorecard's claims (the full statements are in scorecard.py).
+CLAIM_TITLES = {
+    "C0": "The Condenser head relies on the late [CLS]",
+    "C1": "Condenser is a better retriever initialiser than BERT, most with little data",
+    "C2": "coCondenser beats Condenser, and not only by seeing the target corpus",
+    "C3": "Both coCondenser loss terms contribute",
+    "C4": "Hard negatives mined by the retriever itself help",
+    "C5": "Fine-tuning changes BERT's [CLS] attention more than Condenser's",
+    "C6": "Condenser's fine-tuning loss is lower early on",
+    "C7": "Condenser beats BERT on sentence similarity with little data",
+}
+
+
 def scorecard_table(results: Mapping):
-    """The claims C0-C7 with their status. Chapter 4 and the scorecard page."""
+    """The claims C0-C7 in plain words, one row each: ``claim`` (a short name), ``statement``
+    (what exactly is tested), ``models`` compared (a list), ``this run`` (the comparison, a
+    sentence with our numbers), ``papers`` (their numbers) and ``verdict``. Chapter 8."""
     import pandas as pd
 
     from .scorecard import scorecard
 
     claims = results.get("claims") or scorecard(results)
-    return pd.DataFrame([{"claim": c["id"], "status": c["status"], "statement": c["statement"]} for c in claims]).set_index("claim")
+    rows = [{"id": c["id"], "claim": CLAIM_TITLES.get(c["id"], c["statement"]), "statement": c["statement"],
+             "models": list(c["arms"]), "this run": c["comparison"], "papers": c["paper"],
+             "verdict": c["verdict"]} for c in claims]
+    return pd.DataFrame(rows).set_index("id")
+
+
+def _lines(text: str) -> str:
+    # one comparison (or one published source) per line: the claims join them with "; ", which
+    # also appears inside a source's parentheses ("(MS MARCO dev; MRR@10 / R@1000)")
+    from html import escape
+
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += (ch == "(") - (ch == ")")
+        if depth == 0 and text.startswith("; ", i):
+            parts.append(text[start:i])
+            start = i + 2
+    return "<br>".join(escape(part) for part in [*parts, text[start:]])
+
+
+def scorecard_html(results: Mapping) -> str:
+    """The scorecard as an HTML table for the book (class ``scorecard``; ``book/_static/custom.css``
+    wraps its cells): per claim its name (the exact statement folds out beneath it), the models
+    compared, this run's comparison beside the papers' numbers, and the verdict. Chapter 8."""
+    from html import escape
+
+    table = scorecard_table(results)
+    head = "".join(f"<th>{escape(h)}</th>" for h in ("Claim", "Models", "This run", "Papers", "Verdict"))
+    rows = []
+    for cid, row in table.iterrows():
+        claim = (f"<details><summary><b>{escape(cid)}</b> {escape(row['claim'])}</summary>"
+                 f"{escape(row['statement'])}</details>")
+        verdict = row["verdict"]
+        css = "verdict-" + ("yes" if verdict == "reproduced" else "partly" if verdict.startswith("partly") else
+                            "no" if verdict.startswith("not reproduced") else "other")
+        cells = [claim, "<br>".join(escape(m) for m in row["models"]),
+                 _lines(row["this run"]), _lines(row["papers"]),
+                 f'<span class="{css}">{escape(verdict)}</span>']
+        rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    return (f'<table class="scorecard"><thead><tr>{head}</tr></thead><tbody>' + "".join(rows)
+            + "</tbody></table>")
 
 
 # ---------------------------------------------------------------------------------------
@@ -345,14 +423,27 @@ def plot_pretrain_losses(results: Mapping, arms: Sequence[str] | None = None, wi
     return fig
 
 
-def plot_gauges(results: Mapping, arms: Sequence[str] | None = None):
+GAUGES = {  # the held-out gauges plot_gauges can draw: log key -> axis label
+    "mlm_loss": "held-out MLM loss (nats)",
+    "cls_swap_gap": "[CLS]-swap gap (nats), ±2 noise",
+    "cls_cosine": "mean cosine of late [CLS]",
+}
+
+
+def plot_gauges(results: Mapping, arms: Sequence[str] | None = None, gauges: Sequence[str] = tuple(GAUGES)):
     """The held-out gauges logged during pre-training, against the cumulative pre-training step
-    (a continuing arm starts where its parent ended): held-out MLM loss with the unigram entropy
-    of the same tokens (left), the [CLS]-swap gap with its noise band (middle), the mean cosine
-    between blocks' late [CLS] (right). Chapter 2."""
+    (a continuing arm starts where its parent ended), one panel per name in ``gauges``: the
+    held-out MLM loss with the unigram entropy of the same tokens (``mlm_loss``), the [CLS]-swap
+    gap with its noise band (``cls_swap_gap``, Condenser-family arms), the mean cosine between
+    blocks' late [CLS] (``cls_cosine``). Chapters 1 and 2."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    unknown = [g for g in gauges if g not in GAUGES]
+    if unknown or not gauges:
+        raise ValueError(f"plot_gauges(gauges={list(gauges)}): choose from {list(GAUGES)}")
+    fig, axes = plt.subplots(1, len(gauges), figsize=(4.4 * len(gauges) if len(gauges) > 1 else 5.5, 3.6),
+                             squeeze=False)
+    ax = dict(zip(gauges, axes[0]))
     for arm in arms or results["arms"]:
         entry = results["arms"][arm]
         log = [r for r in entry.get("pretrain_log") or [] if "eval_mlm_loss" in r]
@@ -362,22 +453,24 @@ def plot_gauges(results: Mapping, arms: Sequence[str] | None = None):
         offset = (compute.get("cumulative") or {}).get("steps", 0) - (compute.get("stage") or {}).get("steps", 0)
         steps = [offset + r["step"] for r in log]
         style = dict(color=ARM_COLORS.get(arm), label=label(arm), marker="o", ms=3)
-        axes[0].plot(steps, [r["eval_mlm_loss"] for r in log], **style)
-        axes[2].plot(steps, [r["eval_cls_cosine"] for r in log], **style)
-        if "eval_cls_swap_gap" in log[0]:
+        for name in ("mlm_loss", "cls_cosine"):
+            if name in ax:
+                ax[name].plot(steps, [r[f"eval_{name}"] for r in log], **style)
+        if "cls_swap_gap" in ax and "eval_cls_swap_gap" in log[0]:
             gap = np.array([r["eval_cls_swap_gap"] for r in log])
             noise = np.array([r["eval_cls_swap_noise"] for r in log])
-            axes[1].plot(steps, gap, **style)
-            axes[1].fill_between(steps, gap - 2 * noise, gap + 2 * noise, color=ARM_COLORS.get(arm), alpha=0.15)
+            ax["cls_swap_gap"].plot(steps, gap, **style)
+            ax["cls_swap_gap"].fill_between(steps, gap - 2 * noise, gap + 2 * noise, color=ARM_COLORS.get(arm),
+                                            alpha=0.15)
     entropy = (results.get("heldout") or {}).get("unigram_entropy")
-    if entropy is not None:
-        axes[0].axhline(entropy, color="black", ls="--", lw=1, label="unigram entropy")
-    axes[1].axhline(0, color="black", lw=0.8)
-    for ax, name in zip(axes, ("held-out MLM loss (nats)", "[CLS]-swap gap (nats), ±2 noise",
-                               "mean cosine of late [CLS]")):
-        ax.set_xlabel("pre-training step (cumulative)")
-        ax.set_ylabel(name)
-        ax.ticklabel_format(axis="y", useOffset=False)
-    axes[0].legend(fontsize=8, frameon=False)
+    if "mlm_loss" in ax and entropy is not None:
+        ax["mlm_loss"].axhline(entropy, color="black", ls="--", lw=1, label="unigram entropy")
+    if "cls_swap_gap" in ax:
+        ax["cls_swap_gap"].axhline(0, color="black", lw=0.8)
+    for name, a in ax.items():
+        a.set_xlabel("pre-training step (cumulative)")
+        a.set_ylabel(GAUGES[name])
+        a.ticklabel_format(axis="y", useOffset=False)
+    axes[0][0].legend(fontsize=8, frameon=False)
     fig.tight_layout()
     return fig

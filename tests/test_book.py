@@ -26,11 +26,10 @@ NOTEBOOKS = ROOT / "notebooks"
 CHAPTERS = sorted(p.stem for p in NOTEBOOKS.glob("[0-9][0-9]_*.md"))
 EXECUTED = Path(os.environ["BOOK_NOTEBOOKS"]).resolve() if os.environ.get("BOOK_NOTEBOOKS") else NOTEBOOKS
 
-# Chapters committed before their figures were stored in the outputs (the setup now shows them
-# inline); they get their images when they are next executed. Remove a name once it is: the
-# strict xfail then fails, so this list cannot go stale.
-AWAITING_RERUN = {"01_readiness", "02_condenser", "03_cocondenser", "04_finetune",
-                  "05_attention_entropy", "06_loss_curves", "07_sentence_similarity"}
+# Chapters committed before their figures were stored in the outputs; they get their images when
+# they are next executed. Remove a name once it is: the strict xfail then fails, so this list
+# cannot go stale.
+AWAITING_RERUN: set[str] = set()
 MAX_LINE = 88
 
 
@@ -204,14 +203,62 @@ def test_setup_parses_papermill_strings(tmp_path, monkeypatch):
     assert (ch.full, ch.budget, ch.seed, ch.max_steps, ch.workers) == (True, "micro", 3, None, 2)
     assert os.environ["CONDENSER_LITE_CACHE"] == str(tmp_path / "cache")
     assert ch.figures.is_dir() and ch.device in ("cpu", "cuda", "mps", "xla")
-    assert not ch.check_claims  # the prose's numbers are the tiny budget's
-    assert book.setup(figures_dir=str(tmp_path / "f")).check_claims
-    assert "scaled-down" not in str(ch) and "device" in str(ch)
+    assert ch.rerun and ch.preset.name == "paper"
+    assert "full scale" in str(ch) and "device" in str(ch)
+    committed = book.setup(budget="None", figures_dir=str(tmp_path / "f"))  # papermill's text
+    assert committed.budget is None and not committed.rerun
+    assert committed.preset.name == book.LIVE_PRESET and "committed" in str(committed)
+    rerun = book.setup(budget="micro", figures_dir=str(tmp_path / "f"))
+    assert rerun.preset.name == book.LIVE_PRESET and "re-running the micro preset" in str(rerun)
+
+
+def test_check_claims_only_for_the_committed_small_run(tmp_path):
+    committed = book.setup(figures_dir=str(tmp_path / "f"))
+    rerun = book.setup(budget="micro", figures_dir=str(tmp_path / "f"))
+    small, micro = {"budget": {"name": book.COMMITTED}}, {"budget": {"name": "micro"}}
+    assert committed.check_claims(small)
+    assert not committed.check_claims(micro)  # a committed file of another preset
+    assert not rerun.check_claims(small)  # a re-run shows its own numbers
+
+
+def test_results_reads_the_committed_file_or_names_the_fix(tmp_path, monkeypatch, capsys):
+    import json
+
+    from condenser_lite import protocol
+
+    monkeypatch.setattr(protocol, "RESULTS_DIR", tmp_path)
+    ch = book.setup(figures_dir=str(tmp_path / "f"))
+    with pytest.raises(FileNotFoundError, match="experiments --budget small"):
+        ch.results()
+    results = {"protocol": "condenser_lite.protocol", "version": protocol.RESULTS_VERSION,
+               "budget": {"name": "small"}, "seeds": [0, 1, 2], "pretraining_seeds": [42],
+               "provenance": {"commit": "0123456789abcdef", "dirty": False, "wall_seconds": 5400}}
+    (tmp_path / "small.json").write_text(json.dumps(results))
+    assert ch.results() == results
+    assert capsys.readouterr().out.strip() == (
+        "results/small.json, the committed run: preset small, 3 fine-tuning seeds, "
+        "1 pre-training seed(s), commit 0123456, 90.0 min")
+
+
+def test_glue_pastes_numbers_with_fixed_decimals(monkeypatch):
+    import myst_nb
+
+    seen = {}
+    monkeypatch.setattr(myst_nb, "glue", lambda name, value, display: seen.update({name: (value, display)}))
+    book.glue("small", -0.0001, 2)
+    book.glue("half", 0.5, 2)
+    book.glue("words", "reproduced")
+    assert seen == {"small": ("0.00", False), "half": ("0.50", False), "words": ("reproduced", False)}
+
+
+def test_live_checkpoint_rejects_an_unknown_method(tmp_path):
+    with pytest.raises(ValueError, match="choose from"):
+        book.setup(figures_dir=str(tmp_path / "f")).live_checkpoint("cocondenser")
 
 
 @pytest.mark.parametrize("kwargs,message", [
     ({"full": "maybe"}, "parameter 'full' must be a boolean"),
-    ({"budget": "small"}, "parameter 'budget' must be one of 'tiny', 'micro'"),
+    ({"budget": "huge"}, r"parameter 'budget' must be one of .*'micro'.*committed results/small\.json"),
     ({"seed": "-1"}, "'seed' must be >= 0"),
     ({"max_steps": "0"}, "'max_steps' must be >= 1"),
     ({"data_dir": 3}, "'data_dir' must be a folder path"),

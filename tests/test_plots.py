@@ -1,4 +1,5 @@
 import matplotlib
+import pytest
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -31,3 +32,51 @@ def test_low_data_plot_is_on_a_log_scale_with_dodged_arms():
     xs = [bars.lines[0].get_xdata()[0] for bars in ax.containers]
     assert len(xs) == 2 and xs[0] != xs[1]  # the two arms sit side by side, not on top
     plt.close(fig)
+
+
+def _claim(cid, verdict):
+    return {"id": cid, "statement": f"statement of {cid} <b>", "arms": ["Condenser", "BERT"],
+            "comparison": "Condenser 0.100 vs BERT 0.050 (better).", "paper": "table 5 (1.0)",
+            "verdict": verdict}
+
+
+def test_scorecard_html_one_row_per_claim_in_plain_words():
+    results = {"claims": [_claim("C0", "reproduced"), _claim("C1", "not reproduced at this scale"),
+                          _claim("C2", "partly reproduced")]}
+    table = plots.scorecard_table(results)
+    assert list(table.index) == ["C0", "C1", "C2"]
+    assert table.loc["C1", "claim"] == plots.CLAIM_TITLES["C1"] and table.loc["C1", "models"] == ["Condenser", "BERT"]
+    html = plots.scorecard_html(results)
+    assert html.startswith('<table class="scorecard">') and html.count("<tr>") == 4  # head + 3 claims
+    assert "&lt;b&gt;" in html and "<b>C1</b>" in html  # text escaped, ids bold
+    assert "verdict-yes" in html and "verdict-no" in html and "verdict-partly" in html
+    assert "Condenser 0.100 vs BERT 0.050 (better)." in html and "Condenser<br>BERT" in html
+    # one published source per line, a source's own "; " kept
+    assert plots._lines("table 5 (dev; MRR@10): 1.0; figure 3 (NQ)") == "table 5 (dev; MRR@10): 1.0<br>figure 3 (NQ)"
+
+
+def test_plot_gauges_draws_the_panels_asked_for():
+    log = [{"step": s, "eval_mlm_loss": 8.0 - s, "eval_cls_cosine": 0.9} for s in (1, 2)]
+    results = {"arms": {"bert": {"pretrain_log": log, "compute": {"stage": {"steps": 2}, "cumulative": {"steps": 2}}}},
+               "heldout": {"unigram_entropy": 6.5}}
+    fig = plots.plot_gauges(results, gauges=["mlm_loss"])
+    assert len(fig.axes) == 1 and fig.axes[0].get_ylabel() == plots.GAUGES["mlm_loss"]
+    assert [line.get_ydata()[0] for line in fig.axes[0].lines] == [7.0, 6.5]  # the loss, the entropy
+    plt.close(fig)
+    assert len(plots.plot_gauges(results).axes) == 3
+    with pytest.raises(ValueError, match="choose from"):
+        plots.plot_gauges(results, gauges=["loss"])
+
+
+def test_gauge_table_one_column_per_arm_blank_where_not_measured():
+    results = {"arms": {"bert": {"heldout": {"mlm_loss": 6.54321, "cls_cosine": 0.99}},
+                        "condenser": {"heldout": {"mlm_loss": 6.5, "head_loss": 6.6, "cls_swap_gap": 0.0123456,
+                                                  "cls_swap_noise": 0.001, "cls_cosine": 0.5},
+                                      "other_pretraining_seeds": [{"heldout": {"mlm_loss": 6.7, "head_loss": 6.6,
+                                                                               "cls_swap_gap": 0.0, "cls_swap_noise": 0.001,
+                                                                               "cls_cosine": 0.7}}]}}}
+    table = plots.gauge_table(results, ["bert", "condenser"])
+    assert list(table.columns) == ["BERT", "Condenser"] and list(table.index) == list(plots.GAUGE_NAMES.values())
+    assert table.loc["held-out MLM loss", "BERT"] == "6.543" and table.loc["[CLS]-swap gap", "BERT"] == ""
+    assert table.loc["held-out MLM loss", "Condenser"] == "6.6"  # the mean over pre-training seeds
+    assert table.loc["[CLS]-swap gap", "Condenser"] == "0.006173"
