@@ -91,6 +91,8 @@ class PretrainConfig:
     skip_from: int = _MODEL.skip_from
     n_head_layers: int = _MODEL.n_head_layers
     late_mlm: bool = True
+    dropout: float = _MODEL.dropout  # of a model built from scratch (a checkpoint keeps its own)
+    attn_implementation: str = _MODEL.attn_implementation
     # masking and packing
     mlm_probability: float = 0.15
     short_seq_prob: float = 0.1
@@ -122,6 +124,10 @@ class PretrainConfig:
             raise ConfigError(f"method={self.method!r} is not one of {METHODS}")
         if self.head not in (None, "load", "random"):
             raise ConfigError(f"head={self.head!r} must be 'load', 'random' or None")
+        if self.attn_implementation not in ("sdpa", "eager"):
+            raise ConfigError(f"attn_implementation={self.attn_implementation!r} must be 'sdpa' or 'eager'")
+        if not 0 <= self.dropout < 1:
+            raise ConfigError(f"dropout={self.dropout!r} must be in [0, 1)")
         if self.method == "cocondenser" and self.corpus == "general":
             raise ConfigError("coCondenser pre-trains on a target corpus: set corpus='scifact' (or 'msmarco', ...)")
         if self.heldout_fraction is not None and not 0 < self.heldout_fraction < 1:
@@ -157,7 +163,8 @@ def stage_config(preset: Preset | str, method: str, init: str | None = None, **c
         tokenizer=model.tokenizer, max_len=model.max_len, hidden_size=model.hidden_size,
         num_hidden_layers=model.num_hidden_layers, num_attention_heads=model.num_attention_heads,
         intermediate_size=model.intermediate_size, vocab_size=model.vocab_size, skip_from=model.skip_from,
-        n_head_layers=model.n_head_layers, epochs=training.epochs, weight_decay=training.weight_decay,
+        n_head_layers=model.n_head_layers, dropout=model.dropout, attn_implementation=model.attn_implementation,
+        epochs=training.epochs, weight_decay=training.weight_decay,
         warmup_ratio=training.warmup_ratio, seed=training.seed, mixed_precision=training.mixed_precision,
         save_every=training.save_every, heldout_fraction=training.heldout_fraction,
         eval_blocks=training.eval_blocks, eval_every=training.eval_every,
@@ -288,15 +295,18 @@ def build_model(cfg: PretrainConfig, tokenizer):
             vocab_size=len(tokenizer), hidden_size=cfg.hidden_size, num_hidden_layers=cfg.num_hidden_layers,
             num_attention_heads=cfg.num_attention_heads, intermediate_size=cfg.intermediate_size,
             max_position_embeddings=cfg.max_len, pad_token_id=tokenizer.pad_token_id,
+            hidden_dropout_prob=cfg.dropout, attention_probs_dropout_prob=cfg.dropout,
         )
-        if cfg.method == "mlm":
-            return BertMLM.from_config(config)
-        return Condenser.from_config(config, **condenser_kw)
-    if cfg.method == "mlm":
-        return BertMLM.from_pretrained(cfg.init)
-    if cfg.resolved_head == "load":
-        return Condenser.from_pretrained(cfg.init, head="load", **condenser_kw)
-    return Condenser.from_bert(cfg.init, **condenser_kw)
+        model = BertMLM.from_config(config) if cfg.method == "mlm" else Condenser.from_config(config, **condenser_kw)
+    elif cfg.method == "mlm":
+        model = BertMLM.from_pretrained(cfg.init)
+    elif cfg.resolved_head == "load":
+        model = Condenser.from_pretrained(cfg.init, head="load", **condenser_kw)
+    else:
+        model = Condenser.from_bert(cfg.init, **condenser_kw)
+    # the kernel only (eager and sdpa agree to ~5e-7); the head's layers share the backbone's config
+    model.backbone.set_attn_implementation(cfg.attn_implementation)
+    return model
 
 
 def general_sections(heldout_fraction: float | None, data_dir: str | None = None, corpus: Dataset | None = None):
