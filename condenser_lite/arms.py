@@ -263,7 +263,7 @@ def sts_arm(
         cfg = TrainConfig(output_dir=str(out_dir), epochs=epochs, batch_size=sts.batch_size, lr=sts.lr,
                           weight_decay=sts.weight_decay, warmup_ratio=sts.warmup_ratio,
                           mixed_precision=sts.mixed_precision, seed=seed, progress=False, resume=False)
-        model = finetune_sts(checkpoint, train, tok, cfg, max_len=sts.max_len)
+        model = finetune_sts(checkpoint, train, tok, cfg, max_len=sts.max_len, dropout=sts.dropout)
         spearman = evaluate_sts(model, test, tok, max_len=sts.max_len)
         for p in out_dir.iterdir():  # the weights are not reused: keep only the numbers and the log
             if p.is_dir():

@@ -25,7 +25,7 @@ from .data import SchemaError
 from .devices import default_device
 from .gradcache import gather_with_grad, gradient_cache, step_hooks, world_info
 from .losses import retrieval_loss
-from .model import check_checkpoint, load_encoder
+from .model import check_checkpoint, dropout_kwargs, load_encoder
 from .tokenizer import load_tokenizer
 
 def cls_embedding(encoder: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -86,15 +86,19 @@ class BiEncoder(nn.Module):
         untied: bool = False,
         train_n_passages: int = 8,
         temperature: float | None = None,
+        dropout: float | None = None,
     ) -> "BiEncoder":
         """From a pre-trained checkpoint (dir or Hub id; a Condenser/``BertForMaskedLM`` checkpoint
         loads its backbone), or from a saved ``BiEncoder`` dir (untied ones have ``query/`` and
-        ``passage/`` sub-dirs and load untied whatever ``untied`` says)."""
+        ``passage/`` sub-dirs and load untied whatever ``untied`` says). ``dropout``: the encoders'
+        dropout for training (``None``: the checkpoint's own)."""
         path = Path(name_or_dir)
+        kw = dropout_kwargs(dropout)
         if (path / "query").is_dir() and (path / "passage").is_dir():
-            return cls(load_encoder(path / "query"), load_encoder(path / "passage"), train_n_passages, temperature)
-        q = load_encoder(name_or_dir)
-        p = load_encoder(name_or_dir) if untied else None
+            return cls(load_encoder(path / "query", **kw), load_encoder(path / "passage", **kw), train_n_passages,
+                       temperature)
+        q = load_encoder(name_or_dir, **kw)
+        p = load_encoder(name_or_dir, **kw) if untied else None
         return cls(q, p, train_n_passages, temperature)
 
     @property

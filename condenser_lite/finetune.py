@@ -74,6 +74,7 @@ def finetune_retriever(
     untied: bool = False,
     temperature: float | None = None,
     grad_cache_chunk: int | None = None,
+    dropout: float | None = None,
 ) -> BiEncoder:
     """Fine-tune a pre-trained checkpoint as a dense retriever (coCondenser eq. 14, chapter 4).
 
@@ -82,7 +83,8 @@ def finetune_retriever(
     as a plain Hugging Face dir (``query/`` and ``passage/`` when untied), loadable with
     ``BiEncoder.from_pretrained`` or ``encode``; the loop's log and resumable checkpoint sit
     beside it. ``grad_cache_chunk``: sequences per gradient-cache chunk (``retrieval_step``);
-    None trains with plain forward/backward. A checkpoint left in ``cfg.output_dir`` is resumed
+    None trains with plain forward/backward. ``dropout``: the encoder's during fine-tuning
+    (``None``: the checkpoint's own). A checkpoint left in ``cfg.output_dir`` is resumed
     (or, finished, reused) only if it was trained from the same weights (by content), tokenizer,
     training rows (``rows_key``) and settings; otherwise ``CheckpointError`` names what differs.
     The folder is locked while training (``jobs.output_lock``).
@@ -93,7 +95,10 @@ def finetune_retriever(
                   "data": rows_key(train_dataset), "q_max_len": q_max_len, "p_max_len": p_max_len,
                   "train_n_passages": train_n_passages, "untied": untied, "temperature": temperature,
                   "grad_cache_chunk": grad_cache_chunk}
-    model = BiEncoder.from_pretrained(init_checkpoint, untied=untied, train_n_passages=train_n_passages, temperature=temperature)
+    if dropout is not None:  # keyed only when set, so runs with the checkpoint's own keep their keys
+        depends_on["dropout"] = dropout
+    model = BiEncoder.from_pretrained(init_checkpoint, untied=untied, train_n_passages=train_n_passages,
+                                      temperature=temperature, dropout=dropout)
     limit = getattr(model.config, "max_position_embeddings", None)
     if limit is not None and max(q_max_len, p_max_len) > limit:
         raise ValueError(
@@ -224,7 +229,7 @@ def finetune_round(
     model = finetune_retriever(
         init_checkpoint, train_dataset, tokenizer, cfg, q_max_len=recipe.q_max_len, p_max_len=recipe.p_max_len,
         train_n_passages=recipe.train_n_passages, untied=recipe.untied, temperature=recipe.temperature,
-        grad_cache_chunk=recipe.grad_cache_chunk)
+        grad_cache_chunk=recipe.grad_cache_chunk, dropout=recipe.dropout)
     return model, train_dataset
 
 

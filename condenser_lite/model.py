@@ -189,6 +189,17 @@ def _as_backbone(model: BertForMaskedLM | str | os.PathLike | nn.Module, **load_
     )
 
 
+def dropout_kwargs(dropout: float | None) -> dict:
+    """Config overrides that set a BERT encoder's hidden and attention dropout (``None``: keep
+    the checkpoint's). Fine-tuning sets it because the ``small`` book budget pre-trains without
+    dropout (as Cramming does) and fine-tunes with BERT's usual 0.1 (chapter 4)."""
+    if dropout is None:
+        return {}
+    if not 0 <= dropout < 1:
+        raise ValueError(f"dropout={dropout!r} must be in [0, 1) or None (the checkpoint's own)")
+    return {"hidden_dropout_prob": dropout, "attention_probs_dropout_prob": dropout}
+
+
 def load_encoder(name_or_dir: str | os.PathLike, **kwargs) -> PreTrainedModel:
     """The plain encoder of a pre-trained checkpoint (a `BertModel` for BERT/Condenser).
 

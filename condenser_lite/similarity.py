@@ -26,7 +26,7 @@ from scipy.stats import spearmanr
 
 from .biencoder import cls_embedding, load_model_and_tokenizer, pad_batch, token_ids
 from .losses import cosine_regression_loss
-from .model import load_encoder
+from .model import dropout_kwargs, load_encoder
 from .search import encode
 from .tokenizer import load_tokenizer
 from .training import train
@@ -50,9 +50,10 @@ class SentenceEncoder(nn.Module):
         self.encoder = encoder
 
     @classmethod
-    def from_pretrained(cls, name_or_dir: str | os.PathLike) -> "SentenceEncoder":
-        """From a checkpoint dir or Hub id (a Condenser checkpoint loads its backbone)."""
-        return cls(load_encoder(name_or_dir))
+    def from_pretrained(cls, name_or_dir: str | os.PathLike, dropout: float | None = None) -> "SentenceEncoder":
+        """From a checkpoint dir or Hub id (a Condenser checkpoint loads its backbone);
+        ``dropout``: the encoder's for training (``None``: the checkpoint's own)."""
+        return cls(load_encoder(name_or_dir, **dropout_kwargs(dropout)))
 
     @property
     def config(self):
@@ -116,16 +117,18 @@ def sample_pairs(ds: Any, n: int | str | None, seed: int = 0):
     return ds.select(np.random.default_rng(seed).permutation(len(ds))[:n].tolist())
 
 
-def finetune_sts(init_checkpoint: str | os.PathLike, train_pairs: Any, tokenizer, cfg, max_len: int = 64) -> SentenceEncoder:
+def finetune_sts(init_checkpoint: str | os.PathLike, train_pairs: Any, tokenizer, cfg, max_len: int = 64,
+                 dropout: float | None = None) -> SentenceEncoder:
     """Fine-tune a checkpoint on STS pairs with the cosine regression loss (chapter 7).
 
     ``cfg`` is a ``training.TrainConfig`` (the papers' scale: lr 2e-5, batch 16, 4 epochs, the
     ``paper`` preset's ``presets.STSConfig``). The model and tokenizer are saved to
-    ``cfg.output_dir`` (plain Hugging Face dir).
+    ``cfg.output_dir`` (plain Hugging Face dir). ``dropout``: the encoder's during training
+    (``None``: the checkpoint's own).
     """
     _check_pairs(train_pairs, "finetune_sts")
     tokenizer = load_tokenizer(tokenizer if tokenizer is not None else init_checkpoint)
-    model = SentenceEncoder.from_pretrained(init_checkpoint)
+    model = SentenceEncoder.from_pretrained(init_checkpoint, dropout=dropout)
     limit = getattr(model.config, "max_position_embeddings", None)
     if limit is not None and max_len > limit:
         raise ValueError(f"max_len={max_len} exceeds the checkpoint's max_position_embeddings={limit}")

@@ -170,3 +170,29 @@ def test_heldout_documents_are_never_trained_on(env, tokenizer_dir):
     key = lambda d: set(zip(d["source"], d["doc_id"]))  # noqa: E731
     assert held is not None and len(held) > 0 and not key(train) & key(held)
     assert general_sections(None)[1] is None
+
+
+def test_dropout_and_attention_kernel_reach_the_model_and_fine_tuning_puts_dropout_back(tokenizer_dir, tmp_path):
+    """The small budget pre-trains without dropout and with eager attention; both reach every
+    layer (the head's too), and fine-tuning's ``dropout`` overrides the checkpoint's."""
+    from condenser_lite.biencoder import BiEncoder
+    from condenser_lite.pretraining import get_tokenizer
+    from condenser_lite.similarity import SentenceEncoder
+
+    cfg = tiny(tokenizer_dir, method="condenser", dropout=0.0, attn_implementation="eager")
+    tok = get_tokenizer(cfg)
+    model = build_model(cfg, tok)
+    rates = {m.p for m in model.modules() if m.__class__.__name__ == "Dropout"}
+    assert rates == {0.0}, rates
+    assert model.backbone.config._attn_implementation == "eager"
+    assert build_model(cfg.replace(attn_implementation="sdpa"), tok).backbone.config._attn_implementation == "sdpa"
+    with pytest.raises(ValueError, match="attn_implementation"):
+        cfg.replace(attn_implementation="flash")
+    with pytest.raises(ValueError, match="dropout"):
+        cfg.replace(dropout=1.0)
+    model.save_pretrained(tmp_path / "ckpt")
+    tok.save_pretrained(tmp_path / "ckpt")
+    assert BiEncoder.from_pretrained(tmp_path / "ckpt").config.hidden_dropout_prob == 0.0  # its own
+    for loaded in (BiEncoder.from_pretrained(tmp_path / "ckpt", dropout=0.1),
+                   SentenceEncoder.from_pretrained(tmp_path / "ckpt", dropout=0.1)):
+        assert {m.p for m in loaded.modules() if m.__class__.__name__ == "Dropout"} == {0.1}
