@@ -591,32 +591,37 @@ def long_runs(budget: float, base: Run) -> dict[str, Run]:
     return {"long: " + base.shape: base.replace(cpu_budget=budget)}
 
 
-def condenser_runs(stage1: dict, budget: float) -> dict[str, Run]:
-    """Splits of the long run's model, each continuing it for the same steps, plus the control."""
+def condenser_runs(stage1: dict, budget: float, splits=None) -> tuple[dict[str, Run], Run]:
+    """Condenser splits continuing a stage-1 run, all for the same number of steps, and the
+    MLM-only continuation at those steps (the control). The steps come from the CPU budget at
+    an assumed Condenser/MLM step-cost ratio of 1.6 (measured ratios are in the results)."""
     run = Run(**stage1["run"])
-    init = stage1["checkpoint"]
-    cont = run.replace(init=init, cpu_budget=budget, warmup=0.1, schedule="linear", seed=1)
+    steps = max(20, int(budget / (1.6 * stage1["cpu_per_step"])))
+    cont = run.replace(init=stage1["checkpoint"], steps=steps, warmup=0.1, schedule="linear", seed=1)
     L = run.layers
-    splits = sorted({(s, h) for s, h in [(L // 2, 2), (1, 1), (1, 2), (2, 1), (2, 2), (L // 2, 1)] if 1 <= s < L})
-    runs = {f"condenser skip_from={s}, n_head_layers={h} (head path {s + h} of {L})":
-            cont.replace(method="condenser", skip_from=s, n_head_layers=h) for s, h in splits}
+    splits = splits or [(1, 1), (2, 1), (2, 2), (L // 2, 2)]
+    runs = {f"{run.shape}: skip_from={s}, n_head_layers={h} (head path {s + h} of {L} layers)":
+            cont.replace(method="condenser", skip_from=s, n_head_layers=h) for s, h in dict.fromkeys(splits) if 1 <= s < L}
     return runs, cont
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", choices=["throughput", "sweep", "long", "condenser"], action="append")
-    ap.add_argument("--budget", type=float, default=240.0, help="CPU seconds per sweep run (default 240)")
-    ap.add_argument("--long-budget", type=float, default=900.0, help="CPU seconds of each long run")
-    ap.add_argument("--condenser-budget", type=float, default=240.0, help="CPU seconds of each continuation")
+    ap.add_argument("--budget", type=float, default=200.0, help="CPU seconds per sweep run")
+    ap.add_argument("--long-budget", type=float, default=1000.0, help="CPU seconds of each long run")
+    ap.add_argument("--condenser-budget", type=float, default=200.0,
+                    help="CPU seconds of a Condenser continuation (sets the common step count)")
     ap.add_argument("--extended", action="store_true", help="five more sweep runs (see sweep_runs)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--reps", type=int, default=3, help="interleaved repetitions in the throughput part")
-    ap.add_argument("--steps", type=int, default=12, help="steps per throughput measurement")
+    ap.add_argument("--steps", type=int, default=10, help="steps per throughput measurement")
     ap.add_argument("--long", action="append", default=None,
                     help="JSON of Run fields for a long run (default: the recommendation in this file)")
     ap.add_argument("--stage1", default="long",
                     help="what the Condenser splits continue: 'long' (the first long run) or a sweep run's label")
+    ap.add_argument("--reference", default="dropout 0",
+                    help="a 4-layer sweep run whose continuation with today's split (2 + 2) is measured too ('' for none)")
     ap.add_argument("--out", default=str(ROOT / "results" / "study.json"))
     a = ap.parse_args()
     parts = a.only or ["throughput", "sweep", "long", "condenser"]
@@ -664,15 +669,19 @@ def main() -> None:
         study["condenser_stage1"] = {"label": stage1["label"], "key": stage1["key"], "steps": stage1["steps"],
                                      "final": stage1["final"]}
         runs, control = condenser_runs(stage1, a.condenser_budget)
-        res = run_many("condenser", runs, a.workers)
-        # The MLM control runs the steps the Condenser splits took (their step counts agree
-        # within the calibration noise; the largest is used). coCondenser continues the split
-        # with the clearest gap (gap / noise), for half the steps, on SciFact.
-        steps = max(r["steps"] for r in res.values())
-        clear = max(runs, key=lambda n: res[n]["final"]["eval_swap_gap"] / max(res[n]["final"]["eval_swap_noise"], 1e-9))
-        extra = {"control: MLM continuation (same steps)": control.replace(steps=steps),
-                 f"cocondenser on SciFact, continuing [{clear}]": runs[clear].replace(
-                     method="cocondenser", init=res[clear]["checkpoint"], steps=max(20, steps // 2), seed=2)}
+        controls = {f"{Run(**stage1['run']).shape}: control, MLM continuation (same steps)": control}
+        if a.reference:  # today's split (2 + 2 of 4 layers) on a 4-layer sweep model, for comparison
+            ref = run_many("sweep", {a.reference: sweep_runs(a.budget, True)[a.reference]}, 1)[a.reference]
+            ref_runs, ref_control = condenser_runs(ref, a.condenser_budget, splits=[(2, 2), (1, 1)])
+            runs.update(ref_runs)
+            controls[f"{Run(**ref['run']).shape}: control, MLM continuation (same steps)"] = ref_control
+        res = run_many("condenser", {**runs, **controls}, a.workers)
+        # coCondenser continues the split with the clearest gap (gap / noise) on SciFact, for
+        # half the steps (a look at the gauges under the contrastive loss, not a full stage).
+        main_runs = [n for n in runs if n.startswith(Run(**stage1["run"]).shape)]
+        clear = max(main_runs, key=lambda n: res[n]["final"]["eval_swap_gap"] / max(res[n]["final"]["eval_swap_noise"], 1e-9))
+        extra = {f"coCondenser on SciFact, continuing [{clear}]": runs[clear].replace(
+            method="cocondenser", init=res[clear]["checkpoint"], steps=max(20, runs[clear].steps // 2), seed=2)}
         res.update(run_many("condenser", extra, a.workers))
         study["condenser"] = res
         for name, r in res.items():
@@ -698,10 +707,26 @@ def main() -> None:
                                                          "eval_masked_tokens", "train_tokens", "unigram_entropy")}
                        for (v, t), d in _data_summaries(study).items()}},
     }
-    study["recommendation"] = RECOMMENDATION
+    study["recommendation"] = {**RECOMMENDATION, "measured_costs": sizing(study)}
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(json.dumps(study, indent=1) + "\n")
     print(f"wrote {out_path}")
+
+
+def sizing(study: dict) -> dict:
+    """The measured per-item CPU costs the `small` budget is sized from (one thread each)."""
+    out: dict = {}
+    t = study.get("throughput", {})
+    for shape, variants in t.get("variants", {}).items():
+        out[f"mlm_step_cpu_s {shape}"] = {v: variants[v]["cpu_per_step"] for v in variants}
+    if t.get("finetune"):
+        out["finetune_and_encode (cpu s per step; passages per cpu s)"] = t["finetune"]
+    cond = study.get("condenser", {})
+    for name, r in cond.items():
+        out[f"{r['run']['method']} step cpu s ({name})"] = {
+            "cpu_per_step": r["cpu_per_step"], "batch": r["run"]["batch"], "max_len": r["run"]["max_len"],
+            "shape": f"{r['run']['layers']}L/{r['run']['hidden']}H", "steps": r["steps"]}
+    return out
 
 
 def _data_summaries(study: dict) -> dict:
@@ -711,7 +736,7 @@ def _data_summaries(study: dict) -> dict:
 
 
 # Filled in from the study's numbers (see book/study.md); the long run trains this recipe.
-RECOMMENDED = BASE
+RECOMMENDED = BASE.replace(layers=6, hidden=256, max_len=128, dropout=0.0)
 RECOMMENDATION: dict = {}
 
 
