@@ -65,6 +65,7 @@ HELDOUT_FRACTION = 0.05
 EVAL_BLOCKS = 512
 EVAL_EVERY_FRACTION = 1 / 6  # curve points per run (plus the start and the end)
 STUDY_VERSION = 1
+LATER_FIELDS = {"mask_rate": 0.15}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -101,9 +102,14 @@ class Run:
     init: str | None = None
     skip_from: int = 0
     n_head_layers: int = 0
+    mask_rate: float = 0.15  # training masks only; the held-out set keeps 15%
 
     def key(self) -> str:
-        blob = json.dumps(dataclasses.asdict(self), sort_keys=True)
+        settings = dataclasses.asdict(self)
+        for name, default in LATER_FIELDS.items():  # fields added later: absent at their default,
+            if settings[name] == default:           # so earlier runs keep their cache keys
+                del settings[name]
+        blob = json.dumps(settings, sort_keys=True)
         return hashlib.sha256(f"v{STUDY_VERSION}:{blob}".encode()).hexdigest()[:12]
 
     def replace(self, **changes) -> "Run":
@@ -128,16 +134,25 @@ def sweep_runs(budget: float, extended: bool = False) -> dict[str, Run]:
         "4L/256H": b.replace(hidden=256),
         "6L/256H": b.replace(layers=6, hidden=256),
         "T128, B16 (same tokens/step)": b.replace(max_len=128, batch=16),
-        "vocab 4096": b.replace(vocab=4096),
-        "lr 2e-3": b.replace(lr=2e-3),
-        "batch 128, lr 2e-3": b.replace(batch=128, lr=2e-3),
-        "one-cycle (warm-up 50%)": b.replace(warmup=0.5),
     }
+    # Round 2: one factor at a time from the best of round 1 (base + dropout 0).
+    b2 = b.replace(dropout=0.0)
+    runs.update({
+        "dropout 0 + lr 2e-3": b2.replace(lr=2e-3),
+        "dropout 0 + lr 4e-3": b2.replace(lr=4e-3),
+        "dropout 0 + mask 30%": b2.replace(mask_rate=0.3),
+        "dropout 0 + vocab 4096": b2.replace(vocab=4096),
+        "dropout 0 + batch 128, lr 2e-3": b2.replace(batch=128, lr=2e-3),
+        "dropout 0 + one-cycle (warm-up 50%)": b2.replace(warmup=0.5),
+    })
     more = {
         "8L/256H": b.replace(layers=8, hidden=256),
         "2L/128H": b.replace(layers=2),
         "constant lr after warm-up": b.replace(schedule="constant"),
-        "lr 4e-3": b.replace(lr=4e-3),
+        "lr 2e-3": b.replace(lr=2e-3),
+        "vocab 4096": b.replace(vocab=4096),
+        "batch 128, lr 2e-3": b.replace(batch=128, lr=2e-3),
+        "one-cycle (warm-up 50%)": b.replace(warmup=0.5),
         "batch 64": b.replace(batch=64),
     }
     return {**runs, **more} if extended else runs
@@ -277,11 +292,17 @@ def run_one(part: str, run: Run) -> dict:
     torch.set_num_threads(1)
     from condenser_lite.training import TrainConfig, train
 
+    load_start = [round(x, 2) for x in os.getloadavg()]  # other jobs on the machine slow the wall clock
     data = study_data(run.vocab, run.max_len)
     extra = study_data(run.vocab, 64) if run.max_len != 64 else None
     tok = data["tokenizer"]
     model = _build_model(run, tok, part)
-    step_fn, collate, train_data, tokens_per_step = None, data["collator"], data["blocks"], run.batch * run.max_len
+    collate = data["collator"]
+    if run.mask_rate != collate.mlm_probability:
+        from condenser_lite.pretrain_data import MLMCollator
+
+        collate = MLMCollator(tok, mlm_probability=run.mask_rate)
+    step_fn, train_data, tokens_per_step = None, data["blocks"], run.batch * run.max_len
     if run.method == "cocondenser":
         from condenser_lite.gradcache import cocondenser_step
         from condenser_lite.pretraining import PretrainConfig, span_pairs
@@ -289,7 +310,7 @@ def run_one(part: str, run: Run) -> dict:
 
         train_data = span_pairs(PretrainConfig(method="cocondenser", corpus="scifact", max_len=run.max_len,
                                                min_span=16, seed=run.seed), tok)
-        collate = SpanPairCollator(data["collator"])
+        collate = SpanPairCollator(collate)
         step_fn = functools.partial(cocondenser_step, chunk_size=None, mlm_weight=1.0, co_weight=1.0)
         tokens_per_step = 2 * run.batch * run.max_len
     # The step count is fixed once (calibrated on this machine) and kept in plan.json, so a
@@ -335,7 +356,7 @@ def run_one(part: str, run: Run) -> dict:
     result = {
         "run": dataclasses.asdict(run), "key": run.key(), "part": part, "checkpoint": str(out / "model"),
         "steps": res.step, "tokens": res.step * tokens_per_step, "cpu_seconds": round(final["cpu"], 1),
-        "wall_seconds": round(res.wall_time, 1), "cpu_per_step": round(final["cpu"] / max(res.step, 1), 4),
+        "wall_seconds": round(res.wall_time, 1), "loadavg_start_end": [load_start, [round(x, 2) for x in os.getloadavg()]], "cpu_per_step": round(final["cpu"] / max(res.step, 1), 4),
         "calibrated_cpu_per_step": round(cost, 4) if cost else None, "passes": round(res.step * run.batch / len(data["blocks"]), 2)
         if run.method != "cocondenser" else None,
         "non_embedding_params": non_embedding_params(config),
@@ -354,9 +375,14 @@ def _run_star(args):
     return run_one(*args)
 
 
+COLLECT_ONLY = False  # --collect: report finished runs, start none
+
+
 def run_many(part: str, runs: dict[str, Run], workers: int) -> dict[str, dict]:
     """Run several (independent) runs in `workers` 1-thread processes; cached ones return at once."""
     todo = [(name, run) for name, run in runs.items()]
+    if COLLECT_ONLY:
+        todo = [(n, r) for n, r in todo if (_run_dir(part, r) / "result.json").exists()]
     if workers <= 1:
         results = [run_one(part, run) for _, run in todo]
     else:
@@ -599,7 +625,7 @@ def condenser_runs(stage1: dict, budget: float, splits=None) -> tuple[dict[str, 
     steps = max(20, int(budget / (1.6 * stage1["cpu_per_step"])))
     cont = run.replace(init=stage1["checkpoint"], steps=steps, warmup=0.1, schedule="linear", seed=1)
     L = run.layers
-    splits = splits or [(1, 1), (2, 1), (2, 2), (L // 2, 2)]
+    splits = splits or [(1, 1), (1, 2), (2, 1), (2, 2), (L // 2, 2)]
     runs = {f"{run.shape}: skip_from={s}, n_head_layers={h} (head path {s + h} of {L} layers)":
             cont.replace(method="condenser", skip_from=s, n_head_layers=h) for s, h in dict.fromkeys(splits) if 1 <= s < L}
     return runs, cont
@@ -610,7 +636,7 @@ def main() -> None:
     ap.add_argument("--only", choices=["throughput", "sweep", "long", "condenser"], action="append")
     ap.add_argument("--budget", type=float, default=200.0, help="CPU seconds per sweep run")
     ap.add_argument("--long-budget", type=float, default=1000.0, help="CPU seconds of each long run")
-    ap.add_argument("--condenser-budget", type=float, default=200.0,
+    ap.add_argument("--condenser-budget", type=float, default=120.0,
                     help="CPU seconds of a Condenser continuation (sets the common step count)")
     ap.add_argument("--extended", action="store_true", help="five more sweep runs (see sweep_runs)")
     ap.add_argument("--workers", type=int, default=2)
@@ -618,12 +644,16 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=10, help="steps per throughput measurement")
     ap.add_argument("--long", action="append", default=None,
                     help="JSON of Run fields for a long run (default: the recommendation in this file)")
-    ap.add_argument("--stage1", default="long",
-                    help="what the Condenser splits continue: 'long' (the first long run) or a sweep run's label")
-    ap.add_argument("--reference", default="dropout 0",
+    ap.add_argument("--stage1", default="dropout 0",
+                    help="what the Condenser splits continue: a sweep run's label, or 'long' (the first long run)")
+    ap.add_argument("--reference", default="",
                     help="a 4-layer sweep run whose continuation with today's split (2 + 2) is measured too ('' for none)")
     ap.add_argument("--out", default=str(ROOT / "results" / "study.json"))
+    ap.add_argument("--collect", action="store_true",
+                    help="write the results file from the runs finished so far, starting none")
     a = ap.parse_args()
+    global COLLECT_ONLY
+    COLLECT_ONLY = a.collect
     parts = a.only or ["throughput", "sweep", "long", "condenser"]
     out_path = Path(a.out)
     study = json.loads(out_path.read_text()) if out_path.exists() else {}
@@ -637,7 +667,7 @@ def main() -> None:
         cached = cache_dir("study") / "throughput" / f"reps{a.reps}-steps{a.steps}-v{STUDY_VERSION}.json"
         if cached.exists():
             study["throughput"] = json.loads(cached.read_text())
-        else:
+        elif not a.collect:
             study["throughput"] = throughput(a.reps, a.steps)
             cached.parent.mkdir(parents=True, exist_ok=True)
             cached.write_text(json.dumps(study["throughput"], indent=1))
@@ -648,13 +678,9 @@ def main() -> None:
             print(f"[sweep] {name:48s} steps {r['steps']:5d} cpu {r['cpu_seconds']:6.0f}s "
                   f"loss {r['final']['eval_mlm_loss']:.3f} unigram {r['unigram_entropy']:.3f} "
                   f"below {r['below_unigram']:.3f}", flush=True)
-    long_specs = {}
-    if a.long:
-        for spec in a.long:
-            r = Run(**json.loads(spec))
-            long_specs["long: " + r.shape + f" lr {r.lr} B{r.batch} T{r.max_len} drop {r.dropout}"] = r.replace(cpu_budget=a.long_budget)
-    else:
-        long_specs = {"long: recommended": RECOMMENDED.replace(cpu_budget=a.long_budget)}
+    specs = [Run(**json.loads(spec)) for spec in a.long] if a.long else [RECOMMENDED]
+    long_specs = {f"long: {r.shape}, T{r.max_len}, B{r.batch}, lr {r.lr:g}, dropout {r.dropout:g}":
+                  r.replace(cpu_budget=a.long_budget) for r in specs}
     if "long" in parts or ("condenser" in parts and a.stage1 == "long"):
         res = run_many("long", long_specs, a.workers)
         study["long"] = res
@@ -663,7 +689,7 @@ def main() -> None:
                   f"unigram {r['unigram_entropy']:.3f}", flush=True)
     if "condenser" in parts:
         if a.stage1 == "long":
-            stage1 = next(iter(study["long"].values()))
+            stage1 = next(iter(study["long"].values()))  # (--collect: fails until the long run is done)
         else:  # a finished sweep run (cached: returns at once)
             stage1 = run_many("sweep", {a.stage1: sweep_runs(a.budget, True)[a.stage1]}, 1)[a.stage1]
         study["condenser_stage1"] = {"label": stage1["label"], "key": stage1["key"], "steps": stage1["steps"],
@@ -678,11 +704,12 @@ def main() -> None:
         res = run_many("condenser", {**runs, **controls}, a.workers)
         # coCondenser continues the split with the clearest gap (gap / noise) on SciFact, for
         # half the steps (a look at the gauges under the contrastive loss, not a full stage).
-        main_runs = [n for n in runs if n.startswith(Run(**stage1["run"]).shape)]
-        clear = max(main_runs, key=lambda n: res[n]["final"]["eval_swap_gap"] / max(res[n]["final"]["eval_swap_noise"], 1e-9))
-        extra = {f"coCondenser on SciFact, continuing [{clear}]": runs[clear].replace(
-            method="cocondenser", init=res[clear]["checkpoint"], steps=max(20, runs[clear].steps // 2), seed=2)}
-        res.update(run_many("condenser", extra, a.workers))
+        main_runs = [n for n in runs if n.startswith(Run(**stage1["run"]).shape) and n in res]
+        if main_runs:
+            clear = max(main_runs, key=lambda n: res[n]["final"]["eval_swap_gap"] / max(res[n]["final"]["eval_swap_noise"], 1e-9))
+            extra = {f"coCondenser on SciFact, continuing [{clear}]": runs[clear].replace(
+                method="cocondenser", init=res[clear]["checkpoint"], steps=max(20, runs[clear].steps // 2), seed=2)}
+            res.update(run_many("condenser", extra, a.workers))
         study["condenser"] = res
         for name, r in res.items():
             f = r["final"]
