@@ -60,7 +60,7 @@ logger = logging.getLogger(__name__)
 MIXED_PRECISION = ("no", "bf16", "fp16", "auto")
 # "linear": warm-up then linear decay to 0 (BERT; with warmup_ratio=0.5 the triangular
 # "one-cycle" of Cramming); "constant": warm-up then a constant rate.
-SCHEDULES = {"linear": get_linear_schedule_with_warmup, "constant": get_constant_schedule_with_warmup}
+SCHEDULES = ("linear", "constant")
 # TrainConfig fields that change the computation: resuming needs the checkpoint to agree on all.
 # output_dir, log_every, save_every, eval_every, resume, progress and compile (same maths,
 # another kernel schedule) only change bookkeeping or speed.
@@ -144,7 +144,7 @@ class TrainConfig:
         if self.eval_every is not None and self.eval_every < 1:
             raise bad("eval_every", "use None (no evaluation) or a count >= 1")
         if self.schedule not in SCHEDULES:
-            raise bad("schedule", f"choose one of {tuple(SCHEDULES)}")
+            raise bad("schedule", f"choose one of {SCHEDULES}")
 
 
 @dataclass
@@ -390,8 +390,8 @@ def train(model: nn.Module, data: Sequence | Callable[[int], Sequence], cfg: Tra
       (evaluation excluded; with one thread, robust to other load on the machine); averaged
       over micro-batches, processes and the steps since the last line.
     * ``eval_fn(model) -> {name: float}``, with ``cfg.eval_every``: called every that many steps
-      and after the last one, on the unwrapped model in eval mode without gradients (and
-      without the mixed-precision autocast, unless ``eval_fn`` opens one); its values join that
+      and after the last one, on the unwrapped model in eval mode, without gradients and in full
+      precision (the mixed-precision wrapper of ``forward`` is bypassed); its values join that
       step's log line as ``eval_<name>`` (a step with an evaluation always writes a line). The
       study page (``book/study.md``) logs held-out MLM loss and the Condenser gauges this way.
     * ``output_dir/checkpoint/`` is written every ``save_every`` steps, at the end and on

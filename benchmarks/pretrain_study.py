@@ -1,0 +1,771 @@
+"""Choosing the scaled-down world: the pre-training study behind the book's `small` budget.
+
+One command reproduces every number of the study page (`book/study.md`) and writes
+`results/study.json` (summarised curves plus provenance):
+
+    python benchmarks/pretrain_study.py                      # every part, resumable
+    python benchmarks/pretrain_study.py --only throughput    # or sweep, long, condenser
+
+Parts
+  throughput  CPU cost of one MLM training step of our loop (`model.BertMLM`, masked-only logits,
+              `training.train`) for precision (fp32 / bf16 autocast through oneDNN), attention
+              kernel (sdpa / eager), dropout, `torch.compile`, batch shape at equal tokens, one
+              process with 2 threads against two with 1, and the transformers `Trainer` with
+              `BertForMaskedLM` + `DataCollatorForLanguageModeling` on the same blocks; plus a
+              retrieval fine-tuning step and encoding throughput per candidate shape (to size the
+              budget). Variants are interleaved and repeated; CPU seconds per step are the
+              measure (robust to other load), wall seconds are kept too.
+  sweep       held-out MLM loss against CPU seconds, one factor at a time from a baseline, every
+              run with the same CPU budget (two 1-thread processes in parallel).
+  long        longer runs of the combined recipe(s): the stage-1 checkpoints of part `condenser`.
+  condenser   Condenser continuations of a long run for several splits (`skip_from`,
+              `n_head_layers`), with the [CLS]-swap gap, the [CLS] cosine and both MLM losses
+              logged as they train; an MLM-only continuation at the same steps as the control; a
+              short coCondenser continuation on SciFact.
+
+Held-out text: `pretrain_data.heldout_split` keeps 5% of the general corpus's documents (by a
+hash of the document id) out of training; the evaluation set is 512 of their blocks with fixed
+masks (`pretrain_data.mlm_eval_batches`). Every loss is reported beside the unigram entropy of
+the same masked tokens (`analysis.unigram_entropy`). Nothing here looks at retrieval quality.
+
+Every finished run is cached under `$CONDENSER_LITE_CACHE/study/<part>/<hash of its settings>/`
+(`result.json`), and training runs resume from their last checkpoint, so an interrupted study
+picks up where it stopped. Runs are keyed by their settings, so changing a setting starts a
+new run and leaves the old one in place.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import dataclasses
+import functools
+import hashlib
+import json
+import math
+import multiprocessing as mp
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+warnings.filterwarnings("ignore")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+HELDOUT_FRACTION = 0.05
+EVAL_BLOCKS = 512
+EVAL_EVERY_FRACTION = 1 / 6  # curve points per run (plus the start and the end)
+STUDY_VERSION = 1
+LATER_FIELDS = {"mask_rate": 0.15}
+
+
+# ---------------------------------------------------------------------------------------------
+# Settings of one pre-training run
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Run:
+    """One pre-training run: a model shape, a recipe and a CPU-seconds budget.
+
+    ``method`` is ``mlm`` (from scratch, or continuing ``init``), ``condenser`` (a fresh head on
+    ``init``'s backbone) or ``cocondenser`` (continuing a Condenser run, head loaded, on SciFact).
+    ``init`` names another run (its ``key``) whose final weights this one starts from.
+    ``steps`` fixes the step count instead of deriving it from ``cpu_budget``.
+    """
+
+    layers: int = 4
+    hidden: int = 128
+    heads: int = 4
+    vocab: int = 8192
+    max_len: int = 64
+    batch: int = 32
+    lr: float = 1e-3
+    warmup: float = 0.1
+    schedule: str = "linear"
+    dropout: float = 0.1
+    precision: str = "bf16"
+    attn: str = "eager"
+    cpu_budget: float = 240.0
+    steps: int | None = None
+    seed: int = 0
+    method: str = "mlm"
+    init: str | None = None
+    skip_from: int = 0
+    n_head_layers: int = 0
+    mask_rate: float = 0.15  # training masks only; the held-out set keeps 15%
+
+    def key(self) -> str:
+        settings = dataclasses.asdict(self)
+        for name, default in LATER_FIELDS.items():  # fields added later: absent at their default,
+            if settings[name] == default:           # so earlier runs keep their cache keys
+                del settings[name]
+        blob = json.dumps(settings, sort_keys=True)
+        return hashlib.sha256(f"v{STUDY_VERSION}:{blob}".encode()).hexdigest()[:12]
+
+    def replace(self, **changes) -> "Run":
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def shape(self) -> str:
+        return f"{self.layers}L/{self.hidden}H"
+
+
+BASE = Run()  # today's tiny shape and data recipe, with the throughput levers of part A
+
+
+def sweep_runs(budget: float, extended: bool = False) -> dict[str, Run]:
+    """One factor at a time from BASE (every run gets the same CPU budget); `extended` adds
+    five more (2 and 8 layers, a constant rate, lr 4e-3, batch 64)."""
+    b = BASE.replace(cpu_budget=budget)
+    runs = {  # in order of priority: an interrupted sweep has the most telling runs first
+        "base (4L/128H, T64, B32, lr 1e-3, drop 0.1, bf16)": b,
+        "today: fp32 + sdpa": b.replace(precision="no", attn="sdpa"),
+        "dropout 0": b.replace(dropout=0.0),
+        "4L/256H": b.replace(hidden=256),
+        "6L/256H": b.replace(layers=6, hidden=256),
+        "T128, B16 (same tokens/step)": b.replace(max_len=128, batch=16),
+    }
+    # Round 2: one factor at a time from the best of round 1 (base + dropout 0).
+    b2 = b.replace(dropout=0.0)
+    runs.update({
+        "dropout 0 + lr 2e-3": b2.replace(lr=2e-3),
+        "dropout 0 + lr 4e-3": b2.replace(lr=4e-3),
+        "dropout 0 + mask 30%": b2.replace(mask_rate=0.3),
+        "dropout 0 + vocab 4096": b2.replace(vocab=4096),
+        "dropout 0 + batch 128, lr 2e-3": b2.replace(batch=128, lr=2e-3),
+        "dropout 0 + one-cycle (warm-up 50%)": b2.replace(warmup=0.5),
+    })
+    more = {
+        "8L/256H": b.replace(layers=8, hidden=256),
+        "2L/128H": b.replace(layers=2),
+        "constant lr after warm-up": b.replace(schedule="constant"),
+        "lr 2e-3": b.replace(lr=2e-3),
+        "vocab 4096": b.replace(vocab=4096),
+        "batch 128, lr 2e-3": b.replace(batch=128, lr=2e-3),
+        "one-cycle (warm-up 50%)": b.replace(warmup=0.5),
+        "batch 64": b.replace(batch=64),
+    }
+    return {**runs, **more} if extended else runs
+
+
+# ---------------------------------------------------------------------------------------------
+# Data: tokenizer, training blocks, held-out evaluation set (one copy per process and setting)
+# ---------------------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=4)
+def study_data(vocab: int, max_len: int) -> dict:
+    import datasets
+
+    from condenser_lite.analysis import unigram_entropy
+    from condenser_lite.data import load_pretraining_corpus
+    from condenser_lite.pretrain_data import MLMCollator, heldout_split, mlm_eval_batches, pack_blocks
+    from condenser_lite.tokenizer import tiny_tokenizer
+
+    datasets.disable_progress_bars()
+    tok = tiny_tokenizer(vocab_size=vocab)
+    train_corpus, held_corpus = heldout_split(load_pretraining_corpus(), fraction=HELDOUT_FRACTION)
+    blocks = pack_blocks(train_corpus, tok, max_len=max_len, short_seq_prob=0.1, seed=0).remove_columns("doc_index")
+    held = pack_blocks(held_corpus, tok, max_len=max_len, short_seq_prob=0.0, seed=0)
+    collator = MLMCollator(tok)
+    evalset = mlm_eval_batches(held, collator, n_blocks=EVAL_BLOCKS, batch_size=64, seed=0)
+    specials = tok.all_special_ids
+    entropy = unigram_entropy(blocks["input_ids"], evalset, vocab_size=len(tok), ignore_ids=specials)
+    n_tokens = sum(len(x) for x in blocks["input_ids"])
+    return {"tokenizer": tok, "blocks": blocks, "collator": collator, "eval": evalset,
+            "unigram_entropy": entropy, "train_tokens": n_tokens, "heldout_sections": len(held_corpus),
+            "train_sections": len(train_corpus), "heldout_blocks": len(held),
+            "eval_masked_tokens": int(sum(int((b["labels"] != -100).sum()) for b in evalset))}
+
+
+@functools.lru_cache(maxsize=4)
+def full_blocks(vocab: int, max_len: int):
+    """Only the full-length training blocks: every throughput step then holds the same tokens."""
+    return study_data(vocab, max_len)["blocks"].filter(lambda x: len(x["input_ids"]) == max_len)
+
+
+def bert_config(run: Run, tok):
+    from condenser_lite.model import tiny_bert_config
+
+    cfg = tiny_bert_config(vocab_size=len(tok), hidden_size=run.hidden, num_hidden_layers=run.layers,
+                           num_attention_heads=run.heads, intermediate_size=4 * run.hidden,
+                           max_position_embeddings=run.max_len, pad_token_id=tok.pad_token_id,
+                           hidden_dropout_prob=run.dropout, attention_probs_dropout_prob=run.dropout)
+    return cfg
+
+
+def non_embedding_params(config) -> int:
+    H, L = config.hidden_size, config.num_hidden_layers
+    return L * (4 * H * H + 2 * H * config.intermediate_size)
+
+
+def flops_per_token(config, max_len: int, head_layers: int = 0, mlm_passes: int = 1, mask_rate: float = 0.15) -> float:
+    """Training FLOPs per input token (forward + backward = 3 x forward), an estimate.
+
+    Per layer and token: 2 x (4H^2 + 2 H F) for the matrices, 4 T H for attention scores and
+    values; the MLM transform and vocabulary projection only at the masked 15% (2H^2 + 2HV each).
+    """
+    H, V, F = config.hidden_size, config.vocab_size, config.intermediate_size
+    per_layer = 2 * (4 * H * H + 2 * H * F) + 4 * max_len * H
+    layers = config.num_hidden_layers + head_layers
+    mlm = mlm_passes * mask_rate * (2 * H * H + 2 * H * V)
+    return 3 * (layers * per_layer + mlm)
+
+
+# ---------------------------------------------------------------------------------------------
+# Part B/C: one training run with held-out evaluation (runs in a 1-thread worker process)
+# ---------------------------------------------------------------------------------------------
+
+
+def _run_dir(part: str, run: Run) -> Path:
+    from condenser_lite.config import cache_dir
+
+    return cache_dir("study") / part / f"{run.method}-{run.key()}"
+
+
+def _build_model(run: Run, tok, part: str):
+    import torch
+
+    from condenser_lite.model import BertMLM, Condenser
+
+    torch.manual_seed(run.seed)
+    if run.init is None:
+        if run.method != "mlm":
+            raise ValueError("a Condenser/coCondenser run continues another run: set init")
+        model = BertMLM.from_config(bert_config(run, tok))
+    else:
+        src = Path(run.init)
+        if not (src / "config.json").exists():
+            raise FileNotFoundError(f"init checkpoint {src} is missing; run its part first")
+        if run.method == "mlm":
+            model = BertMLM.from_pretrained(src)
+        elif run.method == "condenser":
+            model = Condenser.from_bert(str(src), skip_from=run.skip_from, n_head_layers=run.n_head_layers)
+        else:
+            model = Condenser.from_pretrained(src, head="load")
+    model.backbone.set_attn_implementation(run.attn)
+    return model
+
+
+def _evaluate(model, data: dict, extra: dict | None) -> dict[str, float]:
+    from condenser_lite.analysis import cls_cosine, cls_swap_gap, heldout_mlm_loss
+
+    out = dict(heldout_mlm_loss(model, data["eval"]))
+    out["cls_cosine"] = cls_cosine(model, data["eval"][:2])  # 128 blocks: cheap and stable enough
+    if hasattr(model, "head_forward"):
+        gap = cls_swap_gap(model, data["eval"])
+        out.update(swap_gap=gap["gap"], swap_noise=gap["noise"], swap_shift_spread=gap["shift_spread"])
+    if extra is not None:  # the same model on the 64-token evaluation set
+        out["mlm_loss_T64"] = heldout_mlm_loss(model, extra["eval"])["mlm_loss"]
+    return out
+
+
+def _step_cost(model, data, run: Run, collate, step_fn=None) -> float:
+    """CPU seconds per optimizer step of this run's loop, measured on a throwaway copy."""
+    from condenser_lite.training import TrainConfig, train
+
+    with tempfile.TemporaryDirectory() as d:
+        cfg = TrainConfig(d, max_steps=7, batch_size=run.batch, lr=run.lr, mixed_precision=run.precision,
+                          seed=run.seed + 1000, progress=False)
+        hist = train(copy.deepcopy(model), data, cfg, collate_fn=collate, step_fn=step_fn).history
+    return (hist[-1]["cpu"] - hist[1]["cpu"]) / (len(hist) - 2)
+
+
+def run_one(part: str, run: Run) -> dict:
+    """Train one run (or reuse it) and return its summary (`result.json`)."""
+    import torch
+
+    out = _run_dir(part, run)
+    done = out / "result.json"
+    if done.exists():
+        return json.loads(done.read_text())
+    torch.set_num_threads(1)
+    from condenser_lite.training import TrainConfig, train
+
+    load_start = [round(x, 2) for x in os.getloadavg()]  # other jobs on the machine slow the wall clock
+    data = study_data(run.vocab, run.max_len)
+    extra = study_data(run.vocab, 64) if run.max_len != 64 else None
+    tok = data["tokenizer"]
+    model = _build_model(run, tok, part)
+    collate = data["collator"]
+    if run.mask_rate != collate.mlm_probability:
+        from condenser_lite.pretrain_data import MLMCollator
+
+        collate = MLMCollator(tok, mlm_probability=run.mask_rate)
+    step_fn, train_data, tokens_per_step = None, data["blocks"], run.batch * run.max_len
+    if run.method == "cocondenser":
+        from condenser_lite.gradcache import cocondenser_step
+        from condenser_lite.pretraining import PretrainConfig, span_pairs
+        from condenser_lite.spans import SpanPairCollator
+
+        train_data = span_pairs(PretrainConfig(method="cocondenser", corpus="scifact", max_len=run.max_len,
+                                               min_span=16, seed=run.seed), tok)
+        collate = SpanPairCollator(collate)
+        step_fn = functools.partial(cocondenser_step, chunk_size=None, mlm_weight=1.0, co_weight=1.0)
+        tokens_per_step = 2 * run.batch * run.max_len
+    # The step count is fixed once (calibrated on this machine) and kept in plan.json, so a
+    # resumed run trains to the same total as the interrupted one.
+    plan, state = out / "plan.json", out / "train" / "checkpoint" / "state.json"
+    if plan.exists():
+        cost, steps = json.loads(plan.read_text())["cost"], json.loads(plan.read_text())["steps"]
+    elif state.exists():  # interrupted before plan.json existed: the checkpoint knows its total
+        cost, steps = None, json.loads(state.read_text())["run"]["max_steps"]
+    else:
+        cost = _step_cost(model, train_data, run, collate, step_fn)
+        steps = run.steps or max(20, int(run.cpu_budget / cost))
+    out.mkdir(parents=True, exist_ok=True)
+    plan.write_text(json.dumps({"cost": cost, "steps": steps}))
+    every = max(1, round(steps * EVAL_EVERY_FRACTION))
+    start_eval = _evaluate(model, data, extra)
+    cfg = TrainConfig(str(out / "train"), max_steps=steps, batch_size=run.batch, lr=run.lr,
+                      warmup_ratio=run.warmup, schedule=run.schedule, mixed_precision=run.precision,
+                      seed=run.seed, log_every=max(1, steps // 50), eval_every=every,
+                      save_every=max(every, steps // 4), progress=False)
+    res = train(model, train_data, cfg, collate_fn=collate, step_fn=step_fn,
+                eval_fn=lambda m: _evaluate(m, data, extra))
+    model.save_pretrained(out / "model")
+    tok.save_pretrained(out / "model")
+    shutil.rmtree(out / "train" / "checkpoint", ignore_errors=True)
+    curve = [{"step": 0, "cpu": 0.0, "elapsed": 0.0, "tokens": 0,
+              **{f"eval_{k}": round(v, 4) for k, v in start_eval.items()}}]
+    train_curve = []
+    for r in res.history:
+        train_curve.append({"step": r["step"], "cpu": r["cpu"], "loss": round(r["loss"], 4),
+                            **({"head_loss": round(r["head_loss"], 4)} if "head_loss" in r else {})})
+        if any(k.startswith("eval_") for k in r):
+            curve.append({"step": r["step"], "cpu": r["cpu"], "elapsed": r["elapsed"],
+                          "tokens": r["step"] * tokens_per_step,
+                          **{k: round(v, 4) for k, v in r.items() if k.startswith("eval_")}})
+    config = model.config
+    head_layers = run.n_head_layers if run.method != "mlm" else 0
+    if run.method == "cocondenser":
+        head_layers = getattr(model, "n_head_layers", 0)
+    fpt = flops_per_token(config, run.max_len, head_layers=head_layers,
+                          mlm_passes=2 if run.method != "mlm" else 1)
+    final = curve[-1]
+    result = {
+        "run": dataclasses.asdict(run), "key": run.key(), "part": part, "checkpoint": str(out / "model"),
+        "steps": res.step, "tokens": res.step * tokens_per_step, "cpu_seconds": round(final["cpu"], 1),
+        "wall_seconds": round(res.wall_time, 1), "loadavg_start_end": [load_start, [round(x, 2) for x in os.getloadavg()]], "cpu_per_step": round(final["cpu"] / max(res.step, 1), 4),
+        "calibrated_cpu_per_step": round(cost, 4) if cost else None, "passes": round(res.step * run.batch / len(data["blocks"]), 2)
+        if run.method != "cocondenser" else None,
+        "non_embedding_params": non_embedding_params(config),
+        "params": sum(p.numel() for p in model.parameters()),
+        "flops_estimate": float(fpt * res.step * tokens_per_step),
+        "unigram_entropy": round(data["unigram_entropy"], 4),
+        "final": {k: v for k, v in final.items() if k.startswith("eval_")},
+        "below_unigram": round(data["unigram_entropy"] - final["eval_mlm_loss"], 4),
+        "curve": curve, "train_curve": train_curve[:: max(1, len(train_curve) // 50)],
+    }
+    done.write_text(json.dumps(result, indent=1))
+    return result
+
+
+def _run_star(args):
+    return run_one(*args)
+
+
+COLLECT_ONLY = False  # --collect: report finished runs, start none
+
+
+def run_many(part: str, runs: dict[str, Run], workers: int) -> dict[str, dict]:
+    """Run several (independent) runs in `workers` 1-thread processes; cached ones return at once."""
+    todo = [(name, run) for name, run in runs.items()]
+    if COLLECT_ONLY:
+        todo = [(n, r) for n, r in todo if (_run_dir(part, r) / "result.json").exists()]
+    if workers <= 1:
+        results = [run_one(part, run) for _, run in todo]
+    else:
+        with mp.get_context("spawn").Pool(workers) as pool:
+            results = pool.map(_run_star, [(part, run) for _, run in todo], chunksize=1)
+    return {name: {"label": name, **res} for (name, _), res in zip(todo, results)}
+
+
+# ---------------------------------------------------------------------------------------------
+# Part A: throughput
+# ---------------------------------------------------------------------------------------------
+
+
+def _loop_cost(run: Run, steps: int, compile_: bool = False, threads: int = 1, batch_shape=None) -> dict:
+    """CPU and wall seconds per step of `training.train` for this run's model and recipe.
+
+    Steps 3..N are timed (start-up, first-step allocation and compilation excluded); the
+    compile time is the extra cost of the first two steps."""
+    import torch
+
+    from condenser_lite.training import TrainConfig, train
+
+    torch.set_num_threads(threads)
+    r = run if batch_shape is None else run.replace(batch=batch_shape[0], max_len=batch_shape[1])
+    data = study_data(r.vocab, r.max_len)
+    full = full_blocks(r.vocab, r.max_len)
+    model = _build_model(r.replace(init=None, method="mlm"), data["tokenizer"], "throughput")
+    with tempfile.TemporaryDirectory() as d:
+        cfg = TrainConfig(d, max_steps=steps, batch_size=r.batch, lr=r.lr, mixed_precision=r.precision,
+                          compile=compile_, seed=0, progress=False)
+        t0 = time.perf_counter()
+        hist = train(model, full, cfg, collate_fn=data["collator"]).history
+        total_wall = time.perf_counter() - t0
+    n = len(hist) - 2
+    cpu = (hist[-1]["cpu"] - hist[1]["cpu"]) / n
+    wall = (hist[-1]["elapsed"] - hist[1]["elapsed"]) / n
+    first_two = hist[1]["cpu"]
+    return {"cpu_per_step": cpu, "wall_per_step": wall, "tokens_per_step": r.batch * r.max_len,
+            "first_two_steps_cpu": first_two, "startup_overhead_cpu": max(0.0, first_two - 2 * cpu),
+            "total_wall": total_wall}
+
+
+def _hf_trainer_cost(run: Run, steps: int, bf16: bool = False) -> dict:
+    """The baseline most users reach for: `BertForMaskedLM` (logits at every position) with the
+    transformers `Trainer` and `DataCollatorForLanguageModeling`, on the same full-length blocks."""
+    import torch
+    from transformers import (BertForMaskedLM, DataCollatorForLanguageModeling, Trainer, TrainerCallback,
+                              TrainingArguments)
+
+    torch.set_num_threads(1)
+    data = study_data(run.vocab, run.max_len)
+    full = full_blocks(run.vocab, run.max_len)
+    stamps: list[tuple[float, float]] = []
+
+    class Clock(TrainerCallback):
+        def on_step_end(self, args, state, control, **kw):
+            stamps.append((time.process_time(), time.perf_counter()))
+
+    torch.manual_seed(0)
+    config = bert_config(run, data["tokenizer"])
+    model = BertForMaskedLM(config)
+    with tempfile.TemporaryDirectory() as d:
+        args = TrainingArguments(output_dir=d, max_steps=steps, per_device_train_batch_size=run.batch,
+                                 learning_rate=run.lr, use_cpu=True, bf16=bf16, report_to=[],
+                                 logging_strategy="no", save_strategy="no", disable_tqdm=True,
+                                 dataloader_num_workers=0)
+        collator = DataCollatorForLanguageModeling(data["tokenizer"], mlm_probability=0.15)
+        Trainer(model=model, args=args, train_dataset=full, data_collator=collator, callbacks=[Clock()]).train()
+    n = len(stamps) - 2
+    return {"cpu_per_step": (stamps[-1][0] - stamps[1][0]) / n, "wall_per_step": (stamps[-1][1] - stamps[1][1]) / n,
+            "tokens_per_step": run.batch * run.max_len}
+
+
+def _finetune_costs(run: Run, reps: int = 6) -> dict:
+    """Retrieval fine-tuning step (8 queries x n passages) and passage encoding, one thread, fp32 vs bf16."""
+    import torch
+    from transformers import BertModel
+
+    from condenser_lite.retrieval import BiEncoder
+
+    torch.set_num_threads(1)
+    config = bert_config(run.replace(max_len=128), study_data(run.vocab, 64)["tokenizer"])
+    config.hidden_dropout_prob = config.attention_probs_dropout_prob = 0.1  # fine-tuning keeps BERT's dropout
+    out = {}
+    for precision in ("no", "bf16"):
+        torch.manual_seed(0)
+        enc = BertModel(config, add_pooling_layer=False)
+        enc.set_attn_implementation(run.attn)
+        ctx = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if precision == "bf16" else contextlib.nullcontext
+        for n_passages in (2, 4):
+            for p_len in (64, 128):
+                model = BiEncoder(enc, train_n_passages=n_passages)
+                opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+                q = torch.randint(5, config.vocab_size, (8, 48))
+                p = torch.randint(5, config.vocab_size, (8 * n_passages, p_len))
+
+                def step():
+                    with ctx():
+                        loss = model(q, torch.ones_like(q), p, torch.ones_like(p)).loss
+                    loss.backward()
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                    opt.step()
+                    opt.zero_grad()
+
+                step()
+                c0 = time.process_time()
+                for _ in range(reps):
+                    step()
+                out[f"ft_step_{precision}_8x{n_passages}_P{p_len}"] = round((time.process_time() - c0) / reps, 4)
+        enc.eval()
+        for p_len in (64, 128):
+            x = torch.randint(5, config.vocab_size, (256, p_len))
+            with torch.no_grad(), ctx():
+                enc(input_ids=x, attention_mask=torch.ones_like(x))
+                c0 = time.process_time()
+                for _ in range(3):
+                    enc(input_ids=x, attention_mask=torch.ones_like(x))
+            out[f"encode_{precision}_P{p_len}_per_s"] = round(3 * 256 / (time.process_time() - c0), 1)
+    return out
+
+
+def _parallel_cost(run: Run, steps: int) -> dict:
+    """Aggregate tokens/s: one process with 2 threads, against two 1-thread processes at once."""
+    one = _loop_cost(run, steps, threads=2)
+    with mp.get_context("spawn").Pool(2) as pool:
+        t0 = time.perf_counter()
+        two = pool.starmap(_loop_cost, [(run, steps), (run, steps)])
+        wall = time.perf_counter() - t0
+    tok = run.batch * run.max_len
+    return {"one_process_2_threads_tokens_per_s": tok / one["wall_per_step"],
+            "two_processes_1_thread_tokens_per_s": sum(tok / t["wall_per_step"] for t in two),
+            "two_processes_wall_per_step": [t["wall_per_step"] for t in two],
+            "one_process_wall_per_step": one["wall_per_step"], "two_processes_total_wall": wall}
+
+
+THROUGHPUT_VARIANTS = {
+    "fp32, sdpa, dropout 0.1 (today)": dict(precision="no", attn="sdpa", dropout=0.1),
+    "bf16, sdpa, dropout 0.1": dict(precision="bf16", attn="sdpa", dropout=0.1),
+    "bf16, eager, dropout 0.1": dict(precision="bf16", attn="eager", dropout=0.1),
+    "fp32, eager, dropout 0": dict(precision="no", attn="eager", dropout=0.0),
+    "bf16, eager, dropout 0": dict(precision="bf16", attn="eager", dropout=0.0),
+}
+THROUGHPUT_SHAPES = {
+    "4L/128H, 32x64 (tiny)": BASE,
+    "4L/256H, 32x64": BASE.replace(hidden=256),
+    "6L/256H, 32x128": BASE.replace(layers=6, hidden=256, max_len=128),
+}
+
+
+def throughput(reps: int, steps: int) -> dict:
+    out: dict = {"variants": {}, "compile": {}, "batch_shape": {}, "trainer": {}, "parallel": {}, "finetune": {}}
+    for shape, run in THROUGHPUT_SHAPES.items():
+        rows: dict[str, list[dict]] = {v: [] for v in THROUGHPUT_VARIANTS}
+        for _ in range(reps):  # interleaved: every variant once per round
+            for v, change in THROUGHPUT_VARIANTS.items():
+                rows[v].append(_loop_cost(run.replace(**change), steps))
+        out["variants"][shape] = {v: _summarise(r) for v, r in rows.items()}
+        print(f"[throughput] {shape}: " + ", ".join(f"{v}: {s['cpu_per_step']:.3f}" for v, s in out["variants"][shape].items()), flush=True)
+    best = dict(precision="bf16", attn="eager", dropout=0.0)
+    tiny = BASE.replace(**best)
+    comp = {"eager": [], "compiled": []}
+    for _ in range(reps):
+        comp["eager"].append(_loop_cost(tiny, steps))
+        comp["compiled"].append(_loop_cost(tiny, steps, compile_=True))
+    out["compile"]["4L/128H, 32x64, bf16, eager, dropout 0"] = {k: _summarise(v) for k, v in comp.items()}
+    shapes = {"32x64": (32, 64), "64x32": (64, 32), "16x128": (16, 128)}
+    rows = {k: [] for k in shapes}
+    for _ in range(reps):
+        for k, bs in shapes.items():
+            rows[k].append(_loop_cost(tiny, steps, batch_shape=bs))
+    out["batch_shape"]["4L/128H, bf16, eager, dropout 0 (2,048 tokens per step)"] = {k: _summarise(v) for k, v in rows.items()}
+    trainer = {"Trainer fp32": [], "Trainer bf16": [], "ours fp32, sdpa, dropout 0.1": [], "ours bf16, eager, dropout 0": []}
+    today = BASE.replace(precision="no", attn="sdpa")
+    for _ in range(reps):
+        trainer["Trainer fp32"].append(_hf_trainer_cost(today, steps))
+        trainer["Trainer bf16"].append(_hf_trainer_cost(today, steps, bf16=True))
+        trainer["ours fp32, sdpa, dropout 0.1"].append(_loop_cost(today, steps))
+        trainer["ours bf16, eager, dropout 0"].append(_loop_cost(tiny, steps))
+    out["trainer"]["4L/128H, 32x64"] = {k: _summarise(v) for k, v in trainer.items()}
+    print("[throughput] trainer: " + json.dumps({k: round(v["cpu_per_step"], 3) for k, v in out["trainer"]["4L/128H, 32x64"].items()}), flush=True)
+    out["parallel"]["4L/128H, 32x64, bf16, eager, dropout 0"] = _parallel_cost(tiny, 3 * steps)
+    for shape, run in THROUGHPUT_SHAPES.items():
+        out["finetune"][shape.split(",")[0]] = _finetune_costs(run.replace(**best))
+    return out
+
+
+def _summarise(rows: list[dict]) -> dict:
+    import statistics
+
+    keys = [k for k in rows[0] if isinstance(rows[0][k], (int, float))]
+    s = {k: round(statistics.median(r[k] for r in rows), 4) for k in keys}
+    s["cpu_per_step_all"] = [round(r["cpu_per_step"], 4) for r in rows]
+    s["tokens_per_cpu_s"] = round(rows[0]["tokens_per_step"] / s["cpu_per_step"], 1) if "tokens_per_step" in rows[0] else None
+    return s
+
+
+# ---------------------------------------------------------------------------------------------
+# Orchestration, provenance, recommendation
+# ---------------------------------------------------------------------------------------------
+
+
+def machine() -> dict:
+    model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
+    flags = next((line.split(":", 1)[1].split() for line in open("/proc/cpuinfo") if line.startswith("flags")), [])
+    return {"cpu_model": model, "cores": os.cpu_count(), "platform": platform.platform(),
+            "matrix_flags": sorted(f for f in flags if "bf16" in f or "amx" in f or f == "avx512f"),
+            "memory_gb": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)}
+
+
+def versions() -> dict:
+    import accelerate
+    import datasets
+    import tokenizers
+    import torch
+    import transformers
+
+    return {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
+            "tokenizers": tokenizers.__version__, "datasets": datasets.__version__, "accelerate": accelerate.__version__,
+            "onednn": torch.backends.mkldnn.is_available()}
+
+
+def git_commit() -> str:
+    try:
+        sha = subprocess.check_output(["git", "rev-parse", "HEAD"], cwd=ROOT, text=True).strip()
+        dirty = subprocess.check_output(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, text=True).strip()
+        return sha + ("+dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def long_runs(budget: float, base: Run) -> dict[str, Run]:
+    return {"long: " + base.shape: base.replace(cpu_budget=budget)}
+
+
+def condenser_runs(stage1: dict, budget: float, splits=None) -> tuple[dict[str, Run], Run]:
+    """Condenser splits continuing a stage-1 run, all for the same number of steps, and the
+    MLM-only continuation at those steps (the control). The steps come from the CPU budget at
+    an assumed Condenser/MLM step-cost ratio of 1.6 (measured ratios are in the results)."""
+    run = Run(**stage1["run"])
+    steps = max(20, int(budget / (1.6 * stage1["cpu_per_step"])))
+    cont = run.replace(init=stage1["checkpoint"], steps=steps, warmup=0.1, schedule="linear", seed=1)
+    L = run.layers
+    splits = splits or [(1, 1), (1, 2), (2, 1), (2, 2), (L // 2, 2)]
+    runs = {f"{run.shape}: skip_from={s}, n_head_layers={h} (head path {s + h} of {L} layers)":
+            cont.replace(method="condenser", skip_from=s, n_head_layers=h) for s, h in dict.fromkeys(splits) if 1 <= s < L}
+    return runs, cont
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", choices=["throughput", "sweep", "long", "condenser"], action="append")
+    ap.add_argument("--budget", type=float, default=200.0, help="CPU seconds per sweep run")
+    ap.add_argument("--long-budget", type=float, default=1000.0, help="CPU seconds of each long run")
+    ap.add_argument("--condenser-budget", type=float, default=120.0,
+                    help="CPU seconds of a Condenser continuation (sets the common step count)")
+    ap.add_argument("--extended", action="store_true", help="five more sweep runs (see sweep_runs)")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--reps", type=int, default=3, help="interleaved repetitions in the throughput part")
+    ap.add_argument("--steps", type=int, default=10, help="steps per throughput measurement")
+    ap.add_argument("--long", action="append", default=None,
+                    help="JSON of Run fields for a long run (default: the recommendation in this file)")
+    ap.add_argument("--stage1", default="dropout 0",
+                    help="what the Condenser splits continue: a sweep run's label, or 'long' (the first long run)")
+    ap.add_argument("--reference", default="",
+                    help="a 4-layer sweep run whose continuation with today's split (2 + 2) is measured too ('' for none)")
+    ap.add_argument("--out", default=str(ROOT / "results" / "study.json"))
+    ap.add_argument("--collect", action="store_true",
+                    help="write the results file from the runs finished so far, starting none")
+    a = ap.parse_args()
+    global COLLECT_ONLY
+    COLLECT_ONLY = a.collect
+    parts = a.only or ["throughput", "sweep", "long", "condenser"]
+    out_path = Path(a.out)
+    study = json.loads(out_path.read_text()) if out_path.exists() else {}
+    start = {"time": time.strftime("%Y-%m-%d %H:%M:%S"), "loadavg": os.getloadavg(), "cpu": time.process_time()}
+    t0 = time.perf_counter()
+    children0 = os.times()
+
+    if "throughput" in parts:
+        from condenser_lite.config import cache_dir
+
+        cached = cache_dir("study") / "throughput" / f"reps{a.reps}-steps{a.steps}-v{STUDY_VERSION}.json"
+        if cached.exists():
+            study["throughput"] = json.loads(cached.read_text())
+        elif not a.collect:
+            study["throughput"] = throughput(a.reps, a.steps)
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            cached.write_text(json.dumps(study["throughput"], indent=1))
+    if "sweep" in parts:
+        res = run_many("sweep", sweep_runs(a.budget, a.extended), a.workers)
+        study["sweep"] = res
+        for name, r in res.items():
+            print(f"[sweep] {name:48s} steps {r['steps']:5d} cpu {r['cpu_seconds']:6.0f}s "
+                  f"loss {r['final']['eval_mlm_loss']:.3f} unigram {r['unigram_entropy']:.3f} "
+                  f"below {r['below_unigram']:.3f}", flush=True)
+    specs = [Run(**json.loads(spec)) for spec in a.long] if a.long else [RECOMMENDED]
+    long_specs = {f"long: {r.shape}, T{r.max_len}, B{r.batch}, lr {r.lr:g}, dropout {r.dropout:g}":
+                  r.replace(cpu_budget=a.long_budget) for r in specs}
+    if "long" in parts or ("condenser" in parts and a.stage1 == "long"):
+        res = run_many("long", long_specs, a.workers)
+        study["long"] = res
+        for name, r in res.items():
+            print(f"[long] {name}: steps {r['steps']} cpu {r['cpu_seconds']}s loss {r['final']['eval_mlm_loss']:.3f} "
+                  f"unigram {r['unigram_entropy']:.3f}", flush=True)
+    if "condenser" in parts:
+        if a.stage1 == "long":
+            stage1 = next(iter(study["long"].values()))  # (--collect: fails until the long run is done)
+        else:  # a finished sweep run (cached: returns at once)
+            stage1 = run_many("sweep", {a.stage1: sweep_runs(a.budget, True)[a.stage1]}, 1)[a.stage1]
+        study["condenser_stage1"] = {"label": stage1["label"], "key": stage1["key"], "steps": stage1["steps"],
+                                     "final": stage1["final"]}
+        runs, control = condenser_runs(stage1, a.condenser_budget)
+        controls = {f"{Run(**stage1['run']).shape}: control, MLM continuation (same steps)": control}
+        if a.reference:  # today's split (2 + 2 of 4 layers) on a 4-layer sweep model, for comparison
+            ref = run_many("sweep", {a.reference: sweep_runs(a.budget, True)[a.reference]}, 1)[a.reference]
+            ref_runs, ref_control = condenser_runs(ref, a.condenser_budget, splits=[(2, 2), (1, 1)])
+            runs.update(ref_runs)
+            controls[f"{Run(**ref['run']).shape}: control, MLM continuation (same steps)"] = ref_control
+        res = run_many("condenser", {**runs, **controls}, a.workers)
+        # coCondenser continues the split with the clearest gap (gap / noise) on SciFact, for
+        # half the steps (a look at the gauges under the contrastive loss, not a full stage).
+        main_runs = [n for n in runs if n.startswith(Run(**stage1["run"]).shape) and n in res]
+        if main_runs:
+            clear = max(main_runs, key=lambda n: res[n]["final"]["eval_swap_gap"] / max(res[n]["final"]["eval_swap_noise"], 1e-9))
+            extra = {f"coCondenser on SciFact, continuing [{clear}]": runs[clear].replace(
+                method="cocondenser", init=res[clear]["checkpoint"], steps=max(20, runs[clear].steps // 2), seed=2)}
+            res.update(run_many("condenser", extra, a.workers))
+        study["condenser"] = res
+        for name, r in res.items():
+            f = r["final"]
+            print(f"[condenser] {name:60s} late {f['eval_mlm_loss']:.3f} head {f.get('eval_head_loss', float('nan')):.3f} "
+                  f"gap {f.get('eval_swap_gap', float('nan')):.3f} +- {f.get('eval_swap_noise', float('nan')):.3f} "
+                  f"cos {f['eval_cls_cosine']:.3f}", flush=True)
+    children1 = os.times()
+    study["provenance"] = {
+        "commit": git_commit(), "command": " ".join(["python", *sys.argv]), "parts_run_now": parts,
+        "started": start["time"], "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "wall_seconds_this_call": round(time.perf_counter() - t0, 1),
+        "cpu_seconds_this_call": round((children1.user + children1.system + children1.children_user
+                                        + children1.children_system) - (children0.user + children0.system
+                                        + children0.children_user + children0.children_system), 1),
+        "cpu_seconds_all_runs": round(sum(r["cpu_seconds"] for p in ("sweep", "long", "condenser")
+                                          for r in study.get(p, {}).values()), 1),
+        "loadavg_start": [round(x, 2) for x in start["loadavg"]],
+        "loadavg_end": [round(x, 2) for x in os.getloadavg()],
+        "machine": machine(), "versions": versions(),
+        "heldout": {"fraction_of_documents": HELDOUT_FRACTION, "eval_blocks": EVAL_BLOCKS, "mask_seed": 0,
+                    **{f"V{v}_T{t}": {k: d[k] for k in ("heldout_sections", "train_sections", "heldout_blocks",
+                                                         "eval_masked_tokens", "train_tokens", "unigram_entropy")}
+                       for (v, t), d in _data_summaries(study).items()}},
+    }
+    study["recommendation"] = {**RECOMMENDATION, "measured_costs": sizing(study)}
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    out_path.write_text(json.dumps(study, indent=1) + "\n")
+    print(f"wrote {out_path}")
+
+
+def sizing(study: dict) -> dict:
+    """The measured per-item CPU costs the `small` budget is sized from (one thread each)."""
+    out: dict = {}
+    t = study.get("throughput", {})
+    for shape, variants in t.get("variants", {}).items():
+        out[f"mlm_step_cpu_s {shape}"] = {v: variants[v]["cpu_per_step"] for v in variants}
+    if t.get("finetune"):
+        out["finetune_and_encode (cpu s per step; passages per cpu s)"] = t["finetune"]
+    cond = study.get("condenser", {})
+    for name, r in cond.items():
+        out[f"{r['run']['method']} step cpu s ({name})"] = {
+            "cpu_per_step": r["cpu_per_step"], "batch": r["run"]["batch"], "max_len": r["run"]["max_len"],
+            "shape": f"{r['run']['layers']}L/{r['run']['hidden']}H", "steps": r["steps"]}
+    return out
+
+
+def _data_summaries(study: dict) -> dict:
+    combos = {(r["run"]["vocab"], r["run"]["max_len"]) for p in ("sweep", "long", "condenser")
+              for r in study.get(p, {}).values()}
+    return {c: study_data(*c) for c in sorted(combos)}
+
+
+# Filled in from the study's numbers (see book/study.md); the long run trains this recipe.
+RECOMMENDED = BASE.replace(layers=6, hidden=256, max_len=128, dropout=0.0)
+RECOMMENDATION: dict = {}
+
+
+if __name__ == "__main__":
+    main()
