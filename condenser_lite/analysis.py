@@ -18,7 +18,7 @@ got past word frequencies. The two Condenser gauges say whether the head relies 
 the *[CLS]-swap gap* (head MLM loss when each block's head reads another block's late [CLS],
 minus the loss with its own, same masks) and the *mean cosine* between different blocks' late
 [CLS]. A head that ignores [CLS] has a gap of exactly 0. Explained in chapter 2
-(``notebooks/02_condenser.ipynb``) and the study page (``book/study.md``).
+(``notebooks/02_condenser.ipynb``) and the study page (``notebooks/09_study.md``).
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ def heldout_mlm_loss(model: nn.Module, batches: Iterable[Mapping[str, torch.Tens
     Runs in eval mode (no dropout) and restores the mode. Token-weighted, so batches with
     more masked tokens count more.
 
-    Explained in the study page (`book/study.md`) and chapter 2 (`notebooks/02_condenser.ipynb`).
+    Explained in the study page (`notebooks/09_study.md`) and chapter 2 (`notebooks/02_condenser.ipynb`).
     """
     was_training = model.training
     model.eval()
@@ -150,7 +150,7 @@ def unigram_entropy(train_ids: Iterable[Sequence[int]], batches: Iterable[Mappin
     frequencies and nothing else, on the very tokens `heldout_mlm_loss` scores: an MLM loss
     close to it means pre-training learnt little beyond frequencies.
 
-    Explained in the study page (`book/study.md`) and chapter 2 (`notebooks/02_condenser.ipynb`).
+    Explained in the study page (`notebooks/09_study.md`) and chapter 2 (`notebooks/02_condenser.ipynb`).
     """
     counts = torch.ones(vocab_size, dtype=torch.float64)  # add-one
     ignore = torch.tensor(sorted(set(ignore_ids)), dtype=torch.long)
@@ -188,7 +188,7 @@ def cls_swap_gap(model: nn.Module, batches: Iterable[Mapping[str, torch.Tensor]]
       partner block), `own_loss`, `swapped_loss`, `n_blocks`, `n_tokens`.
 
     Runs in eval mode (no dropout) and restores the mode.
-    Explained in chapter 2 (`notebooks/02_condenser.ipynb`) and the study page (`book/study.md`).
+    Explained in chapter 2 (`notebooks/02_condenser.ipynb`) and the study page (`notebooks/09_study.md`).
     """
     if not hasattr(model, "head_forward") or not hasattr(model, "skip_from"):
         raise TypeError(f"cls_swap_gap needs a Condenser (head_forward, skip_from), got {type(model).__name__}")
@@ -243,7 +243,7 @@ def cls_cosine(model: nn.Module, batches: Iterable[Mapping[str, torch.Tensor]]) 
     about their block; a [CLS] that carries its block's content spreads out. Works for any
     BERT-shaped model (`BertMLM`, `Condenser`, `BertForMaskedLM`, `BertModel`).
 
-    Explained in chapter 2 (`notebooks/02_condenser.ipynb`) and the study page (`book/study.md`).
+    Explained in chapter 2 (`notebooks/02_condenser.ipynb`) and the study page (`notebooks/09_study.md`).
     """
     was_training = model.training
     model.eval()

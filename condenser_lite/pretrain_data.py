@@ -323,7 +323,7 @@ def heldout_split(corpus, fraction: float = 0.05, key_columns: Sequence[str] = (
     a position, so the split does not move when rows are added, removed or reordered.
     Pre-training then never sees the held-out text the study measures MLM loss on.
 
-    Explained in the study page, `book/study.md`, and chapter 2, `notebooks/02_condenser.ipynb`.
+    Explained in the study page, `notebooks/09_study.md`, and chapter 2, `notebooks/02_condenser.ipynb`.
     """
     import hashlib
 
@@ -359,7 +359,7 @@ def mlm_eval_batches(blocks, collator: "MLMCollator", n_blocks: int = 256, batch
     `seed`, so every call gives the same masked tokens and leaves the caller's RNG untouched.
     Every model then sees the same inputs and the same labels, and losses compare directly.
 
-    Explained in the study page, `book/study.md`.
+    Explained in the study page, `notebooks/09_study.md`.
     """
     if n_blocks < 1 or batch_size < 1:
         raise ValueError(f"n_blocks={n_blocks} and batch_size={batch_size} must be >= 1.")

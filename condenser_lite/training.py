@@ -84,7 +84,7 @@ class TrainConfig:
     fractional) times the steps per epoch decides. ``mixed_precision="auto"`` means bf16 on
     CUDA/TPU where supported, else full precision; ``"bf16"`` on a CPU runs the forward pass
     under ``torch.autocast("cpu", torch.bfloat16)`` (accelerate's native AMP), which pays off
-    on CPUs with bf16 matrix units (AMX / avx512_bf16; measured in ``book/study.md``).
+    on CPUs with bf16 matrix units (AMX / avx512_bf16; measured in ``notebooks/09_study.md``).
     ``schedule`` is ``"linear"`` (warm-up, then linear decay to 0) or ``"constant"``.
     ``compile=True`` runs the model through ``torch.compile`` (same maths). ``eval_every``:
     call ``train``'s ``eval_fn`` every that many steps (and after the last one).
@@ -393,7 +393,7 @@ def train(model: nn.Module, data: Sequence | Callable[[int], Sequence], cfg: Tra
       and after the last one, on the unwrapped model in eval mode, without gradients and in full
       precision (the mixed-precision wrapper of ``forward`` is bypassed); its values join that
       step's log line as ``eval_<name>`` (a step with an evaluation always writes a line). The
-      study page (``book/study.md``) logs held-out MLM loss and the Condenser gauges this way.
+      study page (``notebooks/09_study.md``) logs held-out MLM loss and the Condenser gauges this way.
     * ``output_dir/checkpoint/`` is written every ``save_every`` steps, at the end and on
       Ctrl-C (KeyboardInterrupt, re-raised afterwards). With ``resume=True`` a checkpoint
       there is continued exactly; it must agree with ``cfg``'s computing fields and with
