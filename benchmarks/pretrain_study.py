@@ -720,6 +720,9 @@ def main() -> None:
             extra = {f"coCondenser on SciFact, continuing [{clear}]": runs[clear].replace(
                 method="cocondenser", init=res[clear]["checkpoint"], steps=max(20, runs[clear].steps // 2), seed=2)}
             res.update(run_many("condenser", extra, a.workers))
+        for r in res.values():
+            if r["run"]["method"] == "condenser":
+                r["cls_ablation"] = cls_ablation(r)
         study["condenser"] = res
         for name, r in res.items():
             f = r["final"]
@@ -763,6 +766,56 @@ def sizing(study: dict) -> dict:
         out[f"{r['run']['method']} step cpu s ({name})"] = {
             "cpu_per_step": r["cpu_per_step"], "batch": r["run"]["batch"], "max_len": r["run"]["max_len"],
             "shape": f"{r['run']['layers']}L/{r['run']['hidden']}H", "steps": r["steps"]}
+    return out
+
+
+def cls_ablation(result: dict) -> dict:
+    """Does the head's loss depend on the late [CLS] at all? Head MLM loss on the held-out
+    set with its own late [CLS], with a zero vector and with Gaussian noise of the same norm in
+    its place, and the mean attention the head's first layer pays to position 0 (the [CLS]
+    slot; 1/length would be uniform). Cached beside the run's result (a few CPU seconds)."""
+    import torch
+
+    from condenser_lite.analysis import _bert, _mlm_head, _token_losses
+    from condenser_lite.model import Condenser
+
+    cached = Path(result["checkpoint"]).parent / "cls_ablation.json"
+    if cached.exists():
+        return json.loads(cached.read_text())
+    run = Run(**result["run"])
+    data = study_data(run.vocab, run.max_len)
+    model = Condenser.from_pretrained(result["checkpoint"], head="load").eval()
+    bert, mlm_head = _bert(model), _mlm_head(model)
+    gen = torch.Generator().manual_seed(0)
+    sums, n, attn, rows = {"own": 0.0, "zero": 0.0, "noise": 0.0}, 0, 0.0, 0
+    with torch.no_grad():
+        for batch in data["eval"]:
+            out = bert(batch["input_ids"], attention_mask=batch["attention_mask"], output_hidden_states=True)
+            own, early = out.last_hidden_state[:, :1], out.hidden_states[model.skip_from][:, 1:]
+            noise = torch.randn(own.shape, generator=gen) * own.norm(dim=-1, keepdim=True) / own.shape[-1] ** 0.5
+            for name, cls in (("own", own), ("zero", torch.zeros_like(own)), ("noise", noise)):
+                hidden = model.head_forward(cls, early, batch["attention_mask"])
+                ce, _ = _token_losses(mlm_head, hidden, batch["labels"])
+                sums[name] += float(ce.sum())
+                n += len(ce) if name == "own" else 0
+            # attention of the first head layer's queries (tokens) on key 0, per block
+            h = torch.cat([own, early], 1)
+            sa = model.head[0].attention.self
+            b, t, width = h.shape
+            heads = sa.num_attention_heads
+            q = sa.query(h).view(b, t, heads, -1).transpose(1, 2)
+            k = sa.key(h).view(b, t, heads, -1).transpose(1, 2)
+            scores = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5
+            scores = scores.masked_fill(batch["attention_mask"][:, None, None, :] == 0, float("-inf"))
+            weight = scores.softmax(-1)[:, :, 1:, 0]  # [B, heads, T-1]
+            keep = batch["attention_mask"][:, None, 1:].bool().expand_as(weight)
+            attn += float(weight[keep].sum())
+            rows += int(keep.sum())
+    out = {f"head_loss_{k}": round(v / n, 4) for k, v in sums.items()}
+    out["attention_on_cls"] = round(attn / rows, 4)
+    lengths = [float(m.sum()) for batch in data["eval"] for m in batch["attention_mask"]]
+    out["uniform_attention"] = round(sum(1 / x for x in lengths) / len(lengths), 4)
+    cached.write_text(json.dumps(out))
     return out
 
 
