@@ -11,7 +11,7 @@ from typing import Any
 
 import bm25s
 
-from .data import corpus_columns, query_columns
+from .beir import corpus_columns, query_columns
 
 
 def _stemmer(stem: bool | None):

@@ -150,7 +150,7 @@ def _absolute(source: str) -> str:
     """A data path made absolute (so cache keys and worker processes see one name); names stay."""
     from pathlib import Path
 
-    from .data import is_path
+    from .beir import is_path
 
     return str(Path(source).expanduser().resolve()) if is_path(source) else source
 
@@ -170,7 +170,7 @@ def _pretrain(args: argparse.Namespace) -> None:
 def eval_set(name: str, split: str, data_dir: str | None):
     """A BEIR-style evaluation set: a BEIR name (``scifact``), the path of a BEIR-format folder
     (your own data) or a Tevatron task (``msmarco``, ``nq``)."""
-    from .data import load_beir
+    from .beir import load_beir
     from .tevatron import load_tevatron, load_tevatron_corpus, tevatron_eval_set
 
     if name in TEVATRON_TASKS or name.startswith("Tevatron/"):
@@ -254,7 +254,7 @@ def _search(args: argparse.Namespace) -> None:
 
 
 def _evaluate(args: argparse.Namespace) -> None:
-    from .data import corpus_columns, query_columns
+    from .beir import corpus_columns, query_columns
     from .search import check_run, read_trec_run, score_run
 
     data = eval_set(args.data, args.split, args.data_dir)

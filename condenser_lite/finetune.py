@@ -29,7 +29,7 @@ import numpy as np
 import pyarrow.compute as pc
 
 from .biencoder import BiEncoder, RetrievalCollator, load_model_and_tokenizer, retrieval_step
-from .data import corpus_columns
+from .beir import corpus_columns
 from .errors import ConfigError
 from .jobs import output_lock
 from .model import checkpoint_key

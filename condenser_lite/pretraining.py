@@ -35,7 +35,8 @@ from datasets import Dataset
 from .accounting import stage_compute
 from .analysis import cls_cosine, cls_swap_gap, heldout_mlm_loss, unigram_entropy
 from .config import cache_dir, check_types
-from .data import PRETRAINING_SOURCES, data_id, load_documents, load_pretraining_corpus
+from .beir import load_documents
+from .data import PRETRAINING_SOURCES, data_id, load_pretraining_corpus
 from .errors import CheckpointError, ConfigError
 from .gradcache import cocondenser_step
 from .jobs import output_lock, settings_diff, settings_hash
@@ -344,7 +345,7 @@ def target_documents(cfg: PretrainConfig, data_dir: str | None = None):
     """The target search corpus coCondenser pre-trains on (rows with ``title`` and ``text``):
     ``msmarco`` / ``wikipedia-nq`` (Tevatron's passage collections), a BEIR name, or a path
     (a BEIR folder, a ``.jsonl`` of documents, a text file with one document per line:
-    ``data.load_documents``). Chapter 3."""
+    ``beir.load_documents``). Chapter 3."""
     if cfg.corpus in TARGET_CORPORA:
         docs = load_tevatron_corpus(TARGET_CORPORA[cfg.corpus], data_dir=data_dir)
     else:

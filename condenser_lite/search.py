@@ -23,7 +23,7 @@ from torch import nn
 from transformers import PreTrainedModel
 
 from .biencoder import BiEncoder, cls_embedding, load_model_and_tokenizer, pad_batch, passage_strings, token_ids
-from .data import corpus_columns, corpus_texts, query_columns
+from .beir import corpus_columns, corpus_texts, query_columns
 from .devices import is_xla
 from .errors import ConfigError, DataSourceError, SchemaError
 from .metrics import answer_cutoffs, check_run_depth, evaluate_run, metric_depth, topk_answer_accuracy

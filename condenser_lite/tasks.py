@@ -21,7 +21,8 @@ import numpy as np
 from .biencoder import passage_strings
 from .bm25 import bm25_search
 from .config import cache_dir
-from .data import REGISTRY, BeirData, corpus_columns, data_id, load_beir, load_pretraining_corpus, load_stsb
+from .beir import BeirData, corpus_columns, load_beir
+from .data import REGISTRY, data_id, load_pretraining_corpus, load_stsb
 from .errors import SchemaError
 from .jobs import settings_hash
 from .metrics import evaluate_run, metric_depth

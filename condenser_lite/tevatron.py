@@ -21,21 +21,8 @@ import numpy as np
 from datasets import Dataset, Features, IterableDataset, Value
 
 from .bm25 import BM25Index
-from .data import (
-    REGISTRY,
-    TEVATRON_NAMES,
-    BeirData,
-    DataSpec,
-    SchemaError,
-    check_fields,
-    column_names,
-    corpus_columns,
-    load_beir,
-    mirror_file,
-    query_columns,
-    read_dataset,
-    resolve_mirror,
-)
+from .beir import BeirData, column_names, corpus_columns, load_beir, query_columns
+from .data import REGISTRY, TEVATRON_NAMES, DataSpec, SchemaError, check_fields, mirror_file, read_dataset, resolve_mirror
 
 TEVATRON_FIELDS = ("query_id", "query", "positive_passages", "negative_passages")
 PASSAGE_FIELDS = ("docid", "title", "text")
@@ -173,7 +160,7 @@ def _as_beir(beir_data: Any, data_dir: str | None) -> BeirData:
         return load_beir(beir_data, data_dir=data_dir)
     for attr in ("corpus", "queries", "qrels"):
         if not hasattr(beir_data, attr):
-            raise TypeError(f"expected a BEIR set (data.load_beir) or its name, got {type(beir_data).__name__} without .{attr}")
+            raise TypeError(f"expected a BEIR set (beir.load_beir) or its name, got {type(beir_data).__name__} without .{attr}")
     return beir_data
 
 
@@ -187,7 +174,7 @@ def to_tevatron(
 ):
     """Tevatron training rows from a BEIR set, with BM25 negatives (chapter 4).
 
-    ``beir_data`` is what ``data.load_beir`` returns (or a BEIR name, loaded from ``data_dir``).
+    ``beir_data`` is what ``beir.load_beir`` returns (or a BEIR name, loaded from ``data_dir``).
     For each query of ``qrels[split]`` with at least one positive (grade > 0): its positives, and
     as negatives the ``n_negatives`` highest BM25 passages among the top ``bm25_depth`` that are
     not labelled positive (the papers keep 30 BM25 negatives per query; the collator samples

@@ -24,7 +24,7 @@ import tokenizers
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from transformers import AutoTokenizer, BertTokenizer, PreTrainedTokenizerBase
 
-from . import data, wikitext
+from . import beir, data, wikitext
 from .errors import CheckpointError
 
 CACHE_ENV = "CONDENSER_LITE_CACHE"
@@ -179,17 +179,17 @@ def tiny_tokenizer_texts(data_dir: str | os.PathLike | None = None) -> Iterable[
     """The unlabelled text of the scaled-down book: every pre-training section (all three
     sources), then every SciFact abstract as "title text". Explained in chapter 1."""
     corpus = data.load_pretraining_corpus(data.PRETRAINING_SOURCES, data_dir=data_dir)
-    beir = data.load_beir("scifact", data_dir=data_dir)
+    scifact = beir.load_beir("scifact", data_dir=data_dir)
     yield from corpus["text"]
-    for title, text in zip(beir.corpus["title"], beir.corpus["text"]):
+    for title, text in zip(scifact.corpus["title"], scifact.corpus["text"]):
         yield f"{title} {text}".strip()
 
 
 def _code_fingerprint() -> str:
-    """Hash of the code that makes the training text and the vocabulary (data.py, wikitext.py,
+    """Hash of the code that makes the training text and the vocabulary (data.py, beir.py, wikitext.py,
     this file): a parser fix then gets a fresh cache entry instead of a stale tokenizer."""
     h = hashlib.sha256()
-    for module_file in (data.__file__, wikitext.__file__, __file__):
+    for module_file in (data.__file__, beir.__file__, wikitext.__file__, __file__):
         h.update(Path(module_file).read_bytes())
     return h.hexdigest()[:16]
 

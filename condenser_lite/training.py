@@ -35,7 +35,6 @@ import dataclasses
 import json
 import logging
 import math
-import random
 import shutil
 import sys
 import time
@@ -52,6 +51,7 @@ from torch import nn
 from tqdm import tqdm
 from transformers import get_constant_schedule_with_warmup, get_linear_schedule_with_warmup
 
+from .checkpoint import CHECKPOINT, load_part, read_state, recover_checkpoint, restore_rng, save_checkpoint
 from .config import check_types
 from .errors import CheckpointError, ConfigError, DivergedError
 from .jobs import output_lock, settings_diff
@@ -68,9 +68,6 @@ RUN_FIELDS = ("max_steps", "epochs", "batch_size", "grad_accum", "lr", "weight_d
               "warmup_ratio", "max_grad_norm", "mixed_precision", "seed", "schedule")
 # Run fields added after checkpoints were written: a checkpoint without one used this value.
 _RUN_FIELD_DEFAULTS = {"schedule": "linear"}
-CHECKPOINT = "checkpoint"
-STATE_FILE = "state.json"  # written last: a checkpoint folder without it is incomplete
-CHECKPOINT_FILES = ("model.pt", "optimizer.pt", "scheduler.pt", STATE_FILE)  # rng.pt is optional
 _RESERVED = ("step", "epoch", "lr", "elapsed", "cpu")  # log keys that metrics may not overwrite
 
 
@@ -306,62 +303,6 @@ def _read_log(path: Path, upto: int) -> list[dict]:
     return kept
 
 
-def _recover_checkpoint(out_dir: Path) -> None:
-    """Finish or undo a checkpoint swap that a kill interrupted (see _save_checkpoint)."""
-    final, old, tmp = (out_dir / CHECKPOINT, out_dir / f"{CHECKPOINT}.old", out_dir / f"{CHECKPOINT}.tmp")
-    if tmp.exists():
-        shutil.rmtree(tmp)  # an unfinished write; the last good checkpoint is elsewhere
-    if old.exists():
-        if (final / STATE_FILE).exists():
-            shutil.rmtree(old)
-        else:
-            if final.exists():
-                shutil.rmtree(final)
-            old.rename(final)
-
-
-def _save_checkpoint(out_dir: Path, accelerator: Accelerator, model: nn.Module, optimizer,
-                     scheduler, state: dict) -> None:
-    """Write ``checkpoint/`` atomically: fill a temp folder, then swap it in by renames.
-
-    A kill at any moment leaves either the previous complete checkpoint or the new one
-    (``_recover_checkpoint`` completes a half-done swap on the next start).
-    """
-    if not accelerator.is_main_process:
-        return
-    final, old, tmp = (out_dir / CHECKPOINT, out_dir / f"{CHECKPOINT}.old", out_dir / f"{CHECKPOINT}.tmp")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
-    torch.save(accelerator.unwrap_model(model).state_dict(), tmp / "model.pt")
-    torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
-    torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
-    # Not needed for exact resume (every step reseeds); kept so code after train() that draws
-    # random numbers also continues as it would have.
-    rng = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state(),
-           "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
-    torch.save(rng, tmp / "rng.pt")
-    (tmp / STATE_FILE).write_text(json.dumps(state, indent=1))
-    if final.exists():
-        if old.exists():
-            shutil.rmtree(old)
-        final.rename(old)
-    tmp.rename(final)
-    if old.exists():
-        shutil.rmtree(old)
-
-
-def _restore_rng(path: Path) -> None:
-    if not path.exists():
-        return
-    rng = torch.load(path, weights_only=False)  # our own file: Python/NumPy states are not tensors
-    random.setstate(rng["python"])
-    np.random.set_state(rng["numpy"])
-    torch.set_rng_state(rng["torch"])
-    if rng["cuda"] and torch.cuda.is_available() and len(rng["cuda"]) == torch.cuda.device_count():
-        torch.cuda.set_rng_state_all(rng["cuda"])
-
-
 def train(model: nn.Module, data: Sequence | Callable[[int], Sequence], cfg: TrainConfig, *,
           collate_fn: Callable[[list], dict], step_fn: Callable[..., dict] | None = None,
           accelerator: Accelerator | None = None,
@@ -436,30 +377,6 @@ def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, sort_keys=True, default=str))
 
 
-def _read_state(ckpt: Path) -> dict:
-    """A checkpoint's ``state.json``, after checking that every file of the checkpoint is there."""
-    restart = f"delete {ckpt} to start from step 0 (command line: --restart)"
-    missing = [name for name in CHECKPOINT_FILES if not (ckpt / name).is_file()]
-    if missing:
-        raise CheckpointError(f"checkpoint {ckpt} is incomplete: {', '.join(missing)} missing (it was not written "
-                              f"by a finished save). Restore the files, or {restart}")
-    try:
-        return json.loads((ckpt / STATE_FILE).read_text())
-    except (ValueError, OSError) as err:
-        raise CheckpointError(f"checkpoint {ckpt}: {STATE_FILE} cannot be read ({err}); {restart}") from err
-
-
-def _load_part(ckpt: Path, name: str) -> Any:
-    """``torch.load`` of one checkpoint file, a damaged file reported as a ``CheckpointError``."""
-    try:
-        return torch.load(ckpt / name, map_location="cpu", weights_only=True)
-    except Exception as err:  # torch raises several types for a cut-short or garbled file
-        reason = str(err).strip().split(". ")[0][:200]
-        raise CheckpointError(f"checkpoint {ckpt}: {name} cannot be read ({type(err).__name__}: {reason}); the file "
-                              f"is damaged (a copy cut short?). Restore it, or delete {ckpt} to start from "
-                              "step 0 (command line: --restart)") from err
-
-
 def _train(model: nn.Module, data: Any, cfg: TrainConfig, acc: Accelerator, collate_fn: Callable[[list], dict],
            step_fn: Callable[..., dict] | None, eval_fn: Callable[[nn.Module], Mapping[str, float]] | None,
            depends_on: Mapping[str, Any] | None) -> TrainResult:
@@ -482,11 +399,11 @@ def _train(model: nn.Module, data: Any, cfg: TrainConfig, acc: Accelerator, coll
     # ---- resume or start fresh -------------------------------------------------------------
     ckpt, log_path = out_dir / CHECKPOINT, out_dir / "log.jsonl"
     if acc.is_main_process:
-        _recover_checkpoint(out_dir)
+        recover_checkpoint(out_dir)
     acc.wait_for_everyone()
     state = None
     if cfg.resume and ckpt.exists():
-        state = _read_state(ckpt)
+        state = read_state(ckpt)
         saved_run = {**_RUN_FIELD_DEFAULTS, **state["run"]}
         diff = settings_diff(saved_run, run, "checkpoint") + settings_diff(state.get("depends_on", {}), identity,
                                                                            "checkpoint")
@@ -506,7 +423,7 @@ def _train(model: nn.Module, data: Any, cfg: TrainConfig, acc: Accelerator, coll
 
     model.to(acc.device)
     if state:
-        weights = _load_part(ckpt, "model.pt")
+        weights = load_part(ckpt, "model.pt")
         try:
             model.load_state_dict(weights)
         except RuntimeError as err:  # the weights do not fit this model
@@ -531,9 +448,9 @@ def _train(model: nn.Module, data: Any, cfg: TrainConfig, acc: Accelerator, coll
     # The scheduler stays unwrapped: accelerate would step it once per process, but ``total``
     # already counts global optimizer updates.
     if state:
-        optimizer.load_state_dict(_load_part(ckpt, "optimizer.pt"))
-        scheduler.load_state_dict(_load_part(ckpt, "scheduler.pt"))
-        _restore_rng(ckpt / "rng.pt")
+        optimizer.load_state_dict(load_part(ckpt, "optimizer.pt"))
+        scheduler.load_state_dict(load_part(ckpt, "scheduler.pt"))
+        restore_rng(ckpt / "rng.pt")
     optimizer.zero_grad(set_to_none=True)  # drop grads left by an interrupted step on this model
     model.train()
 
@@ -661,18 +578,18 @@ def _train(model: nn.Module, data: Any, cfg: TrainConfig, acc: Accelerator, coll
                 bar.update(1)
                 if cfg.save_every and step % cfg.save_every == 0 and step < total:
                     acc.wait_for_everyone()
-                    _save_checkpoint(out_dir, acc, model, optimizer, scheduler, trainer_state())
+                    save_checkpoint(out_dir, acc, model, optimizer, scheduler, trainer_state())
                     acc.wait_for_everyone()
                     saved = step
         acc.wait_for_everyone()
         if step > saved:
-            _save_checkpoint(out_dir, acc, model, optimizer, scheduler, trainer_state())
+            save_checkpoint(out_dir, acc, model, optimizer, scheduler, trainer_state())
         acc.wait_for_everyone()
     except KeyboardInterrupt:
         # Save what the completed steps produced (not a half-applied update), then stop.
         # No barrier: the other processes may be gone already.
         if consistent and step > saved:
-            _save_checkpoint(out_dir, acc, model, optimizer, scheduler, trainer_state())
+            save_checkpoint(out_dir, acc, model, optimizer, scheduler, trainer_state())
             print(f"\ninterrupted: checkpoint at step {step} in {ckpt}; run again to resume",
                   file=sys.stderr)
         raise

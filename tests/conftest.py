@@ -17,7 +17,7 @@ _MIRROR = Path(__file__).resolve().parents[2] / "shared" / "data"
 def tokenizer_dir(tmp_path_factory):
     """A 600-piece WordPiece trained on 300 SciFact abstracts of the local mirror: small and quick,
     for the pre-training and protocol tests (their modules skip when the mirror is absent)."""
-    from condenser_lite.data import load_beir
+    from condenser_lite.beir import load_beir
     from condenser_lite.tokenizer import train_wordpiece
 
     texts = [r["text"] for r in load_beir("scifact", data_dir=_MIRROR).corpus.select(range(300))]

@@ -24,7 +24,7 @@ from safetensors.torch import load_file, save_file
 
 from tiny_checkpoint import make_checkpoint
 from condenser_lite.cli import main, parse_overrides
-from condenser_lite.data import corpus_columns
+from condenser_lite.beir import corpus_columns
 from condenser_lite.errors import CheckpointError, ConfigError, DataSourceError, SchemaError
 from condenser_lite.metrics import evaluate_run
 from condenser_lite.pretraining import PretrainConfig, pretrain

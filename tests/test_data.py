@@ -11,7 +11,7 @@ import datasets
 import huggingface_hub.constants
 import pytest
 
-from condenser_lite import data, tevatron, wikitext
+from condenser_lite import beir, data, tevatron, wikitext
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -69,19 +69,19 @@ def test_registry_lists_hub_ids():
 # ---- SciFact -----------------------------------------------------------------------------------
 
 def test_load_beir_scifact(mirror):
-    beir = data.load_beir("scifact")
-    assert beir.corpus.column_names == ["_id", "title", "text"]
-    assert beir.queries.column_names == ["_id", "text"]
-    assert len(beir.corpus) == 5183
-    assert {s: len(q) for s, q in beir.qrels.items()} == {"train": 809, "test": 300}
-    assert sum(len(d) for d in beir.qrels["test"].values()) == 339
-    train, test = beir.queries_for("train"), beir.queries_for("test")
+    scifact = beir.load_beir("scifact")
+    assert scifact.corpus.column_names == ["_id", "title", "text"]
+    assert scifact.queries.column_names == ["_id", "text"]
+    assert len(scifact.corpus) == 5183
+    assert {s: len(q) for s, q in scifact.qrels.items()} == {"train": 809, "test": 300}
+    assert sum(len(d) for d in scifact.qrels["test"].values()) == 339
+    train, test = scifact.queries_for("train"), scifact.queries_for("test")
     assert len(train) == 809 and len(test) == 300
-    assert set(test["_id"]) == set(beir.qrels["test"])
-    doc_ids = set(beir.corpus["_id"])
-    assert all(d in doc_ids for q in beir.qrels["test"].values() for d in q)
+    assert set(test["_id"]) == set(scifact.qrels["test"])
+    doc_ids = set(scifact.corpus["_id"])
+    assert all(d in doc_ids for q in scifact.qrels["test"].values() for d in q)
     with pytest.raises(data.SchemaError, match=r"no 'dev' split \(qrels for: \['test', 'train'\]\)"):
-        beir.queries_for("dev")
+        scifact.queries_for("dev")
 
 
 # ---- STS-b -------------------------------------------------------------------------------------
@@ -264,7 +264,7 @@ def test_validate_tevatron_in_memory():
 
 def test_offline_without_mirror_names_hub_id_and_fix(offline):
     with pytest.raises(data.DataSourceError) as err:
-        data.load_beir("scifact")
+        beir.load_beir("scifact")
     msg = str(err.value)
     assert "BeIR/scifact" in msg and "CONDENSER_LITE_DATA" in msg and "data_dir=" in msg
     with pytest.raises(data.DataSourceError, match="sentence-transformers/stsb"):
@@ -279,7 +279,7 @@ def test_mirror_missing_a_file(tmp_path):
     (tmp_path / "scifact").mkdir()
     (tmp_path / "scifact" / "corpus.jsonl").write_text('{"_id": "1", "title": "t", "text": "x"}\n')
     with pytest.raises(data.DataSourceError) as err:
-        data.load_beir("scifact", data_dir=tmp_path)
+        beir.load_beir("scifact", data_dir=tmp_path)
     msg = str(err.value)
     assert str(tmp_path / "scifact") in msg and "queries.jsonl, qrels/<split>.tsv" in msg
     assert "qrels/<split>.tsv (query-id, corpus-id, score)" in msg  # the expected layout is spelled out
@@ -291,12 +291,12 @@ def test_mirror_missing_a_file(tmp_path):
 def test_any_beir_name_reads_its_mirror_folder_or_says_where_it_looked(tmp_path):
     fixture = Path(__file__).parent / "fixtures" / "bike_beir"
     shutil.copytree(fixture, tmp_path / "nfcorpus")
-    beir = data.load_beir("nfcorpus", data_dir=tmp_path)  # any BEIR name, not only scifact
-    assert beir.name == "nfcorpus" and len(beir.corpus) == 42
+    found = beir.load_beir("nfcorpus", data_dir=tmp_path)  # any BEIR name, not only scifact
+    assert found.name == "nfcorpus" and len(found.corpus) == 42
     with pytest.raises(data.DataSourceError, match=r"fiqa is not a folder.*BeIR/fiqa"):
-        data.load_beir("fiqa", data_dir=tmp_path)
+        beir.load_beir("fiqa", data_dir=tmp_path)
     with pytest.raises(ValueError, match="neither a BEIR name"):
-        data.load_beir("two words", data_dir=tmp_path)
+        beir.load_beir("two words", data_dir=tmp_path)
     # its cache key is the mirror folder's content: an edited file gives a new one
     key = data.data_id(["nfcorpus"], data_dir=tmp_path)["nfcorpus"]
     assert isinstance(key, dict) and {"corpus.jsonl", "queries.jsonl", "qrels"} <= set(key)
@@ -307,42 +307,42 @@ def test_any_beir_name_reads_its_mirror_folder_or_says_where_it_looked(tmp_path)
 def test_load_beir_from_a_folder_path():
     """A user's own data in BEIR's format, by path (no mirror involved), every qrels split found."""
     folder = Path(__file__).parent / "fixtures" / "bike_beir"
-    beir = data.load_beir(str(folder))
-    assert beir.name == "bike_beir"
-    assert beir.corpus.column_names == ["_id", "title", "text"] and len(beir.corpus) == 42
-    assert {s: len(q) for s, q in beir.qrels.items()} == {"test": 10, "train": 16}
-    assert beir.qrels["train"]["q04"] == {"d04": 1, "d40": 1}
-    assert len(beir.queries_for("test")) == 10
-    assert data.load_beir(folder).name == "bike_beir"  # a Path works too
+    found = beir.load_beir(str(folder))
+    assert found.name == "bike_beir"
+    assert found.corpus.column_names == ["_id", "title", "text"] and len(found.corpus) == 42
+    assert {s: len(q) for s, q in found.qrels.items()} == {"test": 10, "train": 16}
+    assert found.qrels["train"]["q04"] == {"d04": 1, "d40": 1}
+    assert len(found.queries_for("test")) == 10
+    assert beir.load_beir(folder).name == "bike_beir"  # a Path works too
 
 
 def test_beir_folder_errors_name_the_missing_file(tmp_path):
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "corpus.jsonl").write_text('{"_id": "1", "title": "t", "text": "x"}\n')
     with pytest.raises(data.DataSourceError, match=r"lacks queries.jsonl, qrels/<split>.tsv.*corpus.jsonl \(_id, title, text\)"):
-        data.load_beir(tmp_path / "mine")
+        beir.load_beir(tmp_path / "mine")
     with pytest.raises(data.DataSourceError, match="is not a folder"):
-        data.load_beir(str(tmp_path / "nope"))
+        beir.load_beir(str(tmp_path / "nope"))
 
 
 def test_load_documents_from_folder_jsonl_or_text(tmp_path):
     folder = Path(__file__).parent / "fixtures" / "bike_beir"
-    docs = data.load_documents(str(folder))
+    docs = beir.load_documents(str(folder))
     assert len(docs) == 42 and docs[0]["title"] == "Chain lubrication"
     (tmp_path / "docs.jsonl").write_text('{"text": "first doc"}\n{"text": "second", "title": "T", "docid": "x"}\n')
-    rows = data.load_documents(str(tmp_path / "docs.jsonl"))
+    rows = beir.load_documents(str(tmp_path / "docs.jsonl"))
     assert rows.column_names == ["_id", "title", "text"] and list(rows["title"]) == ["", "T"]
     assert list(rows["_id"]) == ["0", "x"]
     (tmp_path / "lines.txt").write_text("one document per line.\n\nanother one.\n")
-    assert list(data.load_documents(str(tmp_path / "lines.txt"))["text"]) == ["one document per line.", "another one."]
+    assert list(beir.load_documents(str(tmp_path / "lines.txt"))["text"]) == ["one document per line.", "another one."]
     (tmp_path / "bad.jsonl").write_text('{"body": "no text field"}\n')
     with pytest.raises(data.SchemaError, match="no field 'text'"):
-        data.load_documents(str(tmp_path / "bad.jsonl"))
+        beir.load_documents(str(tmp_path / "bad.jsonl"))
     with pytest.raises(data.DataSourceError, match="does not exist"):
-        data.load_documents(str(tmp_path / "missing.txt"))
+        beir.load_documents(str(tmp_path / "missing.txt"))
     (tmp_path / "empty.txt").write_text("\n\n")
     with pytest.raises(data.SchemaError, match="no document"):
-        data.load_documents(str(tmp_path / "empty.txt"))
+        beir.load_documents(str(tmp_path / "empty.txt"))
 
 
 def test_beir_schema_error_names_field_and_file(tmp_path):
@@ -353,7 +353,7 @@ def test_beir_schema_error_names_field_and_file(tmp_path):
     for split in ("train", "test"):
         (d / "qrels" / f"{split}.tsv").write_text("query-id\tcorpus-id\tscore\nq\t1\t1\n")
     with pytest.raises(data.SchemaError, match="no field 'title'") as err:
-        data.load_beir("scifact", data_dir=tmp_path)
+        beir.load_beir("scifact", data_dir=tmp_path)
     assert str(d / "corpus.jsonl") in str(err.value)
 
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from condenser_lite.cli import main
-from condenser_lite.data import SchemaError, load_beir
+from condenser_lite.beir import load_beir
+from condenser_lite.data import SchemaError
 from condenser_lite.model import Condenser, tiny_bert_config
 from condenser_lite.pretraining import DONE_FILE
 from condenser_lite.spans import tokenize_documents

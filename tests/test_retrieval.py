@@ -207,7 +207,8 @@ def test_sample_queries_seeded_nested_and_checked():
 
 def test_bm25_scifact_matches_beir():
     """BM25 on the real SciFact test set lands near BEIR's 0.665 (skipped without the mirror)."""
-    from condenser_lite.data import DataSourceError, load_beir
+    from condenser_lite.beir import load_beir
+    from condenser_lite.data import DataSourceError
     from condenser_lite.metrics import evaluate_run
 
     try:
