@@ -75,11 +75,12 @@ class Chapter:
 
     def results(self, verbose: bool = True) -> dict:
         """The evidence of the chapter: the committed ``results/small.json``
-        (``protocol.load_results``), or with ``budget`` / ``full`` the protocol re-run at that
+        (``evidence.load_results``), or with ``budget`` / ``full`` the protocol re-run at that
         preset (``protocol.run_protocol``, cached; at full scale with one fine-tuning seed,
         ``seed``). With ``verbose``, one line says which. Introduction, "Running it"."""
         from .presets import get_preset
-        from .protocol import load_results, run_protocol
+        from .evidence import load_results
+        from .protocol import run_protocol
 
         if not self.rerun:
             results = load_results(COMMITTED)

@@ -1,8 +1,9 @@
 """The scaled-down reproduction: every arm through every part, as one cached job graph, and the
 results file the chapters read.
 
-One protocol, several presets (``presets.py``): ``tiny`` (the book, a 2-core CPU in under 40
-minutes), ``micro`` (the same code path in seconds, for the tests) and ``paper`` / ``full`` (the
+One protocol, several presets (``presets.py``): ``small`` (the book's committed run, about 50
+minutes on a 2-core CPU), ``tiny`` (the previous book's, about 40), ``micro`` (the same code path
+in seconds, for the tests) and ``paper`` / ``full`` (the
 papers' checkpoints fine-tuned on MS MARCO with Tevatron's recipe: it cannot run here; it is the
 same function with another preset). ``run_protocol`` pre-trains the arms (``arms.pretrain_arm``),
 fine-tunes each as a retriever at several training sizes over several seeds (round 1 with BM25
@@ -16,15 +17,8 @@ Explained in chapters 4-8 (``notebooks/04_finetune.ipynb`` ... ``08_scorecard.ip
 
 from __future__ import annotations
 
-import datetime
-import importlib.metadata
 import json
 import os
-import platform
-import resource
-import shlex
-import subprocess
-import sys
 import time
 import warnings
 from collections.abc import Mapping, Sequence
@@ -32,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 import condenser_lite
 from .accounting import cumulative
@@ -47,6 +40,8 @@ from .arms import (
     sts_arm,
 )
 from .config import cache_dir
+from .evidence import RESULTS_DIR, load_results  # noqa: F401  (also read as protocol.load_results)
+from .evidence import RESULTS_VERSION, cpu_seconds, environment, headline, now, provenance
 from .jobs import (
     Job,
     Ref,
@@ -61,18 +56,13 @@ from .jobs import (
 from .metrics import nb_recall
 from .presets import MAIN_ARMS, Preset, get_preset
 from .pretraining import get_tokenizer
-from .scorecard import ONE_SEED, gauge, scorecard, stats
+from .scorecard import ONE_SEED, scorecard, stats
 from .tasks import Task, bm25_baseline, data_location, entropy_texts, load_task, sts_data
 from .tokenizer import load_tokenizer
 
-RESULTS_VERSION = 3
-REPO_ROOT = Path(__file__).resolve().parent.parent
-RESULTS_DIR = REPO_ROOT / "results"  # the committed results files the chapters read (load_results)
 ONE_SEED_WARNING = ("one fine-tuning seed: every spread is 0, so a difference between arms is a single run, not a "
                     f"difference beyond the seed spread; the scorecard calls each such comparison {ONE_SEED!r} "
                     "(pass 3 or more seeds for verdicts)")
-PACKAGES = ("torch", "transformers", "tokenizers", "datasets", "accelerate", "faiss-cpu", "bm25s", "ir_measures",
-            "numpy", "scipy")
 
 
 def results_key(preset: Preset, data_dir: str | None = None) -> str:
@@ -247,7 +237,7 @@ def _jobs(preset: Preset, plan: list[str], total: int, sts_total: int, texts: li
 
 
 def _run(preset: Preset, data_dir: str | None, verbose: bool, workers: int, command: str | None) -> dict:
-    t0, started = time.perf_counter(), _now()
+    t0, started = time.perf_counter(), now()
     wall: dict[str, Any] = {}
     cpu: dict[str, float] = {}
     load_start = load_average()
@@ -261,13 +251,13 @@ def _run(preset: Preset, data_dir: str | None, verbose: bool, workers: int, comm
             print(f"[{time.perf_counter() - t0:7.1f}s] {message}", flush=True)
 
     def lap(part: str, since: tuple[float, float]) -> tuple[float, float]:
-        now = (time.perf_counter(), _cpu_seconds())
-        wall[part], cpu[part] = round(now[0] - since[0], 2), round(now[1] - since[1], 2)
-        return now
+        mark = (time.perf_counter(), cpu_seconds())
+        wall[part], cpu[part] = round(mark[0] - since[0], 2), round(mark[1] - since[1], 2)
+        return mark
 
     # Serial head, in this process: tokenizer, task (BM25 negatives), BM25 baseline, the first
     # pre-training stage (nothing else can run before it exists).
-    t = start = (t0, _cpu_seconds())
+    t = start = (t0, cpu_seconds())
     tokenizer = (load_tokenizer(pretrained[first]) if first in pretrained
                  else get_tokenizer(arm_config(first, preset, None), data_dir))
     task = load_task(preset, data_dir)
@@ -324,7 +314,7 @@ def _run(preset: Preset, data_dir: str | None, verbose: bool, workers: int, comm
     n_parts = sum(s["steps"] is not None for s in stages.values()) + len(finetunes) + len(sts_runs)  # cached parts
     computed = len(_cached_parts() - cached_before)
     results["provenance"] = provenance(
-        preset, command, started=started, wall_seconds=wall["total"], cpu_seconds=round(_cpu_seconds() - start[1], 2),
+        preset, command, started=started, wall_seconds=wall["total"], cpu_seconds=round(cpu_seconds() - start[1], 2),
         parts={p: {"wall_seconds": wall[p], "cpu_seconds": cpu[p]} for p in cpu},
         parts_reused=max(0, n_parts - computed), load_start=load_start,
         work_cpu_seconds=round(sum(s["compute"]["cpu_seconds"] for s in stages.values() if s.get("compute"))
@@ -335,20 +325,6 @@ def _run(preset: Preset, data_dir: str | None, verbose: bool, workers: int, comm
     return results
 
 
-# ---- provenance ----------------------------------------------------------------------------------
-
-
-def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-
-
-def _cpu_seconds() -> float:
-    """CPU seconds (user + system) of this process and of its finished children (the job workers,
-    counted once the pool has shut them down)."""
-    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
-
-
 def _cached_parts() -> set[Path]:
     """The finished parts in the cache (a pre-training stage's record, a fine-tuning's or STS-b
     run's result): what a call finds here it reuses instead of computing."""
@@ -357,116 +333,7 @@ def _cached_parts() -> set[Path]:
             *root.glob("sts/*/result.json")}
 
 
-def _git(*args: str) -> str | None:
-    try:
-        out = subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() if out.returncode == 0 else None
-
-
-def _machine(load_start: list[float] | None) -> dict:
-    cpu_model, ram = None, None
-    try:
-        info = Path("/proc/cpuinfo").read_text()
-        cpu_model = next((line.split(":", 1)[1].strip() for line in info.splitlines()
-                          if line.startswith("model name")), None)
-        mem = Path("/proc/meminfo").read_text().split("MemTotal:", 1)[1].split()[0]
-        ram = round(int(mem) / 2**20, 1)  # kB -> GiB
-    except (OSError, IndexError, ValueError):
-        pass
-    return {"cpu": cpu_model or platform.processor() or None, "cores": os.cpu_count(), "ram_gib": ram,
-            "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-            "platform": platform.platform(), "load_average_start": load_start, "load_average_end": load_average()}
-
-
-def provenance(preset: Preset, command: str | None, started: str, wall_seconds: float, cpu_seconds: float,
-               parts: Mapping[str, Mapping], parts_reused: int, load_start: list[float] | None,
-               work_cpu_seconds: float) -> dict:
-    """Where a results file comes from: the git ``commit`` of the library (and whether tracked
-    files differed from it: ``dirty``), the ``command`` line, the ``preset`` and all its
-    ``settings``, ``started``/``finished`` (UTC), ``wall_seconds`` and ``cpu_seconds`` of this call
-    (its own process and the job workers) in total and per ``part``, ``parts_reused`` (pre-training
-    stages, fine-tunings and STS-b runs found in the cache, so the call's times do not cover them),
-    ``work_cpu_seconds`` (the CPU seconds every part recorded when it was computed, whenever that
-    was), the ``machine`` (CPU model, cores, RAM, GPU, load averages) and the ``python`` and
-    ``packages`` versions. Explained in chapter 8."""
-    env = _environment()
-    status = _git("status", "--porcelain", "--untracked-files=no")  # tracked files changed since the commit
-    return {"commit": _git("rev-parse", "HEAD"), "dirty": None if status is None else bool(status),
-            "command": command if command is not None else shlex.join(["python", *sys.argv]),
-            "preset": preset.name, "settings": preset.to_dict(), "started": started, "finished": _now(),
-            "wall_seconds": wall_seconds, "cpu_seconds": cpu_seconds, "parts": dict(parts),
-            "parts_reused": parts_reused, "work_cpu_seconds": work_cpu_seconds, "machine": _machine(load_start),
-            "python": env["python"], "condenser_lite": env["condenser_lite"], "packages": env["packages"]}
-
-
-# ---- the headline and the committed results -----------------------------------------------------------
-
-
-def _round(x: float | None, digits: int = 4) -> float | None:
-    return None if x is None else round(x, digits) + 0.0  # + 0.0: no "-0.0"
-
-
-def _significant(x: float | None, digits: int = 6) -> float | None:
-    # gauges keep 6 significant digits: a gap of 1e-5 against a noise of 1e-6 must stay visible
-    return None if x is None else float(f"{x:.{digits}g}") + 0.0
-
-
-def headline(results: Mapping) -> dict:
-    """The results file's summary for tools that do not know the rest of its layout (issue 11):
-    ``mlm_loss`` (the BERT arm's held-out MLM loss), ``unigram_entropy`` (of the same held-out
-    tokens), ``cls_swap_gap`` / ``cls_swap_noise`` (the Condenser arm's), ``ndcg10`` per arm and
-    BM25 on the same tokens (round 1, every training query, means over seeds), ``wall_minutes``
-    (of the call that computed the file). Gauges are means over pre-training seeds. Chapter 8."""
-    sizes = results.get("train_sizes") or [None]
-    full = str(sizes[-1])
-
-    def ndcg(arm: str) -> float | None:
-        return _round(((results.get("retrieval", {}).get(arm, {}).get("round1", {}).get(full) or {})
-                       .get("nDCG@10") or {}).get("mean"))
-
-    wall = (results.get("provenance") or {}).get("wall_seconds")
-    return {"mlm_loss": _significant(gauge(results, "bert", "mlm_loss")),
-            "unigram_entropy": _significant((results.get("heldout") or {}).get("unigram_entropy")),
-            "cls_swap_gap": _significant(gauge(results, "condenser", "cls_swap_gap")),
-            "cls_swap_noise": _significant(gauge(results, "condenser", "cls_swap_noise")),
-            "ndcg10": {"bert": ndcg("bert"), "condenser": ndcg("condenser"), "cocondenser": ndcg("cocondenser"),
-                       "bm25_same_tokens": _round((results.get("bm25", {}).get("truncated") or {}).get("nDCG@10"))},
-            "wall_minutes": None if wall is None else round(wall / 60, 1)}
-
-
-def load_results(name: str = "small", folder: str | os.PathLike | None = None) -> dict:
-    """The committed results ``results/<name>.json`` of the repository (or of ``folder``), checked:
-    it must exist, come from this protocol and have this library's results version. The chapters
-    read their tables, figures, numbers and claim checks from here. Explained in chapter 4."""
-    path = Path(folder or RESULTS_DIR) / f"{name}.json"
-    fix = f"run `python -m condenser_lite experiments --budget {name} --out {path}` (and commit it)"
-    if not path.exists():
-        raise FileNotFoundError(f"{path} not found: {fix}")
-    results = json.loads(path.read_text())
-    if results.get("protocol") != "condenser_lite.protocol":
-        raise ValueError(f"{path} is not a protocol results file (no 'protocol' field): {fix}")
-    if results.get("version") != RESULTS_VERSION:
-        raise ValueError(f"{path} has results version {results.get('version')}, this library reads "
-                         f"{RESULTS_VERSION}: it is stale; {fix}")
-    return results
-
-
 # ---- the results file --------------------------------------------------------------------------------
-
-
-def _environment() -> dict:
-    versions = {}
-    for pkg in PACKAGES:
-        try:
-            versions[pkg] = importlib.metadata.version(pkg)
-        except importlib.metadata.PackageNotFoundError:
-            versions[pkg] = None
-    return {"condenser_lite": condenser_lite.__version__, "python": sys.version.split()[0],
-            "platform": platform.platform(),
-            "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
-            "cuda": torch.cuda.is_available(), "packages": versions}
 
 
 def _metric_stats(runs: list[dict], metrics: Sequence[str]) -> dict:
@@ -573,7 +440,7 @@ def _assemble(preset: Preset, stages: dict, task: Task, bm25: dict, before: dict
                      f"small sizes for {preset.sts.epochs_low_data:g}); the paper trains 4 epochs: subsampled in time.")
     return {
         "protocol": "condenser_lite.protocol", "version": RESULTS_VERSION, "budget": preset.to_dict(),
-        "seeds": list(preset.seeds), "pretraining_seeds": list(pseeds), "environment": _environment(), "notes": notes,
+        "seeds": list(preset.seeds), "pretraining_seeds": list(pseeds), "environment": environment(), "notes": notes,
         "task": {"name": task.name, "split": task.split, **task.info},
         "train_sizes": sorted({int(label) for arm in r1 for label in r1[arm]}),
         "sts_sizes": sorted({int(label) for arm in sts for label in sts[arm]}),

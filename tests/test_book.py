@@ -224,13 +224,13 @@ def test_check_claims_only_for_the_committed_small_run(tmp_path):
 def test_results_reads_the_committed_file_or_names_the_fix(tmp_path, monkeypatch, capsys):
     import json
 
-    from condenser_lite import protocol
+    from condenser_lite import evidence
 
-    monkeypatch.setattr(protocol, "RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(evidence, "RESULTS_DIR", tmp_path)
     ch = book.setup(figures_dir=str(tmp_path / "f"))
     with pytest.raises(FileNotFoundError, match="experiments --budget small"):
         ch.results()
-    results = {"protocol": "condenser_lite.protocol", "version": protocol.RESULTS_VERSION,
+    results = {"protocol": "condenser_lite.protocol", "version": evidence.RESULTS_VERSION,
                "budget": {"name": "small"}, "seeds": [0, 1, 2], "pretraining_seeds": [42],
                "provenance": {"commit": "0123456789abcdef", "dirty": False, "wall_seconds": 5400}}
     (tmp_path / "small.json").write_text(json.dumps(results))

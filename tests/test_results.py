@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from condenser_lite.protocol import RESULTS_DIR, RESULTS_VERSION, headline, load_results
+from condenser_lite.evidence import RESULTS_DIR, RESULTS_VERSION, headline, load_results
 from condenser_lite.scorecard import scorecard
 
 PROVENANCE = ("commit", "dirty", "command", "preset", "settings", "started", "finished", "wall_seconds", "cpu_seconds",
