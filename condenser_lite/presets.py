@@ -43,10 +43,11 @@ class ModelConfig:
     scratch (ignored when a stage starts from a checkpoint); ``max_len`` is the length of blocks
     and spans and the model's position limit; ``skip_from`` / ``n_head_layers``: the Condenser
     head reads the output of layer ``skip_from`` through ``n_head_layers`` layers (Condenser
-    section 3). ``dropout`` (hidden and attention) and ``attn_implementation`` (``"sdpa"`` or
-    ``"eager"``) apply to a model built from scratch and to every stage that continues it: the
-    study page found pre-training without dropout learns faster per CPU second (as Cramming
-    does), and eager attention under bf16 autocast is the faster kernel on this CPU. Chapter 2.
+    section 3). ``dropout`` (hidden and attention) is set when a model is built from scratch,
+    and the stages that continue it inherit it from its checkpoint; ``attn_implementation``
+    (``"sdpa"`` or ``"eager"``) applies to every stage. The study page found pre-training
+    without dropout learns faster per CPU second (as Cramming does), and eager attention under
+    bf16 autocast the faster kernel on this CPU. Chapter 2.
     """
 
     tokenizer: str | None = None
@@ -353,8 +354,9 @@ PAPER = Preset(
 # 2.2 nats below the unigram entropy), the shallowest Condenser head path (1 early layer + 1 head
 # layer against 4), coCondenser on 64 documents per update for about 5 passes over SciFact.
 # Fine-tuning and STS-b keep tiny's recipe (chosen on dev data), passages the 64 tokens the blocks
-# were pre-trained on: 128-token passages did not fit the 150-minute budget with 3 seeds. Both
-# fine-tunings put back the 0.1 dropout the tiny checkpoints carry (Cramming re-enables it too).
+# were pre-trained on (the models' position limit; the study found 128-token blocks slower to learn
+# per CPU second). Both fine-tunings put back the 0.1 dropout the tiny checkpoints carry
+# (Cramming re-enables it too).
 SMALL = Preset(
     name="small",
     model=ModelConfig(skip_from=1, n_head_layers=1, dropout=0.0, attn_implementation="eager"),
