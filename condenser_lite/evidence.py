@@ -31,6 +31,7 @@ from .scorecard import gauge
 RESULTS_VERSION = 3
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = REPO_ROOT / "results"  # the committed results files the chapters read (load_results)
+RESULTS_ENV = "CONDENSER_LITE_RESULTS"  # where they are when the package is installed away from its clone
 PACKAGES = ("torch", "transformers", "tokenizers", "datasets", "accelerate", "faiss-cpu", "bm25s", "ir_measures",
             "numpy", "scipy")
 
@@ -128,11 +129,24 @@ def headline(results: Mapping) -> dict:
             "wall_minutes": None if wall is None else round(wall / 60, 1)}
 
 
+def results_dir() -> Path:
+    """The folder of the committed results files: ``$CONDENSER_LITE_RESULTS`` if set (the Colab
+    install sets it to the clone's ``results/``), else the repository's ``results/`` when the
+    package runs from its clone, else ``results/`` in the working directory or its parent (a
+    chapter run from a clone's ``notebooks/`` with the package installed elsewhere). Chapter 4."""
+    if os.environ.get(RESULTS_ENV):
+        return Path(os.environ[RESULTS_ENV]).expanduser()
+    if RESULTS_DIR.is_dir():
+        return RESULTS_DIR
+    here = Path.cwd()
+    return next((d for d in (here / "results", here.parent / "results") if d.is_dir()), RESULTS_DIR)
+
+
 def load_results(name: str = "small", folder: str | os.PathLike | None = None) -> dict:
     """The committed results ``results/<name>.json`` of the repository (or of ``folder``), checked:
     it must exist, come from this protocol and have this library's results version. The chapters
     read their tables, figures, numbers and claim checks from here. Explained in chapter 4."""
-    path = Path(folder or RESULTS_DIR) / f"{name}.json"
+    path = Path(folder or results_dir()) / f"{name}.json"
     fix = f"run `python -m condenser_lite experiments --budget {name} --out {path}` (and commit it)"
     if not path.exists():
         raise FileNotFoundError(f"{path} not found: {fix}")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata as metadata
+import os
 import re
 import subprocess
 import sys
@@ -87,6 +88,8 @@ def main(root: str | Path | None = None, restart: bool | None = None) -> list[st
     importlib.invalidate_caches()
     import condenser_lite
 
+    # the package now lives in site-packages: point it at the clone's committed results
+    os.environ["CONDENSER_LITE_RESULTS"] = str(root / "results")
     print(f"condenser_lite {condenser_lite.__version__} from {root.name}; "
           f"torch {metadata.version('torch')} kept")
     if stale:

@@ -85,3 +85,27 @@ def test_load_results_names_the_file_and_the_fix(tmp_path):
     (tmp_path / "study.json").write_text(json.dumps({"figures": []}))
     with pytest.raises(ValueError, match="not a protocol results file"):
         load_results("study", folder=tmp_path)
+
+
+def test_results_are_found_when_the_package_is_installed_away_from_its_clone(tmp_path, monkeypatch):
+    """On Colab the package sits in site-packages: the clone's results come from
+    $CONDENSER_LITE_RESULTS (set by scripts/colab_install.py), or from results/ beside the
+    working directory (a chapter run from a clone's notebooks/)."""
+    from condenser_lite import evidence
+
+    clone = tmp_path / "clone"
+    (clone / "results").mkdir(parents=True)
+    (clone / "notebooks").mkdir()
+    (clone / "results" / "small.json").write_text(json.dumps({"protocol": "condenser_lite.protocol",
+                                                              "version": RESULTS_VERSION}))
+    monkeypatch.delenv(evidence.RESULTS_ENV, raising=False)
+    monkeypatch.setattr(evidence, "RESULTS_DIR", tmp_path / "site-packages" / "results")  # not there
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(FileNotFoundError, match="experiments --budget small"):
+        load_results("small")
+    monkeypatch.chdir(clone / "notebooks")
+    assert load_results("small")["version"] == RESULTS_VERSION
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(evidence.RESULTS_ENV, str(clone / "results"))
+    assert evidence.results_dir() == clone / "results"
+    assert load_results("small")["version"] == RESULTS_VERSION
