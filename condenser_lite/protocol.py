@@ -344,6 +344,35 @@ def _by_size(d: Mapping[str, Any]) -> dict:
     return {k: d[k] for k in sorted(d, key=int)}
 
 
+LOG_ROWS = 500  # per stage in the results file; the full per-step log stays in the stage's cache folder
+
+
+def binned_log(log: Sequence[Mapping[str, float]], max_rows: int = LOG_ROWS) -> list[dict]:
+    """A pre-training log short enough for a committed results file: every row with a held-out
+    evaluation (``eval_*``) kept as it is, the steps between them averaged in bins of
+    ``ceil(len / max_rows)`` (a bin's row carries its last ``step``). A log of at most
+    ``max_rows`` steps is returned as it is. Chapter 4."""
+    size = max(1, -(-len(log) // max_rows))
+    out: list[dict] = []
+    pending: list[Mapping[str, float]] = []
+
+    def flush() -> None:
+        for k in range(0, len(pending), size):
+            rows = pending[k:k + size]
+            out.append({"step": rows[-1]["step"], **{key: float(np.mean([r[key] for r in rows if key in r]))
+                                                     for key in rows[-1] if key != "step"}})
+        pending.clear()
+
+    for row in log:
+        if size == 1 or any(k.startswith("eval_") for k in row):
+            flush()
+            out.append(dict(row))
+        else:
+            pending.append(row)
+    flush()
+    return out
+
+
 def _arm_entry(preset: Preset, stages: Mapping[tuple, dict], arm: str, ps: int, with_log: bool) -> dict:
     """One pre-training run of ``arm`` for the results: its checkpoint, steps, wall time, final
     held-out gauges, and its compute, own stage and cumulative with the stages it continues."""
@@ -356,7 +385,7 @@ def _arm_entry(preset: Preset, stages: Mapping[tuple, dict], arm: str, ps: int, 
              "pretrain_wall_time": stage["wall_time"], "heldout": stage.get("heldout"),
              "compute": {"stage": stage.get("compute"), "cumulative": cumulative([s.get("compute") for s in chain])}}
     if with_log:
-        entry["pretrain_log"] = stage["log"]
+        entry["pretrain_log"] = binned_log(stage["log"])
     return entry
 
 
