@@ -43,7 +43,6 @@ import dataclasses
 import functools
 import hashlib
 import json
-import math
 import multiprocessing as mp
 import os
 import platform
@@ -663,24 +662,32 @@ def main() -> None:
     t0 = time.perf_counter()
     children0 = os.times()
 
-    if "throughput" in parts:
-        from condenser_lite.config import cache_dir
+    from condenser_lite.config import cache_dir
 
-        cached = cache_dir("study") / "throughput" / f"reps{a.reps}-steps{a.steps}-v{STUDY_VERSION}.json"
+    tp_dir = cache_dir("study") / "throughput"
+    cached = tp_dir / f"reps{a.reps}-steps{a.steps}-v{STUDY_VERSION}.json"
+    # threads vs processes, re-measured on its own on a quiet machine (--only parallel): it
+    # replaces the throughput part's own measurement, which other jobs can disturb
+    parallel_cached = tp_dir / f"parallel-reps{a.reps}-steps{a.steps}-v{STUDY_VERSION}.json"
+    if "parallel" in parts and not a.collect and not parallel_cached.exists():
+        loads = [os.getloadavg()[0]]
+        reps = [_parallel_cost(BASE.replace(dropout=0.0), 3 * a.steps) for _ in range(a.reps)]
+        loads.append(os.getloadavg()[0])
+        keys = ("one_process_2_threads_tokens_per_s", "two_processes_1_thread_tokens_per_s")
+        tp_dir.mkdir(parents=True, exist_ok=True)
+        parallel_cached.write_text(json.dumps({"4L/128H, 32x64, bf16, eager, dropout 0": {
+            **{k: sorted(r[k] for r in reps)[len(reps) // 2] for k in keys},
+            "repetitions": reps, "loadavg_before_after": loads, "measured": time.strftime("%Y-%m-%d %H:%M:%S")}},
+            indent=1))
+    if "throughput" in parts:
         if cached.exists():
             study["throughput"] = json.loads(cached.read_text())
         elif not a.collect:
             study["throughput"] = throughput(a.reps, a.steps)
             cached.parent.mkdir(parents=True, exist_ok=True)
             cached.write_text(json.dumps(study["throughput"], indent=1))
-    if "parallel" in parts and not a.collect:
-        loads = [os.getloadavg()[0]]
-        reps = [_parallel_cost(BASE.replace(dropout=0.0), 3 * a.steps) for _ in range(a.reps)]
-        loads.append(os.getloadavg()[0])
-        keys = ("one_process_2_threads_tokens_per_s", "two_processes_1_thread_tokens_per_s")
-        study.setdefault("throughput", {})["parallel"] = {"4L/128H, 32x64, bf16, eager, dropout 0": {
-            **{k: sorted(r[k] for r in reps)[len(reps) // 2] for k in keys},
-            "repetitions": reps, "loadavg_before_after": loads, "measured": time.strftime("%Y-%m-%d %H:%M:%S")}}
+    if parallel_cached.exists() and "throughput" in study:
+        study["throughput"]["parallel"] = json.loads(parallel_cached.read_text())
     if "sweep" in parts:
         res = run_many("sweep", sweep_runs(a.budget, a.extended), a.workers)
         study["sweep"] = res

@@ -40,7 +40,6 @@ from .arms import (
     sts_arm,
 )
 from .config import cache_dir
-from .evidence import RESULTS_DIR, load_results  # noqa: F401  (also read as protocol.load_results)
 from .evidence import RESULTS_VERSION, cpu_seconds, environment, headline, now, provenance
 from .jobs import (
     Job,
