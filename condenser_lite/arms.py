@@ -33,6 +33,7 @@ import numpy as np
 
 from .analysis import cls_attention_entropy
 from .config import cache_dir
+from .devices import resolve_precision
 from .finetune import finetune_round
 from .jobs import LOCK_FILE, run_cached, settings_hash
 from .metrics import metric_depth
@@ -53,6 +54,12 @@ CO_WEIGHTS = {"cocondenser": (1.0, 1.0), "co_contrastive_only": (0.0, 1.0), "co_
 
 
 # ---- pre-training ------------------------------------------------------------------------------
+
+
+def resolved(config: Any) -> dict:
+    """A fine-tuning or STS-b config as its cache key reads it: ``mixed_precision="auto"``
+    replaced by what it means on this machine (``devices.resolve_precision``). Chapter 4."""
+    return {**dataclasses.asdict(config), "mixed_precision": resolve_precision(config.mixed_precision)}
 
 
 def arm_config(arm: str, preset: Preset | str | None, init: str | None) -> PretrainConfig:
@@ -95,12 +102,12 @@ def pretrain_arm(arm: str, preset: Preset | str | None = None, init: str | None 
     "wall_time", "config", "log", "heldout", "heldout_set", "compute", "seed"}``: ``log`` holds the
     per-step losses and, at evaluation steps, the held-out gauges (``eval_*``); ``heldout`` the
     final gauges, ``heldout_set`` the evaluation set's counts and unigram entropy, ``compute``
-    the stage's own cost (``accounting.stage_compute``). An arm in ``preset.pretrained`` is taken
+    the stage's own cost (``accounting.stage_compute``), ``precision`` what it computed in. An arm in ``preset.pretrained`` is taken
     as it is (nothing measured). Explained in chapter 2 (``notebooks/02_condenser.ipynb``) and chapter 3."""
     preset = get_preset(preset)
     if preset.pretrained and arm in preset.pretrained:
         return {"checkpoint": preset.pretrained[arm], "steps": None, "wall_time": None, "config": None, "log": [],
-                "heldout": None, "heldout_set": None, "compute": None, "seed": None}
+                "heldout": None, "heldout_set": None, "compute": None, "seed": None, "precision": None}
     cfg = arm_config(arm, preset, init)
     if seed is not None:
         cfg = cfg.replace(seed=seed)
@@ -110,7 +117,8 @@ def pretrain_arm(arm: str, preset: Preset | str | None = None, init: str | None 
     log = [{k: v for k, v in r.items() if k in keep or k.startswith("eval_")} for r in read_log(ckpt)]
     return {"checkpoint": str(ckpt), "steps": record["steps"], "wall_time": record["wall_time"],
             "config": record["config"], "log": log, "heldout": record["heldout"],
-            "heldout_set": record["heldout_set"], "compute": record["compute"], "seed": cfg.seed}
+            "heldout_set": record["heldout_set"], "compute": record["compute"], "seed": cfg.seed,
+            "precision": record["settings"].get("mixed_precision")}
 
 
 def pretrain_arms(preset: Preset | str | None = None, data_dir: str | None = None,
@@ -165,7 +173,7 @@ def finetune_arm(
     if round_number == 2 and round1 is None:
         raise ValueError("round 2 mines negatives with the round-1 retriever: pass round1=<finetune_arm(..., round_number=1)>")
     train = task.train if size is None or size >= len(task.train) else sample_queries(task.train, size, seed=seed)
-    settings = {"recipe": dataclasses.asdict(recipe), "metrics": list(preset.metrics), "depth": run_depth(preset),
+    settings = {"recipe": resolved(recipe), "metrics": list(preset.metrics), "depth": run_depth(preset),
                 "entropy": [preset.entropy_texts, preset.entropy_max_len] if entropy_texts else None}
     key = settings_hash({"init": checkpoint_key(checkpoint), "task": task.key, "size": len(train), "seed": seed,
                          "round": round_number, "round1": round1["key"] if round1 else None, "settings": settings})
@@ -254,7 +262,7 @@ def sts_arm(
     train = train_all if full else sample_pairs(train_all, size, seed=seed)
     epochs = sts.epochs_full if full else sts.epochs_low_data
     key = settings_hash({"init": checkpoint_key(checkpoint), "n": len(train), "test": len(test), "seed": seed,
-                         "epochs": epochs, "sts": dataclasses.asdict(sts)})
+                         "epochs": epochs, "sts": resolved(sts)})
     out_dir = cache_dir("sts") / f"{arm}-n{len(train)}-s{seed}-{key}"
 
     def compute() -> dict:

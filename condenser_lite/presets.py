@@ -349,7 +349,8 @@ PAPER = Preset(
 
 # The book's budget (issue 11), chosen on the study page (notebooks/09_study.md, results/study.json)
 # by held-out MLM loss per CPU second and the Condenser gauges, never by retrieval numbers: the
-# tiny shape with pre-training that gets past word frequencies (bf16 autocast, eager attention,
+# tiny shape with pre-training that gets past word frequencies (bf16 autocast where the CPU has
+# bf16 units, fp32 elsewhere: "auto", see devices.resolve_precision; eager attention,
 # no dropout, as Cramming does; 12,000 stage-1 updates, where the study's 9,457 already reached
 # 2.2 nats below the unigram entropy), the shallowest Condenser head path (1 early layer + 1 head
 # layer against 4), coCondenser on 64 documents per update for about 5 passes over SciFact.
@@ -361,7 +362,7 @@ SMALL = Preset(
     name="small",
     model=ModelConfig(skip_from=1, n_head_layers=1, dropout=0.0, attn_implementation="eager"),
     pretraining=PretrainingConfig(s1_steps=12000, s2_steps=3000, s3_steps=400, cocondenser_batch=64,
-                                  mixed_precision="bf16", save_every=1000, eval_every=500),
+                                  mixed_precision="auto", save_every=1000, eval_every=500),
     finetune=FinetuneConfig(dropout=0.1),
     sts=STSConfig(dropout=0.1),
 )

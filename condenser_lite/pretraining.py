@@ -37,6 +37,7 @@ from .analysis import cls_cosine, cls_swap_gap, heldout_mlm_loss, unigram_entrop
 from .config import cache_dir, check_types
 from .beir import load_documents
 from .data import PRETRAINING_SOURCES, data_id, load_pretraining_corpus
+from .devices import resolve_precision
 from .errors import CheckpointError, ConfigError
 from .gradcache import cocondenser_step
 from .jobs import output_lock, settings_diff, settings_hash
@@ -238,7 +239,8 @@ def stage_settings(cfg: PretrainConfig, tokenizer=None, data_dir: str | None = N
     settings = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in BOOKKEEPING}
     names, roles = stage_data(cfg)
     settings.update(init=checkpoint_key(cfg.init), tokenizer=tokenizer_key(tokenizer),
-                    data=data_id(names, data_dir, roles))
+                    data=data_id(names, data_dir, roles),
+                    mixed_precision=resolve_precision(cfg.mixed_precision))  # "auto" differs by machine
     return settings
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 import condenser_lite
 from .accounting import cumulative
@@ -40,6 +41,7 @@ from .arms import (
     sts_arm,
 )
 from .config import cache_dir
+from .devices import cpu_precision, resolve_precision
 from .evidence import RESULTS_VERSION, cpu_seconds, environment, headline, now, provenance
 from .jobs import (
     Job,
@@ -68,7 +70,16 @@ def results_key(preset: Preset, data_dir: str | None = None) -> str:
     """Hash naming a protocol run: the preset, the data (by content, the task's included) and the
     library version. Chapter 4."""
     return settings_hash({"preset": preset.to_dict(), "data": data_location(data_dir, preset.task),
-                          "version": condenser_lite.__version__, "results": RESULTS_VERSION}, 16)
+                          "version": condenser_lite.__version__, "results": RESULTS_VERSION,
+                          "precision": precisions(preset)}, 16)
+
+
+def precisions(preset: Preset) -> dict[str, str]:
+    """What each component of ``preset`` computes in on this machine (``"auto"`` resolved by
+    ``devices.resolve_precision``): recorded in the results' provenance and part of their key.
+    Chapter 4."""
+    return {part: resolve_precision(getattr(preset, part).mixed_precision)
+            for part in ("pretraining", "finetune", "sts")}
 
 
 def run_protocol(
@@ -318,10 +329,27 @@ def _run(preset: Preset, data_dir: str | None, verbose: bool, workers: int, comm
         parts_reused=max(0, n_parts - computed), load_start=load_start,
         work_cpu_seconds=round(sum(s["compute"]["cpu_seconds"] for s in stages.values() if s.get("compute"))
                                + wall["finetune_cpu_seconds"] + wall["sts_cpu_seconds"], 2))
+    results["provenance"]["precision"] = precision_record(preset, stages)
     results["claims"] = scorecard(results)
     results["headline"] = headline(results)
     say("scorecard: " + ", ".join(f"{c['id']} {c['status']}" for c in results["claims"]))
     return results
+
+
+def precision_record(preset: Preset, stages: Mapping[tuple, Mapping]) -> dict:
+    """What the run computed in: each component's precision on this machine, each pre-training
+    stage's as recorded when it was trained (a stage reused from the cache may come from another
+    run), and on a CPU the probe behind ``"auto"`` (``devices.cpu_precision``). Stages trained in
+    different precisions are compared all the same, with a warning that says so. Chapter 4."""
+    by_stage = {f"{arm}/{seed}": stage.get("precision") for (arm, seed), stage in stages.items()
+                if stage.get("steps") is not None}
+    used = sorted({p for p in by_stage.values() if p})
+    if len(used) > 1:
+        warnings.warn(f"the pre-training stages of this run were computed in different precisions ({by_stage}): "
+                      "comparisons between them mix precision; re-run them on one machine (or set "
+                      "pretraining.mixed_precision) for a like-for-like comparison", UserWarning, stacklevel=3)
+    cpu = None if torch.cuda.is_available() else cpu_precision().to_dict()
+    return {"components": precisions(preset), "stages": by_stage, "mixed": len(used) > 1, "cpu_probe": cpu}
 
 
 def _cached_parts() -> set[Path]:

@@ -53,11 +53,12 @@ from transformers import get_constant_schedule_with_warmup, get_linear_schedule_
 
 from .checkpoint import CHECKPOINT, load_part, read_state, recover_checkpoint, restore_rng, save_checkpoint
 from .config import check_types
+from .devices import PRECISIONS, resolve_precision
 from .errors import CheckpointError, ConfigError, DivergedError
 from .jobs import output_lock, settings_diff
 
 logger = logging.getLogger(__name__)
-MIXED_PRECISION = ("no", "bf16", "fp16", "auto")
+MIXED_PRECISION = PRECISIONS
 # "linear": warm-up then linear decay to 0 (BERT; with warmup_ratio=0.5 the triangular
 # "one-cycle" of Cramming); "constant": warm-up then a constant rate.
 SCHEDULES = ("linear", "constant")
@@ -78,10 +79,12 @@ class TrainConfig:
     ``batch_size`` is the number of examples per optimizer update, over all processes; it is
     split into ``grad_accum`` micro-batches (and, when distributed, first into one equal slice
     per process). ``max_steps`` counts optimizer updates; when None, ``epochs`` (may be
-    fractional) times the steps per epoch decides. ``mixed_precision="auto"`` means bf16 on
-    CUDA/TPU where supported, else full precision; ``"bf16"`` on a CPU runs the forward pass
-    under ``torch.autocast("cpu", torch.bfloat16)`` (accelerate's native AMP), which pays off
-    on CPUs with bf16 matrix units (AMX / avx512_bf16; measured in ``notebooks/09_study.md``).
+    fractional) times the steps per epoch decides. ``mixed_precision="auto"`` means bf16 where
+    the hardware runs it natively and faster (a GPU or TPU that supports it; a CPU with bf16
+    units, confirmed by a probe: ``devices.resolve_precision``), else full precision; ``"bf16"``
+    on a CPU runs the forward pass under ``torch.autocast("cpu", torch.bfloat16)`` (accelerate's
+    native AMP), which pays off only on CPUs with bf16 units (AMX / avx512_bf16) and is about 25x
+    slower elsewhere (measured in ``notebooks/09_study.md``).
     ``schedule`` is ``"linear"`` (warm-up, then linear decay to 0) or ``"constant"``.
     ``compile=True`` runs the model through ``torch.compile`` (same maths). ``eval_every``:
     call ``train``'s ``eval_fn`` every that many steps (and after the last one).
@@ -203,21 +206,10 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
             {"params": plain, "weight_decay": 0.0}]
 
 
-def _resolve_mixed_precision(mp: str) -> str:
-    if mp != "auto":
-        return mp
-    from accelerate.utils import is_torch_xla_available
-    if is_torch_xla_available(check_is_tpu=True):
-        return "bf16"
-    if torch.cuda.is_available() and torch.cuda.is_bf16_supported():
-        return "bf16"
-    return "no"
-
-
 def _make_accelerator(mixed_precision: str) -> Accelerator:
     from accelerate.state import AcceleratorState, is_initialized
 
-    mp = _resolve_mixed_precision(mixed_precision)
+    mp = resolve_precision(mixed_precision)
     if is_initialized() and AcceleratorState().mixed_precision != mp:
         state = AcceleratorState()
         if state.num_processes > 1:

@@ -1,0 +1,127 @@
+"""Tests for condenser_lite.devices' precision choice: ``"auto"`` picks bf16 on a CPU only where bf16
+is native and faster, keys and checkpoints carry the resolved precision, and a resume across
+precisions is refused. Both branches are forced, whatever this machine's CPU is."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from condenser_lite import devices
+from condenser_lite.devices import PRECISION_ENV, cpu_precision, resolve_precision
+from condenser_lite.errors import CheckpointError, ConfigError
+from condenser_lite.training import TrainConfig, train
+
+from test_training import masking_collate, tiny_bert, token_data
+
+pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU's choice; a GPU decides 'auto' itself")
+
+
+@pytest.fixture
+def fresh(monkeypatch):
+    """A process that has not decided yet (the decision is made once and handed to workers)."""
+    monkeypatch.delenv(PRECISION_ENV, raising=False)
+    monkeypatch.delenv(devices._DECIDED_ENV, raising=False)
+    cpu_precision.cache_clear()
+    yield monkeypatch
+    cpu_precision.cache_clear()
+    os.environ.pop(devices._DECIDED_ENV, None)
+
+
+def _no_probe(*args, **kwargs):
+    raise AssertionError("the probe ran")
+
+
+@pytest.mark.parametrize("forced, expected", [("1", "bf16"), ("0", "no")])
+def test_forced_choice(fresh, forced, expected):
+    fresh.setenv(PRECISION_ENV, forced)
+    fresh.setattr(devices, "probe_bf16", _no_probe)
+    assert resolve_precision("auto") == expected
+    assert resolve_precision("bf16") == "bf16" and resolve_precision("no") == "no"  # explicit ones stay
+
+
+def test_x86_without_bf16_unit_is_fp32_without_probing(fresh):
+    fresh.setattr(devices, "cpu_flags", lambda: ())
+    fresh.setattr(devices.platform, "machine", lambda: "x86_64")
+    fresh.setattr(devices, "probe_bf16", _no_probe)
+    choice = cpu_precision()
+    assert not choice.bf16 and "avx512_bf16" in choice.reason
+    assert resolve_precision("auto") == "no"
+
+
+@pytest.mark.parametrize("fp32_ms, bf16_ms, expected", [
+    (3.5, 1.3, "bf16"),    # native bf16 (Zen 4: 2.8x)
+    (3.5, 3.0, "no"),      # faster, but not by enough to pay for autocast's casts
+    (5.8, 147.0, "no"),    # emulated (AVX2 only: 25x slower)
+])
+def test_probe_decides_where_flags_allow(fresh, fp32_ms, bf16_ms, expected):
+    fresh.setattr(devices, "cpu_flags", lambda: ("avx512_bf16",))
+    fresh.setattr(devices, "probe_bf16", lambda: (fp32_ms, bf16_ms))
+    assert resolve_precision("auto") == expected
+    assert cpu_precision().fp32_ms == fp32_ms  # recorded for the provenance
+
+
+def test_workers_inherit_the_decision(fresh):
+    fresh.setattr(devices, "cpu_flags", lambda: ("avx512_bf16",))
+    fresh.setattr(devices, "probe_bf16", lambda: (3.5, 1.3))
+    assert cpu_precision().bf16
+    script = ("from condenser_lite.devices import cpu_precision as c; import json; "
+              "print(json.dumps(c().to_dict()))")
+    child = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, env=os.environ)
+    assert json.loads(child.stdout) == json.loads(json.dumps(cpu_precision().to_dict()))
+
+
+def test_unknown_precision_is_refused():
+    with pytest.raises(ConfigError, match="choose one of"):
+        resolve_precision("fp8")
+
+
+def test_stage_key_holds_the_resolved_precision(fresh):
+    from condenser_lite.pretraining import stage_config, stage_settings
+
+    class Tok:  # the stage's settings read only the tokenizer's identity
+        pass
+
+    cfg = stage_config("small", "mlm", max_steps=2)
+    assert cfg.mixed_precision == "auto"
+    fresh.setattr("condenser_lite.pretraining.tokenizer_key", lambda tok: "tok")
+    fresh.setattr("condenser_lite.pretraining.data_id", lambda *a, **k: "data")
+    fresh.setenv(PRECISION_ENV, "1")
+    cpu_precision.cache_clear()
+    on = stage_settings(cfg, Tok())
+    fresh.setenv(PRECISION_ENV, "0")
+    cpu_precision.cache_clear()
+    off = stage_settings(cfg, Tok())
+    assert (on["mixed_precision"], off["mixed_precision"]) == ("bf16", "no")
+
+
+def test_resume_across_precisions_is_refused(fresh, tmp_path):
+    fresh.setenv(PRECISION_ENV, "1")
+    cfg = TrainConfig(str(tmp_path / "run"), max_steps=4, batch_size=8, lr=1e-3, mixed_precision="auto", save_every=2)
+    train(tiny_bert(), token_data(), cfg.__class__(**{**cfg.__dict__, "max_steps": 2}), collate_fn=masking_collate)
+    fresh.setenv(PRECISION_ENV, "0")
+    cpu_precision.cache_clear()
+    os.environ.pop(devices._DECIDED_ENV, None)
+    with pytest.raises(CheckpointError, match=r"mixed_precision: checkpoint 'bf16' vs now 'no'"):
+        train(tiny_bert(), token_data(), cfg, collate_fn=masking_collate)
+
+
+def test_emulated_avx2_takes_the_slow_path():
+    """``ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2`` makes a bf16 CPU behave like an AVX2-only
+    one (the study page relies on it): bf16 must come out slower there, and ``auto`` fp32."""
+    env = {**os.environ, "ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+    env.pop(PRECISION_ENV, None)
+    env.pop(devices._DECIDED_ENV, None)
+    script = ("import torch; from condenser_lite.devices import cpu_precision as c; import json; "
+              "print(json.dumps([torch.backends.cpu.get_cpu_capability(), c().to_dict()]))")
+    child = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, env=env)
+    capability, choice = json.loads(child.stdout)
+    assert capability in ("AVX2", "DEFAULT")
+    assert choice["bf16"] is False
+    if choice["bf16_ms"] is not None:  # a CPU with a bf16 flag: the probe ran and saw the slow path
+        assert choice["bf16_ms"] > choice["fp32_ms"]
