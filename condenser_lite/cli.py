@@ -156,10 +156,16 @@ def _absolute(source: str) -> str:
 
 
 def _pretrain(args: argparse.Namespace) -> None:
-    from .pretraining import pretrain
+    from .estimate import estimate_stage, format_estimate
+    from .pretraining import pretrain, stage_done
 
+    cfg = pretrain_config(args)
+    if args.dry_run or (args.restart or not stage_done(cfg, args.output_dir, args.data_dir)):
+        print(format_estimate(estimate_stage(cfg, args.data_dir)), flush=True)
+        if args.dry_run:
+            return
     # documents too short for two coCondenser spans are warned about (one line, on stderr)
-    out = pretrain(pretrain_config(args), output_dir=args.output_dir, data_dir=args.data_dir, progress=True,
+    out = pretrain(cfg, output_dir=args.output_dir, data_dir=args.data_dir, progress=True,
                    restart=args.restart)
     print(out)
 
@@ -267,7 +273,7 @@ def _evaluate(args: argparse.Namespace) -> None:
 
 
 def _experiments(args: argparse.Namespace) -> None:
-    from .protocol import run_protocol
+    from .protocol import cached_results, run_protocol
     from .scorecard import format_scorecard
 
     budget = parse_overrides(get_preset(args.budget), args.set)
@@ -277,6 +283,12 @@ def _experiments(args: argparse.Namespace) -> None:
         seeds = [int(x) for x in args.seeds.split(",")] if args.seeds else None
     except ValueError:
         raise ConfigError(f"--seeds {args.seeds}: give comma-separated integers, e.g. --seeds 0,1,2") from None
+    if args.dry_run or not (cached_results(budget, args.data_dir, seeds).exists() and not args.force):
+        from .estimate import estimate_protocol, format_estimate
+
+        print(format_estimate(estimate_protocol(budget, args.data_dir, args.workers)), flush=True)
+        if args.dry_run:
+            return
     command = shlex.join(["python", "-m", "condenser_lite", *args.argv])
     results = run_protocol(budget, out_path=args.out, seeds=seeds, data_dir=args.data_dir, force=args.force,
                            workers=args.workers, command=command)
@@ -309,6 +321,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", help="local data mirror (default: $CONDENSER_LITE_DATA, else the Hub)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a preset field")
     p.add_argument("--restart", action="store_true", help=restart_help)
+    p.add_argument("--dry-run", action="store_true", help="time a few updates, print the projected wall time, stop")
     p.set_defaults(handler=_pretrain)
 
     def data_args(p: argparse.ArgumentParser, split: str | None = "test") -> None:
@@ -367,6 +380,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", help="comma-separated seeds, e.g. 0,1,2 (default: the budget's)")
     p.add_argument("--workers", type=int, help="processes for independent jobs (default: CPU cores, at most 2)")
     p.add_argument("--force", action="store_true", help="recompute the results file (models stay cached)")
+    p.add_argument("--dry-run", action="store_true", help="time a few updates of each part, print the projected "
+                   "wall time per part and in total, stop")
     p.add_argument("--data-dir", help="local data mirror (default: $CONDENSER_LITE_DATA, else the Hub)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a preset field (dotted where ambiguous: finetune.lr=1e-4)")

@@ -253,6 +253,14 @@ def is_done(path: str | Path) -> bool:
     return (Path(path) / DONE_FILE).exists()
 
 
+def stage_done(cfg: PretrainConfig, output_dir: str | Path | None = None, data_dir: str | None = None) -> bool:
+    """Whether ``pretrain(cfg, output_dir)`` would reuse a finished stage instead of training
+    (the estimate before long work skips it then). Chapter 2."""
+    out = Path(output_dir) if output_dir is not None else \
+        cache_dir("checkpoints") / f"{cfg.method}-{stage_key(cfg, data_dir=data_dir)}"
+    return is_done(out)
+
+
 # ---- building blocks -----------------------------------------------------------------------
 
 

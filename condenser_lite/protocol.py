@@ -82,6 +82,15 @@ def precisions(preset: Preset) -> dict[str, str]:
             for part in ("pretraining", "finetune", "sts")}
 
 
+def cached_results(preset: Preset | str | None, data_dir: str | None = None,
+                   seeds: Sequence[int] | None = None) -> Path:
+    """Where ``run_protocol`` caches the results of ``preset`` (the file may not exist yet). Chapter 4."""
+    preset = get_preset(preset)
+    if seeds is not None:
+        preset = preset.replace(seeds=tuple(int(s) for s in seeds))
+    return cache_dir("experiments") / f"results-{preset.name}-{results_key(preset, data_dir)}.json"
+
+
 def run_protocol(
     preset: Preset | str | None = "tiny",
     out_path: str | os.PathLike | None = None,
@@ -116,8 +125,7 @@ def run_protocol(
         preset = preset.replace(seeds=tuple(int(s) for s in seeds))
     if _single_seed(preset):
         warnings.warn(ONE_SEED_WARNING, UserWarning, stacklevel=2)
-    key = results_key(preset, data_dir)
-    cached = cache_dir("experiments") / f"results-{preset.name}-{key}.json"
+    key, cached = results_key(preset, data_dir), cached_results(preset, data_dir)
     if cached.exists() and not force:
         results = json.loads(cached.read_text())
         results["claims"] = scorecard(results)  # verdicts always from the current rules
@@ -192,10 +200,11 @@ def arm_pretrain_seeds(preset: Preset, arm: str) -> tuple[int, ...]:
     return seeds if arm in MAIN_ARMS and arm not in (preset.pretrained or {}) else seeds[:1]
 
 
-def _jobs(preset: Preset, plan: list[str], total: int, sts_total: int, texts: list[str],
+def job_graph(preset: Preset, plan: list[str], total: int, sts_total: int, texts: list[str],
           data_dir: str | None) -> dict[tuple, Job]:
     """Every part after the first pre-training stage, keyed ``(kind, arm, ..., pretraining seed)``;
-    insertion order is seed order, which the results keep."""
+    insertion order is seed order, which the results keep (``estimate.estimate_protocol`` counts
+    its parts from it too). Chapter 4."""
     pretrained = dict(preset.pretrained or {})
     full_label = str(total)
     jobs: dict[tuple, Job] = {}
@@ -284,7 +293,7 @@ def _run(preset: Preset, data_dir: str | None, verbose: bool, workers: int, comm
     # Everything else as a job graph.
     total = len(task.train)
     sts_total = len(sts_data(preset, data_dir)[0])
-    jobs = _jobs(preset, plan, total, sts_total, texts, data_dir)
+    jobs = job_graph(preset, plan, total, sts_total, texts, data_dir)
     done = run_jobs(jobs, workers, done, on_done=lambda key, result: say(_describe(key, result)))
     t = lap("jobs", t)
 

@@ -1,0 +1,60 @@
+"""Tests for condenser_lite.estimate: the projected wall time printed before long work."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from condenser_lite.cli import main
+from condenser_lite.estimate import Estimate, Part, format_estimate
+
+MIRROR = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def test_total_shares_the_jobs_over_the_workers():
+    parts = [Part("setup", 1, 10.0, "-", serial=True), Part("first stage", 1, 100.0, "-", serial=True),
+             Part("stage", 2, 50.0, "-"), Part("fine-tune", 10, 20.0, "-")]
+    assert Estimate("x", parts, 2, "bf16", 1.0).total_seconds == 110 + (100 + 200) / 2
+    assert Estimate("x", parts, 1, "bf16", 1.0).total_seconds == 110 + 300
+    # a part longer than the shared-out rest is the floor: one stage cannot be split
+    long = [Part("stage", 1, 500.0, "-"), Part("fine-tune", 2, 10.0, "-")]
+    assert Estimate("x", long, 2, "no", 1.0).total_seconds == 500
+    text = format_estimate(Estimate("x", parts, 2, "no", 1.0))
+    assert "fp32" in text and "total, wall time: about 4.3 min" in text
+
+
+def test_a_stage_counted_in_epochs_needs_a_number_of_updates():
+    from condenser_lite.errors import ConfigError
+    from condenser_lite.estimate import _updates
+    from condenser_lite.pretraining import paper_condenser
+
+    with pytest.raises(ConfigError, match="--set max_steps=N"):
+        _updates(paper_condenser())
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    if not MIRROR.exists():
+        pytest.fail(f"the data mirror {MIRROR} is missing: put ../shared/data beside the repository")
+    monkeypatch.setenv("CONDENSER_LITE_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def test_experiments_dry_run_prints_every_part_and_trains_nothing(cache, capsys):
+    main(["experiments", "--budget", "micro", "--dry-run"])
+    out = capsys.readouterr().out
+    for part in ("pre-train bert (first stage)", "pre-train condenser", "pre-train cocondenser",
+                 "fine-tune, round 1", "fine-tune, round 2", "STS-b", "total, wall time"):
+        assert part in out
+    assert "scorecard" not in out.lower()  # it stopped before the run
+    assert not list((cache / "checkpoints").glob("*")) if (cache / "checkpoints").exists() else True
+    assert not (cache / "experiments").exists() or not list((cache / "experiments").glob("results-*"))
+    assert not (cache / "finetune").exists() and not (cache / "sts").exists()
+
+
+def test_pretrain_dry_run_leaves_no_stage(cache, tmp_path, capsys):
+    main(["pretrain", "--preset", "micro", "--method", "mlm", "--output-dir", str(tmp_path / "stage"), "--dry-run"])
+    out = capsys.readouterr().out
+    assert "mlm stage" in out and "s/update x 2)" in out
+    assert not (tmp_path / "stage").exists()
