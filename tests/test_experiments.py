@@ -247,3 +247,25 @@ def test_c1_narrowing_counts_only_when_condenser_is_ahead():
     assert c1(ahead)["status"] == "reproduced"  # ahead at 100, gap 0.10 -> 0.05
     widening = _results_with({"100": (0.30, 0.01), "809": (0.50, 0.01)}, {"100": (0.20, 0.01), "809": (0.35, 0.01)})
     assert c1(widening)["status"] == "partly reproduced"
+
+
+@needs_mirror
+def test_parallel_workers_give_the_serial_results(tokenizer_dir, tmp_path, monkeypatch):
+    """Both cores (two one-thread worker processes) compute exactly what one process computes
+    alone: every part is a function of its inputs, not of where or when it ran. One thread
+    throughout, since float sums differ between thread counts."""
+    from condenser_lite.jobs import num_threads
+
+    monkeypatch.setenv("CONDENSER_LITE_DATA", str(MIRROR))
+    budget = get_preset("micro", tokenizer=tokenizer_dir, seeds=(0,), arms=("bert", "condenser", "cocondenser"))
+    runs = {}
+    for workers in (1, 2):
+        monkeypatch.setenv("CONDENSER_LITE_CACHE", str(tmp_path / f"cache{workers}"))
+        with num_threads(1), pytest.warns(UserWarning, match="one fine-tuning seed"):
+            runs[workers] = run_protocol(budget, verbose=False, workers=workers)
+    serial, parallel = runs[1], runs[2]
+    assert parallel["execution"]["workers"] == 2 and serial["execution"]["workers"] == 1
+    for part in ("retrieval", "sts", "nb_recall", "entropy"):
+        assert parallel[part] == serial[part], part
+    for arm in serial["arms"]:
+        assert parallel["arms"][arm]["heldout"] == serial["arms"][arm]["heldout"], arm
