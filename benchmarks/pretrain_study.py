@@ -4,7 +4,7 @@ One command reproduces every number of the study page (`notebooks/09_study.md`) 
 `results/study.json` (summarised curves plus provenance):
 
     python benchmarks/pretrain_study.py                      # every part, resumable
-    python benchmarks/pretrain_study.py --only throughput    # or sweep, long, condenser
+    python benchmarks/pretrain_study.py --only throughput    # or precision, sweep, long, condenser
 
 Parts
   throughput  CPU cost of one MLM training step of our loop (`model.BertMLM`, masked-only logits,
@@ -15,6 +15,11 @@ Parts
               retrieval fine-tuning step and encoding throughput per candidate shape (to size the
               budget). Variants are interleaved and repeated; CPU seconds per step are the
               measure (robust to other load), wall seconds are kept too.
+  precision   what bf16 autocast is worth on this CPU and what it costs on one without bf16 units:
+              the small preset's stage-1 update (one thread) in fp32 and bf16, and the choice of
+              `mixed_precision="auto"` (`devices.cpu_precision`), natively and under an emulated
+              AVX2-only CPU (`ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2`), each in a process
+              of its own (the variables are read when torch starts).
   sweep       held-out MLM loss against CPU seconds, one factor at a time from a baseline, every
               run with the same CPU budget (two 1-thread processes in parallel).
   long        longer runs of the combined recipe(s): the stage-1 checkpoints of part `condenser`.
@@ -424,6 +429,39 @@ def _loop_cost(run: Run, steps: int, compile_: bool = False, threads: int = 1, b
             "total_wall": total_wall}
 
 
+EMULATIONS = {"native": {}, "emulated AVX2-only": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}}
+
+
+def _precision_child(steps: int) -> dict:
+    """In a process started with the emulation's variables: the kernels torch uses, what
+    ``"auto"`` picks and why, and the recommended run's update cost in fp32 and in bf16."""
+    import torch
+
+    from condenser_lite.devices import cpu_precision
+
+    out = {"capability": torch.backends.cpu.get_cpu_capability(), "auto": cpu_precision().to_dict()}
+    for precision in ("no", "bf16"):
+        out["fp32" if precision == "no" else "bf16"] = _loop_cost(RECOMMENDED.replace(precision=precision), steps)
+    return out
+
+
+def precision_costs(steps: int) -> dict:
+    """``_precision_child`` natively and under the emulated AVX2-only CPU (part ``precision``)."""
+    out = {}
+    for name, env in EMULATIONS.items():
+        child_env = {k: v for k, v in os.environ.items() if k not in ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY",
+                                                                         "CONDENSER_LITE_CPU_BF16",
+                                                                         "_CONDENSER_LITE_CPU_PRECISION")}
+        run = subprocess.run([sys.executable, __file__, "--precision-child", str(steps)], env={**child_env, **env},
+                             capture_output=True, text=True, check=True)
+        out[name] = {"environment": env, **json.loads(run.stdout.strip().splitlines()[-1])}
+        r = out[name]
+        print(f"[precision] {name}: kernels {r['capability']}, auto -> {'bf16' if r['auto']['bf16'] else 'fp32'}; "
+              f"fp32 {r['fp32']['cpu_per_step']:.3f} s/update, bf16 {r['bf16']['cpu_per_step']:.3f} "
+              f"({r['fp32']['cpu_per_step'] / r['bf16']['cpu_per_step']:.2f}x)", flush=True)
+    return out
+
+
 def _hf_trainer_cost(run: Run, steps: int, bf16: bool = False) -> dict:
     """The baseline most users reach for: `BertForMaskedLM` (logits at every position) with the
     transformers `Trainer` and `DataCollatorForLanguageModeling`, on the same full-length blocks."""
@@ -632,7 +670,8 @@ def condenser_runs(stage1: dict, budget: float, splits=None) -> tuple[dict[str, 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", choices=["throughput", "parallel", "sweep", "long", "condenser"], action="append",
+    ap.add_argument("--only", choices=["throughput", "parallel", "precision", "sweep", "long", "condenser"],
+                    action="append",
                     help="parallel: re-measure only one 2-thread process against two 1-thread ones (needs a quiet "
                          "machine; the value in the throughput part can be disturbed by other jobs)")
     ap.add_argument("--budget", type=float, default=200.0, help="CPU seconds per sweep run")
@@ -652,10 +691,14 @@ def main() -> None:
     ap.add_argument("--out", default=str(ROOT / "results" / "study.json"))
     ap.add_argument("--collect", action="store_true",
                     help="write the results file from the runs finished so far, starting none")
+    ap.add_argument("--precision-child", type=int, help=argparse.SUPPRESS)  # see precision_costs
     a = ap.parse_args()
+    if a.precision_child:
+        print(json.dumps(_precision_child(a.precision_child)))
+        return
     global COLLECT_ONLY
     COLLECT_ONLY = a.collect
-    parts = a.only or ["throughput", "sweep", "long", "condenser"]
+    parts = a.only or ["throughput", "precision", "sweep", "long", "condenser"]
     out_path = Path(a.out)
     study = json.loads(out_path.read_text()) if out_path.exists() else {}
     start = {"time": time.strftime("%Y-%m-%d %H:%M:%S"), "loadavg": os.getloadavg(), "cpu": time.process_time()}
@@ -688,6 +731,18 @@ def main() -> None:
             cached.write_text(json.dumps(study["throughput"], indent=1))
     if parallel_cached.exists() and "throughput" in study:
         study["throughput"]["parallel"] = json.loads(parallel_cached.read_text())
+    precision_cached = tp_dir / f"precision-steps{a.steps}-v{STUDY_VERSION}.json"
+    if "precision" in parts and not a.collect and not precision_cached.exists():
+        tp_dir.mkdir(parents=True, exist_ok=True)
+        precision_cached.write_text(json.dumps({"run": dataclasses.asdict(RECOMMENDED), "steps": a.steps,
+                                                "commit": git_commit(), "command": " ".join(["python", *sys.argv]),
+                                                "measured": time.strftime("%Y-%m-%d %H:%M:%S"),
+                                                "loadavg_before": os.getloadavg()[0],
+                                                **precision_costs(a.steps),
+                                                "loadavg_after": os.getloadavg()[0],
+                                                "machine": machine()}, indent=1))
+    if precision_cached.exists():
+        study["precision"] = json.loads(precision_cached.read_text())
     if "sweep" in parts:
         res = run_many("sweep", sweep_runs(a.budget, a.extended), a.workers)
         study["sweep"] = res
@@ -736,6 +791,11 @@ def main() -> None:
             print(f"[condenser] {name:60s} late {f['eval_mlm_loss']:.3f} head {f.get('eval_head_loss', float('nan')):.3f} "
                   f"gap {f.get('eval_swap_gap', float('nan')):.3f} +- {f.get('eval_swap_noise', float('nan')):.3f} "
                   f"cos {f['eval_cls_cosine']:.3f}", flush=True)
+    if set(parts) <= {"precision"} and "provenance" in study:
+        # the part carries its own commit, command and machine; the rest keeps its provenance
+        out_path.write_text(json.dumps(study, indent=1) + "\n")
+        print(f"wrote {out_path}")
+        return
     children1 = os.times()
     study["provenance"] = {
         "commit": git_commit(), "command": " ".join(["python", *sys.argv]), "parts_run_now": parts,

@@ -372,7 +372,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=_evaluate)
 
     p = sub.add_parser("experiments", parents=[common], help="the scaled-down reproduction: every arm, seeds, scorecard (JSON)")
-    p.add_argument("--budget", choices=PRESET_NAMES, default="tiny", help="the preset to run (presets.PRESETS)")
+    p.add_argument("--preset", "--budget", dest="budget", choices=PRESET_NAMES, default="tiny",
+                   help="the preset to run (presets.PRESETS; --budget is its older name)")
     p.add_argument("--task", help="retrieval task instead of the budget's: scifact (or another BEIR name) | msmarco | "
                    "the PATH of a BEIR-format folder (its corpus for coCondenser, train split for fine-tuning, test "
                    "split for evaluation)")
