@@ -5,8 +5,8 @@
     python -m condenser_lite finetune --init Luyu/co-condenser-marco --data msmarco --rounds 2 --output-dir ft
     python -m condenser_lite search --model ft/round2 --data msmarco --split dev --out dev.trec
     python -m condenser_lite evaluate --run dev.trec --data msmarco --split dev --metrics RR@10 R@1000
-    python -m condenser_lite experiments --budget tiny
-    python -m condenser_lite experiments --budget tiny --task path/to/my_beir_folder
+    python -m condenser_lite experiments --preset tiny
+    python -m condenser_lite experiments --preset tiny --task path/to/my_beir_folder
 
 Your own data: ``--data`` / ``--task`` take a BEIR name or the path of a folder in BEIR's format
 (``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv``); ``pretrain --corpus`` also takes a
@@ -15,7 +15,7 @@ Your own data: ``--data`` / ``--task`` take a BEIR name or the path of a folder 
 Every sub-command reads the same named presets as the notebooks (``presets.PRESETS``: micro,
 tiny, paper/full): ``pretrain --preset tiny`` runs the stage the book's arms run
 (``pretraining.stage_config``), ``finetune`` the same recipe through the same two-round function
-(``finetune.two_round``), ``experiments --budget`` the whole protocol. ``--set key=value``
+(``finetune.two_round``), ``experiments --preset`` the whole protocol. ``--set key=value``
 overrides any field (``--set lr=1e-4 --set chunk_size=64``; a preset's component fields are
 dotted where the name is ambiguous: ``--set finetune.lr=1e-4``). Run ``... <command> --help``.
 """

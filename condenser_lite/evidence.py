@@ -147,7 +147,7 @@ def load_results(name: str = "small", folder: str | os.PathLike | None = None) -
     it must exist, come from this protocol and have this library's results version. The chapters
     read their tables, figures, numbers and claim checks from here. Explained in chapter 4."""
     path = Path(folder or results_dir()) / f"{name}.json"
-    fix = f"run `python -m condenser_lite experiments --budget {name} --out {path}` (and commit it)"
+    fix = f"run `python -m condenser_lite experiments --preset {name} --out {path}` (and commit it)"
     if not path.exists():
         raise FileNotFoundError(f"{path} not found: {fix}")
     results = json.loads(path.read_text())

@@ -10,7 +10,7 @@ from them (nanoGPT style: the defaults are the scaled-down book that runs on a 2
 
 ``PRESETS`` holds the named presets: ``micro`` (the whole protocol in seconds, for tests),
 ``tiny`` (the scaled-down book) and ``paper`` (the papers' checkpoints, data and hyper-parameters;
-also reachable as ``full``). The command line's ``--preset`` / ``--budget``, the chapters'
+also reachable as ``full``). The command line's ``--preset``, the chapters'
 ``budget`` parameter, ``pretraining.stage_config`` and the protocol all read them through
 ``get_preset``. A new preset is one definition, e.g.::
 

@@ -44,5 +44,5 @@ def micro_run(tmp_path_factory, tokenizer_dir):
         mp.setenv("CONDENSER_LITE_DATA", str(_MIRROR))
         # two worker processes: the default path on a CPU (one thread each)
         results = run_protocol(budget, out_path=out, verbose=False, workers=2,
-                               command="python -m condenser_lite experiments --budget micro")
+                               command="python -m condenser_lite experiments --preset micro")
     return budget, out, results, root

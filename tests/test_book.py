@@ -228,7 +228,7 @@ def test_results_reads_the_committed_file_or_names_the_fix(tmp_path, monkeypatch
 
     monkeypatch.setattr(evidence, "RESULTS_DIR", tmp_path)
     ch = book.setup(figures_dir=str(tmp_path / "f"))
-    with pytest.raises(FileNotFoundError, match="experiments --budget small"):
+    with pytest.raises(FileNotFoundError, match="experiments --preset small"):
         ch.results()
     results = {"protocol": "condenser_lite.protocol", "version": evidence.RESULTS_VERSION,
                "budget": {"name": "small"}, "seeds": [0, 1, 2], "pretraining_seeds": [42],

@@ -42,7 +42,7 @@ def cache(tmp_path, monkeypatch):
 
 
 def test_experiments_dry_run_prints_every_part_and_trains_nothing(cache, capsys):
-    main(["experiments", "--budget", "micro", "--dry-run"])
+    main(["experiments", "--preset", "micro", "--dry-run"])
     out = capsys.readouterr().out
     for part in ("pre-train bert (first stage)", "pre-train condenser", "pre-train cocondenser",
                  "fine-tune, round 1", "fine-tune, round 2", "STS-b", "total, wall time"):

@@ -96,7 +96,7 @@ def test_results_file_has_every_arm_and_claim(micro_run):
     assert "not equal compute" in " ".join(on_disk["notes"])
 
     prov = on_disk["provenance"]
-    assert prov["command"] == "python -m condenser_lite experiments --budget micro" and prov["preset"] == "micro"
+    assert prov["command"] == "python -m condenser_lite experiments --preset micro" and prov["preset"] == "micro"
     assert prov["settings"] == on_disk["budget"] and prov["parts_reused"] == 0
     assert prov["wall_seconds"] > 0 and prov["cpu_seconds"] > 0 and set(prov["parts"]) == {
         "setup", "pretrain_first_stage", "jobs"}
@@ -188,7 +188,7 @@ def test_cli_experiments_reads_the_cached_results(micro_cache, tmp_path, capsys)
 
     budget, out, results, _ = micro_cache
     target = tmp_path / "cli.json"
-    main(["experiments", "--budget", "micro", "--set", f"tokenizer={budget.model.tokenizer}", "--out", str(target)])
+    main(["experiments", "--preset", "micro", "--set", f"tokenizer={budget.model.tokenizer}", "--out", str(target)])
     assert json.loads(target.read_text())["key"] == results["key"]  # same settings: the cached file
     printed = capsys.readouterr().out
     assert all(f"C{i} " in printed for i in range(0, 8))

@@ -80,7 +80,7 @@ def test_experiments_on_a_folder_runs_the_whole_protocol(tokenizer_dir, tmp_path
     monkeypatch.setenv("CONDENSER_LITE_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("CONDENSER_LITE_DATA", str(MIRROR))
     out = tmp_path / "results.json"
-    main(["experiments", "--budget", "micro", "--task", str(FOLDER), "--set", f"tokenizer={tokenizer_dir}",
+    main(["experiments", "--preset", "micro", "--task", str(FOLDER), "--set", f"tokenizer={tokenizer_dir}",
           "--set", "min_span=4", "--out", str(out)])
     results = json.loads(out.read_text())
     assert results["task"] == {"name": "bike_beir", "split": "test", "corpus": 42, "train_queries": 8,

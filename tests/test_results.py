@@ -77,7 +77,7 @@ def test_micro_results_pass_and_an_edited_headline_fails(micro_run, tmp_path):
 
 
 def test_load_results_names_the_file_and_the_fix(tmp_path):
-    with pytest.raises(FileNotFoundError, match=r"experiments --budget small --out .*small\.json"):
+    with pytest.raises(FileNotFoundError, match=r"experiments --preset small --out .*small\.json"):
         load_results("small", folder=tmp_path)
     (tmp_path / "old.json").write_text(json.dumps({"protocol": "condenser_lite.protocol", "version": 1}))
     with pytest.raises(ValueError, match="stale"):
@@ -101,7 +101,7 @@ def test_results_are_found_when_the_package_is_installed_away_from_its_clone(tmp
     monkeypatch.delenv(evidence.RESULTS_ENV, raising=False)
     monkeypatch.setattr(evidence, "RESULTS_DIR", tmp_path / "site-packages" / "results")  # not there
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(FileNotFoundError, match="experiments --budget small"):
+    with pytest.raises(FileNotFoundError, match="experiments --preset small"):
         load_results("small")
     monkeypatch.chdir(clone / "notebooks")
     assert load_results("small")["version"] == RESULTS_VERSION
