@@ -31,6 +31,9 @@ def fresh(monkeypatch):
     yield monkeypatch
     cpu_precision.cache_clear()
     os.environ.pop(devices._DECIDED_ENV, None)
+    from accelerate.state import AcceleratorState
+
+    AcceleratorState._reset_state()  # accelerate keeps one state per process: leave no bf16 behind
 
 
 def _no_probe(*args, **kwargs):
