@@ -12,11 +12,13 @@ data; ``paper_text`` renders them for the scorecard's table.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from scipy import stats as scipy_stats
 
 from .plots import label
 from .presets import MAIN_ARMS
@@ -26,7 +28,15 @@ NOT_ATTRIBUTABLE = "not attributable: the head ignores [CLS]"
 NOT_ATTRIBUTABLE_C0 = "not attributable: C0 does not hold"
 STATUSES = ("reproduced", "partly reproduced", "not reproduced at this scale", ONE_SEED, NOT_ATTRIBUTABLE,
             NOT_ATTRIBUTABLE_C0, "not measured")
-CLS_GAP_MARGIN = 2.0  # the [CLS]-swap gap is clear above this many times its noise (about 95%)
+CLS_GAP_MARGIN = 2.0  # the old C0 rule (results files before issue 17): the [CLS]-swap gap above this x its noise
+
+# Pre-registered rules (issue 17): fixed before the runs they judge, never changed after seeing a number.
+RELIANCE_THRESHOLD = 0.2  # C0: the head's own late [CLS] closes at least this share of its deficit
+LATE_LOSS_MARGIN = 0.05  # C0: nats; the Condenser's late MLM loss this close to BERT-continued's
+ALPHA = 0.05  # two-sided significance level of the minimum detectable difference
+POWER = 0.8  # the chance of detecting a true difference of that size
+NOT_DETECTABLE = "not detectable at this power"
+POWER_VERDICTS = ("reproduced", "reversed", "not reproduced", NOT_DETECTABLE, ONE_SEED)
 
 
 @dataclass(frozen=True)
@@ -118,6 +128,186 @@ def compare(a: Mapping | None, b: Mapping | None) -> dict | None:
         verdict = "better" if diff > spread else "worse" if -diff > spread else "within spread"
     return {"a": round(a["mean"], 4), "b": round(b["mean"], 4), "diff": round(diff, 4), "spread": round(spread, 4),
             "verdict": verdict}
+
+
+# ---- Pre-registered rules (issue 17) -------------------------------------------------------------
+
+def cls_reliance(l_own: float, l_ablated: float, l_late: float) -> float | None:
+    """The [CLS] reliance of a Condenser-family head, pre-registered for C0:
+
+        reliance = (l_ablated - l_own) / (l_ablated - l_late)
+
+    with ``l_own`` the head's held-out MLM loss reading its own late [CLS], ``l_ablated`` reading
+    the late [CLS] of a block of another document, and ``l_late`` the backbone's late MLM loss on
+    the same masks. Without its own [CLS] the head reads only early layers, so ``l_ablated -
+    l_late`` is the deficit that the late information could close; the reliance is the share of
+    it that the head's own [CLS] does close: 0 for a head that ignores [CLS], 1 for a head that
+    gets everything the late layers know through it (below 0 where its own [CLS] hurts).
+
+    None (undefined) where ``l_ablated <= l_late``: the head already predicts as well as the
+    backbone without the block's own [CLS], so there is no deficit for [CLS] to close and no
+    share to speak of; the C0 rule counts an undefined reliance as not relying on [CLS].
+    Explained in chapter 2 (``notebooks/02_condenser.ipynb``) and chapter 8
+    (``notebooks/08_scorecard.ipynb``).
+    """
+    deficit = l_ablated - l_late
+    if not deficit > 0:
+        return None
+    return (l_ablated - l_own) / deficit
+
+
+def head_relies(reliances: Sequence[float | None]) -> bool | None:
+    """Whether a head relies on [CLS] by the pre-registered threshold: reliance >=
+    ``RELIANCE_THRESHOLD`` on every pre-training seed (an undefined reliance fails); None where no
+    seed was measured. Also the C3 gate, read on coCondenser's own head. Chapter 8."""
+    if not reliances:
+        return None
+    return all(r is not None and r >= RELIANCE_THRESHOLD for r in reliances)
+
+
+def late_loss_matched(late_loss: float, control_late_loss: float) -> bool:
+    """Whether the Condenser's late (backbone) MLM loss is within ``LATE_LOSS_MARGIN`` nats of
+    its equal-step control's (BERT-continued), either way: reliance counts only for a backbone
+    trained as well as the control, not one that bought reliance with a worse (or got a
+    different) language model. Chapter 8."""
+    return abs(late_loss - control_late_loss) <= LATE_LOSS_MARGIN
+
+
+def c0_rule(reliance: Sequence[float | None], late_loss: Sequence[float], control_late_loss: Sequence[float],
+            cosine: Sequence[float] | None = None, control_cosine: Sequence[float] | None = None) -> dict:
+    """The pre-registered C0 ("the Condenser head relies on [CLS]"), one entry per pre-training
+    seed in each list (the Condenser's seed k is paired with BERT-continued's seed k: both continue
+    the same stage-1 BERT).
+
+    * ``relies``: on every seed, reliance >= ``RELIANCE_THRESHOLD`` (``head_relies``) and the late
+      MLM loss within ``LATE_LOSS_MARGIN`` of BERT-continued's (``late_loss_matched``);
+    * ``cosine_lower`` (the cosine half): on every seed, the mean cosine between different blocks'
+      late [CLS] is lower for the Condenser than for BERT-continued, the equal-step control (not
+      stage-1 BERT, which has fewer steps); None where not measured;
+    * ``status``: ``claim_status`` of the two parts (both: reproduced; one: partly).
+
+    Explained in chapter 8 (``notebooks/08_scorecard.ipynb``) and chapter 2.
+    """
+    if len(reliance) != len(late_loss) or len(late_loss) != len(control_late_loss):
+        raise ValueError(f"c0_rule needs one value per pre-training seed in each list, got {len(reliance)} "
+                         f"reliances, {len(late_loss)} late losses and {len(control_late_loss)} control losses")
+    matched = [late_loss_matched(x, c) for x, c in zip(late_loss, control_late_loss)]
+    relies = head_relies(reliance)
+    relies = None if relies is None else relies and all(matched)
+    cosine_lower = None
+    if cosine and control_cosine:
+        if len(cosine) != len(control_cosine):
+            raise ValueError(f"c0_rule pairs cosines by pre-training seed: got {len(cosine)} and {len(control_cosine)}")
+        cosine_lower = all(c < b for c, b in zip(cosine, control_cosine))
+    return {"relies": relies, "reliance": list(reliance), "late_loss_matched": matched, "cosine_lower": cosine_lower,
+            "threshold": RELIANCE_THRESHOLD, "late_loss_margin": LATE_LOSS_MARGIN,
+            "status": claim_status([relies, cosine_lower])}
+
+
+def reliance_summary(per_seed: Sequence[Mapping]) -> dict:
+    """The reliance over pre-training seeds: ``per_seed`` holds each seed's ``{"reliance",
+    "noise"}`` (its noise over held-out blocks and mask draws, from the gauge). Returns ``mean``
+    (None if any seed is undefined), ``noise`` (standard error of the mean: the larger of the
+    between-seed estimate, std / sqrt(n), which covers blocks, masks and seeds, and the within-seed
+    one, sqrt(mean noise^2 / n), a floor where two seeds happen to agree), ``values`` and
+    ``noise_covers``. Chapters 2 and 8."""
+    values = [s.get("reliance") for s in per_seed]
+    noises = [s.get("noise") for s in per_seed]
+    n = len(values)
+    if n == 0 or any(v is None for v in values):
+        return {"mean": None, "noise": None, "values": values, "n_seeds": n, "noise_covers": None}
+    within = math.sqrt(sum((x or 0.0) ** 2 for x in noises) / n / n)
+    if n > 1:
+        between = float(np.std(values, ddof=1)) / math.sqrt(n)
+        noise, covers = max(between, within), "held-out blocks, masks and pre-training seeds"
+    else:
+        noise, covers = within, "held-out blocks and masks (one pre-training seed)"
+    return {"mean": float(np.mean(values)), "noise": noise, "values": values, "n_seeds": n, "noise_covers": covers}
+
+
+def minimum_detectable_difference(spread_a: float, n_a: int, spread_b: float, n_b: int,
+                                  alpha: float = ALPHA, power: float = POWER) -> float | None:
+    """The smallest true difference of means that a two-sided Welch t-test at level ``alpha``
+    detects with probability ``power``, given each arm's spread (sample std over its runs) and
+    number of runs: (t_{1-alpha/2} + t_{power}) x sqrt(s_a^2/n_a + s_b^2/n_b), t quantiles at the
+    Welch-Satterthwaite degrees of freedom. None with fewer than 2 runs on a side (no spread);
+    0 where both spreads are 0. Explained in chapter 8 (``notebooks/08_scorecard.ipynb``).
+    """
+    if min(n_a, n_b) < 2:
+        return None
+    va, vb = spread_a ** 2 / n_a, spread_b ** 2 / n_b
+    if va + vb == 0:
+        return 0.0
+    df = (va + vb) ** 2 / (va ** 2 / (n_a - 1) + vb ** 2 / (n_b - 1))
+    t = scipy_stats.t
+    return float((t.ppf(1 - alpha / 2, df) + t.ppf(power, df)) * math.sqrt(va + vb))
+
+
+def paper_gain(source: str, column: str, arm: str = "Condenser", base: str = "BERT") -> float:
+    """The paper's relative gain of ``arm`` over ``base`` in one column of a ``PAPER_RESULTS``
+    table (e.g. ``paper_gain("Condenser table 5", "full")`` = 0.338 / 0.309 - 1). Chapter 8."""
+    table = next(r for r in PAPER_RESULTS if isinstance(r, PaperTable) and r.source == source)
+    i = table.columns.index(column)
+    return table.rows[arm][i] / table.rows[base][i] - 1
+
+
+# The papers' tables whose relative gains a claim's effect is expected to match (pre-registered):
+# C1 the MS MARCO low-data table (the issue's "about 9%" at full data), C7 the STS-b table.
+EXPECTED_GAIN_SOURCE = {"C1": "Condenser table 5", "C7": "Condenser table 1"}
+
+
+def expected_gain(claim: str, size: str, sizes: Sequence[str]) -> float | None:
+    """The paper's relative gain expected at our training ``size`` (one of ``sizes``, the sizes
+    run): with as many sizes as the paper's table has columns, column by position (STS-b: 500, 1K,
+    full); otherwise our smallest size reads the table's first column (the paper's lowest-data
+    setting) and our largest its last ("full"), any other None. Chapter 8."""
+    source = EXPECTED_GAIN_SOURCE[claim]
+    columns = next(r for r in PAPER_RESULTS if isinstance(r, PaperTable) and r.source == source).columns
+    ordered = sorted(sizes, key=int)
+    if len(ordered) == len(columns):
+        column = columns[ordered.index(size)]
+    elif size == ordered[0]:
+        column = columns[0]
+    elif size == ordered[-1]:
+        column = columns[-1]
+    else:
+        return None
+    return paper_gain(source, column)
+
+
+def power_verdict(a: Mapping | None, b: Mapping | None, gain: float | None,
+                  alpha: float = ALPHA, power: float = POWER) -> dict | None:
+    """A claimed improvement of arm ``a`` over arm ``b`` (each ``stats``) judged with its power:
+
+    * ``"reproduced"``: a above b beyond the run's spread (``compare``'s rule, diff > std_a + std_b);
+    * ``"reversed"``: b above a beyond the spread;
+    * ``"not reproduced"``: neither, and the paper's effect (``expected`` = the paper's relative
+      ``gain`` x b's mean) is at least the minimum detectable difference ``mdd``: a real effect
+      of the paper's size would most likely have shown, and it did not;
+    * ``"not detectable at this power"``: neither, and the expected effect is below ``mdd`` (or no
+      gain is known): the run could not have told;
+    * ``ONE_SEED`` where a side has a single run (no spread, no mdd).
+
+    Returns ``compare``'s record with this ``verdict``, plus ``mdd``, ``expected`` and ``gain``,
+    so chapters can print them. Explained in chapter 8 (``notebooks/08_scorecard.ipynb``).
+    """
+    c = compare(a, b)
+    if c is None:
+        return None
+    mdd = minimum_detectable_difference(a["std"] or 0.0, a.get("n", 2), b["std"] or 0.0, b.get("n", 2), alpha, power)
+    expected = None if gain is None else gain * b["mean"]
+    if c["verdict"] == ONE_SEED:
+        verdict = ONE_SEED
+    elif c["verdict"] == "better":
+        verdict = "reproduced"
+    elif c["verdict"] == "worse":
+        verdict = "reversed"
+    elif expected is not None and mdd is not None and expected >= mdd:
+        verdict = "not reproduced"
+    else:
+        verdict = NOT_DETECTABLE
+    return {**c, "verdict": verdict, "mdd": None if mdd is None else round(mdd, 4),
+            "expected": None if expected is None else round(expected, 4), "gain": gain}
 
 
 def _get(d: Mapping, *path: Any) -> Any:
