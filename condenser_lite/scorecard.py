@@ -5,9 +5,17 @@ Explained in chapter 8 (the scorecard page) and chapters 2 and 4-7, each of whic
 claims. ``scorecard(results)`` turns a protocol results file into one verdict per claim, from
 ``STATUSES``: a difference between two arms counts only where it exceeds the seed spread
 (``compare``: |mean_a - mean_b| > std_a + std_b), and from one seed no difference is called.
-C0 ("the Condenser head relies on [CLS]") reads the pre-training gauges; C3 reads "reproduced"
-only where C0 holds. ``PAPER_RESULTS`` holds the numbers the papers publish for each claim as
-data; ``paper_text`` renders them for the scorecard's table.
+C0 ("the Condenser head relies on [CLS]") reads the pre-training gauges; C3's MLM term counts
+as the head's only where coCondenser's own head relies on [CLS]. ``PAPER_RESULTS`` holds the
+numbers the papers publish for each claim as data; ``paper_text`` renders them for the
+scorecard's table.
+
+Issue 17 pre-registered sharper rules (commit ``PRE_REGISTRATION_COMMIT``, before the runs they
+judge): C0 by the [CLS] reliance (``cls_reliance``, ``c0_rule``) and C1 / C7 by a verdict that
+knows its power (``power_verdict``: "reproduced", "reversed", "not reproduced", "not detectable
+at this power"). ``scorecard`` applies them to a results file whose Condenser arm logged the
+reliance gauges, and the old rules (labelled ``OLD_RULES`` in each claim's ``ours["rules"]``) to an
+older file.
 """
 
 from __future__ import annotations
@@ -25,9 +33,11 @@ from .presets import MAIN_ARMS
 
 ONE_SEED = "one seed, no spread"  # a verdict, and a claim's status, where no spread exists
 NOT_ATTRIBUTABLE = "not attributable: the head ignores [CLS]"
-NOT_ATTRIBUTABLE_C0 = "not attributable: C0 does not hold"
+NOT_ATTRIBUTABLE_C0 = "not attributable: C0 does not hold"  # the old gate's status (kept for older files)
+NOT_ATTRIBUTABLE_UNGAUGED = "not attributable: coCondenser's head was not gauged"
 STATUSES = ("reproduced", "partly reproduced", "not reproduced at this scale", ONE_SEED, NOT_ATTRIBUTABLE,
-            NOT_ATTRIBUTABLE_C0, "not measured")
+            NOT_ATTRIBUTABLE_C0, NOT_ATTRIBUTABLE_UNGAUGED, "not measured",
+            "reversed", "not reproduced", "not detectable at this power")  # the last three: power-aware claims
 CLS_GAP_MARGIN = 2.0  # the old C0 rule (results files before issue 17): the [CLS]-swap gap above this x its noise
 
 # Pre-registered rules (issue 17): fixed before the runs they judge, never changed after seeing a number.
@@ -323,7 +333,7 @@ def holds(c: Mapping | None) -> bool | str | None:
     is not, ``ONE_SEED`` where no spread exists, None where it was not measured. Chapter 8."""
     if c is None:
         return None
-    return ONE_SEED if c["verdict"] == ONE_SEED else c["verdict"] == "better"
+    return ONE_SEED if c["verdict"] == ONE_SEED else c["verdict"] in ("better", "reproduced")
 
 
 def claim_status(parts: Sequence[bool | str | None]) -> str:
@@ -370,16 +380,165 @@ def gauge(results: Mapping, arm: str, name: str) -> float | None:
     return float(np.mean(values)) if values else None
 
 
+# The commit that fixed the pre-registered rules above (its message starts "Pre-register:"); a
+# results file made under them records it in its provenance (evidence.provenance).
+PRE_REGISTRATION_COMMIT = "59b4084943f1ff1ff5041095c1e5190f26812d3e"
+PRE_REGISTERED_RULES = f"pre-registered rules (issue 17, commit {PRE_REGISTRATION_COMMIT[:7]})"
+OLD_RULES = ("old rules, for a results file without the [CLS]-reliance gauges: C0 by the [CLS]-swap gap "
+             f"(> {CLS_GAP_MARGIN:g} x its noise) and the cosine against stage-1 BERT; C1 and C7 by the spread alone")
+
+
+def run_reliance(heldout: Mapping | None) -> dict | None:
+    """One pre-training run's [CLS] reliance, recomputed by the pre-registered ``cls_reliance``
+    from the losses its final gauges logged (``reliance_{own,ablated,late}_loss``; ``zero`` and
+    ``mean`` with the zero / mean [CLS] as the ablation), with the gauge's ``noise`` over blocks
+    and masks; None where the run has no reliance gauges. Chapters 2 and 8."""
+    h = heldout or {}
+    if h.get("reliance_own_loss") is None:
+        return None
+    own, late = h["reliance_own_loss"], h["reliance_late_loss"]
+    return {"reliance": cls_reliance(own, h["reliance_ablated_loss"], late), "noise": h.get("cls_reliance_noise"),
+            "zero": cls_reliance(own, h["reliance_zero_loss"], late), "mean": cls_reliance(own, h["reliance_mean_loss"], late)}
+
+
+def reliance_by_seed(results: Mapping, arm: str) -> list[dict]:
+    """``run_reliance`` of each of ``arm``'s pre-training runs (first seed first); empty where
+    any run lacks the gauges. Chapters 2 and 8."""
+    runs = [run_reliance(r.get("heldout")) for r in pretraining_runs(results, arm)]
+    return runs if runs and all(r is not None for r in runs) else []
+
+
+def head_arms(results: Mapping) -> list[str]:
+    """The Condenser-family arms of a results file: those whose runs logged the reliance gauges
+    (condenser, cocondenser, the coCondenser ablations, any modified Condenser). Chapter 8."""
+    return [a for a in results.get("arms", {}) if reliance_by_seed(results, a)]
+
+
+def pre_registered(results: Mapping) -> bool:
+    """Whether ``scorecard`` judges ``results`` by the pre-registered rules (the Condenser arm
+    logged the reliance gauges) or by the ``OLD_RULES`` (an older file). Chapter 8."""
+    return bool(reliance_by_seed(results, "condenser"))
+
+
+def head_gate(results: Mapping, arm: str) -> bool | None:
+    """Whether ``arm``'s own head relies on [CLS] (the C3 gate reads coCondenser's): by the
+    pre-registered ``head_relies`` where the results hold reliance gauges, else by the old rule
+    (the swap gap above ``CLS_GAP_MARGIN`` x its noise on every pre-training run); None where
+    not gauged. Chapter 8."""
+    if pre_registered(results):
+        runs = reliance_by_seed(results, arm)
+        return head_relies([r["reliance"] for r in runs]) if runs else None
+    swaps = [h for h in (r.get("heldout") or {} for r in pretraining_runs(results, arm)) if h.get("cls_swap_gap") is not None]
+    return all(h["cls_swap_gap"] > CLS_GAP_MARGIN * h["cls_swap_noise"] for h in swaps) if swaps else None
+
+
+def power_claim_status(records: Sequence[Mapping | None], extra: Sequence[bool | None] = ()) -> str:
+    """A power-aware claim's status from its comparisons (``power_verdict`` records) and any
+    further parts (``extra``, e.g. C1's narrowing gap): every measured comparison reproduced
+    (and no extra part False): reproduced; some: partly reproduced; none: reversed where any is
+    reversed, else not reproduced where any is, else not detectable at this power. One-seed
+    comparisons beside measured ones are left out. Chapter 8."""
+    verdicts = [c["verdict"] for c in records if c]
+    if not verdicts:
+        return "not measured"
+    measured = [v for v in verdicts if v != ONE_SEED]
+    if not measured:
+        return ONE_SEED
+    if all(v == "reproduced" for v in measured):
+        return "reproduced" if all(p is not False for p in extra) else "partly reproduced"
+    if "reproduced" in measured:
+        return "partly reproduced"
+    for v in ("reversed", "not reproduced"):
+        if v in measured:
+            return v
+    return NOT_DETECTABLE
+
+
 def _said(c: Mapping | None, a: str, b: str, digits: int = 3) -> str:
-    """One comparison in words: ``a 0.123 vs b 0.100 (better)``."""
+    """One comparison in words: ``a 0.123 vs b 0.100 (better)``; a power-aware one adds the
+    smallest difference the run could detect and the paper's effect at our scale."""
     if c is None:
         return f"{a} vs {b} not measured"
-    return f"{a} {c['a']:.{digits}f} vs {b} {c['b']:.{digits}f} ({c['verdict']})"
+    power = "" if c.get("mdd") is None else (
+        f"; detectable {c['mdd']:.{digits}f}" + ("" if c.get("expected") is None else
+                                                 f", the paper's gain here {c['expected']:.{digits}f}"))
+    return f"{a} {c['a']:.{digits}f} vs {b} {c['b']:.{digits}f} ({c['verdict']}{power})"
 
 
 def _claim(cid: str, statement: str, arms: Sequence[str], comparison: str, ours: Any, status: str) -> dict:
     return {"id": cid, "statement": statement, "arms": [label(a) for a in arms], "comparison": comparison,
             "paper": paper_text(cid), "ours": ours, "status": status, "verdict": status}
+
+
+def _c0_old(results: Mapping) -> dict:
+    """C0 by the ``OLD_RULES`` (a results file without reliance gauges): the [CLS]-swap gap above
+    ``CLS_GAP_MARGIN`` x its noise on every pre-training run, the cosine against stage-1 BERT."""
+    runs = [r.get("heldout") or {} for r in pretraining_runs(results, "condenser")]
+    swaps = [(r["cls_swap_gap"], r["cls_swap_noise"]) for r in runs if r.get("cls_swap_gap") is not None]
+    cos_c, cos_b = gauge(results, "condenser", "cls_cosine"), gauge(results, "bert", "cls_cosine")
+    gap_part = all(g > CLS_GAP_MARGIN * n for g, n in swaps) if swaps else None
+    cos_part = None if cos_c is None or cos_b is None else cos_c < cos_b
+    gap, noise = gauge(results, "condenser", "cls_swap_gap"), gauge(results, "condenser", "cls_swap_noise")
+    words = ("not measured (no Condenser pre-training gauges)" if gap is None else
+             f"Condenser's head loses {gap:.4f} nats per masked token (noise {noise:.4f}; clear when above "
+             f"{CLS_GAP_MARGIN:g} x noise) when it reads another block's late [CLS] instead of its own")
+    if cos_c is not None:
+        words += f"; mean cosine between blocks' late [CLS]: Condenser {cos_c:.3f}" + (
+            f", BERT {cos_b:.3f}" if cos_b is not None else "")
+    return _claim(
+        "C0", f"The Condenser head relies on the late [CLS]: its held-out MLM loss rises when it reads another "
+        f"block's [CLS] (the [CLS]-swap gap exceeds {CLS_GAP_MARGIN:g} x its noise) and the late [CLS] vectors of "
+        "different blocks are less alike than BERT's (lower mean cosine).",
+        ["condenser", "bert"], words + ".",
+        {"rules": OLD_RULES, "cls_swap": [{"gap": g, "noise": n} for g, n in swaps], "margin": CLS_GAP_MARGIN,
+         "cls_cosine": {"condenser": cos_c, "bert": cos_b}, "gap_clear": gap_part, "cosine_lower": cos_part},
+        claim_status([gap_part, cos_part]))
+
+
+def _c0(results: Mapping) -> dict:
+    """C0 by the pre-registered ``c0_rule``: the Condenser's reliance on every pre-training seed,
+    its late MLM loss against BERT-continued's and the cosine half against BERT-continued."""
+    runs = reliance_by_seed(results, "condenser")
+    held = [r.get("heldout") or {} for r in pretraining_runs(results, "condenser")]
+    control = [r.get("heldout") or {} for r in pretraining_runs(results, "bert_cont")]
+    reliance = [r["reliance"] for r in runs]
+    paired = len(control) == len(held) and all(h.get("mlm_loss") is not None for h in control)
+    cos = [h.get("cls_cosine") for h in held], [h.get("cls_cosine") for h in control]
+    has_cos = paired and None not in cos[0] + cos[1]
+    rule = (c0_rule(reliance, [h["mlm_loss"] for h in held], [h["mlm_loss"] for h in control],
+                    *(cos if has_cos else (None, None))) if paired else
+            {"relies": None, "cosine_lower": None, "status": "not measured"})
+    summary = reliance_summary(runs)
+
+    ctl = label("bert_cont")
+
+    def num(x, digits=3):
+        return "undefined" if x is None else f"{x:.{digits}f}"
+
+    words = (f"reliance of the Condenser's head per pre-training seed {', '.join(num(r) for r in reliance)} "
+             f"(mean {num(summary['mean'])}, noise {num(summary['noise'])} over {summary['noise_covers'] or 'nothing'}; "
+             f"with a zero [CLS] {', '.join(num(r['zero']) for r in runs)}, a mean [CLS] "
+             f"{', '.join(num(r['mean']) for r in runs)})")
+    if paired:
+        words += ("; late MLM loss Condenser " + ", ".join(f"{h['mlm_loss']:.3f}" for h in held) + f" vs {ctl} "
+                  + ", ".join(f"{h['mlm_loss']:.3f}" for h in control) + f" (within {LATE_LOSS_MARGIN:g} nats: "
+                  + ", ".join("yes" if x else "no" for x in rule["late_loss_matched"]) + ")")
+        if has_cos:
+            words += ("; mean cosine between blocks' late [CLS]: Condenser " + ", ".join(f"{c:.3f}" for c in cos[0])
+                      + f", {ctl} " + ", ".join(f"{c:.3f}" for c in cos[1]))
+    else:
+        words += f"; no {ctl} run per pre-training seed to hold the late MLM loss against: not measured"
+    return _claim(
+        "C0", f"The Condenser head relies on the late [CLS] (pre-registered): on every pre-training seed its own "
+        f"late [CLS] closes at least {RELIANCE_THRESHOLD:.0%} of its held-out MLM-loss deficit against the "
+        f"backbone's late layer (reliance >= {RELIANCE_THRESHOLD:g}, against a [CLS] from another document), its "
+        f"late MLM loss within {LATE_LOSS_MARGIN:g} nats of the equal-step control's ({ctl}), and the late "
+        "[CLS] vectors of different blocks are less alike than the control's (lower mean cosine).",
+        ["condenser", "bert_cont"], words + ".",
+        {"rules": PRE_REGISTERED_RULES, "reliance": reliance, "reliance_summary": summary,
+         "reliance_zero": [r["zero"] for r in runs], "reliance_mean": [r["mean"] for r in runs],
+         "cls_cosine": {"condenser": cos[0], "bert_cont": cos[1]}, **{k: v for k, v in rule.items() if k != "status"}},
+        rule["status"])
 
 
 def scorecard(results: Mapping) -> list[dict]:
@@ -408,44 +567,36 @@ def scorecard(results: Mapping) -> list[dict]:
         return _get(retrieval, arm, "round1", size, m)
 
     # C0: the Condenser head relies on the late [CLS] (the mechanism of Condenser section 3).
-    runs = [r.get("heldout") or {} for r in pretraining_runs(results, "condenser")]
-    swaps = [(r["cls_swap_gap"], r["cls_swap_noise"]) for r in runs if r.get("cls_swap_gap") is not None]
-    cos_c, cos_b = gauge(results, "condenser", "cls_cosine"), gauge(results, "bert", "cls_cosine")
-    gap_part = all(g > CLS_GAP_MARGIN * n for g, n in swaps) if swaps else None
-    cos_part = None if cos_c is None or cos_b is None else cos_c < cos_b
-    c0_status = claim_status([gap_part, cos_part])
-    gap, noise = gauge(results, "condenser", "cls_swap_gap"), gauge(results, "condenser", "cls_swap_noise")
-    c0_words = ("not measured (no Condenser pre-training gauges)" if gap is None else
-                f"Condenser's head loses {gap:.4f} nats per masked token (noise {noise:.4f}; clear when above "
-                f"{CLS_GAP_MARGIN:g} x noise) when it reads another block's late [CLS] instead of its own")
-    if cos_c is not None:
-        c0_words += f"; mean cosine between blocks' late [CLS]: Condenser {cos_c:.3f}" + (
-            f", BERT {cos_b:.3f}" if cos_b is not None else "")
-    claims.append(_claim(
-        "C0", f"The Condenser head relies on the late [CLS]: its held-out MLM loss rises when it reads another "
-        f"block's [CLS] (the [CLS]-swap gap exceeds {CLS_GAP_MARGIN:g} x its noise) and the late [CLS] vectors of "
-        "different blocks are less alike than BERT's (lower mean cosine).",
-        ["condenser", "bert"], c0_words + ".",
-        {"cls_swap": [{"gap": g, "noise": n} for g, n in swaps], "margin": CLS_GAP_MARGIN,
-         "cls_cosine": {"condenser": cos_c, "bert": cos_b}, "gap_clear": gap_part, "cosine_lower": cos_part},
-        c0_status))
+    rules = PRE_REGISTERED_RULES if pre_registered(results) else OLD_RULES
+    claims.append(_c0(results) if pre_registered(results) else _c0_old(results))
 
     # C1: Condenser beats both BERT arms, most at the smallest size, gap narrowing with data.
-    per_size = {s: {b: compare(r1("condenser", s, main_m), r1(b, s, main_m)) for b in ("bert", "bert_cont")} for s in sizes}
+    powered = pre_registered(results)  # the power-aware verdict for results made under the pre-registered rules
+
+    def c1_compare(s, b):
+        a_, b_ = r1("condenser", s, main_m), r1(b, s, main_m)
+        return power_verdict(a_, b_, expected_gain("C1", s, sizes)) if powered else compare(a_, b_)
+
+    per_size = {s: {b: c1_compare(s, b) for b in ("bert", "bert_cont")} for s in sizes}
     beats_small = [holds(per_size.get(small, {}).get(b)) for b in ("bert", "bert_cont")] if small else [None]
     gaps = {s: [c["diff"] for c in per_size[s].values() if c] for s in sizes}
     narrowing = None
     if small and full and small != full and gaps.get(small) and gaps.get(full):
         narrowing = min(gaps[small]) > min(gaps[full])
+    if powered:  # every size counts (the paper's gain shows at each), the narrowing only where ahead at the small size
+        c1_status = power_claim_status([c for s in sizes for c in per_size[s].values()],
+                                       [narrowing if beats_small and all(b is True for b in beats_small) else None])
+    else:  # a narrowing gap only means something where Condenser is ahead at the small size
+        c1_status = claim_status([*beats_small, narrowing if beats_small and all(b is True for b in beats_small)
+                                  else None])
     c1_words = "; ".join(f"{main_m} at {s} training queries: " + ", ".join(
         _said(per_size[s][b], "Condenser", label(b)) for b in ("bert", "bert_cont")) for s in sizes)
     claims.append(_claim(
         "C1", "Condenser beats both BERT arms as a retriever initialiser, most at the smallest training "
         "size, the gap narrowing with more data (round 1, BM25 negatives).",
         ["condenser", "bert", "bert_cont"], (c1_words or "not measured") + ".",
-        {"metric": main_m, "by_size": per_size, "bm25": _get(results, "bm25", "full", main_m), "narrowing": narrowing},
-        # a narrowing gap only means something where Condenser is ahead at the small size
-        claim_status([*beats_small, narrowing if beats_small and all(b is True for b in beats_small) else None])))
+        {"metric": main_m, "by_size": per_size, "bm25": _get(results, "bm25", "full", main_m), "narrowing": narrowing,
+         "rules": rules}, c1_status))
 
     # C2: coCondenser beats Condenser, visibly in recall, and not only by seeing the target corpus.
     c2 = {m: compare(r1("cocondenser", full, m), r1("condenser", full, m)) for m in (main_m, recall_m)}
@@ -473,8 +624,9 @@ def scorecard(results: Mapping) -> list[dict]:
         known = [p for p in cs if p != ONE_SEED]
         c3_parts[name] = None if not cs else (any(known) if known else ONE_SEED)
     c3_status = claim_status(list(c3_parts.values()))
-    if c3_parts["mlm_term"] is True and c0_status not in ("reproduced", "not measured"):
-        c3_status = NOT_ATTRIBUTABLE if gap_part is False else NOT_ATTRIBUTABLE_C0
+    co_head = head_gate(results, "cocondenser")  # coCondenser's own head, not the Condenser arm's
+    if c3_parts["mlm_term"] is True and co_head is not True:
+        c3_status = NOT_ATTRIBUTABLE if co_head is False else NOT_ATTRIBUTABLE_UNGAUGED
     claims.append(_claim(
         "C3", "Both coCondenser loss terms add something: coCondenser beats Condenser further trained "
         "with the contrastive loss only, and with the Condenser MLM loss only (full training set, round 1).",
@@ -482,9 +634,12 @@ def scorecard(results: Mapping) -> list[dict]:
         "Full training set, round 1: " + "; ".join(
             f"{m}: " + ", ".join(_said(c3[name][m], "coCondenser", label(abl)) for name, abl in
                                  (("mlm_term", "co_contrastive_only"), ("contrastive_term", "co_mlm_only")))
-            for m in (main_m, recall_m)) + ("" if c3_status not in (NOT_ATTRIBUTABLE, NOT_ATTRIBUTABLE_C0) else
-                                            "; the MLM term's gain is not the Condenser head's: C0 does not hold")
-        + ".", {**c3, "c0": c0_status}, c3_status))
+            for m in (main_m, recall_m)) + {
+                NOT_ATTRIBUTABLE: "; the MLM term's gain is not the Condenser head's: coCondenser's own head does not "
+                                  "rely on [CLS]",
+                NOT_ATTRIBUTABLE_UNGAUGED: "; the MLM term's gain cannot be credited to the Condenser head: "
+                                           "coCondenser's own head was not gauged"}.get(c3_status, "")
+        + ".", {**c3, "cocondenser_head_relies": co_head, "rules": rules}, c3_status))
 
     # C4: hard negatives help the pre-trained arms (no collapse).
     c4 = {arm: compare(_get(retrieval, arm, "round2", full, main_m), r1(arm, full, main_m)) for arm in MAIN_ARMS}
@@ -529,15 +684,22 @@ def scorecard(results: Mapping) -> list[dict]:
     # C7: Condenser matches or beats BERT on STS-b at low data.
     sts = results.get("sts", {})
     low = [str(s) for s in results.get("sts_sizes", [])][:2]
-    c7 = {s: {b: compare(_get(sts, "condenser", s), _get(sts, b, s)) for b in ("bert", "bert_cont")} for s in low}
+    all_sts = [str(s) for s in results.get("sts_sizes", [])]
+
+    def c7_compare(s, b):
+        a_, b_ = _get(sts, "condenser", s), _get(sts, b, s)
+        return power_verdict(a_, b_, expected_gain("C7", s, all_sts)) if powered else compare(a_, b_)
+
+    c7 = {s: {b: c7_compare(s, b) for b in ("bert", "bert_cont")} for s in low}
+    c7_parts = [c for s in low for c in c7[s].values()]
     claims.append(_claim(
         "C7", "Condenser beats BERT on STS-b with little training data (the smallest two sizes); "
         "'matches' shows as 'within spread' in ours.",
         ["condenser", "bert", "bert_cont"],
         ("; ".join(f"STS-b Spearman at {s} pairs: " + ", ".join(_said(c7[s][b], "Condenser", label(b)) for b in c7[s])
                    for s in low) or "not measured") + ".",
-        {"by_size": c7, "all": sts},
-        claim_status([holds(c) for s in low for c in c7[s].values()])))
+        {"by_size": c7, "all": sts, "rules": rules},
+        power_claim_status(c7_parts) if powered else claim_status([holds(c) for c in c7_parts])))
     return claims
 
 
@@ -551,11 +713,15 @@ def _compares(d: Any, path: tuple = ()) -> list[tuple[tuple, dict]]:
 
 def claim_numbers(claim: Mapping) -> str:
     """Our numbers behind one scorecard claim, one comparison per line: ``where: a vs b
-    (difference, spread) verdict``. For the scorecard page (chapter 8)."""
+    (difference, spread[, minimum detectable difference, the paper's gain at our scale]) verdict``.
+    For the scorecard page (chapter 8)."""
     lines = []
     for path, c in _compares(claim.get("ours", {})):
         where = " ".join(p for p in path if p not in ("by_size", "round2_vs_round1", "bert_minus_condenser"))
-        lines.append(f"{where}: {c['a']:.3f} vs {c['b']:.3f} (diff {c['diff']:+.3f}, spread {c['spread']:.3f}) {c['verdict']}")
+        power = "" if c.get("mdd") is None else f", detectable {c['mdd']:.3f}" + (
+            "" if c.get("expected") is None else f", paper's gain here {c['expected']:.3f}")
+        lines.append(f"{where}: {c['a']:.3f} vs {c['b']:.3f} (diff {c['diff']:+.3f}, spread {c['spread']:.3f}{power}) "
+                     f"{c['verdict']}")
     ours = claim.get("ours", {})
     if isinstance(ours, Mapping) and ours.get("narrowing") is not None:
         lines.append(f"gap narrows with more data: {ours['narrowing']}")

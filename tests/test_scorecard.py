@@ -5,7 +5,7 @@ import pytest
 from condenser_lite.scorecard import (
     CLS_GAP_MARGIN,
     NOT_ATTRIBUTABLE,
-    NOT_ATTRIBUTABLE_C0,
+    NOT_ATTRIBUTABLE_UNGAUGED,
     ONE_SEED,
     compare,
     scorecard,
@@ -20,8 +20,10 @@ def m(*values):
 
 
 def made_up(gap=0.05, noise=0.01, cos_condenser=0.6, cos_bert=0.9, co=(0.40, 0.41, 0.42), co_mlm=(0.30, 0.31, 0.32),
-            co_contrastive=(0.30, 0.31, 0.32), condenser=(0.30, 0.31, 0.32), co_round2=None, condenser_round2=None):
-    """Results with the gauges and the retrieval numbers the rules read (full training set only)."""
+            co_contrastive=(0.30, 0.31, 0.32), condenser=(0.30, 0.31, 0.32), co_round2=None, condenser_round2=None,
+            co_gap=None):
+    """Results with the gauges and the retrieval numbers the rules read (full training set only);
+    coCondenser's own swap gap is ``co_gap`` (default: the Condenser's ``gap``)."""
     retrieval = {
         "condenser": {"round1": {FULL: m(*condenser)}},
         "cocondenser": {"round1": {FULL: m(*co)}},
@@ -35,6 +37,7 @@ def made_up(gap=0.05, noise=0.01, cos_condenser=0.6, cos_bert=0.9, co=(0.40, 0.4
     return {
         "budget": {"metrics": ["nDCG@10", "R@100"]}, "train_sizes": [int(FULL)], "retrieval": retrieval,
         "arms": {"condenser": {"heldout": {"cls_swap_gap": gap, "cls_swap_noise": noise, "cls_cosine": cos_condenser}},
+                 "cocondenser": {"heldout": {"cls_swap_gap": gap if co_gap is None else co_gap, "cls_swap_noise": noise}},
                  "bert": {"heldout": {"cls_cosine": cos_bert}}},
     }
 
@@ -57,13 +60,19 @@ def test_c0_holds_only_with_a_clear_gap_and_distinct_cls():
     assert claims(two)["C0"]["ours"]["gap_clear"] is False
 
 
-def test_c3_reads_reproduced_only_where_c0_holds():
+def test_c3_gate_reads_cocondensers_own_head():
+    """Old rules (no reliance gauges): the gate is coCondenser's own swap gap, not the Condenser arm's."""
     assert claims(made_up())["C3"]["status"] == "reproduced"
-    ignored = claims(made_up(gap=0.0, noise=0.0))
-    assert ignored["C3"]["status"] == NOT_ATTRIBUTABLE and "C0 does not hold" in ignored["C3"]["comparison"]
-    assert claims(made_up(cos_condenser=0.95))["C3"]["status"] == NOT_ATTRIBUTABLE_C0
+    ignored = claims(made_up(co_gap=0.0))
+    assert ignored["C3"]["status"] == NOT_ATTRIBUTABLE and "coCondenser's own head" in ignored["C3"]["comparison"]
+    # the Condenser's head ignoring [CLS] does not decide C3; coCondenser's relying does
+    assert claims(made_up(gap=0.0, co_gap=0.05))["C3"]["status"] == "reproduced"
+    assert claims(made_up(cos_condenser=0.95))["C3"]["status"] == "reproduced"  # C0's cosine half: no gate
+    ungauged = made_up()
+    del ungauged["arms"]["cocondenser"]
+    assert claims(ungauged)["C3"]["status"] == NOT_ATTRIBUTABLE_UNGAUGED
     # the contrastive term alone does not rest on the head: no gate
-    only_contrastive = claims(made_up(gap=0.0, noise=0.0, co_contrastive=(0.40, 0.41, 0.42)))
+    only_contrastive = claims(made_up(co_gap=0.0, co_contrastive=(0.40, 0.41, 0.42)))
     assert only_contrastive["C3"]["status"] == "partly reproduced"
 
 
@@ -223,3 +232,94 @@ def test_power_verdict_every_branch():
     assert one["verdict"] == ONE_SEED and one["mdd"] is None
     assert power_verdict(None, b, gain=0.1) is None
     assert {"a", "b", "diff", "spread", "mdd", "expected"} <= set(better)
+
+
+# ---- the scorecard under the pre-registered rules (and the fallback for older files) -------------------
+
+from condenser_lite.scorecard import OLD_RULES, PRE_REGISTERED_RULES, head_arms, pre_registered  # noqa: E402
+
+
+def reliance_gauges(r, late=4.0, cosine=0.6):
+    """A run's final gauges with reliance ``r``: late 2.0, ablated 3.0, own 3.0 - r (zero and mean
+    [CLS] as bad as another document's); ``r=None``: ablated 2.0 = late, undefined."""
+    ablated = 2.0 if r is None else 3.0
+    return {"mlm_loss": late, "cls_cosine": cosine, "cls_swap_gap": 0.01, "cls_swap_noise": 0.001,
+            "reliance_own_loss": 3.0 - (r or 0.0), "reliance_ablated_loss": ablated, "reliance_zero_loss": ablated,
+            "reliance_mean_loss": ablated, "reliance_late_loss": 2.0, "cls_reliance_noise": 0.01}
+
+
+def registered(condenser=(0.3, 0.25), cocondenser=(0.3, 0.3), late=(4.0, 4.0), control=(4.02, 4.02),
+               cos=(0.6, 0.6), cos_control=(0.8, 0.8), **kw):
+    """``made_up`` results whose arms logged the reliance gauges, one entry per pre-training seed."""
+    results = made_up(**kw)
+
+    def arm(runs):
+        return {**runs[0], "other_pretraining_seeds": runs[1:]}
+
+    results["arms"]["condenser"] = arm([{"heldout": reliance_gauges(r, x, c)} for r, x, c in zip(condenser, late, cos)])
+    results["arms"]["cocondenser"] = arm([{"heldout": reliance_gauges(r)} for r in cocondenser])
+    results["arms"]["bert_cont"] = arm([{"heldout": {"mlm_loss": x, "cls_cosine": c}} for x, c in zip(control, cos_control)])
+    results["pretraining_seeds"] = [42, 43][:len(condenser)]
+    return results
+
+
+def test_c0_by_the_pre_registered_rule():
+    ok = claims(registered())["C0"]
+    assert ok["status"] == "reproduced" and ok["ours"]["rules"] == PRE_REGISTERED_RULES
+    assert ok["ours"]["reliance"] == pytest.approx([0.3, 0.25]) and ok["arms"] == ["Condenser", "BERT, continued"]
+    assert "BERT, continued" in ok["comparison"] and ok["ours"]["cls_cosine"]["bert_cont"] == [0.8, 0.8]
+    one_low = claims(registered(condenser=(0.3, 0.19)))["C0"]
+    assert one_low["ours"]["relies"] is False and one_low["status"] == "partly reproduced"
+    worse_backbone = claims(registered(late=(4.0, 4.08)))["C0"]
+    assert worse_backbone["ours"]["late_loss_matched"] == [True, False] and worse_backbone["ours"]["relies"] is False
+    undefined = claims(registered(condenser=(0.3, None)))["C0"]
+    assert undefined["ours"]["relies"] is False and "undefined" in undefined["comparison"]
+    # the cosine half against BERT-continued (stage-1 BERT's cosine 0.9 plays no part)
+    assert claims(registered(cos_control=(0.55, 0.55)))["C0"]["ours"]["cosine_lower"] is False
+    assert head_arms(registered()) == ["condenser", "cocondenser"]
+
+
+def test_an_older_results_file_falls_back_to_the_old_rules_labelled():
+    old = claims(made_up())
+    assert not pre_registered(made_up()) and old["C0"]["ours"]["rules"] == OLD_RULES
+    assert "swap gap" in old["C0"]["statement"] and old["C0"]["status"] == "reproduced"
+    assert old["C7"]["ours"]["rules"] == OLD_RULES
+
+
+def test_c3_gate_under_the_pre_registered_rules():
+    assert claims(registered())["C3"]["status"] == "reproduced"
+    # the Condenser's head relies, coCondenser's does not: the MLM term's gain is not the head's
+    assert claims(registered(cocondenser=(0.3, 0.1)))["C3"]["status"] == NOT_ATTRIBUTABLE
+    assert claims(registered(condenser=(0.0, 0.0)))["C3"]["status"] == "reproduced"
+
+
+def test_c1_and_c7_carry_their_power():
+    def with_arms(results, condenser_small, bert_small, condenser_full=None, bert_full=None):
+        results["train_sizes"] = [100, int(FULL)]
+        ret = results["retrieval"]
+        ret["condenser"]["round1"]["100"] = m(*condenser_small)
+        ret["condenser"]["round1"][FULL] = m(*(condenser_full or condenser_small))
+        for arm in ("bert", "bert_cont"):
+            ret[arm] = {"round1": {"100": m(*bert_small), FULL: m(*(bert_full or bert_small))}}
+        results["sts_sizes"] = [500, 1000, 5749]
+        results["sts"] = {a: {"500": stats(v), "1000": stats(v)} for a, v in
+                          (("condenser", condenser_small), ("bert", bert_small), ("bert_cont", bert_small))}
+        return results
+
+    noisy = claims(with_arms(registered(), (0.10, 0.20, 0.30), (0.12, 0.22, 0.32)))
+    c1 = noisy["C1"]
+    record = c1["ours"]["by_size"]["100"]["bert"]
+    assert record["verdict"] == NOT_DETECTABLE and record["mdd"] > record["expected"] > 0
+    assert record["expected"] == pytest.approx(0.22 * (0.192 / 0.156 - 1), abs=1e-4)
+    assert c1["status"] == NOT_DETECTABLE and "detectable" in c1["comparison"]
+    assert noisy["C7"]["status"] == NOT_DETECTABLE
+    tight = claims(with_arms(registered(), (0.300, 0.301, 0.302), (0.300, 0.301, 0.302)))
+    assert tight["C1"]["status"] == "not reproduced" and tight["C7"]["status"] == "not reproduced"
+    worse = claims(with_arms(registered(), (0.20, 0.201, 0.202), (0.30, 0.301, 0.302)))
+    assert worse["C1"]["status"] == "reversed" and worse["C7"]["status"] == "reversed"
+    better = claims(with_arms(registered(), (0.40, 0.401, 0.402), (0.30, 0.301, 0.302),
+                              condenser_full=(0.35, 0.351, 0.352)))
+    assert better["C1"]["status"] == "reproduced" and better["C1"]["ours"]["narrowing"] is True
+    # an older file keeps the spread-only verdicts
+    old = claims(with_arms(made_up(), (0.20, 0.201, 0.202), (0.30, 0.301, 0.302)))["C1"]
+    assert old["ours"]["by_size"]["100"]["bert"]["verdict"] == "worse" and "mdd" not in old["ours"]["by_size"]["100"]["bert"]
