@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from condenser_lite.evidence import RESULTS_DIR, RESULTS_VERSION, headline, load_results
+from condenser_lite.release import verify_checkpoints
 from condenser_lite.scorecard import PRE_REGISTERED_RULES, PRE_REGISTRATION_COMMIT, scorecard
 
 PROVENANCE = ("commit", "dirty", "command", "preset", "settings", "started", "finished", "wall_seconds", "cpu_seconds",
@@ -62,6 +63,8 @@ def check(results: dict) -> None:
         assert head["cls_reliance"][arm] == (None if undefined else pytest.approx(np.mean(values), rel=1e-5)), arm
     if "condenser" in logged:  # judged by the pre-registered rules: the file names them
         assert prov["pre_registration"]["commit"] == PRE_REGISTRATION_COMMIT
+    if "checkpoints" in prov:  # the committed checkpoints are the ones the provenance names, by content
+        assert not verify_checkpoints(prov["checkpoints"]), verify_checkpoints(prov["checkpoints"])
 
     # the stored verdicts are the current rules' verdicts on the stored numbers
     assert json.loads(json.dumps(scorecard(results))) == results["claims"], "claims differ from scorecard(results)"
