@@ -17,19 +17,26 @@ Held-out MLM loss and the unigram entropy of the same masked tokens say whether 
 got past word frequencies. The two Condenser gauges say whether the head relies on [CLS]:
 the *[CLS]-swap gap* (head MLM loss when each block's head reads another block's late [CLS],
 minus the loss with its own, same masks) and the *mean cosine* between different blocks' late
-[CLS]. A head that ignores [CLS] has a gap of exactly 0. Explained in chapter 2
+[CLS]. A head that ignores [CLS] has a gap of exactly 0. The pre-registered gauge of issue 17,
+``cls_reliance_gauge``, asks how much: the share of the head's deficit against the backbone's late
+layer that its own late [CLS] closes, against a [CLS] from another document (and a zero and a mean
+[CLS]), over several mask draws, with a bootstrap noise. Explained in chapter 2
 (``notebooks/02_condenser.ipynb``) and the study page (``notebooks/09_study.md``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from .errors import SchemaError
 
 
 @torch.no_grad()
@@ -169,6 +176,46 @@ def unigram_entropy(train_ids: Iterable[Sequence[int]], batches: Iterable[Mappin
     return total / n
 
 
+@contextlib.contextmanager
+def _eval_mode(model: nn.Module):
+    """Eval mode (no dropout) for the duration, then the caller's mode back."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was_training)
+
+
+def _require_head(model: nn.Module, name: str) -> None:
+    if not hasattr(model, "head_forward") or not hasattr(model, "skip_from"):
+        raise TypeError(f"{name} needs a Condenser (head_forward, skip_from), got {type(model).__name__}")
+
+
+def _head_block_losses(model: nn.Module, batch: Mapping[str, torch.Tensor],
+                       variants: Callable[[torch.Tensor], Sequence[torch.Tensor]]):
+    """One batch of a Condenser-family model, per block (summed over its masked tokens, float64):
+    the backbone's late MLM loss, the head's loss reading its own late [CLS], and the head's loss
+    reading each [CLS] of ``variants(late_cls)`` (``[k, B]``) in its place, with everything else
+    (early tokens, masks) the same; plus each block's masked-token count. The one procedure behind
+    ``cls_swap_gap`` and ``cls_reliance_gauge``."""
+    bert, mlm = _bert(model), _mlm_head(model)
+    ids, mask, labels = batch["input_ids"], batch["attention_mask"], batch["labels"]
+    B = ids.shape[0]
+    out = bert(ids, attention_mask=mask, output_hidden_states=True)
+    cls, early = out.last_hidden_state[:, :1], out.hidden_states[model.skip_from][:, 1:]
+
+    def per_block(hidden):
+        ce, row = _token_losses(mlm, hidden, labels)
+        return torch.zeros(B, dtype=torch.float64).index_add_(0, row, ce.double()), row
+
+    late, row = per_block(out.last_hidden_state)
+    own, _ = per_block(model.head_forward(cls, early, mask))
+    other = [per_block(model.head_forward(c, early, mask))[0] for c in variants(cls)]
+    counts = torch.bincount(row, minlength=B).double()
+    return late, own, torch.stack(other) if other else torch.zeros(0, B, dtype=torch.float64), counts
+
+
 @torch.no_grad()
 def cls_swap_gap(model: nn.Module, batches: Iterable[Mapping[str, torch.Tensor]],
                  shifts: Sequence[int] = (1, 2, 3)) -> dict[str, float]:
@@ -187,35 +234,26 @@ def cls_swap_gap(model: nn.Module, batches: Iterable[Mapping[str, torch.Tensor]]
     * `shift_spread`: the standard deviation of the gap over the `shifts` (the choice of
       partner block), `own_loss`, `swapped_loss`, `n_blocks`, `n_tokens`.
 
+    The partners are neighbouring blocks of the batch, possibly of the same document; the
+    pre-registered gauge of issue 17 is `cls_reliance_gauge` (partners from other documents).
     Runs in eval mode (no dropout) and restores the mode.
     Explained in chapter 2 (`notebooks/02_condenser.ipynb`) and the study page (`notebooks/09_study.md`).
     """
-    if not hasattr(model, "head_forward") or not hasattr(model, "skip_from"):
-        raise TypeError(f"cls_swap_gap needs a Condenser (head_forward, skip_from), got {type(model).__name__}")
+    _require_head(model, "cls_swap_gap")
     if not shifts:
         raise ValueError("shifts must name at least one offset, e.g. (1, 2, 3)")
-    was_training = model.training
-    model.eval()
-    try:
-        bert, head = _bert(model), _mlm_head(model)
+    with _eval_mode(model):
         own_sums, swap_sums, counts = [], [], []  # per block
         for batch in batches:
-            ids, mask, labels = batch["input_ids"], batch["attention_mask"], batch["labels"]
-            B = ids.shape[0]
+            B = batch["input_ids"].shape[0]
             bad = [s for s in shifts if s % B == 0]
             if bad:
                 raise ValueError(f"shifts {bad} leave some blocks with their own [CLS] in a batch of {B}: "
                                  f"use batches of more than {max(shifts)} blocks or smaller shifts")
-            out = bert(ids, attention_mask=mask, output_hidden_states=True)
-            cls, early = out.last_hidden_state[:, :1], out.hidden_states[model.skip_from][:, 1:]
-            ce, row = _token_losses(head, model.head_forward(cls, early, mask), labels)
-            own_sums.append(torch.zeros(B, dtype=torch.float64).index_add_(0, row, ce.double()))
-            counts.append(torch.bincount(row, minlength=B).double())
-            per_shift = []
-            for s in shifts:
-                ce_s, _ = _token_losses(head, model.head_forward(cls.roll(s, dims=0), early, mask), labels)
-                per_shift.append(torch.zeros(B, dtype=torch.float64).index_add_(0, row, ce_s.double()))
-            swap_sums.append(torch.stack(per_shift))  # [n_shifts, B]
+            _, own, swapped, n = _head_block_losses(model, batch, lambda cls: [cls.roll(s, dims=0) for s in shifts])
+            own_sums.append(own)
+            swap_sums.append(swapped)  # [n_shifts, B]
+            counts.append(n)
         own, swapped, n = torch.cat(own_sums), torch.cat(swap_sums, dim=1), torch.cat(counts)
         if n.sum() == 0:
             raise ValueError("the batches have no masked token; build them with pretrain_data.mlm_eval_batches")
@@ -230,8 +268,99 @@ def cls_swap_gap(model: nn.Module, batches: Iterable[Mapping[str, torch.Tensor]]
                 "shift_spread": float(shift_gaps.std()) if len(shifts) > 1 else 0.0,
                 "own_loss": float(own.sum() / n.sum()), "swapped_loss": float(swapped.sum() / (len(shifts) * n.sum())),
                 "n_blocks": N, "n_tokens": int(n.sum())}
-    finally:
-        model.train(was_training)
+
+
+def other_document_partners(doc_ids: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    """For each block of a batch, the index of a partner block drawn uniformly from the blocks of
+    *other documents* in the batch (``doc_ids``: one document id per block). Neighbouring blocks
+    often come from the same section, whose [CLS] would carry much of the block's own content; a
+    partner of another document does not. Raises ``SchemaError`` where a block has no such
+    partner. Explained in chapter 2 (``notebooks/02_condenser.ipynb``)."""
+    other = doc_ids[:, None] != doc_ids[None, :]
+    lonely = (~other.any(1)).nonzero()[:, 0].tolist()
+    if lonely:
+        raise SchemaError(f"blocks {lonely} of a batch of {len(doc_ids)} have no block of another document to "
+                          "take a [CLS] from: build the held-out batches from several documents "
+                          "(pretraining.heldout_set does)")
+    scores = torch.rand(other.shape, generator=generator).masked_fill(~other, -1.0)
+    return scores.argmax(1)
+
+
+def _mean_other_cls(cls: torch.Tensor, doc_ids: torch.Tensor) -> torch.Tensor:
+    """Per block, the mean late [CLS] of the batch's blocks of other documents (a generic [CLS])."""
+    w = (doc_ids[:, None] != doc_ids[None, :]).to(cls.dtype)
+    return (w @ cls.flatten(1) / w.sum(1, keepdim=True)).view_as(cls)
+
+
+RELIANCE_ABLATIONS = ("ablated", "zero", "mean")  # another document's late [CLS], zeros, a mean [CLS]
+
+
+@torch.no_grad()
+def cls_reliance_gauge(model: nn.Module, draws: Sequence[Sequence[Mapping[str, torch.Tensor]]],
+                       n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
+    """The pre-registered [CLS]-reliance gauge of a Condenser-family model (issue 17).
+
+    ``draws``: mask draws of the same held-out blocks, each a list of batches carrying
+    ``doc_id`` (``pretraining.heldout_set``'s ``batches`` and ``mask_draws``). On every block
+    and draw, with the same masks and early tokens: ``own_loss`` (the head reading its own late
+    [CLS]), ``ablated_loss`` (the late [CLS] of a block of another document,
+    ``other_document_partners``, a fresh draw per mask draw), ``zero_loss`` (a zero vector),
+    ``mean_loss`` (the mean late [CLS] of the batch's other-document blocks) and ``late_loss``
+    (the backbone's last layer), in nats per masked token over every draw.
+
+    ``reliance`` = ``scorecard.cls_reliance(own, ablated, late)`` (None where undefined),
+    ``reliance_zero`` / ``reliance_mean`` the same with the zero / mean [CLS] as the ablation;
+    ``noise``: the bootstrap standard error of ``reliance`` over blocks (``n_boot`` resamples,
+    each block with all its mask draws, so it covers blocks and masks); ``mask_spread``: the
+    standard deviation of the per-draw reliance; ``n_blocks``, ``n_tokens``, ``n_draws``.
+    Runs in eval mode and restores it. Explained in chapter 2 (``notebooks/02_condenser.ipynb``).
+    """
+    from .scorecard import cls_reliance  # the pre-registered formula (scorecard reads the book's plots)
+
+    _require_head(model, "cls_reliance_gauge")
+    if not draws or not all(draws):
+        raise ValueError("cls_reliance_gauge needs at least one mask draw of held-out batches")
+    parts = ("late", "own", *RELIANCE_ABLATIONS)
+    sums = {k: [] for k in (*parts, "n")}  # per draw: [N] per part
+    with _eval_mode(model):
+        for d, batches in enumerate(draws):
+            g = torch.Generator().manual_seed(seed * 1_000_003 + d)
+            per = {k: [] for k in sums}
+            for batch in batches:
+                if "doc_id" not in batch:
+                    raise SchemaError("the held-out batches carry no doc_id: build them with "
+                                      "pretraining.heldout_set, which records each block's document")
+                docs = batch["doc_id"]
+                partners = other_document_partners(docs, g)
+                late, own, alt, n = _head_block_losses(model, batch, lambda cls: [
+                    cls[partners], torch.zeros_like(cls), _mean_other_cls(cls, docs)])
+                for k, v in zip(sums, (late, own, *alt, n)):
+                    per[k].append(v)
+            for k in sums:
+                sums[k].append(torch.cat(per[k]))
+    x = {k: torch.stack(v).numpy() for k, v in sums.items()}  # [D, N]
+    if len({v.shape for v in x.values()}) != 1:
+        raise ValueError("every mask draw must hold the same blocks: build them with pretraining.heldout_set")
+    total_n = x["n"].sum()
+    if total_n == 0:
+        raise ValueError("the batches have no masked token; build them with pretrain_data.mlm_eval_batches")
+    loss = {k: float(x[k].sum() / total_n) for k in parts}
+    out: dict[str, Any] = {f"{k}_loss": loss[k] for k in parts}
+    out["reliance"] = cls_reliance(loss["own"], loss["ablated"], loss["late"])
+    for k in ("zero", "mean"):
+        out[f"reliance_{k}"] = cls_reliance(loss["own"], loss[k], loss["late"])
+    # blocks with their mask draws are the unit of the bootstrap (masks nested in blocks)
+    block = {k: x[k].sum(0) for k in ("late", "own", "ablated")}
+    idx = np.random.default_rng(seed).integers(0, block["own"].size, size=(n_boot, block["own"].size))
+    own_b, abl_b, late_b = (block[k][idx].sum(1) for k in ("own", "ablated", "late"))
+    defined = abl_b > late_b
+    boot = (abl_b[defined] - own_b[defined]) / (abl_b[defined] - late_b[defined])
+    out["noise"] = float(boot.std(ddof=1)) if defined.sum() > 1 else None
+    per_draw = [cls_reliance(*(float(x[k][d].sum() / x["n"][d].sum()) for k in ("own", "ablated", "late")))
+                for d in range(len(draws))]
+    out["mask_spread"] = (float(np.std(per_draw, ddof=1)) if len(draws) > 1 and None not in per_draw else None)
+    out.update(n_blocks=int((x["n"].sum(0) > 0).sum()), n_tokens=int(total_n), n_draws=len(draws))
+    return out
 
 
 @torch.no_grad()

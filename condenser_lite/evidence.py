@@ -26,7 +26,7 @@ import torch
 import condenser_lite
 from .jobs import load_average
 from .presets import Preset
-from .scorecard import gauge
+from .scorecard import PRE_REGISTRATION_COMMIT, gauge, head_arms, pretraining_runs, reliance_by_seed, reliance_summary
 
 RESULTS_VERSION = 3
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -83,15 +83,21 @@ def provenance(preset: Preset, command: str | None, started: str, wall_seconds: 
     stages, fine-tunings and STS-b runs found in the cache, so the call's times do not cover them),
     ``work_cpu_seconds`` (the CPU seconds every part recorded when it was computed, whenever that
     was), the ``machine`` (CPU model, cores, RAM, GPU, load averages) and the ``python`` and
-    ``packages`` versions. Explained in chapter 8."""
+    ``packages`` versions, and ``pre_registration``: the commit that fixed the scorecard's rules
+    (``scorecard.PRE_REGISTRATION_COMMIT``) and whether it is in this commit's history (None
+    without git), so the file says it was judged by rules committed before it. Explained in chapter 8."""
     env = environment()
     status = git("status", "--porcelain", "--untracked-files=no")  # tracked files changed since the commit
-    return {"commit": git("rev-parse", "HEAD"), "dirty": None if status is None else bool(status),
+    head = git("rev-parse", "HEAD")
+    # `git merge-base --is-ancestor` prints nothing: success (returncode 0) reads "", failure None
+    in_history = None if head is None else git("merge-base", "--is-ancestor", PRE_REGISTRATION_COMMIT, "HEAD") is not None
+    return {"commit": head, "dirty": None if status is None else bool(status),
             "command": command if command is not None else shlex.join(["python", *sys.argv]),
             "preset": preset.name, "settings": preset.to_dict(), "started": started, "finished": now(),
             "wall_seconds": wall_seconds, "cpu_seconds": cpu_seconds, "parts": dict(parts),
             "parts_reused": parts_reused, "work_cpu_seconds": work_cpu_seconds, "machine": machine(load_start),
-            "python": env["python"], "condenser_lite": env["condenser_lite"], "packages": env["packages"]}
+            "python": env["python"], "condenser_lite": env["condenser_lite"], "packages": env["packages"],
+            "pre_registration": {"commit": PRE_REGISTRATION_COMMIT, "in_history": in_history}}
 
 
 # ---- the headline and the committed results -----------------------------------------------------------
@@ -111,7 +117,10 @@ def headline(results: Mapping) -> dict:
     ``mlm_loss`` (the BERT arm's held-out MLM loss), ``unigram_entropy`` (of the same held-out
     tokens), ``cls_swap_gap`` / ``cls_swap_noise`` (the Condenser arm's), ``ndcg10`` per arm and
     BM25 on the same tokens (round 1, every training query, means over seeds), ``wall_minutes``
-    (of the call that computed the file). Gauges are means over pre-training seeds. Chapter 8."""
+    (of the call that computed the file), ``cls_reliance`` (``{arm: reliance}`` for every
+    Condenser-family arm that logged the reliance gauges, ``scorecard.head_arms``; None for an arm
+    undefined on some seed; empty in an older file) and ``pretraining_seeds`` (their number).
+    Gauges are means over pre-training seeds. Chapter 8."""
     sizes = results.get("train_sizes") or [None]
     full = str(sizes[-1])
 
@@ -126,7 +135,10 @@ def headline(results: Mapping) -> dict:
             "cls_swap_noise": significant(gauge(results, "condenser", "cls_swap_noise")),
             "ndcg10": {"bert": ndcg("bert"), "condenser": ndcg("condenser"), "cocondenser": ndcg("cocondenser"),
                        "bm25_same_tokens": rounded((results.get("bm25", {}).get("truncated") or {}).get("nDCG@10"))},
-            "wall_minutes": None if wall is None else round(wall / 60, 1)}
+            "wall_minutes": None if wall is None else round(wall / 60, 1),
+            "cls_reliance": {arm: significant(reliance_summary(reliance_by_seed(results, arm))["mean"])
+                             for arm in head_arms(results)},
+            "pretraining_seeds": len(results.get("pretraining_seeds") or pretraining_runs(results, "bert"))}
 
 
 def results_dir() -> Path:

@@ -351,13 +351,16 @@ def heldout_split(corpus, fraction: float = 0.05, key_columns: Sequence[str] = (
 
 
 def mlm_eval_batches(blocks, collator: "MLMCollator", n_blocks: int = 256, batch_size: int = 64,
-                     seed: int = 0) -> list[dict[str, torch.Tensor]]:
+                     seed: int = 0, mask_seed: int | None = None,
+                     columns: Sequence[str] = ()) -> list[dict[str, torch.Tensor]]:
     """A fixed held-out evaluation set: `n_blocks` blocks with fixed masks, as batches.
 
     The blocks are a seeded random choice (all of them if there are fewer), kept in a fixed
     order; masking draws from the global torch RNG inside `torch.random.fork_rng`, seeded by
-    `seed`, so every call gives the same masked tokens and leaves the caller's RNG untouched.
-    Every model then sees the same inputs and the same labels, and losses compare directly.
+    `mask_seed` (default `seed`), so every call gives the same masked tokens and leaves the
+    caller's RNG untouched. Every model then sees the same inputs and the same labels, and losses
+    compare directly; another `mask_seed` masks the same blocks afresh (another mask draw).
+    `columns` of the blocks (e.g. `doc_index`) join each batch as integer tensors.
 
     Explained in the study page, `notebooks/09_study.md`.
     """
@@ -370,5 +373,9 @@ def mlm_eval_batches(blocks, collator: "MLMCollator", n_blocks: int = 256, batch
     chosen = sorted(torch.randperm(n, generator=g)[:n_blocks].tolist())
     examples = [blocks[i] for i in chosen]
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return [collator(examples[i:i + batch_size]) for i in range(0, len(examples), batch_size)]
+        torch.manual_seed(seed if mask_seed is None else mask_seed)
+        batches = [collator(examples[i:i + batch_size]) for i in range(0, len(examples), batch_size)]
+    for i, batch in enumerate(batches):
+        for c in columns:
+            batch[c] = torch.tensor([e[c] for e in examples[i * batch_size:(i + 1) * batch_size]], dtype=torch.long)
+    return batches

@@ -26,6 +26,7 @@ import logging
 import os
 import shutil
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,7 +34,7 @@ import torch
 from datasets import Dataset
 
 from .accounting import stage_compute
-from .analysis import cls_cosine, cls_swap_gap, heldout_mlm_loss, unigram_entropy
+from .analysis import cls_cosine, cls_reliance_gauge, cls_swap_gap, heldout_mlm_loss, unigram_entropy
 from .config import cache_dir, check_types
 from .beir import load_documents
 from .data import PRETRAINING_SOURCES, data_id, load_pretraining_corpus
@@ -241,6 +242,8 @@ def stage_settings(cfg: PretrainConfig, tokenizer=None, data_dir: str | None = N
     settings.update(init=checkpoint_key(cfg.init), tokenizer=tokenizer_key(tokenizer),
                     data=data_id(names, data_dir, roles),
                     mixed_precision=resolve_precision(cfg.mixed_precision))  # "auto" differs by machine
+    if cfg.method != "mlm" and cfg.heldout_fraction is not None:
+        settings["gauges"] = HEAD_GAUGES
     return settings
 
 
@@ -375,6 +378,10 @@ def span_pairs(cfg: PretrainConfig, tokenizer, data_dir: str | None = None):
 
 EVAL_SEED = 0  # packing and masking of the held-out blocks: one fixed set for every stage and seed
 _EVAL_BATCH = 64  # blocks per evaluation batch (the [CLS] swap rolls within a batch)
+RELIANCE_DRAWS = 3  # mask draws of the held-out blocks the [CLS]-reliance gauge averages over
+# What a Condenser-family stage logs joins its cache key, so a stage cached before the reliance
+# gauge existed is not reused without it (MLM stages log the same gauges as before: keys unchanged).
+HEAD_GAUGES = "cls-reliance-1"
 
 
 def heldout_set(cfg: PretrainConfig, tokenizer, data_dir: str | None = None, corpus: Dataset | None = None) -> dict:
@@ -384,7 +391,10 @@ def heldout_set(cfg: PretrainConfig, tokenizer, data_dir: str | None = None, cor
     ``batches``: ``eval_blocks`` blocks of the general corpus's held-out documents
     (``general_sections``), packed and masked once with ``EVAL_SEED``
     (``pretrain_data.mlm_eval_batches``), so every stage of every arm and pre-training seed is
-    scored on the same tokens. ``info``: ``unigram_entropy``, the cross-entropy of those masked
+    scored on the same tokens; each batch carries ``doc_id``, its blocks' documents (numbered by
+    ``source`` and ``doc_id``, the key of the held-out split), so the [CLS]-reliance gauge takes
+    its ablation partners from other documents. ``mask_draws``: ``RELIANCE_DRAWS - 1`` further
+    maskings of the same blocks (the reliance gauge's noise covers masks). ``info``: ``unigram_entropy``, the cross-entropy of those masked
     tokens under the unigram model of the training sections (``analysis.unigram_entropy``: what
     a model that knows only word frequencies scores; computed once per tokenizer), and the counts
     (``n_blocks``, ``n_masked``, held-out ``sections``). The key covers the vocabulary itself, so
@@ -393,14 +403,27 @@ def heldout_set(cfg: PretrainConfig, tokenizer, data_dir: str | None = None, cor
     vocab = sorted(tokenizer.get_vocab().items())
     settings = {"vocab": settings_hash(vocab), "max_len": cfg.max_len, "short_seq_prob": cfg.short_seq_prob,
                 "mlm_probability": cfg.mlm_probability, "fraction": cfg.heldout_fraction, "blocks": cfg.eval_blocks,
-                "data": data_id(PRETRAINING_SOURCES, data_dir), "seed": EVAL_SEED}
+                "data": data_id(PRETRAINING_SOURCES, data_dir), "seed": EVAL_SEED,
+                "doc_ids": True, "mask_draws": RELIANCE_DRAWS}
     path = cache_dir("heldout") / f"heldout-{settings_hash(settings)}.pt"
     if path.exists():
         return torch.load(path, weights_only=True)
     train, held = general_sections(cfg.heldout_fraction, data_dir, corpus)
     blocks = pack_blocks(held, tokenizer, max_len=cfg.max_len, short_seq_prob=cfg.short_seq_prob, seed=EVAL_SEED)
     collator = MLMCollator(tokenizer, mlm_probability=cfg.mlm_probability)
-    batches = mlm_eval_batches(blocks, collator, n_blocks=cfg.eval_blocks, batch_size=_EVAL_BATCH, seed=EVAL_SEED)
+    # a block's document: its section's (source, doc_id), numbered; sections of one article share it
+    number: dict[tuple, int] = {}
+    section_doc = torch.tensor([number.setdefault(key, len(number)) for key in zip(held["source"], held["doc_id"])])
+
+    def draw(mask_seed: int) -> list[dict]:
+        out = mlm_eval_batches(blocks, collator, n_blocks=cfg.eval_blocks, batch_size=_EVAL_BATCH, seed=EVAL_SEED,
+                               mask_seed=mask_seed, columns=("doc_index",))
+        for b in out:
+            b["doc_id"] = section_doc[b.pop("doc_index")]
+        return out
+
+    batches = draw(EVAL_SEED)  # the same blocks and masks as before the reliance gauge existed
+    mask_draws = [draw(EVAL_SEED + d) for d in range(1, RELIANCE_DRAWS)]
     # unigram counts from the training sections as text (packing would only drop a few short blocks)
     train_ids = tokenizer(list(train["text"]), add_special_tokens=False, return_attention_mask=False,
                           return_token_type_ids=False, verbose=False)["input_ids"]
@@ -408,23 +431,36 @@ def heldout_set(cfg: PretrainConfig, tokenizer, data_dir: str | None = None, cor
             "n_blocks": sum(len(b["input_ids"]) for b in batches),
             "n_masked": int(sum(int((b["labels"] != -100).sum()) for b in batches)),
             "sections": len(held), "heldout_fraction": cfg.heldout_fraction, "settings": settings}
-    out = {"batches": batches, "info": info}
+    out = {"batches": batches, "mask_draws": mask_draws, "info": info}
     tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
     torch.save(out, tmp)
     tmp.replace(path)
     return out
 
 
-def stage_gauges(model, batches: list[dict]) -> dict[str, float]:
+def stage_gauges(model, batches: list[dict], mask_draws: Sequence[list[dict]] = ()) -> dict[str, float]:
     """What a stage logs on the held-out batches (chapter 2): ``mlm_loss`` (the backbone's last
     layer) and ``cls_cosine`` (mean cosine between different blocks' late [CLS]) for every model;
-    for a Condenser also ``head_loss`` and the [CLS]-swap gap ``cls_swap_gap`` with its paired
-    standard error ``cls_swap_noise`` (``analysis.cls_swap_gap``). Eval mode, no gradients."""
+    for a Condenser (and coCondenser) also ``head_loss``, the [CLS]-swap gap ``cls_swap_gap`` with
+    its paired standard error ``cls_swap_noise`` (``analysis.cls_swap_gap``) and, where the batches
+    carry ``doc_id`` (``heldout_set``), the pre-registered reliance gauge over ``batches`` and
+    ``mask_draws`` (``analysis.cls_reliance_gauge``): ``cls_reliance`` (omitted where undefined),
+    ``cls_reliance_noise``, ``cls_reliance_mask_spread``, ``cls_reliance_zero``,
+    ``cls_reliance_mean`` and the losses it is made of, ``reliance_{own,ablated,zero,mean,late}_loss``
+    (from which the scorecard recomputes it). Eval mode, no gradients."""
     out = heldout_mlm_loss(model, batches)
     out["cls_cosine"] = cls_cosine(model, batches)
     if isinstance(model, Condenser):
         swap = cls_swap_gap(model, batches)
         out["cls_swap_gap"], out["cls_swap_noise"] = swap["gap"], swap["noise"]
+        if all("doc_id" in b for b in batches):
+            rel = cls_reliance_gauge(model, [batches, *mask_draws])
+            for k in ("own", "ablated", "zero", "mean", "late"):
+                out[f"reliance_{k}_loss"] = rel[f"{k}_loss"]
+            named = {"cls_reliance": "reliance", "cls_reliance_noise": "noise", "cls_reliance_mask_spread":
+                     "mask_spread", "cls_reliance_zero": "reliance_zero", "cls_reliance_mean": "reliance_mean"}
+            # the training log holds floats: an undefined value is left out, not written as NaN
+            out.update({k: rel[v] for k, v in named.items() if rel[v] is not None})
     return out
 
 
@@ -521,7 +557,8 @@ def pretrain(
         corpus = load_pretraining_corpus(data_dir=data_dir) if cfg.method != "cocondenser" and cfg.corpus == "general" \
             else None
         heldout = heldout_set(cfg, tokenizer, data_dir, corpus) if cfg.heldout_fraction is not None else None
-        eval_fn = functools.partial(stage_gauges, batches=heldout["batches"]) if heldout else None
+        eval_fn = functools.partial(stage_gauges, batches=heldout["batches"],
+                                    mask_draws=heldout.get("mask_draws", ())) if heldout else None
         tcfg = train_config(cfg, out / "train", progress, evaluate=heldout is not None, resume=not restart)
         if cfg.method == "cocondenser":
             pairs = span_pairs(cfg, tokenizer, data_dir)

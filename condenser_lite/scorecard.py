@@ -5,28 +5,48 @@ Explained in chapter 8 (the scorecard page) and chapters 2 and 4-7, each of whic
 claims. ``scorecard(results)`` turns a protocol results file into one verdict per claim, from
 ``STATUSES``: a difference between two arms counts only where it exceeds the seed spread
 (``compare``: |mean_a - mean_b| > std_a + std_b), and from one seed no difference is called.
-C0 ("the Condenser head relies on [CLS]") reads the pre-training gauges; C3 reads "reproduced"
-only where C0 holds. ``PAPER_RESULTS`` holds the numbers the papers publish for each claim as
-data; ``paper_text`` renders them for the scorecard's table.
+C0 ("the Condenser head relies on [CLS]") reads the pre-training gauges; C3's MLM term counts
+as the head's only where coCondenser's own head relies on [CLS]. ``PAPER_RESULTS`` holds the
+numbers the papers publish for each claim as data; ``paper_text`` renders them for the
+scorecard's table.
+
+Issue 17 pre-registered sharper rules (commit ``PRE_REGISTRATION_COMMIT``, before the runs they
+judge): C0 by the [CLS] reliance (``cls_reliance``, ``c0_rule``) and C1 / C7 by a verdict that
+knows its power (``power_verdict``: "reproduced", "reversed", "not reproduced", "not detectable
+at this power"). ``scorecard`` applies them to a results file whose Condenser arm logged the
+reliance gauges, and the old rules (labelled ``OLD_RULES`` in each claim's ``ours["rules"]``) to an
+older file.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from scipy import stats as scipy_stats
 
 from .plots import label
 from .presets import MAIN_ARMS
 
 ONE_SEED = "one seed, no spread"  # a verdict, and a claim's status, where no spread exists
 NOT_ATTRIBUTABLE = "not attributable: the head ignores [CLS]"
-NOT_ATTRIBUTABLE_C0 = "not attributable: C0 does not hold"
+NOT_ATTRIBUTABLE_C0 = "not attributable: C0 does not hold"  # the old gate's status (kept for older files)
+NOT_ATTRIBUTABLE_UNGAUGED = "not attributable: coCondenser's head was not gauged"
 STATUSES = ("reproduced", "partly reproduced", "not reproduced at this scale", ONE_SEED, NOT_ATTRIBUTABLE,
-            NOT_ATTRIBUTABLE_C0, "not measured")
-CLS_GAP_MARGIN = 2.0  # the [CLS]-swap gap is clear above this many times its noise (about 95%)
+            NOT_ATTRIBUTABLE_C0, NOT_ATTRIBUTABLE_UNGAUGED, "not measured",
+            "reversed", "not reproduced", "not detectable at this power")  # the last three: power-aware claims
+CLS_GAP_MARGIN = 2.0  # the old C0 rule (results files before issue 17): the [CLS]-swap gap above this x its noise
+
+# Pre-registered rules (issue 17): fixed before the runs they judge, never changed after seeing a number.
+RELIANCE_THRESHOLD = 0.2  # C0: the head's own late [CLS] closes at least this share of its deficit
+LATE_LOSS_MARGIN = 0.05  # C0: nats; the Condenser's late MLM loss this close to BERT-continued's
+ALPHA = 0.05  # two-sided significance level of the minimum detectable difference
+POWER = 0.8  # the chance of detecting a true difference of that size
+NOT_DETECTABLE = "not detectable at this power"
+POWER_VERDICTS = ("reproduced", "reversed", "not reproduced", NOT_DETECTABLE, ONE_SEED)
 
 
 @dataclass(frozen=True)
@@ -120,6 +140,186 @@ def compare(a: Mapping | None, b: Mapping | None) -> dict | None:
             "verdict": verdict}
 
 
+# ---- Pre-registered rules (issue 17) -------------------------------------------------------------
+
+def cls_reliance(l_own: float, l_ablated: float, l_late: float) -> float | None:
+    """The [CLS] reliance of a Condenser-family head, pre-registered for C0:
+
+        reliance = (l_ablated - l_own) / (l_ablated - l_late)
+
+    with ``l_own`` the head's held-out MLM loss reading its own late [CLS], ``l_ablated`` reading
+    the late [CLS] of a block of another document, and ``l_late`` the backbone's late MLM loss on
+    the same masks. Without its own [CLS] the head reads only early layers, so ``l_ablated -
+    l_late`` is the deficit that the late information could close; the reliance is the share of
+    it that the head's own [CLS] does close: 0 for a head that ignores [CLS], 1 for a head that
+    gets everything the late layers know through it (below 0 where its own [CLS] hurts).
+
+    None (undefined) where ``l_ablated <= l_late``: the head already predicts as well as the
+    backbone without the block's own [CLS], so there is no deficit for [CLS] to close and no
+    share to speak of; the C0 rule counts an undefined reliance as not relying on [CLS].
+    Explained in chapter 2 (``notebooks/02_condenser.ipynb``) and chapter 8
+    (``notebooks/08_scorecard.ipynb``).
+    """
+    deficit = l_ablated - l_late
+    if not deficit > 0:
+        return None
+    return (l_ablated - l_own) / deficit
+
+
+def head_relies(reliances: Sequence[float | None]) -> bool | None:
+    """Whether a head relies on [CLS] by the pre-registered threshold: reliance >=
+    ``RELIANCE_THRESHOLD`` on every pre-training seed (an undefined reliance fails); None where no
+    seed was measured. Also the C3 gate, read on coCondenser's own head. Chapter 8."""
+    if not reliances:
+        return None
+    return all(r is not None and r >= RELIANCE_THRESHOLD for r in reliances)
+
+
+def late_loss_matched(late_loss: float, control_late_loss: float) -> bool:
+    """Whether the Condenser's late (backbone) MLM loss is within ``LATE_LOSS_MARGIN`` nats of
+    its equal-step control's (BERT-continued), either way: reliance counts only for a backbone
+    trained as well as the control, not one that bought reliance with a worse (or got a
+    different) language model. Chapter 8."""
+    return abs(late_loss - control_late_loss) <= LATE_LOSS_MARGIN
+
+
+def c0_rule(reliance: Sequence[float | None], late_loss: Sequence[float], control_late_loss: Sequence[float],
+            cosine: Sequence[float] | None = None, control_cosine: Sequence[float] | None = None) -> dict:
+    """The pre-registered C0 ("the Condenser head relies on [CLS]"), one entry per pre-training
+    seed in each list (the Condenser's seed k is paired with BERT-continued's seed k: both continue
+    the same stage-1 BERT).
+
+    * ``relies``: on every seed, reliance >= ``RELIANCE_THRESHOLD`` (``head_relies``) and the late
+      MLM loss within ``LATE_LOSS_MARGIN`` of BERT-continued's (``late_loss_matched``);
+    * ``cosine_lower`` (the cosine half): on every seed, the mean cosine between different blocks'
+      late [CLS] is lower for the Condenser than for BERT-continued, the equal-step control (not
+      stage-1 BERT, which has fewer steps); None where not measured;
+    * ``status``: ``claim_status`` of the two parts (both: reproduced; one: partly).
+
+    Explained in chapter 8 (``notebooks/08_scorecard.ipynb``) and chapter 2.
+    """
+    if len(reliance) != len(late_loss) or len(late_loss) != len(control_late_loss):
+        raise ValueError(f"c0_rule needs one value per pre-training seed in each list, got {len(reliance)} "
+                         f"reliances, {len(late_loss)} late losses and {len(control_late_loss)} control losses")
+    matched = [late_loss_matched(x, c) for x, c in zip(late_loss, control_late_loss)]
+    relies = head_relies(reliance)
+    relies = None if relies is None else relies and all(matched)
+    cosine_lower = None
+    if cosine and control_cosine:
+        if len(cosine) != len(control_cosine):
+            raise ValueError(f"c0_rule pairs cosines by pre-training seed: got {len(cosine)} and {len(control_cosine)}")
+        cosine_lower = all(c < b for c, b in zip(cosine, control_cosine))
+    return {"relies": relies, "reliance": list(reliance), "late_loss_matched": matched, "cosine_lower": cosine_lower,
+            "threshold": RELIANCE_THRESHOLD, "late_loss_margin": LATE_LOSS_MARGIN,
+            "status": claim_status([relies, cosine_lower])}
+
+
+def reliance_summary(per_seed: Sequence[Mapping]) -> dict:
+    """The reliance over pre-training seeds: ``per_seed`` holds each seed's ``{"reliance",
+    "noise"}`` (its noise over held-out blocks and mask draws, from the gauge). Returns ``mean``
+    (None if any seed is undefined), ``noise`` (standard error of the mean: the larger of the
+    between-seed estimate, std / sqrt(n), which covers blocks, masks and seeds, and the within-seed
+    one, sqrt(mean noise^2 / n), a floor where two seeds happen to agree), ``values`` and
+    ``noise_covers``. Chapters 2 and 8."""
+    values = [s.get("reliance") for s in per_seed]
+    noises = [s.get("noise") for s in per_seed]
+    n = len(values)
+    if n == 0 or any(v is None for v in values):
+        return {"mean": None, "noise": None, "values": values, "n_seeds": n, "noise_covers": None}
+    within = math.sqrt(sum((x or 0.0) ** 2 for x in noises) / n / n)
+    if n > 1:
+        between = float(np.std(values, ddof=1)) / math.sqrt(n)
+        noise, covers = max(between, within), "held-out blocks, masks and pre-training seeds"
+    else:
+        noise, covers = within, "held-out blocks and masks (one pre-training seed)"
+    return {"mean": float(np.mean(values)), "noise": noise, "values": values, "n_seeds": n, "noise_covers": covers}
+
+
+def minimum_detectable_difference(spread_a: float, n_a: int, spread_b: float, n_b: int,
+                                  alpha: float = ALPHA, power: float = POWER) -> float | None:
+    """The smallest true difference of means that a two-sided Welch t-test at level ``alpha``
+    detects with probability ``power``, given each arm's spread (sample std over its runs) and
+    number of runs: (t_{1-alpha/2} + t_{power}) x sqrt(s_a^2/n_a + s_b^2/n_b), t quantiles at the
+    Welch-Satterthwaite degrees of freedom. None with fewer than 2 runs on a side (no spread);
+    0 where both spreads are 0. Explained in chapter 8 (``notebooks/08_scorecard.ipynb``).
+    """
+    if min(n_a, n_b) < 2:
+        return None
+    va, vb = spread_a ** 2 / n_a, spread_b ** 2 / n_b
+    if va + vb == 0:
+        return 0.0
+    df = (va + vb) ** 2 / (va ** 2 / (n_a - 1) + vb ** 2 / (n_b - 1))
+    t = scipy_stats.t
+    return float((t.ppf(1 - alpha / 2, df) + t.ppf(power, df)) * math.sqrt(va + vb))
+
+
+def paper_gain(source: str, column: str, arm: str = "Condenser", base: str = "BERT") -> float:
+    """The paper's relative gain of ``arm`` over ``base`` in one column of a ``PAPER_RESULTS``
+    table (e.g. ``paper_gain("Condenser table 5", "full")`` = 0.338 / 0.309 - 1). Chapter 8."""
+    table = next(r for r in PAPER_RESULTS if isinstance(r, PaperTable) and r.source == source)
+    i = table.columns.index(column)
+    return table.rows[arm][i] / table.rows[base][i] - 1
+
+
+# The papers' tables whose relative gains a claim's effect is expected to match (pre-registered):
+# C1 the MS MARCO low-data table (the issue's "about 9%" at full data), C7 the STS-b table.
+EXPECTED_GAIN_SOURCE = {"C1": "Condenser table 5", "C7": "Condenser table 1"}
+
+
+def expected_gain(claim: str, size: str, sizes: Sequence[str]) -> float | None:
+    """The paper's relative gain expected at our training ``size`` (one of ``sizes``, the sizes
+    run): with as many sizes as the paper's table has columns, column by position (STS-b: 500, 1K,
+    full); otherwise our smallest size reads the table's first column (the paper's lowest-data
+    setting) and our largest its last ("full"), any other None. Chapter 8."""
+    source = EXPECTED_GAIN_SOURCE[claim]
+    columns = next(r for r in PAPER_RESULTS if isinstance(r, PaperTable) and r.source == source).columns
+    ordered = sorted(sizes, key=int)
+    if len(ordered) == len(columns):
+        column = columns[ordered.index(size)]
+    elif size == ordered[0]:
+        column = columns[0]
+    elif size == ordered[-1]:
+        column = columns[-1]
+    else:
+        return None
+    return paper_gain(source, column)
+
+
+def power_verdict(a: Mapping | None, b: Mapping | None, gain: float | None,
+                  alpha: float = ALPHA, power: float = POWER) -> dict | None:
+    """A claimed improvement of arm ``a`` over arm ``b`` (each ``stats``) judged with its power:
+
+    * ``"reproduced"``: a above b beyond the run's spread (``compare``'s rule, diff > std_a + std_b);
+    * ``"reversed"``: b above a beyond the spread;
+    * ``"not reproduced"``: neither, and the paper's effect (``expected`` = the paper's relative
+      ``gain`` x b's mean) is at least the minimum detectable difference ``mdd``: a real effect
+      of the paper's size would most likely have shown, and it did not;
+    * ``"not detectable at this power"``: neither, and the expected effect is below ``mdd`` (or no
+      gain is known): the run could not have told;
+    * ``ONE_SEED`` where a side has a single run (no spread, no mdd).
+
+    Returns ``compare``'s record with this ``verdict``, plus ``mdd``, ``expected`` and ``gain``,
+    so chapters can print them. Explained in chapter 8 (``notebooks/08_scorecard.ipynb``).
+    """
+    c = compare(a, b)
+    if c is None:
+        return None
+    mdd = minimum_detectable_difference(a["std"] or 0.0, a.get("n", 2), b["std"] or 0.0, b.get("n", 2), alpha, power)
+    expected = None if gain is None else gain * b["mean"]
+    if c["verdict"] == ONE_SEED:
+        verdict = ONE_SEED
+    elif c["verdict"] == "better":
+        verdict = "reproduced"
+    elif c["verdict"] == "worse":
+        verdict = "reversed"
+    elif expected is not None and mdd is not None and expected >= mdd:
+        verdict = "not reproduced"
+    else:
+        verdict = NOT_DETECTABLE
+    return {**c, "verdict": verdict, "mdd": None if mdd is None else round(mdd, 4),
+            "expected": None if expected is None else round(expected, 4), "gain": gain}
+
+
 def _get(d: Mapping, *path: Any) -> Any:
     for p in path:
         if not isinstance(d, Mapping) or p not in d:
@@ -133,7 +333,7 @@ def holds(c: Mapping | None) -> bool | str | None:
     is not, ``ONE_SEED`` where no spread exists, None where it was not measured. Chapter 8."""
     if c is None:
         return None
-    return ONE_SEED if c["verdict"] == ONE_SEED else c["verdict"] == "better"
+    return ONE_SEED if c["verdict"] == ONE_SEED else c["verdict"] in ("better", "reproduced")
 
 
 def claim_status(parts: Sequence[bool | str | None]) -> str:
@@ -180,16 +380,165 @@ def gauge(results: Mapping, arm: str, name: str) -> float | None:
     return float(np.mean(values)) if values else None
 
 
+# The commit that fixed the pre-registered rules above (its message starts "Pre-register:"); a
+# results file made under them records it in its provenance (evidence.provenance).
+PRE_REGISTRATION_COMMIT = "59b4084943f1ff1ff5041095c1e5190f26812d3e"
+PRE_REGISTERED_RULES = f"pre-registered rules (issue 17, commit {PRE_REGISTRATION_COMMIT[:7]})"
+OLD_RULES = ("old rules, for a results file without the [CLS]-reliance gauges: C0 by the [CLS]-swap gap "
+             f"(> {CLS_GAP_MARGIN:g} x its noise) and the cosine against stage-1 BERT; C1 and C7 by the spread alone")
+
+
+def run_reliance(heldout: Mapping | None) -> dict | None:
+    """One pre-training run's [CLS] reliance, recomputed by the pre-registered ``cls_reliance``
+    from the losses its final gauges logged (``reliance_{own,ablated,late}_loss``; ``zero`` and
+    ``mean`` with the zero / mean [CLS] as the ablation), with the gauge's ``noise`` over blocks
+    and masks; None where the run has no reliance gauges. Chapters 2 and 8."""
+    h = heldout or {}
+    if h.get("reliance_own_loss") is None:
+        return None
+    own, late = h["reliance_own_loss"], h["reliance_late_loss"]
+    return {"reliance": cls_reliance(own, h["reliance_ablated_loss"], late), "noise": h.get("cls_reliance_noise"),
+            "zero": cls_reliance(own, h["reliance_zero_loss"], late), "mean": cls_reliance(own, h["reliance_mean_loss"], late)}
+
+
+def reliance_by_seed(results: Mapping, arm: str) -> list[dict]:
+    """``run_reliance`` of each of ``arm``'s pre-training runs (first seed first); empty where
+    any run lacks the gauges. Chapters 2 and 8."""
+    runs = [run_reliance(r.get("heldout")) for r in pretraining_runs(results, arm)]
+    return runs if runs and all(r is not None for r in runs) else []
+
+
+def head_arms(results: Mapping) -> list[str]:
+    """The Condenser-family arms of a results file: those whose runs logged the reliance gauges
+    (condenser, cocondenser, the coCondenser ablations, any modified Condenser). Chapter 8."""
+    return [a for a in results.get("arms", {}) if reliance_by_seed(results, a)]
+
+
+def pre_registered(results: Mapping) -> bool:
+    """Whether ``scorecard`` judges ``results`` by the pre-registered rules (the Condenser arm
+    logged the reliance gauges) or by the ``OLD_RULES`` (an older file). Chapter 8."""
+    return bool(reliance_by_seed(results, "condenser"))
+
+
+def head_gate(results: Mapping, arm: str) -> bool | None:
+    """Whether ``arm``'s own head relies on [CLS] (the C3 gate reads coCondenser's): by the
+    pre-registered ``head_relies`` where the results hold reliance gauges, else by the old rule
+    (the swap gap above ``CLS_GAP_MARGIN`` x its noise on every pre-training run); None where
+    not gauged. Chapter 8."""
+    if pre_registered(results):
+        runs = reliance_by_seed(results, arm)
+        return head_relies([r["reliance"] for r in runs]) if runs else None
+    swaps = [h for h in (r.get("heldout") or {} for r in pretraining_runs(results, arm)) if h.get("cls_swap_gap") is not None]
+    return all(h["cls_swap_gap"] > CLS_GAP_MARGIN * h["cls_swap_noise"] for h in swaps) if swaps else None
+
+
+def power_claim_status(records: Sequence[Mapping | None], extra: Sequence[bool | None] = ()) -> str:
+    """A power-aware claim's status from its comparisons (``power_verdict`` records) and any
+    further parts (``extra``, e.g. C1's narrowing gap): every measured comparison reproduced
+    (and no extra part False): reproduced; some: partly reproduced; none: reversed where any is
+    reversed, else not reproduced where any is, else not detectable at this power. One-seed
+    comparisons beside measured ones are left out. Chapter 8."""
+    verdicts = [c["verdict"] for c in records if c]
+    if not verdicts:
+        return "not measured"
+    measured = [v for v in verdicts if v != ONE_SEED]
+    if not measured:
+        return ONE_SEED
+    if all(v == "reproduced" for v in measured):
+        return "reproduced" if all(p is not False for p in extra) else "partly reproduced"
+    if "reproduced" in measured:
+        return "partly reproduced"
+    for v in ("reversed", "not reproduced"):
+        if v in measured:
+            return v
+    return NOT_DETECTABLE
+
+
 def _said(c: Mapping | None, a: str, b: str, digits: int = 3) -> str:
-    """One comparison in words: ``a 0.123 vs b 0.100 (better)``."""
+    """One comparison in words: ``a 0.123 vs b 0.100 (better)``; a power-aware one adds the
+    smallest difference the run could detect and the paper's effect at our scale."""
     if c is None:
         return f"{a} vs {b} not measured"
-    return f"{a} {c['a']:.{digits}f} vs {b} {c['b']:.{digits}f} ({c['verdict']})"
+    power = "" if c.get("mdd") is None else (
+        f"; detectable {c['mdd']:.{digits}f}" + ("" if c.get("expected") is None else
+                                                 f", the paper's gain here {c['expected']:.{digits}f}"))
+    return f"{a} {c['a']:.{digits}f} vs {b} {c['b']:.{digits}f} ({c['verdict']}{power})"
 
 
 def _claim(cid: str, statement: str, arms: Sequence[str], comparison: str, ours: Any, status: str) -> dict:
     return {"id": cid, "statement": statement, "arms": [label(a) for a in arms], "comparison": comparison,
             "paper": paper_text(cid), "ours": ours, "status": status, "verdict": status}
+
+
+def _c0_old(results: Mapping) -> dict:
+    """C0 by the ``OLD_RULES`` (a results file without reliance gauges): the [CLS]-swap gap above
+    ``CLS_GAP_MARGIN`` x its noise on every pre-training run, the cosine against stage-1 BERT."""
+    runs = [r.get("heldout") or {} for r in pretraining_runs(results, "condenser")]
+    swaps = [(r["cls_swap_gap"], r["cls_swap_noise"]) for r in runs if r.get("cls_swap_gap") is not None]
+    cos_c, cos_b = gauge(results, "condenser", "cls_cosine"), gauge(results, "bert", "cls_cosine")
+    gap_part = all(g > CLS_GAP_MARGIN * n for g, n in swaps) if swaps else None
+    cos_part = None if cos_c is None or cos_b is None else cos_c < cos_b
+    gap, noise = gauge(results, "condenser", "cls_swap_gap"), gauge(results, "condenser", "cls_swap_noise")
+    words = ("not measured (no Condenser pre-training gauges)" if gap is None else
+             f"Condenser's head loses {gap:.4f} nats per masked token (noise {noise:.4f}; clear when above "
+             f"{CLS_GAP_MARGIN:g} x noise) when it reads another block's late [CLS] instead of its own")
+    if cos_c is not None:
+        words += f"; mean cosine between blocks' late [CLS]: Condenser {cos_c:.3f}" + (
+            f", BERT {cos_b:.3f}" if cos_b is not None else "")
+    return _claim(
+        "C0", f"The Condenser head relies on the late [CLS]: its held-out MLM loss rises when it reads another "
+        f"block's [CLS] (the [CLS]-swap gap exceeds {CLS_GAP_MARGIN:g} x its noise) and the late [CLS] vectors of "
+        "different blocks are less alike than BERT's (lower mean cosine).",
+        ["condenser", "bert"], words + ".",
+        {"rules": OLD_RULES, "cls_swap": [{"gap": g, "noise": n} for g, n in swaps], "margin": CLS_GAP_MARGIN,
+         "cls_cosine": {"condenser": cos_c, "bert": cos_b}, "gap_clear": gap_part, "cosine_lower": cos_part},
+        claim_status([gap_part, cos_part]))
+
+
+def _c0(results: Mapping) -> dict:
+    """C0 by the pre-registered ``c0_rule``: the Condenser's reliance on every pre-training seed,
+    its late MLM loss against BERT-continued's and the cosine half against BERT-continued."""
+    runs = reliance_by_seed(results, "condenser")
+    held = [r.get("heldout") or {} for r in pretraining_runs(results, "condenser")]
+    control = [r.get("heldout") or {} for r in pretraining_runs(results, "bert_cont")]
+    reliance = [r["reliance"] for r in runs]
+    paired = len(control) == len(held) and all(h.get("mlm_loss") is not None for h in control)
+    cos = [h.get("cls_cosine") for h in held], [h.get("cls_cosine") for h in control]
+    has_cos = paired and None not in cos[0] + cos[1]
+    rule = (c0_rule(reliance, [h["mlm_loss"] for h in held], [h["mlm_loss"] for h in control],
+                    *(cos if has_cos else (None, None))) if paired else
+            {"relies": None, "cosine_lower": None, "status": "not measured"})
+    summary = reliance_summary(runs)
+
+    ctl = label("bert_cont")
+
+    def num(x, digits=3):
+        return "undefined" if x is None else f"{x:.{digits}f}"
+
+    words = (f"reliance of the Condenser's head per pre-training seed {', '.join(num(r) for r in reliance)} "
+             f"(mean {num(summary['mean'])}, noise {num(summary['noise'])} over {summary['noise_covers'] or 'nothing'}; "
+             f"with a zero [CLS] {', '.join(num(r['zero']) for r in runs)}, a mean [CLS] "
+             f"{', '.join(num(r['mean']) for r in runs)})")
+    if paired:
+        words += ("; late MLM loss Condenser " + ", ".join(f"{h['mlm_loss']:.3f}" for h in held) + f" vs {ctl} "
+                  + ", ".join(f"{h['mlm_loss']:.3f}" for h in control) + f" (within {LATE_LOSS_MARGIN:g} nats: "
+                  + ", ".join("yes" if x else "no" for x in rule["late_loss_matched"]) + ")")
+        if has_cos:
+            words += ("; mean cosine between blocks' late [CLS]: Condenser " + ", ".join(f"{c:.3f}" for c in cos[0])
+                      + f", {ctl} " + ", ".join(f"{c:.3f}" for c in cos[1]))
+    else:
+        words += f"; no {ctl} run per pre-training seed to hold the late MLM loss against: not measured"
+    return _claim(
+        "C0", f"The Condenser head relies on the late [CLS] (pre-registered): on every pre-training seed its own "
+        f"late [CLS] closes at least {RELIANCE_THRESHOLD:.0%} of its held-out MLM-loss deficit against the "
+        f"backbone's late layer (reliance >= {RELIANCE_THRESHOLD:g}, against a [CLS] from another document), its "
+        f"late MLM loss within {LATE_LOSS_MARGIN:g} nats of the equal-step control's ({ctl}), and the late "
+        "[CLS] vectors of different blocks are less alike than the control's (lower mean cosine).",
+        ["condenser", "bert_cont"], words + ".",
+        {"rules": PRE_REGISTERED_RULES, "reliance": reliance, "reliance_summary": summary,
+         "reliance_zero": [r["zero"] for r in runs], "reliance_mean": [r["mean"] for r in runs],
+         "cls_cosine": {"condenser": cos[0], "bert_cont": cos[1]}, **{k: v for k, v in rule.items() if k != "status"}},
+        rule["status"])
 
 
 def scorecard(results: Mapping) -> list[dict]:
@@ -218,44 +567,36 @@ def scorecard(results: Mapping) -> list[dict]:
         return _get(retrieval, arm, "round1", size, m)
 
     # C0: the Condenser head relies on the late [CLS] (the mechanism of Condenser section 3).
-    runs = [r.get("heldout") or {} for r in pretraining_runs(results, "condenser")]
-    swaps = [(r["cls_swap_gap"], r["cls_swap_noise"]) for r in runs if r.get("cls_swap_gap") is not None]
-    cos_c, cos_b = gauge(results, "condenser", "cls_cosine"), gauge(results, "bert", "cls_cosine")
-    gap_part = all(g > CLS_GAP_MARGIN * n for g, n in swaps) if swaps else None
-    cos_part = None if cos_c is None or cos_b is None else cos_c < cos_b
-    c0_status = claim_status([gap_part, cos_part])
-    gap, noise = gauge(results, "condenser", "cls_swap_gap"), gauge(results, "condenser", "cls_swap_noise")
-    c0_words = ("not measured (no Condenser pre-training gauges)" if gap is None else
-                f"Condenser's head loses {gap:.4f} nats per masked token (noise {noise:.4f}; clear when above "
-                f"{CLS_GAP_MARGIN:g} x noise) when it reads another block's late [CLS] instead of its own")
-    if cos_c is not None:
-        c0_words += f"; mean cosine between blocks' late [CLS]: Condenser {cos_c:.3f}" + (
-            f", BERT {cos_b:.3f}" if cos_b is not None else "")
-    claims.append(_claim(
-        "C0", f"The Condenser head relies on the late [CLS]: its held-out MLM loss rises when it reads another "
-        f"block's [CLS] (the [CLS]-swap gap exceeds {CLS_GAP_MARGIN:g} x its noise) and the late [CLS] vectors of "
-        "different blocks are less alike than BERT's (lower mean cosine).",
-        ["condenser", "bert"], c0_words + ".",
-        {"cls_swap": [{"gap": g, "noise": n} for g, n in swaps], "margin": CLS_GAP_MARGIN,
-         "cls_cosine": {"condenser": cos_c, "bert": cos_b}, "gap_clear": gap_part, "cosine_lower": cos_part},
-        c0_status))
+    rules = PRE_REGISTERED_RULES if pre_registered(results) else OLD_RULES
+    claims.append(_c0(results) if pre_registered(results) else _c0_old(results))
 
     # C1: Condenser beats both BERT arms, most at the smallest size, gap narrowing with data.
-    per_size = {s: {b: compare(r1("condenser", s, main_m), r1(b, s, main_m)) for b in ("bert", "bert_cont")} for s in sizes}
+    powered = pre_registered(results)  # the power-aware verdict for results made under the pre-registered rules
+
+    def c1_compare(s, b):
+        a_, b_ = r1("condenser", s, main_m), r1(b, s, main_m)
+        return power_verdict(a_, b_, expected_gain("C1", s, sizes)) if powered else compare(a_, b_)
+
+    per_size = {s: {b: c1_compare(s, b) for b in ("bert", "bert_cont")} for s in sizes}
     beats_small = [holds(per_size.get(small, {}).get(b)) for b in ("bert", "bert_cont")] if small else [None]
     gaps = {s: [c["diff"] for c in per_size[s].values() if c] for s in sizes}
     narrowing = None
     if small and full and small != full and gaps.get(small) and gaps.get(full):
         narrowing = min(gaps[small]) > min(gaps[full])
+    if powered:  # every size counts (the paper's gain shows at each), the narrowing only where ahead at the small size
+        c1_status = power_claim_status([c for s in sizes for c in per_size[s].values()],
+                                       [narrowing if beats_small and all(b is True for b in beats_small) else None])
+    else:  # a narrowing gap only means something where Condenser is ahead at the small size
+        c1_status = claim_status([*beats_small, narrowing if beats_small and all(b is True for b in beats_small)
+                                  else None])
     c1_words = "; ".join(f"{main_m} at {s} training queries: " + ", ".join(
         _said(per_size[s][b], "Condenser", label(b)) for b in ("bert", "bert_cont")) for s in sizes)
     claims.append(_claim(
         "C1", "Condenser beats both BERT arms as a retriever initialiser, most at the smallest training "
         "size, the gap narrowing with more data (round 1, BM25 negatives).",
         ["condenser", "bert", "bert_cont"], (c1_words or "not measured") + ".",
-        {"metric": main_m, "by_size": per_size, "bm25": _get(results, "bm25", "full", main_m), "narrowing": narrowing},
-        # a narrowing gap only means something where Condenser is ahead at the small size
-        claim_status([*beats_small, narrowing if beats_small and all(b is True for b in beats_small) else None])))
+        {"metric": main_m, "by_size": per_size, "bm25": _get(results, "bm25", "full", main_m), "narrowing": narrowing,
+         "rules": rules}, c1_status))
 
     # C2: coCondenser beats Condenser, visibly in recall, and not only by seeing the target corpus.
     c2 = {m: compare(r1("cocondenser", full, m), r1("condenser", full, m)) for m in (main_m, recall_m)}
@@ -283,8 +624,9 @@ def scorecard(results: Mapping) -> list[dict]:
         known = [p for p in cs if p != ONE_SEED]
         c3_parts[name] = None if not cs else (any(known) if known else ONE_SEED)
     c3_status = claim_status(list(c3_parts.values()))
-    if c3_parts["mlm_term"] is True and c0_status not in ("reproduced", "not measured"):
-        c3_status = NOT_ATTRIBUTABLE if gap_part is False else NOT_ATTRIBUTABLE_C0
+    co_head = head_gate(results, "cocondenser")  # coCondenser's own head, not the Condenser arm's
+    if c3_parts["mlm_term"] is True and co_head is not True:
+        c3_status = NOT_ATTRIBUTABLE if co_head is False else NOT_ATTRIBUTABLE_UNGAUGED
     claims.append(_claim(
         "C3", "Both coCondenser loss terms add something: coCondenser beats Condenser further trained "
         "with the contrastive loss only, and with the Condenser MLM loss only (full training set, round 1).",
@@ -292,9 +634,12 @@ def scorecard(results: Mapping) -> list[dict]:
         "Full training set, round 1: " + "; ".join(
             f"{m}: " + ", ".join(_said(c3[name][m], "coCondenser", label(abl)) for name, abl in
                                  (("mlm_term", "co_contrastive_only"), ("contrastive_term", "co_mlm_only")))
-            for m in (main_m, recall_m)) + ("" if c3_status not in (NOT_ATTRIBUTABLE, NOT_ATTRIBUTABLE_C0) else
-                                            "; the MLM term's gain is not the Condenser head's: C0 does not hold")
-        + ".", {**c3, "c0": c0_status}, c3_status))
+            for m in (main_m, recall_m)) + {
+                NOT_ATTRIBUTABLE: "; the MLM term's gain is not the Condenser head's: coCondenser's own head does not "
+                                  "rely on [CLS]",
+                NOT_ATTRIBUTABLE_UNGAUGED: "; the MLM term's gain cannot be credited to the Condenser head: "
+                                           "coCondenser's own head was not gauged"}.get(c3_status, "")
+        + ".", {**c3, "cocondenser_head_relies": co_head, "rules": rules}, c3_status))
 
     # C4: hard negatives help the pre-trained arms (no collapse).
     c4 = {arm: compare(_get(retrieval, arm, "round2", full, main_m), r1(arm, full, main_m)) for arm in MAIN_ARMS}
@@ -339,15 +684,22 @@ def scorecard(results: Mapping) -> list[dict]:
     # C7: Condenser matches or beats BERT on STS-b at low data.
     sts = results.get("sts", {})
     low = [str(s) for s in results.get("sts_sizes", [])][:2]
-    c7 = {s: {b: compare(_get(sts, "condenser", s), _get(sts, b, s)) for b in ("bert", "bert_cont")} for s in low}
+    all_sts = [str(s) for s in results.get("sts_sizes", [])]
+
+    def c7_compare(s, b):
+        a_, b_ = _get(sts, "condenser", s), _get(sts, b, s)
+        return power_verdict(a_, b_, expected_gain("C7", s, all_sts)) if powered else compare(a_, b_)
+
+    c7 = {s: {b: c7_compare(s, b) for b in ("bert", "bert_cont")} for s in low}
+    c7_parts = [c for s in low for c in c7[s].values()]
     claims.append(_claim(
         "C7", "Condenser beats BERT on STS-b with little training data (the smallest two sizes); "
         "'matches' shows as 'within spread' in ours.",
         ["condenser", "bert", "bert_cont"],
         ("; ".join(f"STS-b Spearman at {s} pairs: " + ", ".join(_said(c7[s][b], "Condenser", label(b)) for b in c7[s])
                    for s in low) or "not measured") + ".",
-        {"by_size": c7, "all": sts},
-        claim_status([holds(c) for s in low for c in c7[s].values()])))
+        {"by_size": c7, "all": sts, "rules": rules},
+        power_claim_status(c7_parts) if powered else claim_status([holds(c) for c in c7_parts])))
     return claims
 
 
@@ -361,11 +713,15 @@ def _compares(d: Any, path: tuple = ()) -> list[tuple[tuple, dict]]:
 
 def claim_numbers(claim: Mapping) -> str:
     """Our numbers behind one scorecard claim, one comparison per line: ``where: a vs b
-    (difference, spread) verdict``. For the scorecard page (chapter 8)."""
+    (difference, spread[, minimum detectable difference, the paper's gain at our scale]) verdict``.
+    For the scorecard page (chapter 8)."""
     lines = []
     for path, c in _compares(claim.get("ours", {})):
         where = " ".join(p for p in path if p not in ("by_size", "round2_vs_round1", "bert_minus_condenser"))
-        lines.append(f"{where}: {c['a']:.3f} vs {c['b']:.3f} (diff {c['diff']:+.3f}, spread {c['spread']:.3f}) {c['verdict']}")
+        power = "" if c.get("mdd") is None else f", detectable {c['mdd']:.3f}" + (
+            "" if c.get("expected") is None else f", paper's gain here {c['expected']:.3f}")
+        lines.append(f"{where}: {c['a']:.3f} vs {c['b']:.3f} (diff {c['diff']:+.3f}, spread {c['spread']:.3f}{power}) "
+                     f"{c['verdict']}")
     ours = claim.get("ours", {})
     if isinstance(ours, Mapping) and ours.get("narrowing") is not None:
         lines.append(f"gap narrows with more data: {ours['narrowing']}")

@@ -9,7 +9,7 @@ import pytest
 from condenser_lite.arms import needed_arms
 from condenser_lite.presets import ABLATION_ARMS, ARMS, MAIN_ARMS, Preset, get_preset
 from condenser_lite.protocol import run_protocol
-from condenser_lite.scorecard import ONE_SEED, claim_numbers, claim_status, compare, scorecard, stats
+from condenser_lite.scorecard import ONE_SEED, POWER_VERDICTS, claim_numbers, claim_status, compare, scorecard, stats
 
 MIRROR = Path(__file__).resolve().parents[2] / "shared" / "data"
 needs_mirror = pytest.mark.skipif(not MIRROR.exists(), reason="local data mirror ../shared/data not found")
@@ -216,7 +216,8 @@ def test_plots_and_tables_from_results(micro_run, tmp_path):
         assert path.stat().st_size > 1000, name
     # the scorecard page's numbers: one line per comparison, each naming its verdict
     text = claim_numbers(results["claims"][1])
-    assert text and all(line.endswith(("better", "worse", "within spread")) or "narrows" in line for line in text.splitlines())
+    verdicts = ("better", "worse", "within spread", *POWER_VERDICTS)  # power-aware where the run is pre-registered
+    assert text and all(line.endswith(verdicts) or "narrows" in line for line in text.splitlines())
 
 
 def test_smooth_is_a_trailing_mean():

@@ -129,6 +129,9 @@ def test_stage_logs_heldout_gauges_and_resumes_exactly(env, tokenizer_dir, tmp_p
     gauges = record["heldout"]
     assert gauges["step"] == 4
     assert {"mlm_loss", "head_loss", "cls_cosine", "cls_swap_gap", "cls_swap_noise"} <= set(gauges)
+    # the pre-registered reliance gauge's parts (issue 17), on the same draw-0 masks as mlm_loss
+    assert {f"reliance_{k}_loss" for k in ("own", "ablated", "zero", "mean", "late")} <= set(gauges)
+    assert gauges["reliance_own_loss"] > 0 and gauges["reliance_late_loss"] > 0
     assert record["heldout_set"]["n_blocks"] == 8 and 0 < record["heldout_set"]["unigram_entropy"] < 10
     log = read_log(whole)
     assert [r["step"] for r in log if "eval_mlm_loss" in r] == [2, 4]
@@ -170,6 +173,37 @@ def test_heldout_documents_are_never_trained_on(env, tokenizer_dir):
     key = lambda d: set(zip(d["source"], d["doc_id"]))  # noqa: E731
     assert held is not None and len(held) > 0 and not key(train) & key(held)
     assert general_sections(None)[1] is None
+
+
+def test_heldout_blocks_carry_their_documents_and_several_mask_draws(env, tokenizer_dir):
+    """The held-out batches number each block's document (source, doc_id): two blocks share a
+    number exactly when they come from the same document; the mask draws hold the same blocks,
+    masked afresh."""
+    import torch
+
+    from condenser_lite.pretrain_data import MLMCollator, mlm_eval_batches, pack_blocks
+    from condenser_lite.pretraining import EVAL_SEED, RELIANCE_DRAWS, general_sections, get_tokenizer, heldout_set
+
+    cfg = tiny(tokenizer_dir, method="condenser", heldout_fraction=0.05, eval_blocks=24)
+    tok = get_tokenizer(cfg)
+    held_out = heldout_set(cfg, tok)
+    batches, draws = held_out["batches"], held_out["mask_draws"]
+    assert len(draws) == RELIANCE_DRAWS - 1
+    # recompute each block's document from the held-out sections
+    _, held = general_sections(0.05)
+    blocks = pack_blocks(held, tok, max_len=cfg.max_len, short_seq_prob=cfg.short_seq_prob, seed=EVAL_SEED)
+    plain = mlm_eval_batches(blocks, MLMCollator(tok, mlm_probability=cfg.mlm_probability), n_blocks=24,
+                             batch_size=64, seed=EVAL_SEED, columns=("doc_index",))
+    keys = [(held[int(i)]["source"], held[int(i)]["doc_id"]) for b in plain for i in b["doc_index"]]
+    ids = torch.cat([b["doc_id"] for b in batches]).tolist()
+    assert len(set(keys)) > 1
+    assert all((keys[i] == keys[j]) == (ids[i] == ids[j]) for i in range(len(ids)) for j in range(len(ids)))
+    assert all(torch.equal(b["labels"], p["labels"]) for b, p in zip(batches, plain))  # draw 0: the old masks
+    for draw in draws:
+        for b, d in zip(batches, draw):
+            whole = lambda x: torch.where(x["labels"] != -100, x["labels"], x["input_ids"])  # noqa: E731
+            assert torch.equal(whole(b), whole(d)) and torch.equal(b["doc_id"], d["doc_id"])
+            assert not torch.equal(b["labels"], d["labels"])
 
 
 def test_dropout_and_attention_kernel_reach_the_model_and_fine_tuning_puts_dropout_back(tokenizer_dir, tmp_path):

@@ -10,12 +10,14 @@ import numpy as np
 import pytest
 
 from condenser_lite.evidence import RESULTS_DIR, RESULTS_VERSION, headline, load_results
-from condenser_lite.scorecard import scorecard
+from condenser_lite.release import verify_checkpoints
+from condenser_lite.scorecard import PRE_REGISTERED_RULES, PRE_REGISTRATION_COMMIT, scorecard
 
 PROVENANCE = ("commit", "dirty", "command", "preset", "settings", "started", "finished", "wall_seconds", "cpu_seconds",
               "parts", "parts_reused", "work_cpu_seconds", "machine", "python", "packages")
 MACHINE = ("cpu", "cores", "ram_gib", "load_average_start", "load_average_end")
-HEADLINE = {"mlm_loss", "unigram_entropy", "cls_swap_gap", "cls_swap_noise", "ndcg10", "wall_minutes"}
+HEADLINE = {"mlm_loss", "unigram_entropy", "cls_swap_gap", "cls_swap_noise", "ndcg10", "wall_minutes", "cls_reliance",
+            "pretraining_seeds"}
 
 
 def protocol_files() -> list[Path]:
@@ -49,6 +51,20 @@ def check(results: dict) -> None:
     for name in ("cls_swap_gap", "cls_swap_noise"):
         assert head[name] == pytest.approx(np.mean([r["heldout"][name] for r in runs]), rel=1e-5, abs=1e-12), name
     assert head["wall_minutes"] == round(prov["wall_seconds"] / 60, 1)
+    assert head["pretraining_seeds"] == len(results["pretraining_seeds"])
+    # the reliance of every arm that logged its parts, recomputed from the logged losses
+    logged = {arm for arm, e in results["arms"].items() if "reliance_own_loss" in (e.get("heldout") or {})}
+    assert set(head["cls_reliance"]) == logged
+    for arm in logged:
+        runs = [results["arms"][arm], *results["arms"][arm].get("other_pretraining_seeds", [])]
+        values = [(h["reliance_ablated_loss"] - h["reliance_own_loss"]) / (h["reliance_ablated_loss"] - h["reliance_late_loss"])
+                  for h in (r["heldout"] for r in runs)]
+        undefined = any(h["reliance_ablated_loss"] <= h["reliance_late_loss"] for h in (r["heldout"] for r in runs))
+        assert head["cls_reliance"][arm] == (None if undefined else pytest.approx(np.mean(values), rel=1e-5)), arm
+    if "condenser" in logged:  # judged by the pre-registered rules: the file names them
+        assert prov["pre_registration"]["commit"] == PRE_REGISTRATION_COMMIT
+    if "checkpoints" in prov:  # the committed checkpoints are the ones the provenance names, by content
+        assert not verify_checkpoints(prov["checkpoints"]), verify_checkpoints(prov["checkpoints"])
 
     # the stored verdicts are the current rules' verdicts on the stored numbers
     assert json.loads(json.dumps(scorecard(results))) == results["claims"], "claims differ from scorecard(results)"
@@ -65,6 +81,10 @@ def test_micro_results_pass_and_an_edited_headline_fails(micro_run, tmp_path):
     results = json.loads(out.read_text())
     (tmp_path / "micro.json").write_text(json.dumps(results))
     check(load_results("micro", folder=tmp_path))
+    # a run made now logs the reliance gauges, so the pre-registered rules judge it
+    assert {"condenser", "cocondenser"} <= set(results["headline"]["cls_reliance"])
+    assert results["claims"][0]["ours"]["rules"] == PRE_REGISTERED_RULES
+    assert results["provenance"]["pre_registration"]["commit"] == PRE_REGISTRATION_COMMIT
 
     edited = json.loads(json.dumps(results))
     edited["headline"]["ndcg10"]["cocondenser"] = 0.2
