@@ -10,6 +10,7 @@ incomplete checkpoint was deleted. The data are tiny hand-made mirrors (built he
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import shutil
@@ -27,6 +28,7 @@ from condenser_lite.cli import main, parse_overrides
 from condenser_lite.beir import corpus_columns
 from condenser_lite.errors import CheckpointError, ConfigError, DataSourceError, SchemaError
 from condenser_lite.metrics import evaluate_run
+from condenser_lite.search import read_trec_run
 from condenser_lite.pretraining import PretrainConfig, pretrain
 from condenser_lite.tokenizer import load_tokenizer
 from condenser_lite.training import TrainConfig, train
@@ -41,21 +43,26 @@ def rows(name: str) -> list[dict]:
     return [json.loads(line) for line in (FIXTURE / name).open()]
 
 
-def write_beir(root: Path) -> Path:
-    """A 12-document BEIR set in the SciFact mirror layout (6 train, 3 test queries)."""
+def write_beir(root: Path, ids: dict[str, str] | None = None) -> Path:
+    """A 12-document BEIR set in the SciFact mirror layout (6 train, 3 test queries); ``ids``
+    renames documents and queries (a qrels field holding a tab is quoted, as csv writes it)."""
+    rename = lambda i: (ids or {}).get(i, i)  # noqa: E731
     folder = root / "scifact"
     (folder / "qrels").mkdir(parents=True)
-    with (folder / "corpus.jsonl").open("w") as f:
+    with (folder / "corpus.jsonl").open("w", encoding="utf-8") as f:
         for r in rows("corpus.jsonl"):
-            f.write(json.dumps({"_id": r["docid"], "title": r["title"], "text": r["text"]}) + "\n")
+            f.write(json.dumps({"_id": rename(r["docid"]), "title": r["title"], "text": r["text"]}) + "\n")
     queries = {"train": rows("train.jsonl"), "test": rows("dev.jsonl")}
-    with (folder / "queries.jsonl").open("w") as f:
+    with (folder / "queries.jsonl").open("w", encoding="utf-8") as f:
         for split_rows in queries.values():
             for r in split_rows:
-                f.write(json.dumps({"_id": r["query_id"], "text": r["query"]}) + "\n")
+                f.write(json.dumps({"_id": rename(r["query_id"]), "text": r["query"]}) + "\n")
     for split, split_rows in queries.items():
-        lines = [f"{r['query_id']}\t{p['docid']}\t1" for r in split_rows for p in r["positive_passages"]]
-        (folder / "qrels" / f"{split}.tsv").write_text("query-id\tcorpus-id\tscore\n" + "\n".join(lines) + "\n")
+        with (folder / "qrels" / f"{split}.tsv").open("w", encoding="utf-8", newline="") as f:
+            writer = csv.writer(f, delimiter="\t", lineterminator="\n")
+            writer.writerow(["query-id", "corpus-id", "score"])
+            writer.writerows([rename(r["query_id"]), rename(p["docid"]), 1] for r in split_rows
+                             for p in r["positive_passages"])
     return root
 
 
@@ -493,3 +500,32 @@ def test_loading_an_mlm_checkpoint_as_an_encoder_reports_only_real_gaps(tmp_path
         from condenser_lite.model import BertMLM
 
         BertMLM.from_pretrained(tmp_path / "enc")  # an MLM without its head: that is worth a word
+
+
+# ==== issue 21: own data without surprises ======================================================
+# Each test below failed on the code before issue 21's fix for it (say which in its docstring).
+
+ODD_IDS = {"p0": "Sustainable development:135", "p1": "tab\there", "p2": "Café ünïcode", "p3": "100%_(song)",
+           "p4": "literal%20escape", "d1": "query one", "q1": "train\tq", "q2": "Frage ä"}
+
+
+def test_ids_with_whitespace_round_trip_through_run_files(retriever, tmp_path, capsys):
+    """Before: `search` wrote `query one Q0 tab<TAB>here ...` and `evaluate` refused its own run
+    (`expected 6 fields ..., got 8`)."""
+    data = write_beir(tmp_path / "odd", ODD_IDS) / "scifact"
+    run = tmp_path / "run.trec"
+    common = ["--data", data, "--p-max-len", "64"]
+    code, searched, err = cli(["search", "--model", retriever, "--out", run, *common], capsys)
+    assert code == 0, err
+    lines = run.read_text(encoding="utf-8").splitlines()
+    assert all(len(line.split()) == 6 for line in lines)  # what trec_eval and ir_measures read
+    code, evaluated, err = cli(["evaluate", "--run", run, "--data", data], capsys)
+    assert code == 0, err
+    assert evaluated == searched
+    back = read_trec_run(run)  # the original ids, not their escaped form
+    assert "query one" in back and {"Sustainable development:135", "tab\there", "Café ünïcode", "100%_(song)",
+                                     "literal%20escape"} <= set(back["query one"])
+    # fine-tuning reads the same folder (its training queries include 'train<TAB>q' and 'Frage ä')
+    code, _, err = cli(["finetune", "--init", retriever, *FINETUNE[2:], "--data", data, "--output-dir", tmp_path / "ft"],
+                       capsys)
+    assert code == 0, err
