@@ -240,16 +240,32 @@ def _encode(args: argparse.Namespace) -> None:
     print(f"{len(ids)} passages x {embs.shape[1]} dims -> {args.out}")
 
 
+def _run_tag(args: argparse.Namespace) -> str:
+    """The run file's tag: ``--tag``, else the model's short name (a folder's last part, a Hub
+    id's name), never a path: a run file shared with others names no machine's folders."""
+    if args.tag is not None:
+        if not args.tag or any(c.isspace() for c in args.tag):
+            raise ConfigError(f"--tag {args.tag!r}: a run tag is one word (the file's sixth field); "
+                              "e.g. --tag cocondenser-r2")
+        return args.tag
+    from pathlib import Path
+
+    model = Path(args.model).expanduser()
+    name = (model.resolve() if model.is_dir() else model).name  # '.' -> the folder's own name
+    return re.sub(r"\s+", "_", name) or "condenser_lite"
+
+
 def _search(args: argparse.Namespace) -> None:
     from .search import evaluate_retriever, write_trec_run
 
+    _run_tag(args)  # a bad --tag is refused before the corpus is encoded
     data = eval_set(args.data, args.split, args.data_dir)
     metrics = metrics_for(args)  # the run is as deep as the deepest of them (--k, at least 100)
     result = evaluate_retriever(args.model, data, split=args.split, q_max_len=args.q_max_len,
                                 p_max_len=args.p_max_len, k=args.k, metrics=metrics, batch_size=args.batch_size,
                                 index_type=args.index)
     if args.out:
-        write_trec_run(result["run"], args.out, tag=str(args.model))
+        write_trec_run(result["run"], args.out, tag=_run_tag(args))
     print(json.dumps({k: round(v, 4) for k, v in result["metrics"].items()}))
 
 
@@ -343,6 +359,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("search", parents=[common], help="encode, search with FAISS, write a TREC run and print its metrics")
     p.add_argument("--model", required=True)
     p.add_argument("--out", help="TREC run file to write")
+    p.add_argument("--tag", help="the run's name in its last column (default: the model folder's name)")
     p.add_argument("--k", type=int, help="run depth (default: the deepest metric's cutoff, at least 100)")
     p.add_argument("--q-max-len", type=int, default=32)
     p.add_argument("--p-max-len", type=int, default=128)

@@ -529,3 +529,14 @@ def test_ids_with_whitespace_round_trip_through_run_files(retriever, tmp_path, c
     code, _, err = cli(["finetune", "--init", retriever, *FINETUNE[2:], "--data", data, "--output-dir", tmp_path / "ft"],
                        capsys)
     assert code == 0, err
+
+
+def test_run_tag_is_a_short_model_name_not_a_path(beir, retriever, tmp_path, capsys):
+    """Before: the tag column was the model folder's full path (`/tmp/.../retriever0`)."""
+    run = tmp_path / "run.trec"
+    common = ["search", "--model", retriever, "--out", run, "--data-dir", beir, "--p-max-len", "64"]
+    assert cli(common, capsys)[0] == 0
+    assert {line.split()[5] for line in run.read_text().splitlines()} == {retriever.name}
+    assert cli([*common, "--tag", "cocondenser-r2"], capsys)[0] == 0
+    assert {line.split()[5] for line in run.read_text().splitlines()} == {"cocondenser-r2"}
+    assert "--tag 'my model': a run tag is one word" in one_error_line(cli([*common, "--tag", "my model"], capsys))
