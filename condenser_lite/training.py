@@ -450,7 +450,7 @@ def _train(model: nn.Module, data: Any, cfg: TrainConfig, acc: Accelerator, coll
     if state:
         optimizer.load_state_dict(load_part(ckpt, "optimizer.pt"))
         scheduler.load_state_dict(load_part(ckpt, "scheduler.pt"))
-        restore_rng(ckpt / "rng.pt")
+        restore_rng(ckpt)
     optimizer.zero_grad(set_to_none=True)  # drop grads left by an interrupted step on this model
     model.train()
 

@@ -540,3 +540,33 @@ def test_run_tag_is_a_short_model_name_not_a_path(beir, retriever, tmp_path, cap
     assert cli([*common, "--tag", "cocondenser-r2"], capsys)[0] == 0
     assert {line.split()[5] for line in run.read_text().splitlines()} == {"cocondenser-r2"}
     assert "--tag 'my model': a run tag is one word" in one_error_line(cli([*common, "--tag", "my model"], capsys))
+
+
+class _Payload:
+    """What a hostile checkpoint folder could hold: unpickling it creates ``marker`` (it could
+    as well run any command)."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.touch, (self.marker,))
+
+
+def test_a_pickle_payload_in_a_checkpoint_is_refused_not_run(tmp_path):
+    """Before: `restore_rng` read rng.pt with a full unpickler (weights_only off): the payload ran
+    (the marker file appeared) before anything was checked (a KeyError followed)."""
+    cfg = TrainConfig(str(tmp_path / "run"), max_steps=6, batch_size=4, save_every=2, progress=False)
+    crash_in_step(5, cfg)
+    ckpt = tmp_path / "run" / "checkpoint"
+    assert isinstance(torch.load(ckpt / "rng.pt", weights_only=True), dict)  # plain tensors, lists and numbers
+    good = {name: (ckpt / name).read_bytes() for name in ("rng.pt", "model.pt")}
+    for name in good:
+        marker = tmp_path / f"ran_{name}"
+        torch.save({"state": _Payload(marker)}, ckpt / name)
+        with pytest.raises(CheckpointError, match=rf"{name} holds Python objects other than tensors \(.*pathlib"
+                                                  r".*not loaded.*--restart"):
+            train(Regressor(), regression(), cfg, collate_fn=collate)
+        assert not marker.exists()
+        (ckpt / name).write_bytes(good[name])
+    assert train(Regressor(), regression(), cfg, collate_fn=collate).resumed_from == 4
