@@ -303,11 +303,13 @@ def _experiments(args: argparse.Namespace) -> None:
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m condenser_lite", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--debug", action="store_true", help="show the traceback of a known error too")
+    ap.add_argument("--debug", action="store_true", help="show the traceback of a known error too, and "
+                    "transformers' model-loading bar and load report")
     common = argparse.ArgumentParser(add_help=False)
     # SUPPRESS: `--debug` after the sub-command must not reset the one given before it
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
-                        help="show the traceback of a known error too (errors print one line otherwise)")
+                        help="show the traceback of a known error too (errors print one line otherwise), and "
+                        "transformers' model-loading bar and load report")
     sub = ap.add_subparsers(dest="command", required=True)
     restart_help = ("discard the training checkpoint and log in the output folder and train from step 0 "
                     "(without it a folder from a run with other settings is refused)")
@@ -418,7 +420,7 @@ def main(argv: list[str] | None = None) -> None:
     log, handler = logging.getLogger("condenser_lite"), _StderrHandler()
     level = log.level
     log.addHandler(handler)
-    log.setLevel(logging.INFO)
+    log.setLevel(logging.DEBUG if args.debug else logging.INFO)  # DEBUG: transformers' loading bars too
     try:
         with warnings.catch_warnings():
             if not args.debug:

@@ -570,3 +570,20 @@ def test_a_pickle_payload_in_a_checkpoint_is_refused_not_run(tmp_path):
         assert not marker.exists()
         (ckpt / name).write_bytes(good[name])
     assert train(Regressor(), regression(), cfg, collate_fn=collate).resumed_from == 4
+
+
+def test_model_loading_is_quiet_unless_debug(beir, retriever, tmp_path, capfd):
+    """Before: every `search` printed transformers' per-tensor `Loading weights: 100%|...|` bar.
+    A weight really missing still gets its one-line warning (see the MLM test above)."""
+    from transformers.utils import logging as hf_logging
+
+    args = ["search", "--model", retriever, "--data-dir", beir, "--p-max-len", "64"]
+    hf_logging.enable_progress_bar()  # as in a terminal; pytest's capture alone would not hide them
+    capfd.readouterr()
+    main([str(a) for a in args])
+    quiet = capfd.readouterr().err
+    assert "Loading weights" not in quiet and "LOAD REPORT" not in quiet
+    main([str(a) for a in [*args, "--debug"]])
+    assert "Loading weights" in capfd.readouterr().err
+    main([str(a) for a in args])  # --debug did not stay on for the next command
+    assert "Loading weights" not in capfd.readouterr().err
