@@ -587,3 +587,114 @@ def test_model_loading_is_quiet_unless_debug(beir, retriever, tmp_path, capfd):
     assert "Loading weights" in capfd.readouterr().err
     main([str(a) for a in args])  # --debug did not stay on for the next command
     assert "Loading weights" not in capfd.readouterr().err
+
+
+# ---- issue 21, item 5: a second round of hostile BEIR folders ----------------------------------
+
+def _rewrite(path: Path, edit) -> None:
+    path.write_bytes(edit(path.read_bytes()))
+
+
+def _all_files(folder: Path) -> list[Path]:
+    return [folder / "corpus.jsonl", folder / "queries.jsonl", *sorted((folder / "qrels").glob("*.tsv"))]
+
+
+def _gzip_corpus(folder: Path) -> None:
+    import gzip
+
+    (folder / "corpus.jsonl.gz").write_bytes(gzip.compress((folder / "corpus.jsonl").read_bytes()))
+    (folder / "corpus.jsonl").unlink()
+
+
+def _trec_qrels(data: bytes) -> bytes:  # 'q<TAB>0<TAB>d<TAB>1' rows, no header
+    rows = [line.split(b"\t") for line in data.splitlines()[1:]]
+    return b"".join(b"%s\t0\t%s\t%s\n" % (q, d, s) for q, d, s in rows)
+
+
+INT_IDS = {f"{c}{i}": {"p": 1000, "q": 2000, "d": 3000}[c] + i for c in "pqd" for i in range(20)}
+# each edit turns the 12-document folder into an equivalent one: the same metrics must come out
+SAME_DATA = {
+    "CRLF line endings": (None, lambda d: [_rewrite(p, lambda b: b.replace(b"\n", b"\r\n")) for p in _all_files(d)]),
+    "UTF-8 byte-order marks": (None, lambda d: [_rewrite(p, lambda b: b"\xef\xbb\xbf" + b) for p in _all_files(d)]),
+    "qrels without a header": (None, lambda d: [_rewrite(p, lambda b: b.split(b"\n", 1)[1]) for p in _all_files(d)[2:]]),
+    "TREC qrels (qid 0 docid rel)": (None, lambda d: [_rewrite(p, _trec_qrels) for p in _all_files(d)[2:]]),
+    "qrels with an extra column": (None, lambda d: [_rewrite(p, lambda b: b.replace(b"score\n", b"score\tnote\n")
+                                                             .replace(b"\t1\n", b"\t1\tchecked\n")) for p in _all_files(d)[2:]]),
+    "integer ids": (INT_IDS, None),
+    "integer and string ids mixed": ({"p3": 3, "q2": 2}, None),
+    "corpus.jsonl.gz": (None, _gzip_corpus),
+}
+
+
+@pytest.fixture(scope="module")
+def plain_metrics(beir, retriever) -> str:
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        main([str(a) for a in ["search", "--model", retriever, "--data-dir", beir, "--p-max-len", "64"]])
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("case", [*SAME_DATA, "a path with spaces and non-ASCII"])
+def test_equivalent_beir_folders_give_the_same_metrics(case, plain_metrics, retriever, tmp_path, capsys):
+    """Before: qrels without a header or in TREC's four columns were refused as 'cut short'
+    (KeyError: Field "query-id" does not exist), and ids mixing integers and strings were read as
+    their JSON text ('"p0"'), so no qrels matched. CRLF, byte-order marks, an extra qrels column,
+    integer ids, a gzipped corpus and such a path already gave the same metrics (guarded here)."""
+    ids, edit = SAME_DATA.get(case, (None, None))
+    root = tmp_path / ("my data ü" if case.startswith("a path") else "data")
+    folder = write_beir(root, ids) / "scifact"
+    if edit:
+        edit(folder)
+    run = tmp_path / "run.trec"
+    code, out, err = cli(["search", "--model", retriever, "--data", folder, "--p-max-len", "64", "--out", run], capsys)
+    assert (code, out) == (0, plain_metrics), err
+    assert "warning" not in err
+    assert cli(["evaluate", "--run", run, "--data", folder], capsys)[1] == plain_metrics
+
+
+def _duplicate_first_line(path: Path) -> None:
+    _rewrite(path, lambda b: b + b.split(b"\n")[0].replace(b'"text": "', b'"text": "Copy: ') + b"\n")
+
+
+BAD_DATA = {
+    "a document id twice": (lambda d: _duplicate_first_line(d / "corpus.jsonl"),
+                            "corpus.jsonl: document id 'p0' appears 2 times (lines 1 and 13); ids must be unique"),
+    "a query id twice": (lambda d: _duplicate_first_line(d / "queries.jsonl"),
+                         "queries.jsonl: query id 'q1' appears 2 times (lines 1 and 10)"),
+    "a document without _id": (lambda d: _rewrite(d / "corpus.jsonl", lambda b: b.replace(b'"_id": "p2"', b'"_id": ""')),
+                               "corpus.jsonl:3: a document without an _id (row 2)"),
+    "space-separated qrels": (lambda d: _rewrite(d / "qrels" / "test.tsv", lambda b: b.replace(b"\t", b" ")),
+                              "test.tsv:1: 'query-id corpus-id score' is neither BEIR's header"),
+    "qrels naming a query that is not there": (lambda d: _rewrite(d / "qrels" / "test.tsv",
+                                                                  lambda b: b + b"nosuchq\tp1\t1\n"),
+                                               "1 query ids in the qrels have no query text (e.g. ['nosuchq']); the "
+                                               "qrels and the queries come from different data sets or versions: add "
+                                               "those queries to the queries file, or drop their lines from the qrels"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_DATA))
+def test_bad_beir_folders_are_refused_in_one_line(case, retriever, tmp_path, capsys):
+    """Before: a repeated document id was searched as one document and reported as a too-shallow
+    run ('ranks at most 12 documents per query'), a repeated query id and an empty id passed
+    silently, space-separated qrels were 'cut short', and qrels naming a missing query said why
+    but not what to do."""
+    edit, expected = BAD_DATA[case]
+    folder = write_beir(tmp_path) / "scifact"
+    edit(folder)
+    assert expected in one_error_line(cli(["search", "--model", retriever, "--data", folder, "--p-max-len", "64"],
+                                          capsys))
+
+
+def test_queries_with_no_relevant_document_are_said(beir, retriever, tmp_path, capsys):
+    """Before: a query whose qrels are all 0 scored 0 silently (the mean fell from 0.754 to 0.421)."""
+    root = tmp_path / "zero"
+    shutil.copytree(beir, root)
+    _rewrite(root / "scifact" / "qrels" / "test.tsv", lambda b: b.replace(b"\t1\n", b"\t0\n", 1))
+    code, out, err = cli(["search", "--model", retriever, "--data-dir", root, "--p-max-len", "64"], capsys)
+    assert code == 0
+    assert ("warning: 1 of the 3 labelled queries have no relevant document (every grade is 0 or less, e.g. ['d1']): "
+            "they score 0, as in BEIR and pytrec_eval; drop their qrels lines") in err
