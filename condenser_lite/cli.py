@@ -141,7 +141,7 @@ def pretrain_config(args: argparse.Namespace):
     cfg = stage_config(preset, args.method, init)
     if args.corpus:
         cfg = cfg.replace(corpus=_absolute(args.corpus))
-    if args.min_span:
+    if args.min_span is not None:  # 0 too: refused by PretrainConfig, not ignored
         cfg = cfg.replace(min_span=args.min_span)
     return parse_overrides(cfg, args.set)
 
@@ -211,12 +211,15 @@ def _finetune(args: argparse.Namespace) -> None:
     from .tokenizer import load_tokenizer
 
     recipe = _recipe(args)
+    for flag, value in (("--max-steps", args.max_steps), ("--train-size", args.train_size)):
+        if value is not None and value < 1:  # 0 must not mean "the recipe's"
+            raise ConfigError(f"{flag} {value}: give a count >= 1, or leave {flag} out for the recipe's")
     train = training_set(args.data, args.data_dir, recipe.n_bm25_negatives)
-    if args.train_size:
+    if args.train_size is not None:
         train = sample_queries(train, args.train_size, seed=args.seed)
     tok = load_tokenizer(args.init)
     overrides = dict(progress=True, resume=not args.restart)
-    if args.max_steps:
+    if args.max_steps is not None:
         overrides["max_steps"] = args.max_steps
     if args.rounds == 2:
         corpus = eval_set(args.data, "dev" if args.data in TEVATRON_TASKS else "test", args.data_dir).corpus
@@ -290,9 +293,10 @@ def _experiments(args: argparse.Namespace) -> None:
     if args.task:
         budget = budget.replace(task=_absolute(args.task))
     try:
-        seeds = [int(x) for x in args.seeds.split(",")] if args.seeds else None
+        seeds = [int(x) for x in args.seeds.split(",")] if args.seeds is not None else None
     except ValueError:
-        raise ConfigError(f"--seeds {args.seeds}: give comma-separated integers, e.g. --seeds 0,1,2") from None
+        raise ConfigError(f"--seeds {args.seeds!r}: give at least one seed, comma-separated integers, e.g. "
+                          "--seeds 0,1,2") from None
     command = shlex.join(["python", "-m", "condenser_lite", *args.argv])
     results = run_protocol(budget, out_path=args.out, seeds=seeds, data_dir=args.data_dir, force=args.force,
                            workers=args.workers, command=command)

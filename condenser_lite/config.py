@@ -136,3 +136,14 @@ def check_types(obj: object) -> None:
         if not ok:
             allowed = " or ".join(t.__name__ for t in simple) + (" or None" if type(None) in options else "")
             raise ConfigError(f"{type(obj).__name__}.{f.name}={value!r} must be {allowed}")
+
+
+def check_positive(obj: object, *names: str) -> None:
+    """Raise ``ConfigError`` naming the first of the fields ``names`` of ``obj`` that is set but
+    not > 0: ``lr=0`` would train nothing without a word and ``batch_size=0`` fail deep inside.
+    Introduction (``book/intro.md``, "Running the book")."""
+    for name in names:
+        value = getattr(obj, name)
+        if value is not None and not value > 0:
+            raise ConfigError(f"{type(obj).__name__}.{name}={value!r} must be > 0; give a positive value "
+                              f"(command line: --set {name}=...)")

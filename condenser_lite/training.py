@@ -122,8 +122,8 @@ class TrainConfig:
             raise bad("max_steps", "use None (epochs decide) or a count >= 1")
         if not self.epochs > 0:
             raise bad("epochs", "it must be > 0")
-        if self.lr < 0:
-            raise bad("lr", "it must be >= 0")
+        if not self.lr > 0:
+            raise bad("lr", "it must be > 0 (0 leaves the weights as they are)")
         if self.weight_decay < 0:
             raise bad("weight_decay", "it must be >= 0")
         if not 0 <= self.warmup_ratio < 1:

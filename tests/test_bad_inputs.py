@@ -698,3 +698,42 @@ def test_queries_with_no_relevant_document_are_said(beir, retriever, tmp_path, c
     assert code == 0
     assert ("warning: 1 of the 3 labelled queries have no relevant document (every grade is 0 or less, e.g. ['d1']): "
             "they score 0, as in BEIR and pytrec_eval; drop their qrels lines") in err
+
+
+# ---- issue 21, item 5: zero, negative and empty settings ----------------------------------------
+
+SETTINGS = {  # each refused in one line before any training, naming the setting and a valid value
+    "finetune lr=0": (["finetune", *FINETUNE, "--set", "lr=0"], "FinetuneConfig.lr=0.0 must be > 0"),
+    "finetune batch_size=0": (["finetune", *FINETUNE, "--set", "batch_size=0"], "FinetuneConfig.batch_size=0 must be > 0"),
+    "finetune train_n_passages=0": (["finetune", *FINETUNE, "--set", "train_n_passages=0"],
+                                    "FinetuneConfig.train_n_passages=0 must be > 0"),
+    "finetune --max-steps 0": (["finetune", *FINETUNE, "--max-steps", "0"], "--max-steps 0: give a count >= 1"),
+    "finetune --train-size 0": (["finetune", *FINETUNE, "--train-size", "0"], "--train-size 0: give a count >= 1"),
+    "pretrain lr=0": (["pretrain", "--set", "lr=0"], "PretrainConfig.lr=0.0 must be > 0"),
+    "pretrain lr<0": (["pretrain", "--set", "lr=-1e-4"], "PretrainConfig.lr=-0.0001 must be > 0"),
+    "pretrain batch_size=0": (["pretrain", "--set", "batch_size=0"], "PretrainConfig.batch_size=0 must be > 0"),
+    "pretrain --min-span 0": (["pretrain", "--method", "cocondenser", "--corpus", "scifact", "--min-span", "0"],
+                              "PretrainConfig.min_span=0 must be > 0"),
+    "pretrain min_span<0": (["pretrain", "--method", "cocondenser", "--corpus", "scifact", "--set", "min_span=-1"],
+                            "PretrainConfig.min_span=-1 must be > 0"),
+    "experiments --seeds ''": (["experiments", "--budget", "micro", "--seeds", ""], "--seeds '': give at least one"),
+    "experiments seeds=[]": (["experiments", "--budget", "micro", "--set", "seeds=[]"],
+                             "Preset.seeds must name at least one seed"),
+    "experiments finetune.lr=0": (["experiments", "--budget", "micro", "--set", "finetune.lr=0"],
+                                  "FinetuneConfig.lr=0.0 must be > 0"),
+    "experiments sts.batch_size=-1": (["experiments", "--budget", "micro", "--set", "sts.batch_size=-1"],
+                                      "STSConfig.batch_size=-1 must be > 0"),
+}
+
+
+@pytest.mark.parametrize("case", list(SETTINGS))
+def test_zero_negative_and_empty_settings_are_refused(case, beir, retriever, tmp_path, capsys):
+    """Before: lr=0 trained nothing without a word, batch_size=0 stopped with a ZeroDivisionError
+    traceback, --max-steps 0 / --min-span 0 / --train-size 0 / --seeds '' were ignored (the
+    preset's values ran: a whole protocol for --seeds ''), a negative min_span and an empty seed
+    list were tracebacks (ValueError)."""
+    args, expected = SETTINGS[case]
+    if args[0] == "finetune":
+        args = [*args, "--init", retriever, "--data-dir", beir, "--output-dir", tmp_path / "ft"]
+    assert expected in one_error_line(cli(args, capsys))
+    assert not (tmp_path / "ft").exists()  # refused before anything was written
