@@ -737,3 +737,55 @@ def test_zero_negative_and_empty_settings_are_refused(case, beir, retriever, tmp
         args = [*args, "--init", retriever, "--data-dir", beir, "--output-dir", tmp_path / "ft"]
     assert expected in one_error_line(cli(args, capsys))
     assert not (tmp_path / "ft").exists()  # refused before anything was written
+
+
+# ---- issue 21, item 5: results files and where they are -----------------------------------------
+
+def test_results_folder_from_the_environment_must_be_there(tmp_path, monkeypatch):
+    """Before: `$CONDENSER_LITE_RESULTS` pointing nowhere said `.../small.json not found: run
+    experiments ...` (hours of computing) instead of naming the variable."""
+    from condenser_lite import evidence
+
+    monkeypatch.setenv(evidence.RESULTS_ENV, str(tmp_path / "nowhere"))
+    with pytest.raises(DataSourceError, match=r"\$CONDENSER_LITE_RESULTS=.*nowhere is not a folder.*unset it"):
+        evidence.load_results("small")
+
+
+def test_a_results_file_whose_headline_disagrees_with_its_body_is_refused(tmp_path):
+    """Before: `load_results` returned it, and a chapter would show the edited headline."""
+    from condenser_lite.evidence import RESULTS_DIR, load_results
+
+    results = json.loads((RESULTS_DIR / "small.json").read_text())
+    true = results["headline"]["ndcg10"]["cocondenser"]
+    results["headline"]["ndcg10"]["cocondenser"] = 0.2
+    (tmp_path / "small.json").write_text(json.dumps(results))
+    with pytest.raises(SchemaError, match=rf"small.json: its headline says ndcg10.cocondenser=0.2 but its body gives "
+                                          rf"{true}; .*experiments --budget small --out"):
+        load_results("small", folder=tmp_path)
+
+
+def test_experiments_out_must_be_a_results_file_of_the_same_budget(tmp_path, monkeypatch, capsys):
+    """Before: `--out` onto a folder ran the whole protocol and then stopped with an
+    IsADirectoryError traceback; onto any other file it overwrote it (a results file of another
+    budget, or a file that was not results at all). Here the protocol itself is replaced by a
+    stand-in: reaching it means the command was not refused."""
+    from condenser_lite import protocol
+
+    def not_here(*args, **kwargs):
+        raise RuntimeError("the protocol ran")
+
+    monkeypatch.setenv("CONDENSER_LITE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(protocol, "_run", not_here)
+    folder, notes, other = tmp_path / "results", tmp_path / "notes.json", tmp_path / "small.json"
+    folder.mkdir()
+    notes.write_text('{"my": "notes"}')
+    other.write_text(json.dumps({"protocol": "condenser_lite.protocol", "budget": {"name": "small"}}))
+    command = ["experiments", "--budget", "micro", "--out"]
+    assert f"--out {folder} is a folder; give a file path, e.g. {folder}/micro.json" in one_error_line(
+        cli([*command, folder], capsys))
+    assert f"--out {notes} exists and is not a protocol results file" in one_error_line(cli([*command, notes], capsys))
+    assert f"--out {other} holds the 'small' budget's results, not 'micro''s" in one_error_line(
+        cli([*command, other], capsys))
+    assert notes.read_text() == '{"my": "notes"}' and json.loads(other.read_text())["budget"] == {"name": "small"}
+    with pytest.raises(RuntimeError, match="the protocol ran"):  # the same budget's file: regenerated
+        main(["experiments", "--budget", "small", "--out", str(other)])
