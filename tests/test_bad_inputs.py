@@ -789,3 +789,26 @@ def test_experiments_out_must_be_a_results_file_of_the_same_budget(tmp_path, mon
     assert notes.read_text() == '{"my": "notes"}' and json.loads(other.read_text())["budget"] == {"name": "small"}
     with pytest.raises(RuntimeError, match="the protocol ran"):  # the same budget's file: regenerated
         main(["experiments", "--budget", "small", "--out", str(other)])
+
+
+def test_a_cache_that_cannot_be_written_is_named(beir, tmp_path, monkeypatch, capsys):
+    """Before: a `$CONDENSER_LITE_CACHE` that is a file stopped with a NotADirectoryError traceback,
+    and a read-only cache folder failed later, in whichever write came first. (The tests run as
+    root, for whom every folder is writable: the read-only folder is simulated through os.access.)"""
+    from condenser_lite.config import cache_dir
+
+    afile = tmp_path / "cachefile"
+    afile.write_text("not a folder")
+    monkeypatch.setenv("CONDENSER_LITE_CACHE", str(afile))
+    line = one_error_line(cli(["pretrain", "--set", "max_steps=1"], capsys))
+    assert f"the cache folder {afile} ($CONDENSER_LITE_CACHE) cannot be written" in line
+    assert "point $CONDENSER_LITE_CACHE at a writable folder" in line
+
+    readonly = tmp_path / "readonly"
+    readonly.mkdir()
+    monkeypatch.setenv("CONDENSER_LITE_CACHE", str(readonly))
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode: False if Path(p).is_relative_to(readonly) and mode == os.W_OK
+                        else real_access(p, mode))
+    with pytest.raises(ConfigError, match=rf"cache folder {readonly}/experiments .* cannot be written \(read-only"):
+        cache_dir("experiments")
