@@ -812,3 +812,34 @@ def test_a_cache_that_cannot_be_written_is_named(beir, tmp_path, monkeypatch, ca
                         else real_access(p, mode))
     with pytest.raises(ConfigError, match=rf"cache folder {readonly}/experiments .* cannot be written \(read-only"):
         cache_dir("experiments")
+
+
+def test_ctrl_c_during_finetune_then_the_same_command_gives_the_uninterrupted_result(beir, retriever, tmp_path,
+                                                                                      monkeypatch, capsys):
+    """Ctrl-C in step 4 of 6 (exit status 130, a checkpoint of steps 1-3), then the same command:
+    the weights and the search metrics are those of a run never interrupted. (It passed before
+    issue 21 too; the training loop's exact resume, here through the command line.)"""
+    from condenser_lite import biencoder
+
+    common = ["finetune", "--init", retriever, *FINETUNE[:2], "--max-steps", "6", *FINETUNE[4:], "--data-dir", beir]
+    assert cli([*common, "--output-dir", tmp_path / "whole"], capsys)[0] == 0
+
+    calls = {"n": 0}
+    collate = biencoder.RetrievalCollator.__call__
+
+    def interrupted(self, examples):
+        calls["n"] += 1
+        if calls["n"] == 4:
+            raise KeyboardInterrupt
+        return collate(self, examples)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(biencoder.RetrievalCollator, "__call__", interrupted)
+        code, _, err = cli([*common, "--output-dir", tmp_path / "cut"], capsys)
+    assert code == 130 and "checkpoint at step 3" in err and "interrupted" in err
+    code, _, err = cli([*common, "--output-dir", tmp_path / "cut"], capsys)
+    assert code == 0 and "resuming from the checkpoint" in err and "at step 3 of 6" in err
+    whole, cut = load_file(tmp_path / "whole" / "model.safetensors"), load_file(tmp_path / "cut" / "model.safetensors")
+    assert [k for k in whole if not torch.equal(whole[k], cut[k])] == []
+    search = ["search", "--data-dir", beir, "--p-max-len", "64", "--model"]
+    assert cli([*search, tmp_path / "whole"], capsys)[1] == cli([*search, tmp_path / "cut"], capsys)[1]
