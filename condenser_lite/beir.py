@@ -100,11 +100,12 @@ def _qrels_layout(path: Path) -> dict[str, Any]:
     if not first or "query-id" in first:
         return {"features": QRELS_FEATURES}
     if first[-1].strip().lstrip("-").isdigit() and len(first) in (3, 4):  # a data row: no header
-        names = ["query-id", "corpus-id", "score"] if len(first) == 3 else ["query-id", "iteration", "corpus-id", "score"]
-        return {"column_names": names, "features": Features({n: QRELS_FEATURES.get(n, Value("string")) for n in names})}
-    raise SchemaError(f"{path}:1: {chr(9).join(first)!r} is neither BEIR's header 'query-id<TAB>corpus-id<TAB>score' "
-                      "nor a row 'query-id<TAB>corpus-id<TAB>score' (or TREC's 'query-id<TAB>0<TAB>corpus-id<TAB>score'); "
-                      "rewrite the file tab-separated in one of those layouts")
+        names = ["query-id", *(["iteration"] if len(first) == 4 else []), "corpus-id", "score"]
+        return {"column_names": names,
+                "features": Features({n: QRELS_FEATURES.get(n, Value("string")) for n in names})}
+    raise SchemaError(f"{path}:1: {chr(9).join(first)!r} is neither BEIR's header 'query-id<TAB>corpus-id<TAB>"
+                      "score' nor a row 'query-id<TAB>corpus-id<TAB>score' (or TREC's 'query-id<TAB>0<TAB>corpus-id"
+                      "<TAB>score'); rewrite the file tab-separated in one of those layouts")
 
 
 def _qrels_dict(ds: Dataset, where: str) -> dict[str, dict[str, int]]:

@@ -140,9 +140,10 @@ def load_part(ckpt: Path, name: str) -> Any:
         except Exception:  # a file too damaged to list: reported below as damaged
             foreign = []
         if foreign:
-            raise CheckpointError(f"checkpoint {ckpt}: {name} holds Python objects other than tensors ({', '.join(sorted(foreign)[:3])}"
-                                  "), which this library never saves: it is not loaded, since unpickling it could run "
-                                  f"code. Use a checkpoint you trust, or {restart}") from None
+            raise CheckpointError(f"checkpoint {ckpt}: {name} holds Python objects other than tensors "
+                                  f"({', '.join(sorted(foreign)[:3])}), which this library never saves: it is not "
+                                  f"loaded, since unpickling it could run code. Use a checkpoint you trust, or {restart}"
+                                  ) from None
         raise _damaged(ckpt, name, err, restart) from err
     except Exception as err:  # torch raises several types for a cut-short or garbled file
         raise _damaged(ckpt, name, err, restart) from err

@@ -29,8 +29,8 @@ from safetensors import SafetensorError
 from torch import nn
 from transformers import AutoConfig, AutoModel, BertConfig, BertForMaskedLM, PreTrainedModel
 from transformers.masking_utils import create_bidirectional_mask
-from transformers.utils import logging as hf_logging
 from transformers.models.bert.modeling_bert import BertLayer
+from transformers.utils import logging as hf_logging
 
 from .errors import CheckpointError
 
@@ -169,9 +169,10 @@ def _quiet_loading() -> Iterator[None]:
 def from_checkpoint(model_class, name_or_dir: str | os.PathLike, dropped: tuple[str, ...] = (), **kwargs):
     """``model_class.from_pretrained(name_or_dir, **kwargs)`` with errors that name the checkpoint
     (``CheckpointError``: a missing folder, a damaged weights file), without transformers' loading
-    bar (shown with ``--debug``) and without its load report for weights left out on purpose (keys starting with ``dropped``, e.g. the MLM head when
-    a retriever loads a pre-trained checkpoint): only weights that are really missing (left at
-    random initialisation) or unexpected are reported, in one warning. Chapter 4."""
+    bar (shown with ``--debug``) and without its load report for weights left out on purpose (keys
+    starting with ``dropped``, e.g. the MLM head when a retriever loads a pre-trained checkpoint):
+    only weights that are really missing (left at random initialisation) or unexpected are
+    reported, in one warning. Chapter 4."""
     check_checkpoint(name_or_dir)
     try:
         with _quiet_loading():
