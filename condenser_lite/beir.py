@@ -9,6 +9,7 @@ Explained in chapter 4, `notebooks/04_finetune.ipynb` (and chapter 3 for `load_d
 
 from __future__ import annotations
 
+import csv
 import os
 import warnings
 from collections.abc import Mapping, Sequence
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+import pyarrow.compute as pc
 from datasets import Dataset, Features, Value
 
 from .data import BEIR_HUB, DATA_ENV, REGISTRY, DataSpec, bad_utf8_line, check_fields, read_dataset, resolve_mirror
@@ -61,8 +63,49 @@ class BeirData:
 def _normalise_beir_table(ds: Dataset, required: list[str], where: str) -> Dataset:
     check_fields(ds.column_names, required, where)
     ds = ds.select_columns(required)
+    for c in required:
+        if not isinstance(ds.features[c], Value):
+            # a column mixing types (ids 12 and "12a") is read as JSON values, and a cast would
+            # keep their JSON text ('"12a"'); the value itself, as text, is what the qrels name
+            values = [None if v is None else str(v) for v in ds[c]]
+            ds = ds.remove_columns(c).add_column(c, values, feature=Value("string"))
+    ds = ds.select_columns(required)  # the columns' order again
     casts = {c: Value("string") for c in required if ds.features[c] != Value("string")}
     return ds.cast(Features({**ds.features, **casts})) if casts else ds
+
+
+def _check_ids(ds: Dataset, where: str, kind: str) -> None:
+    """Refuse a table whose ``_id`` is missing, empty or repeated, naming the first such row: a
+    repeated document id would be searched as one document (a run holds it once)."""
+    ids = ds.data.table.column("_id")
+    blank = pc.or_kleene(pc.is_null(ids), pc.equal(ids, "")).fill_null(True)
+    if pc.any(blank).as_py():
+        row = pc.indices_nonzero(blank)[0].as_py()
+        raise SchemaError(f"{where}:{row + 1}: a {kind} without an _id (row {row}); give every {kind} a "
+                          "non-empty, unique _id")
+    if pc.count_distinct(ids).as_py() < len(ids):
+        counts = pc.value_counts(ids)
+        first = counts.filter(pc.greater(counts.field("counts"), 1))[0]["values"].as_py()
+        rows = pc.indices_nonzero(pc.equal(ids, first)).to_pylist()
+        raise SchemaError(f"{where}: {kind} id {first!r} appears {len(rows)} times (lines {rows[0] + 1} and "
+                          f"{rows[1] + 1}); ids must be unique: give each {kind} its own _id, or drop the copies")
+
+
+def _qrels_layout(path: Path) -> dict[str, Any]:
+    """How to read a qrels file, from its first line: BEIR's header (``query-id``, ``corpus-id``,
+    ``score``; other columns are ignored), or no header, rows of ``query-id corpus-id score`` or
+    TREC's ``query-id iteration corpus-id score``, tab-separated."""
+    with path.open(encoding="utf-8-sig", errors="replace", newline="") as f:  # -sig: a byte-order mark
+        first = next(csv.reader([f.readline().rstrip("\r\n")], delimiter="\t"), [])
+    if not first or "query-id" in first:
+        return {"features": QRELS_FEATURES}
+    if first[-1].strip().lstrip("-").isdigit() and len(first) in (3, 4):  # a data row: no header
+        names = ["query-id", *(["iteration"] if len(first) == 4 else []), "corpus-id", "score"]
+        return {"column_names": names,
+                "features": Features({n: QRELS_FEATURES.get(n, Value("string")) for n in names})}
+    raise SchemaError(f"{path}:1: {chr(9).join(first)!r} is neither BEIR's header 'query-id<TAB>corpus-id<TAB>"
+                      "score' nor a row 'query-id<TAB>corpus-id<TAB>score' (or TREC's 'query-id<TAB>0<TAB>corpus-id"
+                      "<TAB>score'); rewrite the file tab-separated in one of those layouts")
 
 
 def _qrels_dict(ds: Dataset, where: str) -> dict[str, dict[str, int]]:
@@ -112,7 +155,7 @@ def _read_beir_folder(spec: DataSpec, folder: Path,
     corpus = read_dataset(spec, True, "json", data_files=str(files["corpus"]), split="train")
     queries = read_dataset(spec, True, "json", data_files=str(files["queries"]), split="train")
     qrels = {role.split("/", 1)[1]: read_dataset(spec, True, "csv", data_files=str(path), delimiter="\t",
-                                                 features=QRELS_FEATURES, split="train")
+                                                 split="train", **_qrels_layout(path))
              for role, path in files.items() if role.startswith("qrels/")}
     return corpus, queries, qrels, {k: str(v) for k, v in files.items()}
 
@@ -153,6 +196,8 @@ def load_beir(name: str | os.PathLike = "scifact", data_dir: str | os.PathLike |
                      **{f"qrels/{s}": f"{hub_id}-qrels ({s})" for s in qrels}}
     corpus = _normalise_beir_table(corpus, ["_id", "title", "text"], where["corpus"])
     queries = _normalise_beir_table(queries, ["_id", "text"], where["queries"])
+    _check_ids(corpus, where["corpus"], "document")
+    _check_ids(queries, where["queries"], "query")
     return BeirData(label, corpus, queries,
                     {s: _qrels_dict(ds, where[f"qrels/{s}"]) for s, ds in qrels.items()})
 

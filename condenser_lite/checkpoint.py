@@ -11,7 +11,9 @@ Explained in chapter 2, `notebooks/02_condenser.ipynb` (exact resume), with ``tr
 
 from __future__ import annotations
 
+import contextlib
 import json
+import pickle
 import random
 import shutil
 from pathlib import Path
@@ -26,7 +28,8 @@ from .errors import CheckpointError
 
 CHECKPOINT = "checkpoint"
 STATE_FILE = "state.json"  # written last: a checkpoint folder without it is incomplete
-CHECKPOINT_FILES = ("model.pt", "optimizer.pt", "scheduler.pt", STATE_FILE)  # rng.pt is optional
+RNG_FILE = "rng.pt"  # optional: exact resume reseeds every step
+CHECKPOINT_FILES = ("model.pt", "optimizer.pt", "scheduler.pt", STATE_FILE)
 
 
 def recover_checkpoint(out_dir: Path) -> None:
@@ -61,9 +64,7 @@ def save_checkpoint(out_dir: Path, accelerator: Accelerator, model: nn.Module, o
     torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
     # Not needed for exact resume (every step reseeds); kept so code after train() that draws
     # random numbers also continues as it would have.
-    rng = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state(),
-           "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
-    torch.save(rng, tmp / "rng.pt")
+    torch.save(rng_state(), tmp / RNG_FILE)
     (tmp / STATE_FILE).write_text(json.dumps(state, indent=1))
     if final.exists():
         if old.exists():
@@ -74,20 +75,49 @@ def save_checkpoint(out_dir: Path, accelerator: Accelerator, model: nn.Module, o
         shutil.rmtree(old)
 
 
-def restore_rng(path: Path) -> None:
-    if not path.exists():
+def rng_state() -> dict:
+    """Python's, NumPy's and torch's global RNG states as tensors, lists and numbers only, so that
+    ``torch.load(weights_only=True)`` reads them back: a checkpoint never needs a full pickle, which
+    could run any code hidden in a folder someone else wrote."""
+    version, keys, gauss = random.getstate()
+    name, np_keys, pos, has_gauss, cached = np.random.get_state()
+    return {"python": [version, torch.tensor(keys, dtype=torch.int64), gauss],
+            "numpy": [name, torch.from_numpy(np_keys.astype(np.int64)), int(pos), int(has_gauss), float(cached)],
+            "torch": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
+
+
+# An older rng.pt holds NumPy's key array as an ndarray: these rebuild an array and nothing else,
+# so such checkpoints still resume, read with weights_only=True.
+_reconstruct = (np._core if hasattr(np, "_core") else np.core).multiarray._reconstruct  # NumPy 2 / 1
+_NUMPY_ARRAY_GLOBALS = [np.ndarray, np.dtype, type(np.dtype(np.uint32)), _reconstruct,
+                        (_reconstruct, "numpy.core.multiarray._reconstruct")]  # as NumPy 1 named it
+
+
+def restore_rng(ckpt: Path) -> None:
+    """Set the global RNGs to the states of ``ckpt``'s ``rng.pt`` (``rng_state``'s, or an older
+    version's), if it has one; a file holding anything else is refused (``load_part``)."""
+    if not (ckpt / RNG_FILE).exists():
         return
-    rng = torch.load(path, weights_only=False)  # our own file: Python/NumPy states are not tensors
-    random.setstate(rng["python"])
-    np.random.set_state(rng["numpy"])
+    allow = getattr(torch.serialization, "safe_globals", None)  # torch >= 2.5; before, old files are refused
+    with allow(_NUMPY_ARRAY_GLOBALS) if allow else contextlib.nullcontext():
+        rng = load_part(ckpt, RNG_FILE)
+    version, keys, gauss = rng["python"]
+    random.setstate((version, tuple(np.asarray(keys).tolist()), gauss))
+    name, np_keys, *rest = rng["numpy"]
+    np.random.set_state((name, np.asarray(np_keys).astype(np.uint32), *rest))
     torch.set_rng_state(rng["torch"])
     if rng["cuda"] and torch.cuda.is_available() and len(rng["cuda"]) == torch.cuda.device_count():
         torch.cuda.set_rng_state_all(rng["cuda"])
 
 
+def _restart(ckpt: Path) -> str:
+    return f"delete {ckpt} to start from step 0 (command line: --restart)"
+
+
 def read_state(ckpt: Path) -> dict:
     """A checkpoint's ``state.json``, after checking that every file of the checkpoint is there."""
-    restart = f"delete {ckpt} to start from step 0 (command line: --restart)"
+    restart = _restart(ckpt)
     missing = [name for name in CHECKPOINT_FILES if not (ckpt / name).is_file()]
     if missing:
         raise CheckpointError(f"checkpoint {ckpt} is incomplete: {', '.join(missing)} missing (it was not written "
@@ -99,11 +129,27 @@ def read_state(ckpt: Path) -> dict:
 
 
 def load_part(ckpt: Path, name: str) -> Any:
-    """``torch.load`` of one checkpoint file, a damaged file reported as a ``CheckpointError``."""
+    """``torch.load`` of one checkpoint file with ``weights_only=True`` (tensors and plain data,
+    never code), a damaged file or one holding other objects reported as a ``CheckpointError``."""
+    restart = _restart(ckpt)
     try:
         return torch.load(ckpt / name, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as err:
+        try:  # names what the file asks to import, without importing or running it
+            foreign = torch.serialization.get_unsafe_globals_in_checkpoint(ckpt / name)
+        except Exception:  # a file too damaged to list: reported below as damaged
+            foreign = []
+        if foreign:
+            raise CheckpointError(f"checkpoint {ckpt}: {name} holds Python objects other than tensors "
+                                  f"({', '.join(sorted(foreign)[:3])}), which this library never saves: it is not "
+                                  f"loaded, since unpickling it could run code. Use a checkpoint you trust, or {restart}"
+                                  ) from None
+        raise _damaged(ckpt, name, err, restart) from err
     except Exception as err:  # torch raises several types for a cut-short or garbled file
-        reason = str(err).strip().split(". ")[0][:200]
-        raise CheckpointError(f"checkpoint {ckpt}: {name} cannot be read ({type(err).__name__}: {reason}); the file "
-                              f"is damaged (a copy cut short?). Restore it, or delete {ckpt} to start from "
-                              "step 0 (command line: --restart)") from err
+        raise _damaged(ckpt, name, err, restart) from err
+
+
+def _damaged(ckpt: Path, name: str, err: Exception, restart: str) -> CheckpointError:
+    reason = str(err).strip().split(". ")[0][:200]
+    return CheckpointError(f"checkpoint {ckpt}: {name} cannot be read ({type(err).__name__}: {reason}); the file "
+                           f"is damaged (a copy cut short?). Restore it, or {restart}")

@@ -141,7 +141,7 @@ def pretrain_config(args: argparse.Namespace):
     cfg = stage_config(preset, args.method, init)
     if args.corpus:
         cfg = cfg.replace(corpus=_absolute(args.corpus))
-    if args.min_span:
+    if args.min_span is not None:  # 0 too: refused by PretrainConfig, not ignored
         cfg = cfg.replace(min_span=args.min_span)
     return parse_overrides(cfg, args.set)
 
@@ -217,12 +217,15 @@ def _finetune(args: argparse.Namespace) -> None:
     from .tokenizer import load_tokenizer
 
     recipe = _recipe(args)
+    for flag, value in (("--max-steps", args.max_steps), ("--train-size", args.train_size)):
+        if value is not None and value < 1:  # 0 must not mean "the recipe's"
+            raise ConfigError(f"{flag} {value}: give a count >= 1, or leave {flag} out for the recipe's")
     train = training_set(args.data, args.data_dir, recipe.n_bm25_negatives)
-    if args.train_size:
+    if args.train_size is not None:
         train = sample_queries(train, args.train_size, seed=args.seed)
     tok = load_tokenizer(args.init)
     overrides = dict(progress=True, resume=not args.restart)
-    if args.max_steps:
+    if args.max_steps is not None:
         overrides["max_steps"] = args.max_steps
     if args.rounds == 2:
         corpus = eval_set(args.data, "dev" if args.data in TEVATRON_TASKS else "test", args.data_dir).corpus
@@ -246,16 +249,32 @@ def _encode(args: argparse.Namespace) -> None:
     print(f"{len(ids)} passages x {embs.shape[1]} dims -> {args.out}")
 
 
+def _run_tag(args: argparse.Namespace) -> str:
+    """The run file's tag: ``--tag``, else the model's short name (a folder's last part, a Hub
+    id's name), never a path: a run file shared with others names no machine's folders."""
+    if args.tag is not None:
+        if not args.tag or any(c.isspace() for c in args.tag):
+            raise ConfigError(f"--tag {args.tag!r}: a run tag is one word (the file's sixth field); "
+                              "e.g. --tag cocondenser-r2")
+        return args.tag
+    from pathlib import Path
+
+    model = Path(args.model).expanduser()
+    name = (model.resolve() if model.is_dir() else model).name  # '.' -> the folder's own name
+    return re.sub(r"\s+", "_", name) or "condenser_lite"
+
+
 def _search(args: argparse.Namespace) -> None:
     from .search import evaluate_retriever, write_trec_run
 
+    _run_tag(args)  # a bad --tag is refused before the corpus is encoded
     data = eval_set(args.data, args.split, args.data_dir)
     metrics = metrics_for(args)  # the run is as deep as the deepest of them (--k, at least 100)
     result = evaluate_retriever(args.model, data, split=args.split, q_max_len=args.q_max_len,
                                 p_max_len=args.p_max_len, k=args.k, metrics=metrics, batch_size=args.batch_size,
                                 index_type=args.index)
     if args.out:
-        write_trec_run(result["run"], args.out, tag=str(args.model))
+        write_trec_run(result["run"], args.out, tag=_run_tag(args))
     print(json.dumps({k: round(v, 4) for k, v in result["metrics"].items()}))
 
 
@@ -273,16 +292,19 @@ def _evaluate(args: argparse.Namespace) -> None:
 
 
 def _experiments(args: argparse.Namespace) -> None:
-    from .protocol import cached_results, run_protocol
+    from .protocol import cached_results, check_out_path, run_protocol
     from .scorecard import format_scorecard
 
     budget = parse_overrides(get_preset(args.budget), args.set)
     if args.task:
         budget = budget.replace(task=_absolute(args.task))
     try:
-        seeds = [int(x) for x in args.seeds.split(",")] if args.seeds else None
+        seeds = [int(x) for x in args.seeds.split(",")] if args.seeds is not None else None
     except ValueError:
-        raise ConfigError(f"--seeds {args.seeds}: give comma-separated integers, e.g. --seeds 0,1,2") from None
+        raise ConfigError(f"--seeds {args.seeds!r}: give at least one seed, comma-separated integers, e.g. "
+                          "--seeds 0,1,2") from None
+    if args.out is not None:
+        check_out_path(args.out, budget.name)  # before the estimate: a wrong --out costs nothing
     if args.dry_run or not (cached_results(budget, args.data_dir, seeds).exists() and not args.force):
         from .estimate import estimate_protocol, format_estimate
 
@@ -299,11 +321,13 @@ def _experiments(args: argparse.Namespace) -> None:
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m condenser_lite", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--debug", action="store_true", help="show the traceback of a known error too")
+    ap.add_argument("--debug", action="store_true", help="show the traceback of a known error too, and "
+                    "transformers' model-loading bar and load report")
     common = argparse.ArgumentParser(add_help=False)
     # SUPPRESS: `--debug` after the sub-command must not reset the one given before it
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
-                        help="show the traceback of a known error too (errors print one line otherwise)")
+                        help="show the traceback of a known error too (errors print one line otherwise), and "
+                        "transformers' model-loading bar and load report")
     sub = ap.add_subparsers(dest="command", required=True)
     restart_help = ("discard the training checkpoint and log in the output folder and train from step 0 "
                     "(without it a folder from a run with other settings is refused)")
@@ -356,6 +380,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("search", parents=[common], help="encode, search with FAISS, write a TREC run and print its metrics")
     p.add_argument("--model", required=True)
     p.add_argument("--out", help="TREC run file to write")
+    p.add_argument("--tag", help="the run's name in its last column (default: the model folder's name)")
     p.add_argument("--k", type=int, help="run depth (default: the deepest metric's cutoff, at least 100)")
     p.add_argument("--q-max-len", type=int, default=32)
     p.add_argument("--p-max-len", type=int, default=128)
@@ -417,7 +442,7 @@ def main(argv: list[str] | None = None) -> None:
     log, handler = logging.getLogger("condenser_lite"), _StderrHandler()
     level = log.level
     log.addHandler(handler)
-    log.setLevel(logging.INFO)
+    log.setLevel(logging.DEBUG if args.debug else logging.INFO)  # DEBUG: transformers' loading bars too
     try:
         with warnings.catch_warnings():
             if not args.debug:

@@ -97,7 +97,14 @@ def cache_dir(sub: str | None = None) -> Path:
     ``~/.cache/condenser_lite``. Chapters share it, so a model pre-trained in chapter 2 is reused later."""
     root = Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "condenser_lite").expanduser()
     path = root / sub if sub else root
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        reason = None if os.access(path, os.W_OK) else "read-only"
+    except OSError as err:  # a file where a folder should be, no permission to create it
+        reason = f"{type(err).__name__}: {err.strerror or err}"
+    if reason:  # said here, not in whichever write of an hour-long run comes first
+        raise ConfigError(f"the cache folder {path} (${CACHE_ENV}) cannot be written ({reason}); point ${CACHE_ENV} "
+                          "at a writable folder")
     return path
 
 
@@ -136,3 +143,14 @@ def check_types(obj: object) -> None:
         if not ok:
             allowed = " or ".join(t.__name__ for t in simple) + (" or None" if type(None) in options else "")
             raise ConfigError(f"{type(obj).__name__}.{f.name}={value!r} must be {allowed}")
+
+
+def check_positive(obj: object, *names: str) -> None:
+    """Raise ``ConfigError`` naming the first of the fields ``names`` of ``obj`` that is set but
+    not > 0: ``lr=0`` would train nothing without a word and ``batch_size=0`` fail deep inside.
+    Introduction (``book/intro.md``, "Running the book")."""
+    for name in names:
+        value = getattr(obj, name)
+        if value is not None and not value > 0:
+            raise ConfigError(f"{type(obj).__name__}.{name}={value!r} must be > 0; give a positive value "
+                              f"(command line: --set {name}=...)")

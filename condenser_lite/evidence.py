@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 
 import condenser_lite
+from .errors import DataSourceError, SchemaError
 from .jobs import load_average
 from .presets import Preset
 from .scorecard import PRE_REGISTRATION_COMMIT, gauge, head_arms, pretraining_runs, reliance_by_seed, reliance_summary
@@ -160,6 +161,9 @@ def load_results(name: str = "small", folder: str | os.PathLike | None = None) -
     read their tables, figures, numbers and claim checks from here. Explained in chapter 4."""
     path = Path(folder or results_dir()) / f"{name}.json"
     fix = f"run `python -m condenser_lite experiments --preset {name} --out {path}` (and commit it)"
+    if folder is None and os.environ.get(RESULTS_ENV) and not path.parent.is_dir():
+        raise DataSourceError(f"${RESULTS_ENV}={os.environ[RESULTS_ENV]} is not a folder: point it at the clone's "
+                              "results/ folder, or unset it to use the repository's")
     if not path.exists():
         raise FileNotFoundError(f"{path} not found: {fix}")
     results = json.loads(path.read_text())
@@ -168,7 +172,21 @@ def load_results(name: str = "small", folder: str | os.PathLike | None = None) -
     if results.get("version") != RESULTS_VERSION:
         raise ValueError(f"{path} has results version {results.get('version')}, this library reads "
                          f"{RESULTS_VERSION}: it is stale; {fix}")
+    # (a file without a headline, as the tests' made-up ones, has nothing to disagree with)
+    stored, body = _flat(results.get("headline") or {}), _flat(headline(results) if "headline" in results else {})
+    wrong = next((k for k in body if stored.get(k) != body[k]), None)
+    if wrong is not None:  # an edited or damaged file: the chapters would show numbers the body does not hold
+        raise SchemaError(f"{path}: its headline says {wrong}={stored.get(wrong)} but its body gives {body[wrong]}; "
+                          f"the file was edited or damaged: restore it from git, or {fix}")
     return results
+
+
+def _flat(tree: Mapping, prefix: str = "") -> dict:
+    """``{"ndcg10.bert": 0.5, ...}``: a nested dict's leaves by dotted key."""
+    out = {}
+    for key, value in tree.items():
+        out.update(_flat(value, f"{prefix}{key}.") if isinstance(value, Mapping) else {f"{prefix}{key}": value})
+    return out
 
 
 def environment() -> dict:

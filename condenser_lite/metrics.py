@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import unicodedata
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 
 import ir_measures
@@ -63,6 +64,7 @@ def evaluate_run(
     """Mean of each metric over the queries that have qrels (explained in chapter 4).
 
     A run that is empty or holds a NaN or infinite score raises ``SchemaError``.
+    Queries whose grades are all 0 (nothing to find) count as zero too, with a warning.
     Queries with qrels that are missing from the run count as zero, so a retriever cannot
     look better by skipping hard queries (ir_measures 0.4 already does this; we make it
     explicit so the rule does not depend on the provider). Run entries for queries without
@@ -74,6 +76,11 @@ def evaluate_run(
     qrels = _clean_qrels(qrels)
     if not qrels:
         raise SchemaError("evaluate_run: qrels are empty; pass the relevance labels of the evaluated split")
+    hopeless = sorted(q for q, docs in qrels.items() if not any(g > 0 for g in docs.values()))
+    if hopeless:  # counted as 0, as BEIR and pytrec_eval do; said, so that a low mean is not a mystery
+        warnings.warn(f"{len(hopeless)} of the {len(qrels)} labelled queries have no relevant document (every grade "
+                      f"is 0 or less, e.g. {hopeless[:3]}): they score 0, as in BEIR and pytrec_eval; drop their "
+                      "qrels lines to leave them out of the mean", stacklevel=2)
     if isinstance(metrics, str):
         metrics = (metrics,)
     parsed = {name: _parse_measure(name) for name in metrics}

@@ -30,6 +30,7 @@ from torch import nn
 from transformers import AutoConfig, AutoModel, BertConfig, BertForMaskedLM, PreTrainedModel
 from transformers.masking_utils import create_bidirectional_mask
 from transformers.models.bert.modeling_bert import BertLayer
+from transformers.utils import logging as hf_logging
 
 from .errors import CheckpointError
 
@@ -138,28 +139,43 @@ def _not_a_load_report(record: logging.LogRecord) -> bool:
     return "LOAD REPORT" not in str(record.msg)
 
 
+def _no_bar(factory, args, kwargs):
+    return hf_logging.EmptyTqdm(*args, **kwargs)
+
+
 @contextlib.contextmanager
-def _no_load_report() -> Iterator[None]:
-    # transformers logs a table of every unused or missing weight; the caller reports what
+def _quiet_loading() -> Iterator[None]:
+    """Hide transformers' per-tensor ``Loading weights`` bar and its load report unless the
+    library's logger is at DEBUG (the command line's ``--debug``)."""
+    if logging.getLogger("condenser_lite").isEnabledFor(logging.DEBUG):
+        yield
+        return
+    # The load report is a table of every unused or missing weight; the caller reports what
     # matters. A filter, not a higher level: at level WARNING or above transformers 5 logs
     # another warning per load (its tensor-parallel plan check).
     report = logging.getLogger("transformers.modeling_utils")
     report.addFilter(_not_a_load_report)
+    # A hook on transformers' own bars only: huggingface_hub's download bars of a Hub id stay.
+    set_hook = getattr(hf_logging, "set_tqdm_hook", None)  # transformers >= 5.x; before, the bar shows
+    previous = set_hook(_no_bar) if set_hook else None
     try:
         yield
     finally:
         report.removeFilter(_not_a_load_report)
+        if set_hook:
+            set_hook(previous)
 
 
 def from_checkpoint(model_class, name_or_dir: str | os.PathLike, dropped: tuple[str, ...] = (), **kwargs):
     """``model_class.from_pretrained(name_or_dir, **kwargs)`` with errors that name the checkpoint
-    (``CheckpointError``: a missing folder, a damaged weights file) and without transformers' load
-    report for weights left out on purpose (keys starting with ``dropped``, e.g. the MLM head when
-    a retriever loads a pre-trained checkpoint): only weights that are really missing (left at
-    random initialisation) or unexpected are reported, in one warning. Chapter 4."""
+    (``CheckpointError``: a missing folder, a damaged weights file), without transformers' loading
+    bar (shown with ``--debug``) and without its load report for weights left out on purpose (keys
+    starting with ``dropped``, e.g. the MLM head when a retriever loads a pre-trained checkpoint):
+    only weights that are really missing (left at random initialisation) or unexpected are
+    reported, in one warning. Chapter 4."""
     check_checkpoint(name_or_dir)
     try:
-        with _no_load_report():
+        with _quiet_loading():
             model, info = model_class.from_pretrained(name_or_dir, output_loading_info=True, **kwargs)
     except (SafetensorError, OSError, EOFError, RuntimeError, ValueError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else ""

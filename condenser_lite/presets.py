@@ -30,6 +30,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from .config import check_positive
+from .errors import ConfigError
+
 ARMS = ("bert", "bert_cont", "condenser", "cocondenser", "co_contrastive_only", "co_mlm_only")
 MAIN_ARMS = ARMS[:4]
 ABLATION_ARMS = ARMS[4:]
@@ -147,6 +150,10 @@ class FinetuneConfig:
     embedding_dtype: str = "float32"
     dropout: float | None = None
 
+    def __post_init__(self) -> None:
+        check_positive(self, "lr", "batch_size", "train_n_passages", "q_max_len", "p_max_len", "epochs_round1",
+                       "epochs_round2", "encode_batch")
+
 
 @dataclass(frozen=True)
 class STSConfig:
@@ -164,6 +171,9 @@ class STSConfig:
     weight_decay: float = 0.01
     mixed_precision: str = "no"
     dropout: float | None = None
+
+    def __post_init__(self) -> None:
+        check_positive(self, "lr", "batch_size", "epochs_low_data", "epochs_full", "max_len")
 
 
 @dataclass(frozen=True)
@@ -216,7 +226,8 @@ class Preset:
         if unknown:
             raise ValueError(f"Preset.arms: unknown arm(s) {unknown}; choose from {ARMS}")
         if not self.seeds:
-            raise ValueError("Preset.seeds must name at least one seed (the papers' claims need >= 3)")
+            raise ConfigError("Preset.seeds must name at least one seed (the papers' claims need >= 3), e.g. "
+                              "--seeds 0,1,2 (--set seeds='[0, 1, 2]')")
         if not isinstance(self.task, str) or not self.task.strip():
             raise ValueError(f"Preset.task={self.task!r}: use 'scifact' (or another BEIR name), 'msmarco' (full "
                              "scale) or the path of a folder in BEIR's format")

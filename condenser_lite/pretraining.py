@@ -35,7 +35,7 @@ from datasets import Dataset
 
 from .accounting import stage_compute
 from .analysis import cls_cosine, cls_reliance_gauge, cls_swap_gap, heldout_mlm_loss, unigram_entropy
-from .config import cache_dir, check_types
+from .config import cache_dir, check_positive, check_types
 from .beir import load_documents
 from .data import PRETRAINING_SOURCES, data_id, load_pretraining_corpus
 from .devices import resolve_precision
@@ -123,6 +123,7 @@ class PretrainConfig:
 
     def __post_init__(self) -> None:
         check_types(self)
+        check_positive(self, "lr", "batch_size", "min_span", "max_len", "epochs")
         if self.method not in METHODS:
             raise ConfigError(f"method={self.method!r} is not one of {METHODS}")
         if self.head not in (None, "load", "random"):

@@ -42,6 +42,7 @@ from .arms import (
 )
 from .config import cache_dir
 from .devices import cpu_precision, resolve_precision
+from .errors import ConfigError
 from .evidence import RESULTS_VERSION, cpu_seconds, environment, headline, now, provenance
 from .jobs import (
     Job,
@@ -123,6 +124,8 @@ def run_protocol(
     preset = get_preset(preset)
     if seeds is not None:
         preset = preset.replace(seeds=tuple(int(s) for s in seeds))
+    if out_path is not None:
+        check_out_path(out_path, preset.name)
     if _single_seed(preset):
         warnings.warn(ONE_SEED_WARNING, UserWarning, stacklevel=2)
     key, cached = results_key(preset, data_dir), cached_results(preset, data_dir)
@@ -142,6 +145,28 @@ def run_protocol(
         Path(out_path).parent.mkdir(parents=True, exist_ok=True)
         Path(out_path).write_text(json.dumps(results, indent=1))
     return results
+
+
+def check_out_path(out_path: str | os.PathLike, budget: str) -> None:
+    """Refuse, before hours of computing, an ``out_path`` that is a folder or a file other than a
+    results file of the same budget (which is regenerated): nothing of the user's is overwritten
+    and the results are not lost to a failed write. Chapter 4."""
+    path = Path(out_path)
+    if path.is_dir():
+        raise ConfigError(f"--out {path} is a folder; give a file path, e.g. {path / f'{budget}.json'}")
+    if not path.exists():
+        return
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        old = None
+    keep = f"nothing was written: choose another path, or delete {path} first"
+    if not isinstance(old, dict) or old.get("protocol") != "condenser_lite.protocol":
+        raise ConfigError(f"--out {path} exists and is not a protocol results file; {keep}")
+    name = (old.get("budget") or {}).get("name")
+    if name != budget:
+        raise ConfigError(f"--out {path} holds the {name!r} budget's results, not {budget!r}'s; {keep} "
+                          f"(e.g. --out {path.with_name(f'{budget}.json')})")
 
 
 # ---- the job graph ---------------------------------------------------------------------------------

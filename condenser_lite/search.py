@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import re
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -307,19 +308,57 @@ def search(
     )
 
 
+def _escape_char(c: str) -> str:
+    return "".join(f"%{b:02X}" for b in c.encode("utf-8")) if c.isspace() or c == "%" else c
+
+
+def trec_id(raw: Any) -> str:
+    """A query or document id as a TREC run file holds it (chapter 4): whitespace (which splits
+    the file's fields) and ``%`` percent-encoded as in URLs (``'a b'`` -> ``'a%20b'``), every
+    other character, non-ASCII included, as it is. Ids without whitespace or ``%`` (all of the
+    papers' data sets) are written unchanged, so trec_eval reads the file with the usual qrels."""
+    text = str(raw)
+    if not text:
+        raise SchemaError("an empty query or document id cannot be written to a TREC run file; give every "
+                          "query and document a non-empty _id")
+    return "".join(map(_escape_char, text))
+
+
+_ESCAPED = re.compile(r"(?:%[0-9A-F]{2})+")
+
+
+def _unescape(match: re.Match) -> str:
+    # only what trec_id writes is decoded: another tool's literal '%41' stays as it is
+    try:
+        text = bytes.fromhex(match.group().replace("%", "")).decode("utf-8")
+    except UnicodeDecodeError:
+        return match.group()
+    return text if all(c.isspace() or c == "%" for c in text) else match.group()
+
+
+def from_trec_id(field: str) -> str:
+    """The id a ``trec_id`` field stands for (chapter 4): its percent-encoded whitespace and
+    ``%`` decoded, anything else kept as written."""
+    return _ESCAPED.sub(_unescape, field) if "%" in field else field
+
+
 def write_trec_run(run: Mapping[str, Mapping[str, float]], path: str | os.PathLike, tag: str = "condenser_lite") -> None:
-    """Write ``qid Q0 docid rank score tag`` lines, best first per query (chapter 4)."""
+    """Write ``qid Q0 docid rank score tag`` lines, best first per query (chapter 4). Ids are
+    written by ``trec_id`` (whitespace percent-encoded) and ``read_trec_run`` gives them back,
+    so every run this writes has six fields per line whatever the data set's ids are."""
     if any(c.isspace() for c in tag) or not tag:
         raise ValueError(f"tag must be a non-empty string without spaces, got {tag!r}")
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as f:
+    with open(path, "w", encoding="utf-8") as f:
         for q, docs in run.items():
+            qid = trec_id(q)
             for rank, (d, s) in enumerate(sorted(docs.items(), key=lambda x: (-x[1], x[0])), start=1):
-                f.write(f"{q} Q0 {d} {rank} {float(s)!r} {tag}\n")
+                f.write(f"{qid} Q0 {trec_id(d)} {rank} {float(s)!r} {tag}\n")
 
 
 def read_trec_run(path: str | os.PathLike) -> dict[str, dict[str, float]]:
-    """Read a TREC run file back into ``{qid: {docid: score}}`` (chapter 4).
+    """Read a TREC run file back into ``{qid: {docid: score}}`` (chapter 4), ids decoded by
+    ``from_trec_id`` (the original ids of a run ``write_trec_run`` wrote).
 
     Refuses, naming the file and line (``SchemaError``): a line without the six fields, a score
     that is not a finite number, a (query, document) pair listed twice (the second would silently
@@ -342,7 +381,7 @@ def read_trec_run(path: str | os.PathLike) -> dict[str, dict[str, float]]:
         parts = line.split()
         if len(parts) != 6:
             raise SchemaError(f"{path}:{n}: expected 6 fields 'qid Q0 docid rank score tag', got {len(parts)}: {line.strip()!r}")
-        qid, docid, raw = parts[0], parts[2], parts[4]
+        qid, docid, raw = from_trec_id(parts[0]), from_trec_id(parts[2]), parts[4]
         try:
             score = float(raw)
         except ValueError:

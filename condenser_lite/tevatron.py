@@ -151,7 +151,8 @@ def check_qrels(qrels: Mapping[str, Mapping[str, int]], corpus_ids: Sequence[str
         if qmissing:
             raise SchemaError(
                 f"{len(qmissing)} query ids in the qrels have no query text (e.g. {qmissing[:5]}); "
-                "the qrels and the queries come from different data sets or versions"
+                "the qrels and the queries come from different data sets or versions: add those queries to the "
+                "queries file, or drop their lines from the qrels"
             )
 
 

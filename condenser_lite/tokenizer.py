@@ -24,18 +24,18 @@ import tokenizers
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from transformers import AutoTokenizer, BertTokenizer, PreTrainedTokenizerBase
 
-from . import beir, data, wikitext
+from . import beir, config, data, wikitext
 from .errors import CheckpointError
 
-CACHE_ENV = "CONDENSER_LITE_CACHE"
+CACHE_ENV = config.CACHE_ENV
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")  # ids 0..4, [PAD] = 0 as in BERT
 LIMIT_ALPHABET = 1000  # as BERT's WordPiece recipe: rare characters fall back to [UNK]
 
 
 def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
-    """`cache_dir`, else `$CONDENSER_LITE_CACHE`, else `~/.cache/condenser_lite`."""
-    root = cache_dir or os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "condenser_lite"
-    return Path(root).expanduser()
+    """`cache_dir`, else `$CONDENSER_LITE_CACHE`, else `~/.cache/condenser_lite` (`config.cache_dir`:
+    a folder that cannot be written is a ConfigError)."""
+    return Path(cache_dir).expanduser() if cache_dir else config.cache_dir()
 
 
 def _is_bert_punctuation(ch: str) -> bool:

@@ -125,8 +125,8 @@ class TrainConfig:
             raise bad("max_steps", "use None (epochs decide) or a count >= 1")
         if not self.epochs > 0:
             raise bad("epochs", "it must be > 0")
-        if self.lr < 0:
-            raise bad("lr", "it must be >= 0")
+        if not self.lr > 0:
+            raise bad("lr", "it must be > 0 (0 leaves the weights as they are)")
         if self.weight_decay < 0:
             raise bad("weight_decay", "it must be >= 0")
         if not 0 <= self.warmup_ratio < 1:
@@ -442,7 +442,7 @@ def _train(model: nn.Module, data: Any, cfg: TrainConfig, acc: Accelerator, coll
     if state:
         optimizer.load_state_dict(load_part(ckpt, "optimizer.pt"))
         scheduler.load_state_dict(load_part(ckpt, "scheduler.pt"))
-        restore_rng(ckpt / "rng.pt")
+        restore_rng(ckpt)
     optimizer.zero_grad(set_to_none=True)  # drop grads left by an interrupted step on this model
     model.train()
 

@@ -10,6 +10,7 @@ incomplete checkpoint was deleted. The data are tiny hand-made mirrors (built he
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import shutil
@@ -27,6 +28,7 @@ from condenser_lite.cli import main, parse_overrides
 from condenser_lite.beir import corpus_columns
 from condenser_lite.errors import CheckpointError, ConfigError, DataSourceError, SchemaError
 from condenser_lite.metrics import evaluate_run
+from condenser_lite.search import read_trec_run
 from condenser_lite.pretraining import PretrainConfig, pretrain
 from condenser_lite.tokenizer import load_tokenizer
 from condenser_lite.training import TrainConfig, train
@@ -41,21 +43,26 @@ def rows(name: str) -> list[dict]:
     return [json.loads(line) for line in (FIXTURE / name).open()]
 
 
-def write_beir(root: Path) -> Path:
-    """A 12-document BEIR set in the SciFact mirror layout (6 train, 3 test queries)."""
+def write_beir(root: Path, ids: dict[str, str] | None = None) -> Path:
+    """A 12-document BEIR set in the SciFact mirror layout (6 train, 3 test queries); ``ids``
+    renames documents and queries (a qrels field holding a tab is quoted, as csv writes it)."""
+    rename = lambda i: (ids or {}).get(i, i)  # noqa: E731
     folder = root / "scifact"
     (folder / "qrels").mkdir(parents=True)
-    with (folder / "corpus.jsonl").open("w") as f:
+    with (folder / "corpus.jsonl").open("w", encoding="utf-8") as f:
         for r in rows("corpus.jsonl"):
-            f.write(json.dumps({"_id": r["docid"], "title": r["title"], "text": r["text"]}) + "\n")
+            f.write(json.dumps({"_id": rename(r["docid"]), "title": r["title"], "text": r["text"]}) + "\n")
     queries = {"train": rows("train.jsonl"), "test": rows("dev.jsonl")}
-    with (folder / "queries.jsonl").open("w") as f:
+    with (folder / "queries.jsonl").open("w", encoding="utf-8") as f:
         for split_rows in queries.values():
             for r in split_rows:
-                f.write(json.dumps({"_id": r["query_id"], "text": r["query"]}) + "\n")
+                f.write(json.dumps({"_id": rename(r["query_id"]), "text": r["query"]}) + "\n")
     for split, split_rows in queries.items():
-        lines = [f"{r['query_id']}\t{p['docid']}\t1" for r in split_rows for p in r["positive_passages"]]
-        (folder / "qrels" / f"{split}.tsv").write_text("query-id\tcorpus-id\tscore\n" + "\n".join(lines) + "\n")
+        with (folder / "qrels" / f"{split}.tsv").open("w", encoding="utf-8", newline="") as f:
+            writer = csv.writer(f, delimiter="\t", lineterminator="\n")
+            writer.writerow(["query-id", "corpus-id", "score"])
+            writer.writerows([rename(r["query_id"]), rename(p["docid"]), 1] for r in split_rows
+                             for p in r["positive_passages"])
     return root
 
 
@@ -493,3 +500,348 @@ def test_loading_an_mlm_checkpoint_as_an_encoder_reports_only_real_gaps(tmp_path
         from condenser_lite.model import BertMLM
 
         BertMLM.from_pretrained(tmp_path / "enc")  # an MLM without its head: that is worth a word
+
+
+# ==== issue 21: own data without surprises ======================================================
+# Each test below failed on the code before issue 21's fix for it (say which in its docstring).
+
+ODD_IDS = {"p0": "Sustainable development:135", "p1": "tab\there", "p2": "Café ünïcode", "p3": "100%_(song)",
+           "p4": "literal%20escape", "d1": "query one", "q1": "train\tq", "q2": "Frage ä"}
+
+
+def test_ids_with_whitespace_round_trip_through_run_files(retriever, tmp_path, capsys):
+    """Before: `search` wrote `query one Q0 tab<TAB>here ...` and `evaluate` refused its own run
+    (`expected 6 fields ..., got 8`)."""
+    data = write_beir(tmp_path / "odd", ODD_IDS) / "scifact"
+    run = tmp_path / "run.trec"
+    common = ["--data", data, "--p-max-len", "64"]
+    code, searched, err = cli(["search", "--model", retriever, "--out", run, *common], capsys)
+    assert code == 0, err
+    lines = run.read_text(encoding="utf-8").splitlines()
+    assert all(len(line.split()) == 6 for line in lines)  # what trec_eval and ir_measures read
+    code, evaluated, err = cli(["evaluate", "--run", run, "--data", data], capsys)
+    assert code == 0, err
+    assert evaluated == searched
+    back = read_trec_run(run)  # the original ids, not their escaped form
+    assert "query one" in back and {"Sustainable development:135", "tab\there", "Café ünïcode", "100%_(song)",
+                                     "literal%20escape"} <= set(back["query one"])
+    # fine-tuning reads the same folder (its training queries include 'train<TAB>q' and 'Frage ä')
+    code, _, err = cli(["finetune", "--init", retriever, *FINETUNE[2:], "--data", data, "--output-dir", tmp_path / "ft"],
+                       capsys)
+    assert code == 0, err
+
+
+def test_run_tag_is_a_short_model_name_not_a_path(beir, retriever, tmp_path, capsys):
+    """Before: the tag column was the model folder's full path (`/tmp/.../retriever0`)."""
+    run = tmp_path / "run.trec"
+    common = ["search", "--model", retriever, "--out", run, "--data-dir", beir, "--p-max-len", "64"]
+    assert cli(common, capsys)[0] == 0
+    assert {line.split()[5] for line in run.read_text().splitlines()} == {retriever.name}
+    assert cli([*common, "--tag", "cocondenser-r2"], capsys)[0] == 0
+    assert {line.split()[5] for line in run.read_text().splitlines()} == {"cocondenser-r2"}
+    assert "--tag 'my model': a run tag is one word" in one_error_line(cli([*common, "--tag", "my model"], capsys))
+
+
+class _Payload:
+    """What a hostile checkpoint folder could hold: unpickling it creates ``marker`` (it could
+    as well run any command)."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.touch, (self.marker,))
+
+
+def test_a_pickle_payload_in_a_checkpoint_is_refused_not_run(tmp_path):
+    """Before: `restore_rng` read rng.pt with a full unpickler (weights_only off): the payload ran
+    (the marker file appeared) before anything was checked (a KeyError followed)."""
+    cfg = TrainConfig(str(tmp_path / "run"), max_steps=6, batch_size=4, save_every=2, progress=False)
+    crash_in_step(5, cfg)
+    ckpt = tmp_path / "run" / "checkpoint"
+    assert isinstance(torch.load(ckpt / "rng.pt", weights_only=True), dict)  # plain tensors, lists and numbers
+    good = {name: (ckpt / name).read_bytes() for name in ("rng.pt", "model.pt")}
+    for name in good:
+        marker = tmp_path / f"ran_{name}"
+        torch.save({"state": _Payload(marker)}, ckpt / name)
+        with pytest.raises(CheckpointError, match=rf"{name} holds Python objects other than tensors \(.*pathlib"
+                                                  r".*not loaded.*--restart"):
+            train(Regressor(), regression(), cfg, collate_fn=collate)
+        assert not marker.exists()
+        (ckpt / name).write_bytes(good[name])
+    assert train(Regressor(), regression(), cfg, collate_fn=collate).resumed_from == 4
+
+
+def test_model_loading_is_quiet_unless_debug(beir, retriever, tmp_path, capfd):
+    """Before: every `search` printed transformers' per-tensor `Loading weights: 100%|...|` bar.
+    A weight really missing still gets its one-line warning (see the MLM test above)."""
+    from transformers.utils import logging as hf_logging
+
+    args = ["search", "--model", retriever, "--data-dir", beir, "--p-max-len", "64"]
+    hf_logging.enable_progress_bar()  # as in a terminal; pytest's capture alone would not hide them
+    capfd.readouterr()
+    main([str(a) for a in args])
+    quiet = capfd.readouterr().err
+    assert "Loading weights" not in quiet and "LOAD REPORT" not in quiet
+    main([str(a) for a in [*args, "--debug"]])
+    assert "Loading weights" in capfd.readouterr().err
+    main([str(a) for a in args])  # --debug did not stay on for the next command
+    assert "Loading weights" not in capfd.readouterr().err
+
+
+# ---- issue 21, item 5: a second round of hostile BEIR folders ----------------------------------
+
+def _rewrite(path: Path, edit) -> None:
+    path.write_bytes(edit(path.read_bytes()))
+
+
+def _all_files(folder: Path) -> list[Path]:
+    return [folder / "corpus.jsonl", folder / "queries.jsonl", *sorted((folder / "qrels").glob("*.tsv"))]
+
+
+def _gzip_corpus(folder: Path) -> None:
+    import gzip
+
+    (folder / "corpus.jsonl.gz").write_bytes(gzip.compress((folder / "corpus.jsonl").read_bytes()))
+    (folder / "corpus.jsonl").unlink()
+
+
+def _trec_qrels(data: bytes) -> bytes:  # 'q<TAB>0<TAB>d<TAB>1' rows, no header
+    rows = [line.split(b"\t") for line in data.splitlines()[1:]]
+    return b"".join(b"%s\t0\t%s\t%s\n" % (q, d, s) for q, d, s in rows)
+
+
+INT_IDS = {f"{c}{i}": {"p": 1000, "q": 2000, "d": 3000}[c] + i for c in "pqd" for i in range(20)}
+# each edit turns the 12-document folder into an equivalent one: the same metrics must come out
+SAME_DATA = {
+    "CRLF line endings": (None, lambda d: [_rewrite(p, lambda b: b.replace(b"\n", b"\r\n")) for p in _all_files(d)]),
+    "UTF-8 byte-order marks": (None, lambda d: [_rewrite(p, lambda b: b"\xef\xbb\xbf" + b) for p in _all_files(d)]),
+    "qrels without a header": (None, lambda d: [_rewrite(p, lambda b: b.split(b"\n", 1)[1]) for p in _all_files(d)[2:]]),
+    "TREC qrels (qid 0 docid rel)": (None, lambda d: [_rewrite(p, _trec_qrels) for p in _all_files(d)[2:]]),
+    "qrels with an extra column": (None, lambda d: [_rewrite(p, lambda b: b.replace(b"score\n", b"score\tnote\n")
+                                                             .replace(b"\t1\n", b"\t1\tchecked\n")) for p in _all_files(d)[2:]]),
+    "integer ids": (INT_IDS, None),
+    "integer and string ids mixed": ({"p3": 3, "q2": 2}, None),
+    "corpus.jsonl.gz": (None, _gzip_corpus),
+}
+
+
+@pytest.fixture(scope="module")
+def plain_metrics(beir, retriever) -> str:
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        main([str(a) for a in ["search", "--model", retriever, "--data-dir", beir, "--p-max-len", "64"]])
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("case", [*SAME_DATA, "a path with spaces and non-ASCII"])
+def test_equivalent_beir_folders_give_the_same_metrics(case, plain_metrics, retriever, tmp_path, capsys):
+    """Before: qrels without a header or in TREC's four columns were refused as 'cut short'
+    (KeyError: Field "query-id" does not exist), and ids mixing integers and strings were read as
+    their JSON text ('"p0"'), so no qrels matched. CRLF, byte-order marks, an extra qrels column,
+    integer ids, a gzipped corpus and such a path already gave the same metrics (guarded here)."""
+    ids, edit = SAME_DATA.get(case, (None, None))
+    root = tmp_path / ("my data ü" if case.startswith("a path") else "data")
+    folder = write_beir(root, ids) / "scifact"
+    if edit:
+        edit(folder)
+    run = tmp_path / "run.trec"
+    code, out, err = cli(["search", "--model", retriever, "--data", folder, "--p-max-len", "64", "--out", run], capsys)
+    assert (code, out) == (0, plain_metrics), err
+    assert "warning" not in err
+    assert cli(["evaluate", "--run", run, "--data", folder], capsys)[1] == plain_metrics
+
+
+def _duplicate_first_line(path: Path) -> None:
+    _rewrite(path, lambda b: b + b.split(b"\n")[0].replace(b'"text": "', b'"text": "Copy: ') + b"\n")
+
+
+BAD_DATA = {
+    "a document id twice": (lambda d: _duplicate_first_line(d / "corpus.jsonl"),
+                            "corpus.jsonl: document id 'p0' appears 2 times (lines 1 and 13); ids must be unique"),
+    "a query id twice": (lambda d: _duplicate_first_line(d / "queries.jsonl"),
+                         "queries.jsonl: query id 'q1' appears 2 times (lines 1 and 10)"),
+    "a document without _id": (lambda d: _rewrite(d / "corpus.jsonl", lambda b: b.replace(b'"_id": "p2"', b'"_id": ""')),
+                               "corpus.jsonl:3: a document without an _id (row 2)"),
+    "space-separated qrels": (lambda d: _rewrite(d / "qrels" / "test.tsv", lambda b: b.replace(b"\t", b" ")),
+                              "test.tsv:1: 'query-id corpus-id score' is neither BEIR's header"),
+    "qrels naming a query that is not there": (lambda d: _rewrite(d / "qrels" / "test.tsv",
+                                                                  lambda b: b + b"nosuchq\tp1\t1\n"),
+                                               "1 query ids in the qrels have no query text (e.g. ['nosuchq']); the "
+                                               "qrels and the queries come from different data sets or versions: add "
+                                               "those queries to the queries file, or drop their lines from the qrels"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_DATA))
+def test_bad_beir_folders_are_refused_in_one_line(case, retriever, tmp_path, capsys):
+    """Before: a repeated document id was searched as one document and reported as a too-shallow
+    run ('ranks at most 12 documents per query'), a repeated query id and an empty id passed
+    silently, space-separated qrels were 'cut short', and qrels naming a missing query said why
+    but not what to do."""
+    edit, expected = BAD_DATA[case]
+    folder = write_beir(tmp_path) / "scifact"
+    edit(folder)
+    assert expected in one_error_line(cli(["search", "--model", retriever, "--data", folder, "--p-max-len", "64"],
+                                          capsys))
+
+
+def test_queries_with_no_relevant_document_are_said(beir, retriever, tmp_path, capsys):
+    """Before: a query whose qrels are all 0 scored 0 silently (the mean fell from 0.754 to 0.421)."""
+    root = tmp_path / "zero"
+    shutil.copytree(beir, root)
+    _rewrite(root / "scifact" / "qrels" / "test.tsv", lambda b: b.replace(b"\t1\n", b"\t0\n", 1))
+    code, out, err = cli(["search", "--model", retriever, "--data-dir", root, "--p-max-len", "64"], capsys)
+    assert code == 0
+    assert ("warning: 1 of the 3 labelled queries have no relevant document (every grade is 0 or less, e.g. ['d1']): "
+            "they score 0, as in BEIR and pytrec_eval; drop their qrels lines") in err
+
+
+# ---- issue 21, item 5: zero, negative and empty settings ----------------------------------------
+
+SETTINGS = {  # each refused in one line before any training, naming the setting and a valid value
+    "finetune lr=0": (["finetune", *FINETUNE, "--set", "lr=0"], "FinetuneConfig.lr=0.0 must be > 0"),
+    "finetune batch_size=0": (["finetune", *FINETUNE, "--set", "batch_size=0"], "FinetuneConfig.batch_size=0 must be > 0"),
+    "finetune train_n_passages=0": (["finetune", *FINETUNE, "--set", "train_n_passages=0"],
+                                    "FinetuneConfig.train_n_passages=0 must be > 0"),
+    "finetune --max-steps 0": (["finetune", *FINETUNE, "--max-steps", "0"], "--max-steps 0: give a count >= 1"),
+    "finetune --train-size 0": (["finetune", *FINETUNE, "--train-size", "0"], "--train-size 0: give a count >= 1"),
+    "pretrain lr=0": (["pretrain", "--set", "lr=0"], "PretrainConfig.lr=0.0 must be > 0"),
+    "pretrain lr<0": (["pretrain", "--set", "lr=-1e-4"], "PretrainConfig.lr=-0.0001 must be > 0"),
+    "pretrain batch_size=0": (["pretrain", "--set", "batch_size=0"], "PretrainConfig.batch_size=0 must be > 0"),
+    "pretrain --min-span 0": (["pretrain", "--method", "cocondenser", "--corpus", "scifact", "--min-span", "0"],
+                              "PretrainConfig.min_span=0 must be > 0"),
+    "pretrain min_span<0": (["pretrain", "--method", "cocondenser", "--corpus", "scifact", "--set", "min_span=-1"],
+                            "PretrainConfig.min_span=-1 must be > 0"),
+    "experiments --seeds ''": (["experiments", "--preset", "micro", "--seeds", ""], "--seeds '': give at least one"),
+    "experiments seeds=[]": (["experiments", "--preset", "micro", "--set", "seeds=[]"],
+                             "Preset.seeds must name at least one seed"),
+    "experiments finetune.lr=0": (["experiments", "--preset", "micro", "--set", "finetune.lr=0"],
+                                  "FinetuneConfig.lr=0.0 must be > 0"),
+    "experiments sts.batch_size=-1": (["experiments", "--preset", "micro", "--set", "sts.batch_size=-1"],
+                                      "STSConfig.batch_size=-1 must be > 0"),
+}
+
+
+@pytest.mark.parametrize("case", list(SETTINGS))
+def test_zero_negative_and_empty_settings_are_refused(case, beir, retriever, tmp_path, capsys):
+    """Before: lr=0 trained nothing without a word, batch_size=0 stopped with a ZeroDivisionError
+    traceback, --max-steps 0 / --min-span 0 / --train-size 0 / --seeds '' were ignored (the
+    preset's values ran: a whole protocol for --seeds ''), a negative min_span,
+    train_n_passages=0 and an empty seed list were tracebacks (ValueError). The finetune cases and
+    seeds=[] were run on the old code; the others would start long runs there, so were checked by
+    reading it (and --min-span 0 by hand)."""
+    args, expected = SETTINGS[case]
+    if args[0] == "finetune":
+        args = [*args, "--init", retriever, "--data-dir", beir, "--output-dir", tmp_path / "ft"]
+    assert expected in one_error_line(cli(args, capsys))
+    assert not (tmp_path / "ft").exists()  # refused before anything was written
+
+
+# ---- issue 21, item 5: results files and where they are -----------------------------------------
+
+def test_results_folder_from_the_environment_must_be_there(tmp_path, monkeypatch):
+    """Before: `$CONDENSER_LITE_RESULTS` pointing nowhere said `.../small.json not found: run
+    experiments ...` (hours of computing) instead of naming the variable."""
+    from condenser_lite import evidence
+
+    monkeypatch.setenv(evidence.RESULTS_ENV, str(tmp_path / "nowhere"))
+    with pytest.raises(DataSourceError, match=r"\$CONDENSER_LITE_RESULTS=.*nowhere is not a folder.*unset it"):
+        evidence.load_results("small")
+
+
+def test_a_results_file_whose_headline_disagrees_with_its_body_is_refused(tmp_path):
+    """Before: `load_results` returned it, and a chapter would show the edited headline."""
+    from condenser_lite.evidence import RESULTS_DIR, load_results
+
+    results = json.loads((RESULTS_DIR / "small.json").read_text())
+    true = results["headline"]["ndcg10"]["cocondenser"]
+    results["headline"]["ndcg10"]["cocondenser"] = 0.2
+    (tmp_path / "small.json").write_text(json.dumps(results))
+    with pytest.raises(SchemaError, match=rf"small.json: its headline says ndcg10.cocondenser=0.2 but its body gives "
+                                          rf"{true}; .*experiments --preset small --out"):
+        load_results("small", folder=tmp_path)
+
+
+def test_experiments_out_must_be_a_results_file_of_the_same_budget(tmp_path, monkeypatch, capsys):
+    """Before: `--out` onto a folder ran the whole protocol and then stopped with an
+    IsADirectoryError traceback; onto any other file it overwrote it (a results file of another
+    budget, or a file that was not results at all). Here the protocol itself is replaced by a
+    stand-in: reaching it means the command was not refused."""
+    from condenser_lite import protocol
+
+    def not_here(*args, **kwargs):
+        raise RuntimeError("the protocol ran")
+
+    monkeypatch.setenv("CONDENSER_LITE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(protocol, "_run", not_here)
+    folder, notes, other = tmp_path / "results", tmp_path / "notes.json", tmp_path / "small.json"
+    folder.mkdir()
+    notes.write_text('{"my": "notes"}')
+    other.write_text(json.dumps({"protocol": "condenser_lite.protocol", "budget": {"name": "small"}}))
+    command = ["experiments", "--preset", "micro", "--out"]
+    assert f"--out {folder} is a folder; give a file path, e.g. {folder}/micro.json" in one_error_line(
+        cli([*command, folder], capsys))
+    assert f"--out {notes} exists and is not a protocol results file" in one_error_line(cli([*command, notes], capsys))
+    assert f"--out {other} holds the 'small' budget's results, not 'micro''s" in one_error_line(
+        cli([*command, other], capsys))
+    assert notes.read_text() == '{"my": "notes"}' and json.loads(other.read_text())["budget"] == {"name": "small"}
+    with pytest.raises(RuntimeError, match="the protocol ran"):  # the same budget's file: regenerated
+        main(["experiments", "--preset", "small", "--out", str(other)])
+
+
+def test_a_cache_that_cannot_be_written_is_named(beir, tmp_path, monkeypatch, capsys):
+    """Before: a `$CONDENSER_LITE_CACHE` that is a file stopped with a NotADirectoryError traceback,
+    and a read-only cache folder failed later, in whichever write came first. (The tests run as
+    root, for whom every folder is writable: the read-only folder is simulated through os.access.)"""
+    from condenser_lite.config import cache_dir
+
+    afile = tmp_path / "cachefile"
+    afile.write_text("not a folder")
+    monkeypatch.setenv("CONDENSER_LITE_CACHE", str(afile))
+    line = one_error_line(cli(["pretrain", "--set", "max_steps=1"], capsys))
+    assert f"the cache folder {afile} ($CONDENSER_LITE_CACHE) cannot be written" in line
+    assert "point $CONDENSER_LITE_CACHE at a writable folder" in line
+
+    readonly = tmp_path / "readonly"
+    readonly.mkdir()
+    monkeypatch.setenv("CONDENSER_LITE_CACHE", str(readonly))
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode: False if Path(p).is_relative_to(readonly) and mode == os.W_OK
+                        else real_access(p, mode))
+    with pytest.raises(ConfigError, match=rf"cache folder {readonly}/experiments .* cannot be written \(read-only"):
+        cache_dir("experiments")
+
+
+def test_ctrl_c_during_finetune_then_the_same_command_gives_the_uninterrupted_result(beir, retriever, tmp_path,
+                                                                                      monkeypatch, capsys):
+    """Ctrl-C in step 4 of 6 (exit status 130, a checkpoint of steps 1-3), then the same command:
+    the weights and the search metrics are those of a run never interrupted. (It passed before
+    issue 21 too; the training loop's exact resume, here through the command line.)"""
+    from condenser_lite import biencoder
+
+    common = ["finetune", "--init", retriever, *FINETUNE[:2], "--max-steps", "6", *FINETUNE[4:], "--data-dir", beir]
+    assert cli([*common, "--output-dir", tmp_path / "whole"], capsys)[0] == 0
+
+    calls = {"n": 0}
+    collate = biencoder.RetrievalCollator.__call__
+
+    def interrupted(self, examples):
+        calls["n"] += 1
+        if calls["n"] == 4:
+            raise KeyboardInterrupt
+        return collate(self, examples)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(biencoder.RetrievalCollator, "__call__", interrupted)
+        code, _, err = cli([*common, "--output-dir", tmp_path / "cut"], capsys)
+    assert code == 130 and "checkpoint at step 3" in err and "interrupted" in err
+    code, _, err = cli([*common, "--output-dir", tmp_path / "cut"], capsys)
+    assert code == 0 and "resuming from the checkpoint" in err and "at step 3 of 6" in err
+    whole, cut = load_file(tmp_path / "whole" / "model.safetensors"), load_file(tmp_path / "cut" / "model.safetensors")
+    assert [k for k in whole if not torch.equal(whole[k], cut[k])] == []
+    search = ["search", "--data-dir", beir, "--p-max-len", "64", "--model"]
+    assert cli([*search, tmp_path / "whole"], capsys)[1] == cli([*search, tmp_path / "cut"], capsys)[1]

@@ -49,7 +49,7 @@ def launch(tmp_path: Path) -> dict[str, list[dict]]:
                 p.kill()
     for r, p in enumerate(procs):
         assert p.returncode == 0, f"rank {r} failed:\n{logs[r][-3000:]}"
-    return {c: [torch.load(tmp_path / f"rank{r}_{c}.pt", weights_only=False) for r in range(WORLD)] for c in CHUNKS}
+    return {c: [torch.load(tmp_path / f"rank{r}_{c}.pt", weights_only=True) for r in range(WORLD)] for c in CHUNKS}
 
 
 @pytest.fixture(scope="module")
