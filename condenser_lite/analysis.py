@@ -270,26 +270,37 @@ def cls_swap_gap(model: nn.Module, batches: Iterable[Mapping[str, torch.Tensor]]
                 "n_blocks": N, "n_tokens": int(n.sum())}
 
 
-def other_document_partners(doc_ids: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+def other_document_partners(doc_ids: torch.Tensor, generator: torch.Generator | None = None,
+                            pool_doc_ids: torch.Tensor | None = None) -> torch.Tensor:
     """For each block of a batch, the index of a partner block drawn uniformly from the blocks of
-    *other documents* in the batch (``doc_ids``: one document id per block). Neighbouring blocks
-    often come from the same section, whose [CLS] would carry much of the block's own content; a
-    partner of another document does not. Raises ``SchemaError`` where a block has no such
-    partner. Explained in chapter 2 (``notebooks/02_condenser.ipynb``)."""
-    other = doc_ids[:, None] != doc_ids[None, :]
+    *other documents* in ``pool_doc_ids`` (default: the batch itself; ``doc_ids``: one document
+    id per block). Neighbouring blocks often come from the same section, whose [CLS] would carry
+    much of the block's own content; a partner of another document does not. A long document can
+    fill a whole batch, so the gauge draws partners from every held-out block. Raises
+    ``SchemaError`` where a block has no such partner. Explained in chapter 2
+    (``notebooks/02_condenser.ipynb``)."""
+    pool = doc_ids if pool_doc_ids is None else pool_doc_ids
+    other = doc_ids[:, None] != pool[None, :]
     lonely = (~other.any(1)).nonzero()[:, 0].tolist()
     if lonely:
-        raise SchemaError(f"blocks {lonely} of a batch of {len(doc_ids)} have no block of another document to "
-                          "take a [CLS] from: build the held-out batches from several documents "
-                          "(pretraining.heldout_set does)")
+        raise SchemaError(f"blocks {lonely[:5]}{' ...' if len(lonely) > 5 else ''} have no block of another "
+                          "document to take a [CLS] from: the held-out blocks must come from several documents "
+                          "(pretraining.heldout_set's do unless the held-out corpus is one document)")
     scores = torch.rand(other.shape, generator=generator).masked_fill(~other, -1.0)
     return scores.argmax(1)
 
 
-def _mean_other_cls(cls: torch.Tensor, doc_ids: torch.Tensor) -> torch.Tensor:
-    """Per block, the mean late [CLS] of the batch's blocks of other documents (a generic [CLS])."""
-    w = (doc_ids[:, None] != doc_ids[None, :]).to(cls.dtype)
-    return (w @ cls.flatten(1) / w.sum(1, keepdim=True)).view_as(cls)
+def _mean_other_cls(pool_cls: torch.Tensor, pool_doc_ids: torch.Tensor, doc_ids: torch.Tensor) -> torch.Tensor:
+    """Per block, the mean late [CLS] of the pool's blocks of other documents (a generic [CLS])."""
+    w = (doc_ids[:, None] != pool_doc_ids[None, :]).to(pool_cls.dtype)
+    return (w @ pool_cls.flatten(1) / w.sum(1, keepdim=True)).view(len(doc_ids), *pool_cls.shape[1:])
+
+
+def _late_cls_pool(model: nn.Module, batches: Sequence[Mapping[str, torch.Tensor]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every block's late [CLS] (``[N, 1, H]``, as the head reads it) and document id, over ``batches``."""
+    bert = _bert(model)
+    cls = [bert(b["input_ids"], attention_mask=b["attention_mask"]).last_hidden_state[:, :1] for b in batches]
+    return torch.cat(cls), torch.cat([b["doc_id"] for b in batches])
 
 
 RELIANCE_ABLATIONS = ("ablated", "zero", "mean")  # another document's late [CLS], zeros, a mean [CLS]
@@ -303,9 +314,9 @@ def cls_reliance_gauge(model: nn.Module, draws: Sequence[Sequence[Mapping[str, t
     ``draws``: mask draws of the same held-out blocks, each a list of batches carrying
     ``doc_id`` (``pretraining.heldout_set``'s ``batches`` and ``mask_draws``). On every block
     and draw, with the same masks and early tokens: ``own_loss`` (the head reading its own late
-    [CLS]), ``ablated_loss`` (the late [CLS] of a block of another document,
-    ``other_document_partners``, a fresh draw per mask draw), ``zero_loss`` (a zero vector),
-    ``mean_loss`` (the mean late [CLS] of the batch's other-document blocks) and ``late_loss``
+    [CLS]), ``ablated_loss`` (the late [CLS] of a held-out block of another document, from any
+    batch: ``other_document_partners``, a fresh draw per mask draw), ``zero_loss`` (a zero vector),
+    ``mean_loss`` (the mean late [CLS] of the other documents' held-out blocks) and ``late_loss``
     (the backbone's last layer), in nats per masked token over every draw.
 
     ``reliance`` = ``scorecard.cls_reliance(own, ablated, late)`` (None where undefined),
@@ -326,14 +337,15 @@ def cls_reliance_gauge(model: nn.Module, draws: Sequence[Sequence[Mapping[str, t
         for d, batches in enumerate(draws):
             g = torch.Generator().manual_seed(seed * 1_000_003 + d)
             per = {k: [] for k in sums}
+            if any("doc_id" not in b for b in batches):
+                raise SchemaError("the held-out batches carry no doc_id: build them with "
+                                  "pretraining.heldout_set, which records each block's document")
+            pool_cls, pool_docs = _late_cls_pool(model, batches)  # partners from every block
             for batch in batches:
-                if "doc_id" not in batch:
-                    raise SchemaError("the held-out batches carry no doc_id: build them with "
-                                      "pretraining.heldout_set, which records each block's document")
                 docs = batch["doc_id"]
-                partners = other_document_partners(docs, g)
+                partners = other_document_partners(docs, g, pool_docs)
                 late, own, alt, n = _head_block_losses(model, batch, lambda cls: [
-                    cls[partners], torch.zeros_like(cls), _mean_other_cls(cls, docs)])
+                    pool_cls[partners], torch.zeros_like(cls), _mean_other_cls(pool_cls, pool_docs, docs)])
                 for k, v in zip(sums, (late, own, *alt, n)):
                     per[k].append(v)
             for k in sums:

@@ -153,3 +153,16 @@ def test_reliance_gauge_reuses_the_models_losses(draws):
         cls_reliance_gauge(model, [[{k: v for k, v in b.items() if k != "doc_id"} for b in draws[0]]])
     with pytest.raises(TypeError, match="needs a Condenser"):
         cls_reliance_gauge(BertMLM(model.backbone), draws)
+
+
+def test_a_batch_of_one_document_takes_its_partners_from_the_other_batches(draws):
+    """A long held-out article can fill a whole batch: its blocks find their other-document
+    partners in the other batches (this stopped the stage with a SchemaError before)."""
+    one_doc = [[{**b, "doc_id": torch.full_like(b["doc_id"], i)} for i, b in enumerate(draw)] for draw in draws]
+    out = cls_reliance_gauge(trained(BlindHead), one_doc)
+    assert out["n_blocks"] == 48 and out["reliance"] > 0.5
+    pool = torch.tensor([0, 0, 1, 1])
+    p = other_document_partners(torch.tensor([0, 0]), torch.Generator().manual_seed(0), pool)
+    assert (pool[p] == 1).all()
+    with pytest.raises(SchemaError, match="another document"):
+        cls_reliance_gauge(trained(BlindHead), [[{**b, "doc_id": torch.zeros_like(b["doc_id"])} for b in draws[0]]])
