@@ -381,8 +381,9 @@ EVAL_SEED = 0  # packing and masking of the held-out blocks: one fixed set for e
 _EVAL_BATCH = 64  # blocks per evaluation batch (the [CLS] swap rolls within a batch)
 RELIANCE_DRAWS = 3  # mask draws of the held-out blocks the [CLS]-reliance gauge averages over
 # What a Condenser-family stage logs joins its cache key, so a stage cached before the reliance
-# gauge existed is not reused without it (MLM stages log the same gauges as before: keys unchanged).
-HEAD_GAUGES = "cls-reliance-1"
+# gauge existed is not reused without it (MLM stages log the same gauges as before: keys unchanged);
+# "-2": ablation partners drawn from every held-out block, not only the batch's.
+HEAD_GAUGES = "cls-reliance-2"
 
 
 def heldout_set(cfg: PretrainConfig, tokenizer, data_dir: str | None = None, corpus: Dataset | None = None) -> dict:
