@@ -92,7 +92,7 @@ def condenser(preset=None):
     ``notebooks/02_condenser.ipynb``."""
     m = _preset(preset).model
     L, k, n_head = m.num_hidden_layers, m.skip_from, m.n_head_layers
-    fig, ax = _canvas(12.4, 13.4)
+    fig, ax = _canvas(12.4, 13.7, inches_per_unit=0.56)
     left, cls_w, right = 0.3, 1.5, 5.9  # the backbone's column: [CLS] cell, token cell
     tok_x = left + cls_w + 0.2
     hx, hcls_w, hright = 7.0, 1.5, 12.1  # the head's column
@@ -159,7 +159,8 @@ def cocondenser_batch(preset=None, n_docs: int = 3):
     p = _preset(preset)
     colors = [ORANGE, SKY, GREEN, PURPLE, YELLOW][:n_docs]
     n = 2 * n_docs
-    fig, ax = _canvas(17.2, 8.6, inches_per_unit=0.5)
+    fig, ax = _canvas(13.6, 10.6, inches_per_unit=0.5)
+    ax.set_ylim(-2.0, 8.6)
     top = 7.0
     ax.text(0.2, 8.3, f"{n_docs} documents (the committed run: {p.pretraining.cocondenser_batch} "
             f"per batch, so {2 * p.pretraining.cocondenser_batch} spans)", fontsize=SMALL)
@@ -179,8 +180,8 @@ def cocondenser_batch(preset=None, n_docs: int = 3):
             _box(ax, 3.5, sy, 1.1, 0.5, name, c, size=SMALL)
             _arrow(ax, [(4.6, sy + 0.25), (5.2, sy + 0.25)], lw=1.1)
     m = p.model
-    _box(ax, 5.2, 0.75, 1.6, 7.0, f"the backbone\n({m.num_hidden_layers} layers,\none "
-         f"copy)\n\nlate\n[CLS]\nof each\nspan", VERMILION, size=SMALL)
+    _box(ax, 5.2, 0.75, 1.6, 7.0, f"one\nencoder\n({m.num_hidden_layers}\nlayers)\n\nlate\n[CLS]\n"
+         f"of each\nspan", VERMILION, size=SMALL)
     ax.text(6.0, 0.3, "random spans, new each epoch", ha="center", fontsize=SMALL)
     # the similarity matrix: rows and columns are the spans
     x0, y0, cell = 8.2, 0.9, 0.85
@@ -205,9 +206,9 @@ def cocondenser_batch(preset=None, n_docs: int = 3):
     for i, (mark, text) in enumerate([("+", "positive: the partner span"),
                                       ("−", "negative: every other span"),
                                       ("×", "the span itself: left out")]):
-        ax.text(x0 + 6.4, y0 + n * cell - 0.5 - i * 0.75, f"{mark}  {text}", fontsize=SMALL,
-                ha="left", va="center")
-    ax.text(x0 + 6.4, y0 + n * cell - 3.2, "each row: a softmax\nover its 2n − 1 other\n"
+        ax.text(x0 - 0.6, -0.35 - i * 0.55, f"{mark}  {text}", fontsize=SMALL, ha="left",
+                va="center")
+    ax.text(0.2, -0.9, "each row of the matrix: a softmax over\nthe row's 2n − 1 other "
             "spans (eq. 6)", fontsize=SMALL, ha="left", va="center")
     return fig
 
@@ -227,43 +228,45 @@ def gradient_cache(preset=None, n_chunks: int = 3):
     so the gradients add up to the full batch's. Shown in chapter 3,
     ``notebooks/03_cocondenser.ipynb``."""
     p = _preset(preset)
-    fig, ax = _canvas(14.0, 9.6)
+    fig, ax = _canvas(14.0, 9.6, inches_per_unit=0.5)
     # bands
     _box(ax, 0.1, 5.3, 13.8, 4.1, "", GREY, fill="#f7f7f7")
     _box(ax, 0.1, 0.2, 13.8, 4.1, "", GREY, fill="#f7f7f7")
     ax.text(0.3, 9.05, "Pass 1: no gradients (torch.no_grad), the whole batch", fontsize=FONT,
             weight="bold", va="center")
-    ax.text(0.3, 3.95, "Pass 2: with gradients, one chunk at a time (k = 1 … "
-            f"{n_chunks})", fontsize=FONT, weight="bold", va="center")
+    ax.text(0.3, 4.1, "Pass 2: with gradients,\none chunk at a time", fontsize=FONT,
+            weight="bold", va="top")
     chunk_colors = [ORANGE, SKY, GREEN, PURPLE][:n_chunks]
     # pass 1
     for i, c in enumerate(chunk_colors):
         _box(ax, 0.4, 7.9 - i * 0.85, 1.7, 0.65, f"chunk {i + 1}", c, size=SMALL)
     _arrow(ax, [(2.1, 7.05), (2.8, 7.05)])
-    _box(ax, 2.8, 6.1, 2.8, 2.4, "encode each\nchunk, keep no\nactivations", BLUE)
-    _arrow(ax, [(5.6, 7.3), (6.3, 7.3)])
-    _box(ax, 6.3, 6.1, 2.6, 2.4, "representations\nh: one late [CLS]\nper span", VERMILION)
-    _arrow(ax, [(8.9, 7.3), (9.6, 7.3)])
-    _box(ax, 9.6, 6.1, 4.0, 2.4, "contrastive loss L(h)\nand its gradient\nv = ∂L/∂h\n"
+    _box(ax, 2.8, 6.3, 2.8, 2.2, "encode each\nchunk, keep no\nactivations", BLUE)
+    _arrow(ax, [(5.6, 7.4), (6.3, 7.4)])
+    _box(ax, 6.3, 6.3, 2.6, 2.2, "representations\nh: one late [CLS]\nper span", VERMILION)
+    _arrow(ax, [(8.9, 7.4), (9.6, 7.4)])
+    _box(ax, 9.6, 6.3, 4.0, 2.2, "contrastive loss L(h)\nand its gradient\nv = ∂L/∂h\n"
          "(the cache)", PURPLE, weight="bold")
-    _box(ax, 2.8, 5.5, 2.8, 0.5, "random state of each chunk", YELLOW, size=SMALL)
+    _box(ax, 2.4, 5.5, 3.6, 0.55, "each chunk's random state", YELLOW, size=SMALL)
     # pass 2
-    _box(ax, 0.4, 1.6, 1.7, 0.75, "chunk k", ORANGE, size=SMALL)
-    _arrow(ax, [(2.1, 1.95), (2.8, 1.95)])
-    _box(ax, 2.8, 0.6, 2.8, 2.7, "re-encode chunk k\nwith gradients,\nits random state\n"
+    _box(ax, 0.4, 1.5, 1.9, 0.9, f"chunk k\n(k = 1 … {n_chunks})", ORANGE, size=SMALL)
+    _arrow(ax, [(2.3, 1.95), (2.8, 1.95)])
+    _box(ax, 2.8, 0.6, 2.8, 2.5, "re-encode chunk k\nwith gradients,\nits random state\n"
          "replayed", BLUE)
     _arrow(ax, [(5.6, 1.95), (6.3, 1.95)])
-    _box(ax, 6.3, 0.6, 2.6, 2.7, "h_k: the same\nvectors as in\npass 1", VERMILION)
+    _box(ax, 6.3, 0.6, 2.6, 2.5, "h_k: the same\nvectors as in\npass 1", VERMILION)
     _arrow(ax, [(8.9, 1.95), (9.6, 1.95)])
-    _box(ax, 9.6, 0.6, 4.0, 2.7, "backward of\nΣ ⟨h_k, v_k⟩ + MLM share;\ngradients add up\n"
+    _box(ax, 9.6, 0.6, 4.0, 2.5, "backward of\nΣ ⟨h_k, v_k⟩ + MLM share;\ngradients add up\n"
          "over the chunks", PURPLE)
     # what flows from pass 1 to pass 2
-    _arrow(ax, [(4.2, 5.5), (4.2, 3.3)], color="#8a7a00", lw=2.0,
-           label="replay: same\ndropout masks", label_at=(4.2, 4.45))
-    _arrow(ax, [(11.6, 6.1), (11.6, 3.3)], color=PURPLE, lw=2.0,
-           label="v_k, cached", label_at=(11.6, 4.45))
+    _arrow(ax, [(4.6, 5.5), (4.6, 3.1)], color="#8a7a00", lw=2.0)
+    ax.text(4.8, 4.8, "replay: the same dropout masks", fontsize=SMALL, color="#6b5f00",
+            ha="left", va="center")
+    _arrow(ax, [(11.6, 6.3), (11.6, 3.1)], color=PURPLE, lw=2.0)
+    ax.text(11.8, 4.8, "v_k, cached", fontsize=SMALL, color="#a34d7e", ha="left",
+            va="center")
     chunk = p.pretraining.chunk_size
-    ax.text(1.25, 1.45, "one chunk's\nactivations in\nmemory at a time" +
+    ax.text(1.35, 1.35, "one chunk's\nactivations in\nmemory at a time" +
             (f"\n({chunk} spans)" if chunk else ""), fontsize=SMALL, ha="center", va="top")
     return fig
 
@@ -277,7 +280,7 @@ def pipeline(preset=None):
     ``notebooks/04_finetune.ipynb``."""
     p = _preset(preset)
     t, m, f = p.pretraining, p.model, p.finetune
-    fig, ax = _canvas(15.0, 10.4, inches_per_unit=0.55)
+    fig, ax = _canvas(15.0, 10.4, inches_per_unit=0.47)
     ax.text(0.2, 10.1, "pre-training on the general corpus", fontsize=FONT, weight="bold",
             va="center")
     ax.text(8.0, 10.1, "on the target corpus ("
@@ -292,13 +295,13 @@ def pipeline(preset=None):
     _box(ax, 4.3, 5.3, 3.3, 2.2, f"Condenser\n{t.s2_steps:,} updates; head\nreads layer "
          f"{m.skip_from}, {m.n_head_layers} head\nlayer{'s' * (m.n_head_layers != 1)} (ch. 2)",
          BLUE, size=SMALL)
-    _arrow(ax, [(7.6, 6.7), (8.2, 7.9)])
-    _arrow(ax, [(7.6, 6.1), (8.2, 5.6)])
-    _box(ax, 8.2, 7.3, 3.6, 2.2, f"coCondenser\nspans + contrastive loss\n{t.s3_steps:,} "
-         f"updates (ch. 3)", VERMILION, size=SMALL, weight="bold")
-    _box(ax, 8.2, 5.0, 3.6, 1.7, "ablations: contrastive\nonly, MLM only\n(ch. 3, 4)", ORANGE,
+    _arrow(ax, [(7.6, 6.7), (8.0, 7.9)])
+    _arrow(ax, [(7.6, 6.1), (8.0, 5.6)])
+    _box(ax, 8.0, 7.3, 4.0, 2.2, f"coCondenser: span pairs,\ncontrastive loss + MLM\n"
+         f"{t.s3_steps:,} updates (ch. 3)", VERMILION, size=SMALL)
+    _box(ax, 8.0, 5.0, 4.0, 1.7, "ablations: contrastive\nonly, MLM only\n(ch. 3, 4)", ORANGE,
          size=SMALL)
-    ax.text(12.0, 8.4, "every arm:\nhead dropped,\nthe backbone's\nlate [CLS] is\nthe vector",
+    ax.text(12.2, 8.4, "every arm:\nhead dropped,\nthe backbone's\nlate [CLS] is\nthe vector",
             fontsize=SMALL, va="center")
     # fine-tuning and search, right to left along the bottom
     for x, y in ((1.9, 6.6), (5.95, 5.3), (10.0, 5.0)):
@@ -316,7 +319,7 @@ def pipeline(preset=None):
     _box(ax, 10.6, 2.2, 4.2, 2.0, "encode the corpus,\nsearch by inner product\n(exact or FAISS) (ch. 4)",
          PURPLE, size=SMALL)
     _arrow(ax, [(12.7, 2.2), (12.7, 1.6)])
-    _box(ax, 0.2, 0.2, 14.6, 1.4, "metrics: nDCG@10, R@100 and nb-recall (ch. 4, 6); CLS "
+    _box(ax, 0.2, 0.2, 14.6, 1.4, "metrics: nDCG@10, R@100 and nb-recall (ch. 4, 6);\nCLS "
          "attention entropy (ch. 5); STS-b (ch. 7); the scorecard (ch. 8)", GREY, size=SMALL)
     return fig
 
