@@ -273,3 +273,68 @@ def test_checkpoint_name_hides_the_machine_path(tmp_path):
     folder.mkdir(parents=True)
     assert book.checkpoint_name(folder) == "mlm-ed54359cd187"
     assert book.checkpoint_name("Luyu/co-condenser-marco") == "Luyu/co-condenser-marco"
+
+
+# --- voice ------------------------------------------------------------------------------------
+
+# Phrases that speak about the project's history (a development log) instead of the papers and
+# the runs. Whole words, any case. "used to" alone is ordinary English ("the vectors used to
+# rank"), so only its past-habit forms are listed.
+DEV_LOG_PHRASES = (
+    "previous book", "first book", "first scaled-down book", "earlier version", "old recipe",
+    "old split", "the old", "the issue", "issue asks", "issue's", "as the issue asks",
+    "this session", "today", "we now", "no longer", "used to be", "we used to", "it used to",
+    "this PR", "pull request", "this commit", "TODO", "FIXME",
+)
+DEV_LOG = re.compile(r"\b(" + "|".join(re.escape(p) for p in DEV_LOG_PHRASES) + r")\b", re.IGNORECASE)
+BOOK_PAGES = sorted((ROOT / "book").glob("*.md"))
+
+
+def _comments(code: str) -> str:
+    """The comments of a code cell (its identifiers and strings may have to name data keys)."""
+    import io
+    import tokenize
+
+    try:
+        return "\n".join(t.string for t in tokenize.generate_tokens(io.StringIO(code).readline)
+                         if t.type == tokenize.COMMENT)
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return "\n".join(line.split("#", 1)[1] for line in code.splitlines() if "#" in line)
+
+
+def dev_log_hits(text: str) -> list[str]:
+    """Each development-log phrase in ``text``, with its line."""
+    return [f"{m.group(0)!r} in {line.strip()[:90]!r}" for line in text.splitlines()
+            for m in DEV_LOG.finditer(line)]
+
+
+def _reader_text(chapter: str) -> str:
+    """What a reader of the chapter sees: its prose, its code's comments and its outputs' text."""
+    nb = jupytext.read(NOTEBOOKS / f"{chapter}.md")
+    parts = [c.source if c.cell_type == "markdown" else _comments(c.source) for c in nb.cells]
+    executed = nbformat.read(NOTEBOOKS / f"{chapter}.ipynb", as_version=4)
+    for cell in executed.cells:
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            parts += [str(out.get("text", "")), str(data.get("text/plain", "")),
+                      str(data.get("text/html", "")), str(data.get("text/markdown", ""))]
+    return "\n".join(parts)
+
+
+def test_dev_log_check_sees_a_phrase():
+    assert dev_log_hits("As the issue asks, we now train longer (today).")
+    assert dev_log_hits("the previous book's tiny recipe")
+    assert not dev_log_hits("the vectors used to rank passages; a reissued paper")
+    assert _comments('x = "today"  # the old split\ny = 1') == "# the old split"
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_chapters_speak_about_the_papers_not_the_project_history(chapter):
+    hits = dev_log_hits(_reader_text(chapter))
+    assert not hits, f"{chapter}: development-log voice: {hits}"
+
+
+@pytest.mark.parametrize("page", [p.name for p in BOOK_PAGES])
+def test_book_pages_speak_about_the_papers_not_the_project_history(page):
+    hits = dev_log_hits((ROOT / "book" / page).read_text())
+    assert not hits, f"book/{page}: development-log voice: {hits}"
