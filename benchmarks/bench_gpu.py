@@ -93,7 +93,7 @@ def span_batch(n: int, seq_len: int, vocab: int, device: str) -> dict:
 def bench_gradcache(args) -> None:
     from condenser_lite.gradcache import cocondenser_step
     from condenser_lite.model import Condenser
-    from condenser_lite.training import _make_accelerator
+    from condenser_lite.training import make_accelerator
 
     dev = args.device
     cfg = bert_config(args, args.vocab)
@@ -102,7 +102,7 @@ def bench_gradcache(args) -> None:
     model = Condenser.from_config(cfg, skip_from=skip, n_head_layers=2).to(dev).train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     # The library's mixed precision: accelerate autocast per forward, fp32 master weights.
-    acc = _make_accelerator("bf16" if args.dtype == "bf16" else "no")
+    acc = make_accelerator("bf16" if args.dtype == "bf16" else "no")
     n_params = sum(p.numel() for p in model.parameters())
 
     def update(batch, chunk):
@@ -174,7 +174,7 @@ def check_exact(args) -> None:
     (the cache replays dropout per chunk, which a full-batch step draws differently)."""
     from condenser_lite.gradcache import cocondenser_step
     from condenser_lite.model import Condenser
-    from condenser_lite.training import _make_accelerator
+    from condenser_lite.training import make_accelerator
 
     dev, n = args.device, args.exact_spans
     cfg = bert_config(args, args.vocab)
@@ -183,7 +183,7 @@ def check_exact(args) -> None:
     batch = span_batch(n, args.seq_len, args.vocab, dev)
     rows = []
     for dtype in ("fp32", "bf16"):
-        acc = _make_accelerator("bf16" if dtype == "bf16" else "no")
+        acc = make_accelerator("bf16" if dtype == "bf16" else "no")
         grads = {}
         for chunk in (None, *args.chunks):
             if chunk is not None and chunk >= n:
@@ -292,7 +292,7 @@ def bench_retrieval(args) -> None:
 
     from condenser_lite.biencoder import BiEncoder, RetrievalCollator, passage_strings, token_ids
 
-    from condenser_lite.data import corpus_columns, query_columns
+    from condenser_lite.beir import corpus_columns, query_columns
 
     from condenser_lite.finetune import finetune_retriever, train_config
 
@@ -301,7 +301,7 @@ def bench_retrieval(args) -> None:
     from condenser_lite.search import encode, encode_corpus, evaluate_retriever, search
 
     from condenser_lite.tevatron import to_tevatron
-    from condenser_lite.data import load_beir
+    from condenser_lite.beir import load_beir
     from condenser_lite.tokenizer import train_wordpiece
 
     dev, rows = args.device, []

@@ -72,10 +72,10 @@ def main() -> None:
 
     from condenser_lite.bm25 import BM25Index
 
-    from condenser_lite.data import corpus_columns
+    from condenser_lite.beir import corpus_columns
 
     from condenser_lite.search import FaissIndex, encode
-    from condenser_lite.data import load_beir
+    from condenser_lite.beir import load_beir
     from condenser_lite.metrics import evaluate_run
     from condenser_lite.model import tiny_bert_config
     from condenser_lite.tokenizer import train_wordpiece

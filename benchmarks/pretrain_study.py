@@ -843,7 +843,7 @@ def cls_ablation(result: dict) -> dict:
     slot; 1/length would be uniform). Cached beside the run's result (a few CPU seconds)."""
     import torch
 
-    from condenser_lite.analysis import _bert, _mlm_head, _token_losses
+    from condenser_lite.analysis import head_block_losses
     from condenser_lite.model import Condenser
 
     cached = Path(result["checkpoint"]).parent / "cls_ablation.json"
@@ -852,20 +852,23 @@ def cls_ablation(result: dict) -> dict:
     run = Run(**result["run"])
     data = study_data(run.vocab, run.max_len)
     model = Condenser.from_pretrained(result["checkpoint"], head="load").eval()
-    bert, mlm_head = _bert(model), _mlm_head(model)
     gen = torch.Generator().manual_seed(0)
     sums, n, attn, rows = {"own": 0.0, "zero": 0.0, "noise": 0.0}, 0, 0.0, 0
+
+    def ablations(own):  # the late [CLS] replaced by zeros, and by noise of its norm
+        noise = torch.randn(own.shape, generator=gen) * own.norm(dim=-1, keepdim=True) / own.shape[-1] ** 0.5
+        return [torch.zeros_like(own), noise]
+
     with torch.no_grad():
         for batch in data["eval"]:
-            out = bert(batch["input_ids"], attention_mask=batch["attention_mask"], output_hidden_states=True)
-            own, early = out.last_hidden_state[:, :1], out.hidden_states[model.skip_from][:, 1:]
-            noise = torch.randn(own.shape, generator=gen) * own.norm(dim=-1, keepdim=True) / own.shape[-1] ** 0.5
-            for name, cls in (("own", own), ("zero", torch.zeros_like(own)), ("noise", noise)):
-                hidden = model.head_forward(cls, early, batch["attention_mask"])
-                ce, _ = _token_losses(mlm_head, hidden, batch["labels"])
-                sums[name] += float(ce.sum())
-                n += len(ce) if name == "own" else 0
+            _, own_loss, (zero_loss, noise_loss), counts = head_block_losses(model, batch, ablations)
+            for name, loss in (("own", own_loss), ("zero", zero_loss), ("noise", noise_loss)):
+                sums[name] += float(loss.sum())
+            n += int(counts.sum())
             # attention of the first head layer's queries (tokens) on key 0, per block
+            out = model.backbone.bert(batch["input_ids"], attention_mask=batch["attention_mask"],
+                                      output_hidden_states=True)
+            own, early = out.last_hidden_state[:, :1], out.hidden_states[model.skip_from][:, 1:]
             h = torch.cat([own, early], 1)
             sa = model.head[0].attention.self
             b, t, width = h.shape

@@ -192,13 +192,13 @@ def _require_head(model: nn.Module, name: str) -> None:
         raise TypeError(f"{name} needs a Condenser (head_forward, skip_from), got {type(model).__name__}")
 
 
-def _head_block_losses(model: nn.Module, batch: Mapping[str, torch.Tensor],
+def head_block_losses(model: nn.Module, batch: Mapping[str, torch.Tensor],
                        variants: Callable[[torch.Tensor], Sequence[torch.Tensor]]):
     """One batch of a Condenser-family model, per block (summed over its masked tokens, float64):
     the backbone's late MLM loss, the head's loss reading its own late [CLS], and the head's loss
     reading each [CLS] of ``variants(late_cls)`` (``[k, B]``) in its place, with everything else
     (early tokens, masks) the same; plus each block's masked-token count. The one procedure behind
-    ``cls_swap_gap`` and ``cls_reliance_gauge``."""
+    ``cls_swap_gap``, ``cls_reliance_gauge`` and the study's ablations. Chapter 2."""
     bert, mlm = _bert(model), _mlm_head(model)
     ids, mask, labels = batch["input_ids"], batch["attention_mask"], batch["labels"]
     B = ids.shape[0]
@@ -250,7 +250,7 @@ def cls_swap_gap(model: nn.Module, batches: Iterable[Mapping[str, torch.Tensor]]
             if bad:
                 raise ValueError(f"shifts {bad} leave some blocks with their own [CLS] in a batch of {B}: "
                                  f"use batches of more than {max(shifts)} blocks or smaller shifts")
-            _, own, swapped, n = _head_block_losses(model, batch, lambda cls: [cls.roll(s, dims=0) for s in shifts])
+            _, own, swapped, n = head_block_losses(model, batch, lambda cls: [cls.roll(s, dims=0) for s in shifts])
             own_sums.append(own)
             swap_sums.append(swapped)  # [n_shifts, B]
             counts.append(n)
@@ -344,7 +344,7 @@ def cls_reliance_gauge(model: nn.Module, draws: Sequence[Sequence[Mapping[str, t
             for batch in batches:
                 docs = batch["doc_id"]
                 partners = other_document_partners(docs, g, pool_docs)
-                late, own, alt, n = _head_block_losses(model, batch, lambda cls: [
+                late, own, alt, n = head_block_losses(model, batch, lambda cls: [
                     pool_cls[partners], torch.zeros_like(cls), _mean_other_cls(pool_cls, pool_docs, docs)])
                 for k, v in zip(sums, (late, own, *alt, n)):
                     per[k].append(v)

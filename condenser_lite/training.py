@@ -206,7 +206,9 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
             {"params": plain, "weight_decay": 0.0}]
 
 
-def _make_accelerator(mixed_precision: str) -> Accelerator:
+def make_accelerator(mixed_precision: str) -> Accelerator:
+    """The accelerate ``Accelerator`` for ``mixed_precision`` (``"auto"`` resolved by
+    ``devices.resolve_precision``), rebuilt where a single process switches precision. Chapter 2."""
     from accelerate.state import AcceleratorState, is_initialized
 
     mp = resolve_precision(mixed_precision)
@@ -348,7 +350,7 @@ def train(model: nn.Module, data: Sequence | Callable[[int], Sequence], cfg: Tra
                          f"got eval_fn={'set' if eval_fn else None}, eval_every={cfg.eval_every}")
     out_dir = Path(cfg.output_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    acc = accelerator if accelerator is not None else _make_accelerator(cfg.mixed_precision)
+    acc = accelerator if accelerator is not None else make_accelerator(cfg.mixed_precision)
     if accelerator is not None and cfg.mixed_precision not in ("auto", acc.mixed_precision):
         raise ValueError(f"TrainConfig.mixed_precision={cfg.mixed_precision!r} but the accelerator "
                          f"passed in uses {acc.mixed_precision!r}: make them agree (or use 'auto')")
