@@ -97,6 +97,8 @@ def cache_dir(sub: str | None = None) -> Path:
     ``~/.cache/condenser_lite``. Chapters share it, so a model pre-trained in chapter 2 is reused later."""
     root = Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "condenser_lite").expanduser()
     path = root / sub if sub else root
+    if root.exists() and not root.is_dir():
+        path = root  # the cause, whichever sub-folder was asked for
     try:
         path.mkdir(parents=True, exist_ok=True)
         reason = None if os.access(path, os.W_OK) else "read-only"

@@ -13,6 +13,16 @@ def pytest_configure(config):
 _MIRROR = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
+@pytest.fixture(autouse=True)
+def _fresh_accelerate_state():
+    """accelerate keeps one state per process: a test that trained in bf16 (a preset's "auto" on a
+    CPU with bf16 units) must not hand it to the next test's ``Accelerator()``."""
+    yield
+    from accelerate.state import AcceleratorState
+
+    AcceleratorState._reset_state()
+
+
 @pytest.fixture(scope="session")
 def tokenizer_dir(tmp_path_factory):
     """A 600-piece WordPiece trained on 300 SciFact abstracts of the local mirror: small and quick,
