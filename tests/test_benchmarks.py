@@ -24,6 +24,8 @@ SMOKE = {  # script: arguments of a short run on micro settings, and a line its 
     "bench_gpu.py": (["--size", "tiny", "--part", "gradcache", "--sizes", "8", "--seq-len", "32", "--device", "cpu",
                       "--dtype", "fp32", "--steps", "1", "--warmup", "0", "--vocab", "1000"], "total wall time"),
     "bench_retrieval.py": (["--quick", "--repeats", "1", "--threads", "1"], "BM25: SciFact test nDCG@10"),
+    "mechanism_study.py": (["--preset", "micro", "--seeds", "1,2", "--workers", "1", "--out", "mechanism.json"],
+                           "wrote mechanism.json"),
 }
 
 
