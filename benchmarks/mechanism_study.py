@@ -2,9 +2,10 @@
 (`notebooks/10_mechanism.md`), judged by the rules pre-registered in `scorecard.py` (commit
 `scorecard.PRE_REGISTRATION_COMMIT`) before any of its runs.
 
-    python benchmarks/mechanism_study.py            # every measured part, resumable -> results/mechanism.json
+    python benchmarks/mechanism_study.py              # every part, resumable -> results/mechanism.json
+    python benchmarks/mechanism_study.py --only e1    # one part (the others stay as the file has them)
 
-Part E0 (the one measured so far): the faithful Condenser of the `small` preset (the committed
+Part E0: the faithful Condenser of the `small` preset (the committed
 run's shape and recipe: 4 layers, the head reading layer `skip_from` = 1 through one layer, 3,000
 updates from stage 1) and its equal-step control, BERT-continued, once per pre-training seed.
 Each stage logs the pre-registered [CLS]-reliance gauge on held-out general-corpus blocks
@@ -12,6 +13,9 @@ Each stage logs the pre-registered [CLS]-reliance gauge on held-out general-corp
 document's, with a zero and a mean [CLS], against the backbone's late loss on the same masks,
 three mask draws, a bootstrap noise over blocks) every `eval_every` updates; the study reads the
 final gauges and the curves, and applies `scorecard.c0_rule`. Nothing here looks at retrieval.
+
+Part E1: the same, with a Condenser stage and control four times as long (12,000 updates, the
+learning rate decaying over them), from the same stage 1; on the first seed only so far.
 
 The stages are the protocol's own (`arms.pretrain_arm`, cached by their settings), so a later
 `experiments --preset small` with these seeds reuses them; two one-thread worker processes run
@@ -32,6 +36,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 SEEDS = (42, 43)
+E1_STEPS = 12000  # four times the small preset's Condenser stage
+PARTS = {"e0": "the small preset's Condenser stage", "e1": f"a {E1_STEPS:,}-update Condenser stage"}
 GAUGES = ("mlm_loss", "head_loss", "cls_cosine", "cls_swap_gap", "cls_swap_noise", "cls_reliance",
           "cls_reliance_noise", "cls_reliance_mask_spread", "cls_reliance_zero", "cls_reliance_mean",
           "reliance_own_loss", "reliance_ablated_loss", "reliance_zero_loss", "reliance_mean_loss",
@@ -63,9 +69,29 @@ def summarise(stage: dict) -> dict:
             "cpu_seconds": (stage.get("compute") or {}).get("cpu_seconds"), "wall_seconds": stage.get("wall_time")}
 
 
+def part_preset(part: str, preset):
+    """The preset a part runs: E0 the preset itself, E1 with a longer Condenser stage (and control)."""
+    return preset if part == "e0" else preset.replace(s2_steps=E1_STEPS)
+
+
+def judge(done: dict, seeds) -> dict:
+    """Per seed the stages' summaries, and C0 by the pre-registered rule over the seeds."""
+    from condenser_lite.scorecard import c0_rule, reliance_summary, run_reliance
+
+    per_seed = {str(s): {arm: summarise(done[(arm, s)]) for arm in ("bert", "bert_cont", "condenser")} for s in seeds}
+    cond = [done[("condenser", s)]["heldout"] for s in seeds]
+    cont = [done[("bert_cont", s)]["heldout"] for s in seeds]
+    reliance = [run_reliance(h) for h in cond]
+    c0 = c0_rule([r["reliance"] if r else None for r in reliance], [h["mlm_loss"] for h in cond],
+                 [h["mlm_loss"] for h in cont], [h["cls_cosine"] for h in cond], [h["cls_cosine"] for h in cont])
+    return {"per_seed": per_seed, "c0": c0, "reliance": reliance_summary([r or {} for r in reliance])}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--seeds", default=",".join(map(str, SEEDS)), help="pre-training seeds, comma-separated")
+    ap.add_argument("--only", choices=sorted(PARTS), action="append", help="run these parts (default: all)")
+    ap.add_argument("--seeds", default=",".join(map(str, SEEDS)), help="pre-training seeds of E0, comma-separated")
+    ap.add_argument("--e1-seeds", default=str(SEEDS[0]), help="pre-training seeds of E1, comma-separated")
     ap.add_argument("--workers", type=int, default=2, help="one-thread worker processes")
     ap.add_argument("--data-dir", default=None, help="data mirror (default: $CONDENSER_LITE_DATA or the Hub)")
     ap.add_argument("--preset", default="small", help="the preset whose Condenser is studied")
@@ -75,37 +101,32 @@ def main() -> None:
     from condenser_lite.evidence import environment, git, machine, now
     from condenser_lite.jobs import load_average, run_jobs
     from condenser_lite.presets import get_preset
-    from condenser_lite.scorecard import PRE_REGISTRATION_COMMIT, c0_rule, reliance_summary, run_reliance
+    from condenser_lite.scorecard import PRE_REGISTRATION_COMMIT
 
-    seeds = tuple(int(s) for s in a.seeds.split(","))
+    out = Path(a.out)
+    study = json.loads(out.read_text()) if out.exists() else {}
     preset = get_preset(a.preset)
-    started, t0, load_start = now(), time.perf_counter(), load_average()
-    done = run_jobs(e0_jobs(preset, seeds, a.data_dir), a.workers,
-                    on_done=lambda key, r: print(f"[{time.perf_counter() - t0:7.0f}s] {key}: {r['steps']} updates",
-                                                 flush=True))
-    per_seed = {}
-    for s in seeds:
-        per_seed[str(s)] = {arm: summarise(done[(arm, s)]) for arm in ("bert", "bert_cont", "condenser")}
-    cond = [done[("condenser", s)]["heldout"] for s in seeds]
-    cont = [done[("bert_cont", s)]["heldout"] for s in seeds]
-    reliance = [run_reliance(h) for h in cond]
-    c0 = c0_rule([r["reliance"] if r else None for r in reliance], [h["mlm_loss"] for h in cond],
-                 [h["mlm_loss"] for h in cont], [h["cls_cosine"] for h in cond], [h["cls_cosine"] for h in cont])
+    seeds = {"e0": tuple(int(s) for s in a.seeds.split(",")), "e1": tuple(int(s) for s in a.e1_seeds.split(","))}
     env = environment()
-    status = git("status", "--porcelain", "--untracked-files=no")
-    study = {
-        "study": "mechanism", "preset": preset.name, "seeds": list(seeds),
-        "e0": {"per_seed": per_seed, "c0": c0, "reliance": reliance_summary([r or {} for r in reliance])},
-        "provenance": {"commit": git("rev-parse", "HEAD"), "dirty": None if status is None else bool(status),
-                       "pre_registration_commit": PRE_REGISTRATION_COMMIT,
-                       "command": shlex.join(["python", *sys.argv]), "started": started, "finished": now(),
-                       "wall_seconds": round(time.perf_counter() - t0, 1), "machine": machine(load_start),
-                       "python": env["python"], "packages": env["packages"]},
-    }
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(study, indent=1) + "\n")
-    print(json.dumps({"c0": c0, "reliance": study["e0"]["reliance"]}, indent=1))
-    print(f"wrote {a.out}")
+    for part in a.only or sorted(PARTS):
+        started, t0, load_start = now(), time.perf_counter(), load_average()
+        done = run_jobs(e0_jobs(part_preset(part, preset), seeds[part], a.data_dir), a.workers,
+                        on_done=lambda key, r: print(f"[{part} {time.perf_counter() - t0:7.0f}s] {key}: "
+                                                     f"{r['steps']} updates", flush=True))
+        status = git("status", "--porcelain", "--untracked-files=no")
+        study[part] = {"what": PARTS[part], "seeds": list(seeds[part]), **judge(done, seeds[part]),
+                       "provenance": {"commit": git("rev-parse", "HEAD"), "dirty": None if status is None else bool(status),
+                                      "pre_registration_commit": PRE_REGISTRATION_COMMIT,
+                                      "command": shlex.join(["python", *sys.argv]), "started": started,
+                                      "finished": now(), "wall_seconds": round(time.perf_counter() - t0, 1),
+                                      "machine": machine(load_start), "python": env["python"],
+                                      "packages": env["packages"]}}
+        print(json.dumps({part: {"c0": study[part]["c0"]["status"], "reliance": study[part]["reliance"]}}, indent=1))
+        # written after every part, so a later part's failure loses nothing measured before it
+        study.update(study="mechanism", preset=preset.name)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(study, indent=1) + "\n")
+        print(f"wrote {out}")
 
 
 if __name__ == "__main__":
