@@ -22,8 +22,9 @@ from pathlib import Path
 from .config import CACHE_ENV, parse_bool, parse_choice, parse_int, parse_path, pick_device
 
 COMMITTED = "small"  # the committed results the chapters read by default: results/small.json
-# The live cells' settings: tiny's short stages in float32 (the same maths on every CPU), with the
-# committed run's model (its shape and its Condenser split), so what they build is what it trained.
+# The live cells' settings: tiny's short pre-training stages in float32 (the same maths on every
+# CPU), with the committed run's model (its shape and its Condenser split) and fine-tuning recipes,
+# so what they build and fine-tune is what the committed run did.
 LIVE_PRESET = "tiny"
 # Steps of the live pre-training stages (seconds on a CPU, cached): enough to see the losses move,
 # not to reach the committed run's models.
@@ -69,7 +70,7 @@ class Chapter:
     @property
     def preset(self):
         """The ``presets.Preset`` of the live cells: ``paper`` at full scale, else ``LIVE_PRESET``
-        with the committed run's model config (``COMMITTED``), whatever the evidence (the
+        with the committed run's model, fine-tuning and STS-b configs (``COMMITTED``), whatever the evidence (the
         committed run's stages are longer than a few live seconds allow, and a re-run's preset,
         e.g. ``micro``, too small to show anything), so the live cells print the same with or
         without ``budget``. Introduction, "Running it"."""
@@ -77,7 +78,8 @@ class Chapter:
 
         if self.full:
             return get_preset("paper")
-        return get_preset(LIVE_PRESET).replace(model=get_preset(COMMITTED).model)
+        committed = get_preset(COMMITTED)
+        return get_preset(LIVE_PRESET).replace(model=committed.model, finetune=committed.finetune, sts=committed.sts)
 
     def released(self, arm: str) -> str:
         """A committed run's final model for the live cells that study trained models (the

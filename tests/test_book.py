@@ -213,7 +213,8 @@ def test_setup_parses_papermill_strings(tmp_path, monkeypatch):
     # the live cells build the committed run's model (its Condenser split), trained in float32
     from condenser_lite.presets import get_preset
 
-    assert committed.preset.model == get_preset(book.COMMITTED).model
+    small = get_preset(book.COMMITTED)
+    assert (committed.preset.model, committed.preset.finetune, committed.preset.sts) == (small.model, small.finetune, small.sts)
     assert committed.preset.pretraining.mixed_precision == "no"
 
 
