@@ -6,8 +6,9 @@ at the cache and data folders, silences the import noise of ``transformers`` and
 fixes the thread count and the seeds, picks the device, makes the figures folder and returns
 what the chapter needs: a :class:`Chapter`, whose :meth:`Chapter.results` is the evidence every
 table, figure and number of the chapter reads (the committed ``results/small.json``, or a re-run
-when the reader asks for one) and whose :meth:`Chapter.live_checkpoint` is the briefly
-pre-trained model the chapter's live cells use. Explained in the introduction
+when the reader asks for one) whose :meth:`Chapter.live_checkpoint` is the briefly
+pre-trained model the chapter's live training cells start from, and whose
+:meth:`Chapter.released` is one of the committed run's final models. Explained in the introduction
 (``book/intro.md``, "Running it").
 """
 
@@ -21,7 +22,10 @@ from pathlib import Path
 from .config import CACHE_ENV, parse_bool, parse_choice, parse_int, parse_path, pick_device
 
 COMMITTED = "small"  # the committed results the chapters read by default: results/small.json
-LIVE_PRESET = "tiny"  # the model shape of the live cells (scaled-down, whatever the evidence)
+# The live cells' settings: tiny's short pre-training stages in float32 (the same maths on every
+# CPU), with the committed run's model (its shape and its Condenser split) and fine-tuning recipes,
+# so what they build and fine-tune is what the committed run did.
+LIVE_PRESET = "tiny"
 # Steps of the live pre-training stages (seconds on a CPU, cached): enough to see the losses move,
 # not to reach the committed run's models.
 LIVE_STEPS = {"mlm": 40, "condenser": 20}
@@ -66,12 +70,36 @@ class Chapter:
     @property
     def preset(self):
         """The ``presets.Preset`` of the live cells: ``paper`` at full scale, else ``LIVE_PRESET``
-        whatever the evidence (the committed run's preset may be larger than a few live seconds
-        allow, and a re-run's, e.g. ``micro``, too small to show anything), so the live cells
-        print the same with or without ``budget``. Introduction, "Running it"."""
+        with the committed run's model, fine-tuning and STS-b configs (``COMMITTED``), whatever the evidence (the
+        committed run's stages are longer than a few live seconds allow, and a re-run's preset,
+        e.g. ``micro``, too small to show anything), so the live cells print the same with or
+        without ``budget``. Introduction, "Running it"."""
         from .presets import get_preset
 
-        return get_preset("paper" if self.full else LIVE_PRESET)
+        if self.full:
+            return get_preset("paper")
+        committed = get_preset(COMMITTED)
+        return get_preset(LIVE_PRESET).replace(model=committed.model, finetune=committed.finetune, sts=committed.sts)
+
+    def released(self, arm: str) -> str:
+        """A committed run's final model for the live cells that study trained models (the
+        [CLS] gauges, attention entropy, a fine-tuning on a slice): ``bert``, ``condenser``
+        (with its head) or ``cocondenser`` from ``results/checkpoints/small/`` (the committed
+        run's first pre-training seed, ``release.export_checkpoints``); at full scale the
+        published checkpoint (``Preset.pretrained``). Chapter 2."""
+        from .errors import CheckpointError
+        from .presets import PAPER
+        from .release import CHECKPOINTS_DIR, RELEASED_ARMS
+
+        if arm not in RELEASED_ARMS:
+            raise ValueError(f"released(arm={arm!r}): choose from {RELEASED_ARMS}")
+        if self.full:
+            return PAPER.pretrained[arm]
+        path = CHECKPOINTS_DIR / COMMITTED / arm
+        if not (path / "config.json").is_file():
+            raise CheckpointError(f"{path} is missing: restore results/checkpoints/ from git, or export a run's "
+                                  f"models with `python -m condenser_lite release results/{COMMITTED}.json`")
+        return str(path)
 
     def results(self, verbose: bool = True) -> dict:
         """The evidence of the chapter: the committed ``results/small.json``

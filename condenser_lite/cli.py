@@ -7,6 +7,7 @@
     python -m condenser_lite evaluate --run dev.trec --data msmarco --split dev --metrics RR@10 R@1000
     python -m condenser_lite experiments --preset tiny
     python -m condenser_lite experiments --preset tiny --task path/to/my_beir_folder
+    python -m condenser_lite release results/small.json   # its final models -> results/checkpoints/small/
 
 Your own data: ``--data`` / ``--task`` take a BEIR name or the path of a folder in BEIR's format
 (``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv``); ``pretrain --corpus`` also takes a
@@ -318,6 +319,30 @@ def _experiments(args: argparse.Namespace) -> None:
     print(f"wall time {results['wall_time']['total']:.0f}s; results: {args.out or 'the cache (pass --out)'}")
 
 
+def _release(args: argparse.Namespace) -> None:
+    import os
+    from pathlib import Path
+
+    from .release import export_checkpoints, record_checkpoints
+
+    path = Path(args.results)
+    try:
+        results = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"{path}: not a readable results file ({err}); give the file `experiments --out` wrote") from None
+    if not isinstance(results, dict) or results.get("protocol") != "condenser_lite.protocol":
+        raise ConfigError(f"{path} is not a protocol results file; give the file `experiments --out` wrote")
+    record = export_checkpoints(results, out_dir=args.out, replace=args.replace)
+    # the results file gains the record and nothing else; written whole or not at all
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(json.dumps(record_checkpoints(results, record), indent=1))
+    tmp.replace(path)
+    for arm, rec in record["arms"].items():
+        print(f"{arm}: {rec['path']} ({rec['bytes'] / 1e6:.1f} MB, key {rec['key']}, pre-training seed "
+              f"{rec['pretraining_seed']})")
+    print(f"{record['bytes'] / 1e6:.1f} MB together (limit {record['max_bytes'] / 1e6:g} MB); recorded in {path}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m condenser_lite", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -412,6 +437,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a preset field (dotted where ambiguous: finetune.lr=1e-4)")
     p.set_defaults(handler=_experiments)
+
+    p = sub.add_parser("release", parents=[common], help="export a run's final models as small committed checkpoints "
+                       "and name them in its results file")
+    p.add_argument("results", help="the results file of the run (e.g. results/small.json), on the machine whose cache ran it")
+    p.add_argument("--out", help="the folder (default: results/checkpoints/<preset>/)")
+    p.add_argument("--replace", action="store_true", help="replace the checkpoints already in that folder")
+    p.set_defaults(handler=_release)
     return ap
 
 

@@ -427,6 +427,7 @@ GAUGES = {  # the held-out gauges plot_gauges can draw: log key -> axis label
     "mlm_loss": "held-out MLM loss (nats)",
     "cls_swap_gap": "[CLS]-swap gap (nats), ±2 noise",
     "cls_cosine": "mean cosine of late [CLS]",
+    "cls_reliance": "[CLS] reliance, ±2 noise",
 }
 
 
@@ -435,7 +436,9 @@ def plot_gauges(results: Mapping, arms: Sequence[str] | None = None, gauges: Seq
     (a continuing arm starts where its parent ended), one panel per name in ``gauges``: the
     held-out MLM loss with the unigram entropy of the same tokens (``mlm_loss``), the [CLS]-swap
     gap with its noise band (``cls_swap_gap``, Condenser-family arms), the mean cosine between
-    blocks' late [CLS] (``cls_cosine``). Chapters 1 and 2."""
+    blocks' late [CLS] (``cls_cosine``), the pre-registered [CLS] reliance with its noise band and
+    C0's threshold (``cls_reliance``, where logged). Each arm's first pre-training seed (the
+    results keep one log per arm). Chapters 1 and 2."""
     import matplotlib.pyplot as plt
 
     unknown = [g for g in gauges if g not in GAUGES]
@@ -456,6 +459,13 @@ def plot_gauges(results: Mapping, arms: Sequence[str] | None = None, gauges: Seq
         for name in ("mlm_loss", "cls_cosine"):
             if name in ax:
                 ax[name].plot(steps, [r[f"eval_{name}"] for r in log], **style)
+        if "cls_reliance" in ax:  # undefined evaluations (no deficit) are left out of the log
+            rel = [(x, r["eval_cls_reliance"], r.get("eval_cls_reliance_noise", 0.0))
+                   for x, r in zip(steps, log) if "eval_cls_reliance" in r]
+            if rel:
+                x, y, e = (np.array(v) for v in zip(*rel))
+                ax["cls_reliance"].plot(x, y, **style)
+                ax["cls_reliance"].fill_between(x, y - 2 * e, y + 2 * e, color=ARM_COLORS.get(arm), alpha=0.15)
         if "cls_swap_gap" in ax and "eval_cls_swap_gap" in log[0]:
             gap = np.array([r["eval_cls_swap_gap"] for r in log])
             noise = np.array([r["eval_cls_swap_noise"] for r in log])
@@ -467,6 +477,11 @@ def plot_gauges(results: Mapping, arms: Sequence[str] | None = None, gauges: Seq
         ax["mlm_loss"].axhline(entropy, color="black", ls="--", lw=1, label="unigram entropy")
     if "cls_swap_gap" in ax:
         ax["cls_swap_gap"].axhline(0, color="black", lw=0.8)
+    if "cls_reliance" in ax:
+        from .scorecard import RELIANCE_THRESHOLD
+
+        ax["cls_reliance"].axhline(0, color="black", lw=0.8)
+        ax["cls_reliance"].axhline(RELIANCE_THRESHOLD, color="black", ls=":", lw=1, label="C0's threshold")
     for name, a in ax.items():
         a.set_xlabel("pre-training step (cumulative)")
         a.set_ylabel(GAUGES[name])

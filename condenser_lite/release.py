@@ -103,7 +103,8 @@ def export_checkpoints(results: Mapping, out_dir: str | os.PathLike | None = Non
             raise CheckpointError(f"{arm}'s checkpoint {source} is not here: export on the machine whose cache "
                                   "(CONDENSER_LITE_CACHE) ran the protocol, or re-run it with this cache")
     if out.exists() and not replace:
-        raise CheckpointError(f"{out} exists: pass replace=True to replace the checkpoints there, or another out_dir")
+        raise CheckpointError(f"{out} exists: pass replace=True (release --replace) to replace the checkpoints there, "
+                              "or another out_dir")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.parent / f".{out.name}.tmp{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)

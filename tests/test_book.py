@@ -210,6 +210,30 @@ def test_setup_parses_papermill_strings(tmp_path, monkeypatch):
     assert committed.preset.name == book.LIVE_PRESET and "committed" in str(committed)
     rerun = book.setup(budget="micro", figures_dir=str(tmp_path / "f"))
     assert rerun.preset.name == book.LIVE_PRESET and "re-running the micro preset" in str(rerun)
+    # the live cells build the committed run's model (its Condenser split), trained in float32
+    from condenser_lite.presets import get_preset
+
+    small = get_preset(book.COMMITTED)
+    assert (committed.preset.model, committed.preset.finetune, committed.preset.sts) == (small.model, small.finetune, small.sts)
+    assert committed.preset.pretraining.mixed_precision == "no"
+
+
+def test_released_names_the_committed_models_or_the_fix(tmp_path, monkeypatch):
+    from condenser_lite import release
+    from condenser_lite.errors import CheckpointError
+    from condenser_lite.presets import PAPER
+
+    ch = book.setup(figures_dir=str(tmp_path / "f"))
+    monkeypatch.setattr(release, "CHECKPOINTS_DIR", tmp_path / "checkpoints")
+    with pytest.raises(CheckpointError, match="condenser_lite release results/small.json"):
+        ch.released("condenser")
+    (tmp_path / "checkpoints" / book.COMMITTED / "condenser").mkdir(parents=True)
+    (tmp_path / "checkpoints" / book.COMMITTED / "condenser" / "config.json").write_text("{}")
+    assert ch.released("condenser") == str(tmp_path / "checkpoints" / book.COMMITTED / "condenser")
+    with pytest.raises(ValueError, match="choose from"):
+        ch.released("bert_cont")
+    full = book.setup(full="true", figures_dir=str(tmp_path / "f"))
+    assert full.released("cocondenser") == PAPER.pretrained["cocondenser"]
 
 
 def test_check_claims_only_for_the_committed_small_run(tmp_path):

@@ -63,7 +63,7 @@ def test_plot_gauges_draws_the_panels_asked_for():
     assert len(fig.axes) == 1 and fig.axes[0].get_ylabel() == plots.GAUGES["mlm_loss"]
     assert [line.get_ydata()[0] for line in fig.axes[0].lines] == [7.0, 6.5]  # the loss, the entropy
     plt.close(fig)
-    assert len(plots.plot_gauges(results).axes) == 3
+    assert len(plots.plot_gauges(results).axes) == 4
     with pytest.raises(ValueError, match="choose from"):
         plots.plot_gauges(results, gauges=["loss"])
 
@@ -80,3 +80,17 @@ def test_gauge_table_one_column_per_arm_blank_where_not_measured():
     assert table.loc["held-out MLM loss", "BERT"] == "6.543" and table.loc["[CLS]-swap gap", "BERT"] == ""
     assert table.loc["held-out MLM loss", "Condenser"] == "6.6"  # the mean over pre-training seeds
     assert table.loc["[CLS]-swap gap", "Condenser"] == "0.006173"
+
+
+def test_plot_gauges_draws_the_reliance_with_its_threshold():
+    from condenser_lite.scorecard import RELIANCE_THRESHOLD
+
+    log = [{"step": 1, "eval_mlm_loss": 5.0, "eval_cls_reliance": 0.1, "eval_cls_reliance_noise": 0.01},
+           {"step": 2, "eval_mlm_loss": 4.9},  # an undefined reliance is not logged: left out
+           {"step": 3, "eval_mlm_loss": 4.8, "eval_cls_reliance": 0.3, "eval_cls_reliance_noise": 0.02}]
+    results = {"arms": {"condenser": {"pretrain_log": log, "compute": {"stage": {"steps": 3}, "cumulative": {"steps": 10}}}}}
+    fig = plots.plot_gauges(results, gauges=["cls_reliance"])
+    ys = [list(line.get_ydata()) for line in fig.axes[0].lines]
+    assert [0.1, 0.3] in ys and [RELIANCE_THRESHOLD, RELIANCE_THRESHOLD] in ys
+    assert list(fig.axes[0].lines[0].get_xdata()) == [8, 10]  # cumulative steps
+    plt.close(fig)

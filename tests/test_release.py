@@ -90,3 +90,25 @@ def test_refuses_beyond_the_size_limit_and_an_existing_folder(micro_run, tmp_pat
     assert sorted(p.name for p in (tmp_path / "one").iterdir()) == ["condenser"] and set(again["arms"]) == {"condenser"}
     with pytest.raises(ConfigError, match="not in these results"):
         export_checkpoints(results, out_dir=tmp_path / "x", arms=["nope"])
+
+
+def test_release_command_exports_and_records_in_the_results_file(micro_run, tmp_path, capsys):
+    from condenser_lite.cli import main
+
+    _, _, results, _ = micro_run
+    path = tmp_path / "micro.json"
+    path.write_text(json.dumps(results, indent=1))
+    main(["release", str(path), "--out", str(tmp_path / "ckpt")])
+    written = json.loads(path.read_text())
+    record = written["provenance"].pop("checkpoints")
+    assert written == json.loads(json.dumps(results))  # the file gains the record and nothing else
+    assert set(record["arms"]) == {"bert", "condenser", "cocondenser"} and not verify_checkpoints(record)
+    assert "recorded in" in capsys.readouterr().out
+    with pytest.raises(SystemExit):  # the folder is there now: refused, in one line, unless --replace
+        main(["release", str(path), "--out", str(tmp_path / "ckpt")])
+    assert "exists: pass replace=True" in capsys.readouterr().err
+    main(["release", str(path), "--out", str(tmp_path / "ckpt"), "--replace"])
+    (tmp_path / "other.json").write_text("{}")
+    with pytest.raises(SystemExit):
+        main(["release", str(tmp_path / "other.json")])
+    assert "not a protocol results file" in capsys.readouterr().err
