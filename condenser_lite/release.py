@@ -57,7 +57,15 @@ def export_checkpoint(source: str | os.PathLike, dest: str | os.PathLike) -> dic
     head = has_head(source)
     model = Condenser.from_pretrained(source) if head else BertMLM.from_pretrained(source)
     tokenizer = load_tokenizer(source)
-    model.to(STORED_DTYPE).save_pretrained(dest)
+    from transformers.utils import logging as hf_logging
+
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # a bar per shard of a 4 MB file says nothing
+    try:
+        model.to(STORED_DTYPE).save_pretrained(dest)
+    finally:
+        if bars:
+            hf_logging.enable_progress_bar()
     tokenizer.save_pretrained(dest)
     # stored in float16 (half the bytes), loaded as float32 by default: training and inference on
     # a CPU run in float32, and a reader's `from_pretrained` should not hand them half precision
