@@ -148,7 +148,7 @@ def compute_table(results: Mapping):
 
 
 GAUGE_NAMES = {"mlm_loss": "held-out MLM loss", "head_loss": "head MLM loss", "cls_swap_gap": "[CLS]-swap gap",
-               "cls_swap_noise": "its noise", "cls_cosine": "late [CLS] cosine"}
+               "cls_swap_noise": "its noise", "cls_reliance": "[CLS] reliance", "cls_cosine": "late [CLS] cosine"}
 
 
 def gauge_table(results: Mapping, arms: Sequence[str], digits: int = 4):
