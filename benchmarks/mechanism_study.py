@@ -17,6 +17,12 @@ final gauges and the curves, and applies `scorecard.c0_rule`. Nothing here looks
 Part E1: the same, with a Condenser stage and control four times as long (12,000 updates, the
 learning rate decaying over them), from the same stage 1; on the first seed only so far.
 
+Part E4 (a deviation from the paper): the head reads the embeddings (``skip_from = 0``) instead
+of layer 1's output, so the early token states carry no context and everything the head knows
+about the block's other words must come through its own attention over embeddings or through
+the late [CLS]; 3,000 updates from the same stage 1, with its own BERT-continued control (the
+same MLM stage: cached once); on the first seed only so far.
+
 The stages are the protocol's own (`arms.pretrain_arm`, cached by their settings), so a later
 `experiments --preset small` with these seeds reuses them; two one-thread worker processes run
 them (`jobs.run_jobs`). Wall time on a 2-core CPU with bf16 units: stage 1 about 20 minutes per
@@ -37,7 +43,8 @@ sys.path.insert(0, str(ROOT))
 
 SEEDS = (42, 43)
 E1_STEPS = 12000  # four times the small preset's Condenser stage
-PARTS = {"e0": "the small preset's Condenser stage", "e1": f"a {E1_STEPS:,}-update Condenser stage"}
+PARTS = {"e0": "the small preset's Condenser stage", "e1": f"a {E1_STEPS:,}-update Condenser stage",
+         "e4": "the head reading the embeddings (skip_from = 0; a deviation)"}
 GAUGES = ("mlm_loss", "head_loss", "cls_cosine", "cls_swap_gap", "cls_swap_noise", "cls_reliance",
           "cls_reliance_noise", "cls_reliance_mask_spread", "cls_reliance_zero", "cls_reliance_mean",
           "reliance_own_loss", "reliance_ablated_loss", "reliance_zero_loss", "reliance_mean_loss",
@@ -70,8 +77,13 @@ def summarise(stage: dict) -> dict:
 
 
 def part_preset(part: str, preset):
-    """The preset a part runs: E0 the preset itself, E1 with a longer Condenser stage (and control)."""
-    return preset if part == "e0" else preset.replace(s2_steps=E1_STEPS)
+    """The preset a part runs: E0 the preset itself, E1 with a longer Condenser stage (and control),
+    E4 with the head reading the embeddings instead of layer ``skip_from``'s output."""
+    if part == "e1":
+        return preset.replace(s2_steps=E1_STEPS)
+    if part == "e4":
+        return preset.replace(skip_from=0)
+    return preset
 
 
 def judge(done: dict, seeds) -> dict:
@@ -92,6 +104,7 @@ def main() -> None:
     ap.add_argument("--only", choices=sorted(PARTS), action="append", help="run these parts (default: all)")
     ap.add_argument("--seeds", default=",".join(map(str, SEEDS)), help="pre-training seeds of E0, comma-separated")
     ap.add_argument("--e1-seeds", default=str(SEEDS[0]), help="pre-training seeds of E1, comma-separated")
+    ap.add_argument("--e4-seeds", default=str(SEEDS[0]), help="pre-training seeds of E4, comma-separated")
     ap.add_argument("--workers", type=int, default=2, help="one-thread worker processes")
     ap.add_argument("--data-dir", default=None, help="data mirror (default: $CONDENSER_LITE_DATA or the Hub)")
     ap.add_argument("--preset", default="small", help="the preset whose Condenser is studied")
@@ -106,7 +119,8 @@ def main() -> None:
     out = Path(a.out)
     study = json.loads(out.read_text()) if out.exists() else {}
     preset = get_preset(a.preset)
-    seeds = {"e0": tuple(int(s) for s in a.seeds.split(",")), "e1": tuple(int(s) for s in a.e1_seeds.split(","))}
+    seeds = {part: tuple(int(s) for s in text.split(",")) for part, text in
+             (("e0", a.seeds), ("e1", a.e1_seeds), ("e4", a.e4_seeds))}
     env = environment()
     for part in a.only or sorted(PARTS):
         started, t0, load_start = now(), time.perf_counter(), load_average()

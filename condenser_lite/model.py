@@ -304,7 +304,8 @@ class Condenser(nn.Module):
     """Condenser: BERT backbone + a head that sees [late CLS; early tokens].
 
     backbone layers 1..skip_from are the "early" encoder, the rest the "late" one
-    (paper eq. 6-7). The head is `n_head_layers` ordinary BERT layers over the late
+    (paper eq. 6-7; ``skip_from=0``, the head reading the embeddings, is a variant the
+    mechanism page studies, not the paper's design). The head is `n_head_layers` ordinary BERT layers over the late
     CLS followed by the early token vectors (eq. 8), trained with MLM (eq. 9). With
     `late_mlm` the backbone's own MLM loss is added (eq. 10-11), through the same
     MLM head `backbone.cls`, so the shared projection W of the paper is shared here.
@@ -325,10 +326,13 @@ class Condenser(nn.Module):
         if not isinstance(backbone, BertForMaskedLM):
             raise TypeError(f"backbone must be a transformers BertForMaskedLM, got {type(backbone).__name__}")
         n_layers = backbone.config.num_hidden_layers
-        if not isinstance(skip_from, int) or not 1 <= skip_from < n_layers:
+        # skip_from=0 (the head reads the embeddings) is not the paper's design: the mechanism
+        # page's variant E4, where the early token states carry no context of their own
+        if not isinstance(skip_from, int) or not 0 <= skip_from < n_layers:
             raise ValueError(
-                f"skip_from={skip_from!r} must be an int with 1 <= skip_from < num_hidden_layers={n_layers}: "
-                "the head reads the output of layer skip_from, and at least one late layer must follow it."
+                f"skip_from={skip_from!r} must be an int with 0 <= skip_from < num_hidden_layers={n_layers}: "
+                "the head reads the output of layer skip_from (0: the embeddings), and at least one late layer "
+                "must follow it."
             )
         if not isinstance(n_head_layers, int) or n_head_layers < 1:
             raise ValueError(f"n_head_layers={n_head_layers!r} must be an int >= 1.")

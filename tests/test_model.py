@@ -76,7 +76,7 @@ def test_tiny_bert_config_defaults_and_overrides():
 
 
 @pytest.mark.parametrize("kwargs,match", [
-    (dict(skip_from=0), "skip_from"), (dict(skip_from=4), "skip_from"), (dict(n_head_layers=0), "n_head_layers"),
+    (dict(skip_from=-1), "skip_from"), (dict(skip_from=4), "skip_from"), (dict(n_head_layers=0), "n_head_layers"),
 ])
 def test_condenser_validates_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
@@ -117,16 +117,17 @@ def test_condenser_outputs_shapes_and_loss_combination():
     torch.testing.assert_close(only_head.loss, 2.0 * only_head.head_loss)
 
 
-def test_head_input_is_late_cls_plus_early_tokens():
+@pytest.mark.parametrize("skip_from", [2, 0])  # 0: the head reads the embeddings (variant E4)
+def test_head_input_is_late_cls_plus_early_tokens(skip_from):
     """Recompute the head loss by hand from the output of layer skip_from and the late CLS."""
-    m = make_condenser(skip_from=2).eval()
+    m = make_condenser(skip_from=skip_from).eval()
     batch = make_batch(lengths=[16, 11, 7, 16])
     out = m(**batch)
     bert = m.backbone.bert
     with torch.no_grad():
         h = bert.embeddings(batch["input_ids"])
         mask4d = create_bidirectional_mask(config=m.config, inputs_embeds=h, attention_mask=batch["attention_mask"])
-        for layer in bert.encoder.layer[:2]:
+        for layer in bert.encoder.layer[:skip_from]:
             h = layer(h, mask4d)
         early = h
         late = bert(batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
