@@ -51,8 +51,11 @@ GAUGES = ("mlm_loss", "head_loss", "cls_cosine", "cls_swap_gap", "cls_swap_noise
           "reliance_late_loss")
 
 
-def e0_jobs(preset, seeds, data_dir):
-    """Stage 1, Condenser and BERT-continued per pre-training seed, as the protocol's jobs."""
+def e0_jobs(preset, seeds, data_dir, condenser_preset=None):
+    """Stage 1, Condenser and BERT-continued per pre-training seed, as the protocol's jobs.
+    ``condenser_preset``: the Condenser stage's own settings where a part changes only the
+    Condenser (E4's head), so that stage 1 and the control stay the cached ones of ``preset``
+    (an MLM stage's cache key names the model's head fields too, which MLM never reads)."""
     from condenser_lite.arms import pretrain_arm
     from condenser_lite.jobs import Job, Ref
 
@@ -60,7 +63,8 @@ def e0_jobs(preset, seeds, data_dir):
     for s in seeds:
         jobs[("bert", s)] = Job(pretrain_arm, dict(arm="bert", preset=preset, data_dir=data_dir, seed=s), priority=0)
         for arm in ("condenser", "bert_cont"):
-            jobs[(arm, s)] = Job(pretrain_arm, dict(arm=arm, preset=preset, data_dir=data_dir, seed=s,
+            arm_preset = condenser_preset if arm == "condenser" and condenser_preset is not None else preset
+            jobs[(arm, s)] = Job(pretrain_arm, dict(arm=arm, preset=arm_preset, data_dir=data_dir, seed=s,
                                                     init=Ref(("bert", s), "checkpoint")), priority=1)
     return jobs
 
@@ -76,14 +80,15 @@ def summarise(stage: dict) -> dict:
             "cpu_seconds": (stage.get("compute") or {}).get("cpu_seconds"), "wall_seconds": stage.get("wall_time")}
 
 
-def part_preset(part: str, preset):
-    """The preset a part runs: E0 the preset itself, E1 with a longer Condenser stage (and control),
-    E4 with the head reading the embeddings instead of layer ``skip_from``'s output."""
+def part_presets(part: str, preset):
+    """The presets a part runs, (all stages, the Condenser stage): E0 the preset itself, E1 with
+    a longer Condenser stage and control, E4 with the Condenser's head reading the embeddings
+    instead of layer ``skip_from``'s output (stage 1 and the control are E0's)."""
     if part == "e1":
-        return preset.replace(s2_steps=E1_STEPS)
+        return preset.replace(s2_steps=E1_STEPS), None
     if part == "e4":
-        return preset.replace(skip_from=0)
-    return preset
+        return preset, preset.replace(skip_from=0)
+    return preset, None
 
 
 def judge(done: dict, seeds) -> dict:
@@ -124,7 +129,8 @@ def main() -> None:
     env = environment()
     for part in a.only or sorted(PARTS):
         started, t0, load_start = now(), time.perf_counter(), load_average()
-        done = run_jobs(e0_jobs(part_preset(part, preset), seeds[part], a.data_dir), a.workers,
+        stages, condenser = part_presets(part, preset)
+        done = run_jobs(e0_jobs(stages, seeds[part], a.data_dir, condenser_preset=condenser), a.workers,
                         on_done=lambda key, r: print(f"[{part} {time.perf_counter() - t0:7.0f}s] {key}: "
                                                      f"{r['steps']} updates", flush=True))
         status = git("status", "--porcelain", "--untracked-files=no")
