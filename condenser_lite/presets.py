@@ -9,14 +9,16 @@ from them (nanoGPT style: the defaults are the scaled-down book that runs on a 2
   metrics) under a name.
 
 ``PRESETS`` holds the named presets: ``micro`` (the whole protocol in seconds, for tests),
-``tiny`` (the scaled-down book) and ``paper`` (the papers' checkpoints, data and hyper-parameters;
-also reachable as ``full``). The command line's ``--preset``, the chapters'
-``budget`` parameter, ``pretraining.stage_config`` and the protocol all read them through
-``get_preset``. A new preset is one definition, e.g.::
+``tiny`` (the first scaled-down recipe, and the live cells' short stages), ``small`` (the
+committed run the book reads, chosen on the study page) and ``paper`` (the papers'
+checkpoints, data and hyper-parameters; also reachable as ``full``). The command line's
+``--preset``, the chapters' ``budget`` parameter, ``pretraining.stage_config`` and the protocol
+all read them through ``get_preset``. A new preset is one definition, e.g. a wider model with
+longer blocks::
 
-    SMALL = Preset(name="small", model=ModelConfig(hidden_size=256, max_len=128),
-                   pretraining=PretrainingConfig(s1_steps=4000, batch_size=64, lr=5e-4),
-                   finetune=FinetuneConfig(train_n_passages=4, p_max_len=128))
+    WIDE = Preset(name="wide", model=ModelConfig(hidden_size=256, max_len=128),
+                  pretraining=PretrainingConfig(s1_steps=4000, batch_size=64, lr=5e-4),
+                  finetune=FinetuneConfig(train_n_passages=4, p_max_len=128))
 
 ``RETRIEVAL_RECIPES`` holds the papers' fine-tuning recipe per data set (MS MARCO, NQ) for the
 ``finetune`` command. How ``tiny`` was sized and tuned is in DESIGN.md ("Presets").
