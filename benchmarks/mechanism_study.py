@@ -133,7 +133,8 @@ def main() -> None:
         done = run_jobs(e0_jobs(stages, seeds[part], a.data_dir, condenser_preset=condenser), a.workers,
                         on_done=lambda key, r: print(f"[{part} {time.perf_counter() - t0:7.0f}s] {key}: "
                                                      f"{r['steps']} updates", flush=True))
-        status = git("status", "--porcelain", "--untracked-files=no")
+        # the tree counts as dirty for any change but this file, which the earlier parts rewrote
+        status = git("status", "--porcelain", "--untracked-files=no", "--", ".", f":(exclude){out.resolve()}")
         study[part] = {"what": PARTS[part], "seeds": list(seeds[part]), **judge(done, seeds[part]),
                        "provenance": {"commit": git("rev-parse", "HEAD"), "dirty": None if status is None else bool(status),
                                       "pre_registration_commit": PRE_REGISTRATION_COMMIT,
