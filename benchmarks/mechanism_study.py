@@ -42,8 +42,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 SEEDS = (42, 43)
-E1_STEPS = 12000  # four times the small preset's Condenser stage
-PARTS = {"e0": "the small preset's Condenser stage", "e1": f"a {E1_STEPS:,}-update Condenser stage",
+E1_FACTOR = 4  # E1's Condenser stage and control: four times the preset's (small: 12,000 updates)
+PARTS = {"e0": "the preset's Condenser stage", "e1": f"a Condenser stage {E1_FACTOR} times as long",
          "e4": "the head reading the embeddings (skip_from = 0; a deviation)"}
 GAUGES = ("mlm_loss", "head_loss", "cls_cosine", "cls_swap_gap", "cls_swap_noise", "cls_reliance",
           "cls_reliance_noise", "cls_reliance_mask_spread", "cls_reliance_zero", "cls_reliance_mean",
@@ -85,7 +85,7 @@ def part_presets(part: str, preset):
     a longer Condenser stage and control, E4 with the Condenser's head reading the embeddings
     instead of layer ``skip_from``'s output (stage 1 and the control are E0's)."""
     if part == "e1":
-        return preset.replace(s2_steps=E1_STEPS), None
+        return preset.replace(s2_steps=E1_FACTOR * preset.pretraining.s2_steps), None
     if part == "e4":
         return preset, preset.replace(skip_from=0)
     return preset, None
