@@ -10,7 +10,9 @@ coCondenser step two spans per document (``accounting.py`` measures each arm's c
 4. ``cocondenser``: arm 3 + ``s3_steps`` coCondenser steps on the target corpus (head loaded);
 5. ablations at the same ``s3_steps``: ``co_contrastive_only`` (``mlm_weight=0``, coCondenser
    table 4's "+ contrastive loss") and ``co_mlm_only`` (``co_weight=0``: Condenser MLM on the
-   target corpus, the Condenser preprint's "continue training").
+   target corpus, the Condenser preprint's "continue training");
+6. where a preset names it, ``condenser_mod``: arm 1 + ``s2_steps`` steps of a Condenser with
+   the preset's ``modified_condenser`` changes (a deviation the mechanism page chose).
 
 Each arm is pre-trained through ``pretraining.stage_config`` (``pretrain_arm``), fine-tuned as a
 retriever through the recipe's ``finetune.finetune_round`` (``finetune_arm``), as an STS-b
@@ -38,7 +40,7 @@ from .finetune import finetune_round
 from .jobs import LOCK_FILE, run_cached, settings_hash
 from .metrics import metric_depth
 from .model import checkpoint_key, load_encoder
-from .presets import ARMS, Preset, get_preset
+from .presets import ARMS, MODIFIED_ARM, Preset, get_preset
 from .pretraining import PretrainConfig, pretrain, read_log, stage_config
 from .search import evaluate_retriever
 from .similarity import evaluate_sts, finetune_sts, sample_pairs
@@ -48,7 +50,7 @@ from .tokenizer import load_tokenizer
 from .training import TrainConfig
 
 PARENT = {"bert": None, "bert_cont": "bert", "condenser": "bert", "cocondenser": "condenser",
-          "co_contrastive_only": "condenser", "co_mlm_only": "condenser"}
+          "co_contrastive_only": "condenser", "co_mlm_only": "condenser", MODIFIED_ARM: "bert"}
 # coCondenser's loss weights per arm (mlm_weight, co_weight): the ablations drop one term
 CO_WEIGHTS = {"cocondenser": (1.0, 1.0), "co_contrastive_only": (0.0, 1.0), "co_mlm_only": (1.0, 0.0)}
 
@@ -73,6 +75,8 @@ def arm_config(arm: str, preset: Preset | str | None, init: str | None) -> Pretr
         return stage_config(preset, "mlm", init=None)
     if init is None:
         raise ValueError(f"arm {arm!r} continues another arm: pass its checkpoint as init")
+    if arm == MODIFIED_ARM:  # the Condenser stage with the preset's deviation
+        return stage_config(preset, "condenser", init, **dict(preset.modified_condenser or {}))
     if arm in CO_WEIGHTS:
         mlm_weight, co_weight = CO_WEIGHTS[arm]
         return stage_config(preset, "cocondenser", init, mlm_weight=mlm_weight, co_weight=co_weight)

@@ -310,6 +310,13 @@ class Condenser(nn.Module):
     `late_mlm` the backbone's own MLM loss is added (eq. 10-11), through the same
     MLM head `backbone.cls`, so the shared projection W of the paper is shared here.
 
+    Two more deviations the mechanism page tries, both off by default: ``detach_early``
+    (E3) stops the head's gradient at the early token states, so the early layers learn
+    only from the late MLM loss; ``head_input_ids``/``head_labels`` in ``forward`` (E5,
+    built by ``pretrain_data.MLMCollator(head_mlm_probability=...)``) give the head the
+    early states of a more heavily masked copy of the block and the labels of every
+    position masked there, as RetroMAE's decoder (Xiao et al., 2022).
+
     Explained in chapter 2, `notebooks/02_condenser.ipynb`.
     """
 
@@ -321,6 +328,7 @@ class Condenser(nn.Module):
         late_mlm: bool = True,
         head_weight: float = 1.0,
         late_weight: float = 1.0,
+        detach_early: bool = False,
     ):
         super().__init__()
         if not isinstance(backbone, BertForMaskedLM):
@@ -344,6 +352,7 @@ class Condenser(nn.Module):
         self.late_mlm = bool(late_mlm)
         self.head_weight = float(head_weight)
         self.late_weight = float(late_weight)
+        self.detach_early = bool(detach_early)
         # Same config object as the backbone, so switching the backbone's attention
         # implementation (e.g. to "eager") switches the head too.
         self.head = nn.ModuleList([BertLayer(backbone.config) for _ in range(n_head_layers)])
@@ -361,6 +370,8 @@ class Condenser(nn.Module):
             late_mlm=self.late_mlm,
             head_weight=self.head_weight,
             late_weight=self.late_weight,
+            # a variant's field only where it is on, so the paper's Condenser saves what it always did
+            **({"detach_early": True} if self.detach_early else {}),
         )
 
     # ---- forward -------------------------------------------------------------------
@@ -383,12 +394,25 @@ class Condenser(nn.Module):
             hidden = layer(hidden, mask)  # transformers 5: returns a Tensor, not a tuple
         return hidden
 
+    def early_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                     token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """The output of layer ``skip_from`` alone (the embeddings and the early layers), for
+        the head's own copy of the block (variant E5). [B, T, H]"""
+        bert = self.backbone.bert
+        hidden = bert.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)
+        mask = create_bidirectional_mask(config=self.config, inputs_embeds=hidden, attention_mask=attention_mask)
+        for layer in bert.encoder.layer[: self.skip_from]:
+            hidden = layer(hidden, mask)
+        return hidden
+
     def forward(
         self,
         input_ids: torch.Tensor,
         attention_mask: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
         token_type_ids: torch.Tensor | None = None,
+        head_input_ids: torch.Tensor | None = None,
+        head_labels: torch.Tensor | None = None,
     ) -> CondenserOutput:
         out = self.backbone.bert(
             input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, output_hidden_states=True
@@ -400,8 +424,14 @@ class Condenser(nn.Module):
         if labels is None:
             return CondenserOutput(loss=None, head_loss=None, late_loss=None, cls=cls)
 
+        if (head_input_ids is None) != (head_labels is None):
+            raise ValueError("pass head_input_ids and head_labels together (MLMCollator(head_mlm_probability=...)).")
+        if head_input_ids is not None:  # E5: the head reads a more heavily masked copy of the block
+            early = self.early_states(head_input_ids, attention_mask, token_type_ids)
+        if self.detach_early:  # E3: the head's loss does not train the early layers
+            early = early.detach()
         head_hidden = self.head_forward(late[:, :1], early[:, 1:], attention_mask)
-        head_loss = masked_lm_loss(self.backbone.cls, head_hidden, labels)
+        head_loss = masked_lm_loss(self.backbone.cls, head_hidden, labels if head_labels is None else head_labels)
         loss = self.head_weight * head_loss
         late_loss = None
         if self.late_mlm:
@@ -425,6 +455,7 @@ class Condenser(nn.Module):
         late_mlm: bool = True,
         head_weight: float = 1.0,
         late_weight: float = 1.0,
+        detach_early: bool = False,
         **load_kwargs,
     ) -> "Condenser":
         """Start a Condenser from a plain MLM checkpoint with a fresh head (paper section 3.4).
@@ -434,7 +465,7 @@ class Condenser(nn.Module):
         the "BERT" arm.
         """
         backbone = _as_backbone(model, **load_kwargs)
-        return cls(backbone, skip_from, n_head_layers, late_mlm, head_weight, late_weight)
+        return cls(backbone, skip_from, n_head_layers, late_mlm, head_weight, late_weight, detach_early)
 
     @classmethod
     def from_pretrained(
@@ -456,7 +487,7 @@ class Condenser(nn.Module):
         """
         if head not in ("load", "random"):
             raise ValueError(f"head={head!r} must be 'load' or 'random'.")
-        allowed = set(PAPER_CONDENSER)
+        allowed = {*PAPER_CONDENSER, "detach_early"}
         unknown = set(overrides) - allowed
         if unknown:
             raise TypeError(f"unknown Condenser argument(s) {sorted(unknown)}; allowed: {sorted(allowed)}")

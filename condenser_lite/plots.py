@@ -20,6 +20,7 @@ ARM_LABELS = {
     "cocondenser": "coCondenser",
     "co_contrastive_only": "contrastive only",
     "co_mlm_only": "Condenser MLM only",
+    "condenser_mod": "modified Condenser",
 }
 ARM_COLORS = {
     "bert": "#7f7f7f",
@@ -28,6 +29,7 @@ ARM_COLORS = {
     "cocondenser": "#d62728",
     "co_contrastive_only": "#ff7f0e",
     "co_mlm_only": "#2ca02c",
+    "condenser_mod": "#9467bd",
 }
 
 

@@ -35,9 +35,11 @@ from typing import Any, ClassVar
 from .config import check_positive
 from .errors import ConfigError
 
-ARMS = ("bert", "bert_cont", "condenser", "cocondenser", "co_contrastive_only", "co_mlm_only")
+ARMS = ("bert", "bert_cont", "condenser", "cocondenser", "co_contrastive_only", "co_mlm_only", "condenser_mod")
 MAIN_ARMS = ARMS[:4]
-ABLATION_ARMS = ARMS[4:]
+ABLATION_ARMS = ARMS[4:6]
+MODIFIED_ARM = ARMS[6]  # a deviation from the paper's head (Preset.modified_condenser), beside the faithful one
+STANDARD_ARMS = MAIN_ARMS + ABLATION_ARMS  # what a preset runs unless it names its arms
 TEVATRON_TASKS = {"msmarco": "Tevatron/msmarco-passage", "nq": "Tevatron/wikipedia-nq"}  # Tevatron's own data
 
 
@@ -182,7 +184,10 @@ class STSConfig:
 class Preset:
     """A named set of every setting, and the protocol's own choices.
 
-    ``arms``: the arms to run (``ARMS``); ``pretrained`` maps arms to existing checkpoints (Hub
+    ``arms``: the arms to run (``ARMS``; by default ``STANDARD_ARMS``); ``modified_condenser``:
+    the changes to the Condenser stage that make the ``condenser_mod`` arm (``MODIFIED_ARM``), a
+    deviation from the paper's head that the mechanism page chose, e.g. ``{"skip_from": 0}``; it
+    is pre-trained and evaluated like a main arm. ``pretrained`` maps arms to existing checkpoints (Hub
     ids at full scale), which skip pre-training; ``seeds``: fine-tuning seeds (the spread the
     scorecard compares against); ``pretrain_seeds``: pre-training seeds of the main arms (``None``:
     the pre-training config's ``seed`` only); with more than one, the main arms are pre-trained
@@ -202,7 +207,8 @@ class Preset:
     pretraining: PretrainingConfig = PretrainingConfig()
     finetune: FinetuneConfig = FinetuneConfig()
     sts: STSConfig = STSConfig()
-    arms: tuple[str, ...] = ARMS
+    arms: tuple[str, ...] = STANDARD_ARMS
+    modified_condenser: Mapping[str, Any] | None = None
     pretrained: Mapping[str, str] | None = None
     seeds: tuple[int, ...] = (0, 1, 2)
     pretrain_seeds: tuple[int, ...] | None = None
@@ -227,6 +233,9 @@ class Preset:
         unknown = [a for a in self.arms if a not in ARMS]
         if unknown:
             raise ValueError(f"Preset.arms: unknown arm(s) {unknown}; choose from {ARMS}")
+        if MODIFIED_ARM in self.arms and not self.modified_condenser:
+            raise ConfigError(f"Preset.arms names {MODIFIED_ARM!r} but modified_condenser is not set: give the "
+                              "Condenser stage's changes, e.g. modified_condenser={'skip_from': 0}")
         if not self.seeds:
             raise ConfigError("Preset.seeds must name at least one seed (the papers' claims need >= 3), e.g. "
                               "--seeds 0,1,2 (--set seeds='[0, 1, 2]')")
@@ -288,6 +297,7 @@ class Preset:
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
         d["pretrained"] = dict(self.pretrained) if self.pretrained else None
+        d["modified_condenser"] = dict(self.modified_condenser) if self.modified_condenser else None
         return d
 
 

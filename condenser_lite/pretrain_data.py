@@ -192,6 +192,12 @@ class MLMCollator:
     All randomness comes from the global torch RNG, so `torch.manual_seed(s)` before a
     call reproduces it exactly (the training loop's determinism rule).
 
+    With `head_mlm_probability` (the mechanism page's variant E5, after RetroMAE's decoder),
+    each batch also holds `head_input_ids`: the masked block with further whole words turned
+    into [MASK] until that share of its tokens is selected (the words of `labels` first, so
+    they stay selected), and `head_labels`: the original tokens at every selected position.
+    The Condenser head reads that copy; the backbone still reads `input_ids`.
+
     (transformers 5's `DataCollatorForLanguageModeling(whole_word_mask=True)` needs
     character offsets, which packed blocks do not have, and turns the 80/10/10
     replacement off in whole-word mode, so it does not fit here.)
@@ -207,9 +213,13 @@ class MLMCollator:
         pad_to_multiple_of: int | None = None,
         mask_replace_prob: float = 0.8,
         random_replace_prob: float = 0.1,
+        head_mlm_probability: float | None = None,
     ):
         if not 0.0 < mlm_probability < 1.0:
             raise ValueError(f"mlm_probability={mlm_probability} must be in (0, 1).")
+        if head_mlm_probability is not None and not mlm_probability < head_mlm_probability < 1.0:
+            raise ValueError(f"head_mlm_probability={head_mlm_probability} must be in (mlm_probability="
+                             f"{mlm_probability}, 1): the head's copy masks more than the backbone's input.")
         if mask_replace_prob < 0 or random_replace_prob < 0 or mask_replace_prob + random_replace_prob > 1:
             raise ValueError(
                 f"mask_replace_prob={mask_replace_prob} and random_replace_prob={random_replace_prob} "
@@ -230,6 +240,7 @@ class MLMCollator:
         self.pad_to_multiple_of = pad_to_multiple_of
         self.mask_replace_prob = mask_replace_prob
         self.random_replace_prob = random_replace_prob
+        self.head_mlm_probability = head_mlm_probability
         self.mask_id = tokenizer.mask_token_id
         self.pad_id = tokenizer.pad_token_id
 
@@ -259,8 +270,15 @@ class MLMCollator:
         for i, s in enumerate(seqs):
             input_ids[i, : len(s)] = s
             attention_mask[i, : len(s)] = 1
+        original = input_ids
         input_ids, labels = self.mask(input_ids, attention_mask)
-        return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+        batch = {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+        if self.head_mlm_probability is not None:
+            # drawn after the backbone's masks, so those are the same as without the variant
+            selected = self._select(original, attention_mask, self.head_mlm_probability, first=labels != -100)
+            batch["head_input_ids"] = input_ids.masked_fill(selected & (labels == -100), self.mask_id)
+            batch["head_labels"] = torch.where(selected, original, torch.full_like(original, -100))
+        return batch
 
     def mask(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Masked copy of `input_ids` [B, T] and its `labels`; usable by other collators."""
@@ -269,6 +287,20 @@ class MLMCollator:
                 f"input_ids contain ids outside the tokenizer's vocabulary (size {len(self.is_special)}); "
                 "were the blocks made with a different tokenizer?"
             )
+        selected = self._select(input_ids, attention_mask, self.mlm_probability)
+        labels = torch.where(selected, input_ids, torch.full_like(input_ids, -100))
+        u = torch.rand(*input_ids.shape)
+        to_mask = selected & (u < self.mask_replace_prob)
+        to_random = selected & ~to_mask & (u < self.mask_replace_prob + self.random_replace_prob)
+        random_tokens = self.random_ids[torch.randint(len(self.random_ids), input_ids.shape)]
+        masked = input_ids.masked_fill(to_mask, self.mask_id)
+        masked = torch.where(to_random, random_tokens, masked)
+        return masked, labels
+
+    def _select(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, rate: float,
+                first: torch.Tensor | None = None) -> torch.Tensor:
+        """Which tokens to mask [B, T]: whole words in random order within a budget of
+        round(rate x non-special tokens), the words holding a ``first`` position drawn first."""
         B, T = input_ids.shape
         special = self.is_special[input_ids] | (attention_mask == 0)
         if self.whole_word:
@@ -285,10 +317,14 @@ class MLMCollator:
 
         # Visit words in a random order and take each one that still fits the budget
         # (BERT's rule); the first word is always taken, so no sequence is left without a label.
-        priority = torch.rand(B, T).masked_fill(~start, 2.0)
+        priority = torch.rand(B, T)
+        if first is not None:  # those words ahead of every other (priorities in [-1, 0))
+            ahead = torch.zeros(B, T, dtype=torch.long).scatter_add_(1, word_start, (first & ~special).long()) > 0
+            priority = torch.where(ahead, priority - 1.0, priority)
+        priority = priority.masked_fill(~start, 2.0)
         order = priority.argsort(dim=1)  # word starts first, shuffled
         len_sorted = word_len.gather(1, order)
-        remaining = ((~special).sum(1) * self.mlm_probability).round().long()
+        remaining = ((~special).sum(1) * rate).round().long()
         take_sorted = torch.zeros(B, T, dtype=torch.bool)
         take_sorted[:, 0] = len_sorted[:, 0] > 0
         remaining -= len_sorted[:, 0]
@@ -302,15 +338,7 @@ class MLMCollator:
         selected = take_start.gather(1, word_start) & ~special
         if not bool(selected.any()):
             raise ValueError("no maskable token in the batch (only special tokens or padding); check the blocks.")
-
-        labels = torch.where(selected, input_ids, torch.full_like(input_ids, -100))
-        u = torch.rand(B, T)
-        to_mask = selected & (u < self.mask_replace_prob)
-        to_random = selected & ~to_mask & (u < self.mask_replace_prob + self.random_replace_prob)
-        random_tokens = self.random_ids[torch.randint(len(self.random_ids), (B, T))]
-        masked = input_ids.masked_fill(to_mask, self.mask_id)
-        masked = torch.where(to_random, random_tokens, masked)
-        return masked, labels
+        return selected
 
 
 def heldout_split(corpus, fraction: float = 0.05, key_columns: Sequence[str] = ("source", "doc_id"),

@@ -55,6 +55,9 @@ logger = logging.getLogger(__name__)
 METHODS = ("mlm", "condenser", "cocondenser")
 DONE_FILE = "pretrain_config.json"  # written last: a stage folder without it is unfinished
 BOOKKEEPING = ("save_every",)  # PretrainConfig fields that change neither the weights nor the log
+# Fields that join a stage's key only when set: at these values a stage computes what it did
+# before the fields existed, so it keeps the key it had then (and its cached result).
+KEYED_WHEN_SET = {"head_mlm_probability": None, "detach_early": False}
 TARGET_CORPORA = {**TEVATRON_TASKS, "wikipedia-nq": TEVATRON_TASKS["nq"]}  # the tasks' names, and the old one
 
 
@@ -94,6 +97,9 @@ class PretrainConfig:
     skip_from: int = _MODEL.skip_from
     n_head_layers: int = _MODEL.n_head_layers
     late_mlm: bool = True
+    # deviations of the Condenser stage that the mechanism page tries (None/False: the paper's)
+    head_mlm_probability: float | None = None  # E5: the head reads a copy with this share masked
+    detach_early: bool = False  # E3: no gradient from the head into the early layers
     dropout: float = _MODEL.dropout  # of a model built from scratch (a checkpoint keeps its own)
     attn_implementation: str = _MODEL.attn_implementation
     # masking and packing
@@ -134,6 +140,12 @@ class PretrainConfig:
             raise ConfigError(f"dropout={self.dropout!r} must be in [0, 1)")
         if self.method == "cocondenser" and self.corpus == "general":
             raise ConfigError("coCondenser pre-trains on a target corpus: set corpus='scifact' (or 'msmarco', ...)")
+        if (self.head_mlm_probability is not None or self.detach_early) and self.method != "condenser":
+            raise ConfigError(f"head_mlm_probability and detach_early change a Condenser stage; method={self.method!r} "
+                              "has no such stage: leave them at None and False")
+        if self.head_mlm_probability is not None and not self.mlm_probability < self.head_mlm_probability < 1:
+            raise ConfigError(f"head_mlm_probability={self.head_mlm_probability} must be above mlm_probability="
+                              f"{self.mlm_probability} and below 1")
         if self.heldout_fraction is not None and not 0 < self.heldout_fraction < 1:
             raise ConfigError(f"heldout_fraction={self.heldout_fraction} must be in (0, 1), or None for no held-out set")
         if self.eval_blocks < 2 or (self.eval_every is not None and self.eval_every < 1):
@@ -238,7 +250,8 @@ def stage_settings(cfg: PretrainConfig, tokenizer=None, data_dir: str | None = N
     (``data.data_id``). Replacing the files at the ``init`` path or in the data mirror gives a
     new key; a missing mirror folder raises instead of reusing a stale stage."""
     tokenizer = tokenizer if tokenizer is not None else get_tokenizer(cfg, data_dir)
-    settings = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in BOOKKEEPING}
+    settings = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in BOOKKEEPING
+                and not (k in KEYED_WHEN_SET and v == KEYED_WHEN_SET[k])}
     names, roles = stage_data(cfg)
     settings.update(init=checkpoint_key(cfg.init), tokenizer=tokenizer_key(tokenizer),
                     data=data_id(names, data_dir, roles),
@@ -300,7 +313,8 @@ def build_model(cfg: PretrainConfig, tokenizer):
     process, so a stage re-run from a cold cache gave other numbers."""
     set_step_seed(cfg.seed, 0)  # the training loop seeds steps 1, 2, ...
 
-    condenser_kw = dict(skip_from=cfg.skip_from, n_head_layers=cfg.n_head_layers, late_mlm=cfg.late_mlm)
+    condenser_kw = dict(skip_from=cfg.skip_from, n_head_layers=cfg.n_head_layers, late_mlm=cfg.late_mlm,
+                        **({"detach_early": True} if cfg.detach_early else {}))
     if cfg.init is None and cfg.method != "mlm" and cfg.resolved_head == "load":
         raise ConfigError("head='load' needs an init checkpoint that has a Condenser head")
     if cfg.method == "cocondenser":
@@ -554,7 +568,8 @@ def pretrain(
                                   "it is not overwritten: use another output folder, or restart=True (command "
                                   "line: --restart) to replace it")
         model = build_model(cfg, tokenizer)
-        mlm_collator = MLMCollator(tokenizer, mlm_probability=cfg.mlm_probability)
+        mlm_collator = MLMCollator(tokenizer, mlm_probability=cfg.mlm_probability,
+                                   head_mlm_probability=cfg.head_mlm_probability)
         # MLM stages load the general corpus once, for training and (first time) the held-out set
         corpus = load_pretraining_corpus(data_dir=data_dir) if cfg.method != "cocondenser" and cfg.corpus == "general" \
             else None

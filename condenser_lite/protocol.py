@@ -56,7 +56,7 @@ from .jobs import (
     threads_per_worker,
 )
 from .metrics import nb_recall
-from .presets import MAIN_ARMS, Preset, get_preset
+from .presets import ABLATION_ARMS, Preset, get_preset
 from .pretraining import get_tokenizer
 from .scorecard import ONE_SEED, scorecard, stats
 from .tasks import Task, bm25_baseline, data_location, entropy_texts, load_task, sts_data
@@ -220,9 +220,10 @@ def _single_seed(preset: Preset) -> bool:
 
 def arm_pretrain_seeds(preset: Preset, arm: str) -> tuple[int, ...]:
     """The pre-training seeds ``arm`` runs with: every one of ``preset.pretraining_seeds`` for a
-    main arm, the first only for an ablation or a published checkpoint. Chapter 4."""
+    main arm (or the modified Condenser), the first only for an ablation or a published
+    checkpoint. Chapter 4."""
     seeds = preset.pretraining_seeds
-    return seeds if arm in MAIN_ARMS and arm not in (preset.pretrained or {}) else seeds[:1]
+    return seeds if arm not in ABLATION_ARMS and arm not in (preset.pretrained or {}) else seeds[:1]
 
 
 def job_graph(preset: Preset, plan: list[str], total: int, sts_total: int, texts: list[str],
@@ -246,11 +247,11 @@ def job_graph(preset: Preset, plan: list[str], total: int, sts_total: int, texts
                 arm=arm, preset=preset, data_dir=data_dir, init=checkpoint(parent, ps) if parent else None, seed=ps),
                 priority=0)
     for arm in preset.arms:
-        if arm in MAIN_ARMS:
+        if arm not in ABLATION_ARMS:
             for ps in arm_pretrain_seeds(preset, arm):
                 jobs[("entropy", arm, ps)] = Job(entropy_before, dict(checkpoint=checkpoint(arm, ps), texts=texts,
                                                                       preset=preset), priority=3)
-    sizes = {arm: preset.train_sizes if arm in MAIN_ARMS else preset.ablation_sizes for arm in preset.arms}
+    sizes = {arm: preset.ablation_sizes if arm in ABLATION_ARMS else preset.train_sizes for arm in preset.arms}
     for ps in preset.pretraining_seeds:
         for seed in preset.seeds:
             for arm in preset.arms:
@@ -263,7 +264,7 @@ def job_graph(preset: Preset, plan: list[str], total: int, sts_total: int, texts
                     is_full = label == full_label
                     mines = is_full and arm in preset.round2_arms  # round 2 needs this model and its embeddings
                     jobs[("finetune", arm, 1, label, seed, ps)] = Job(_finetune_job, dict(
-                        common, size=size, entropy_texts=texts if is_full and arm in MAIN_ARMS else None,
+                        common, size=size, entropy_texts=texts if is_full and arm not in ABLATION_ARMS else None,
                         keep_model=mines), priority=1 if mines else 2)
                 if arm in preset.round2_arms and full_label in labels:
                     round1 = Ref(("finetune", arm, 1, full_label, seed, ps))
@@ -504,7 +505,7 @@ def _assemble(preset: Preset, stages: dict, task: Task, bm25: dict, before: dict
               "pre-trained once, with seed %d" % ps0 if len(pseeds) == 1 else
               "fine-tuning seeds and, for the main arms (%s), pre-training seeds %s (pooled: every fine-tuning seed "
               "on every pre-trained checkpoint); the ablations are pre-trained once, with seed %d"
-              % (", ".join(MAIN_ARMS), ", ".join(map(str, pseeds)), ps0))
+              % (", ".join(a for a in preset.arms if a not in ABLATION_ARMS), ", ".join(map(str, pseeds)), ps0))
     notes = [
         f"The seed spread covers {spread}.",
         "Arms 2 (bert_cont) and 3 (condenser) both continue arm 1 with a fresh warm-up and linear decay over "

@@ -214,6 +214,49 @@ def c0_rule(reliance: Sequence[float | None], late_loss: Sequence[float], contro
             "status": claim_status([relies, cosine_lower])}
 
 
+# The modified Condenser, pre-registered before the mechanism study's parts E3 and E5 ran: which
+# deviation from the paper's head, if any, the `small` run carries as an extra arm beside the
+# faithful Condenser (which stays the main arm).
+MODIFIED_CANDIDATES = ("e3", "e4", "e5")  # no gradient into the early layers; embeddings; a more masked copy
+MODIFIED_FLOOR = 0.1  # a candidate that fails C0 is still carried if it reads [CLS] this much on every seed
+MODIFIED_RULE_COMMIT = None  # the commit that fixed choose_modified (set in the commit after it)
+
+
+def choose_modified(parts: Mapping[str, Mapping]) -> dict:
+    """Which of the mechanism study's deviations becomes the "modified Condenser" arm, by the rule
+    fixed before E3 and E5 ran. ``parts`` maps a part name to its ``c0_rule`` result (one entry
+    per pre-training seed, each candidate run for the preset's Condenser steps from the same
+    stage-1 BERTs as the faithful Condenser); only ``MODIFIED_CANDIDATES`` are considered.
+
+    1. A candidate *meets C0* when its ``relies`` holds: reliance >= ``RELIANCE_THRESHOLD`` on
+       every seed with the late MLM loss within ``LATE_LOSS_MARGIN`` of BERT-continued's on each.
+    2. Among those that meet it, the largest smallest-seed reliance is chosen.
+    3. If none does, the candidate with the largest smallest-seed reliance among those whose late
+       loss is matched on every seed is chosen all the same, provided that reliance is at least
+       ``MODIFIED_FLOOR`` (it reads [CLS] on every seed): the book then says it does not meet C0.
+    4. Otherwise none is chosen, and the run has no modified arm.
+
+    Returns ``{"part", "meets_c0", "smallest_reliance", "candidates", "rule"}`` (``part`` None
+    for rule 4). Chapter 8 and the mechanism page (``notebooks/10_mechanism.md``)."""
+    scored = {}
+    for name in MODIFIED_CANDIDATES:
+        c0 = parts.get(name)
+        if not c0 or not c0.get("reliance"):
+            continue
+        values = c0["reliance"]
+        smallest = None if any(r is None for r in values) else min(values)  # undefined: reads no [CLS]
+        scored[name] = {"meets_c0": bool(c0.get("relies")), "smallest_reliance": smallest,
+                        "late_loss_matched": all(c0.get("late_loss_matched") or [False])}
+    meets = [n for n, v in scored.items() if v["meets_c0"]]
+    fallback = [n for n, v in scored.items() if v["late_loss_matched"] and v["smallest_reliance"] is not None
+                and v["smallest_reliance"] >= MODIFIED_FLOOR]
+    pool, rule = (meets, 2) if meets else (fallback, 3) if fallback else ([], 4)
+    part = max(pool, key=lambda n: scored[n]["smallest_reliance"]) if pool else None
+    return {"part": part, "meets_c0": scored[part]["meets_c0"] if part else None,
+            "smallest_reliance": scored[part]["smallest_reliance"] if part else None,
+            "candidates": scored, "rule": rule}
+
+
 def reliance_summary(per_seed: Sequence[Mapping]) -> dict:
     """The reliance over pre-training seeds: ``per_seed`` holds each seed's ``{"reliance",
     "noise"}`` (its noise over held-out blocks and mask draws, from the gauge). Returns ``mean``

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from condenser_lite.arms import needed_arms
-from condenser_lite.presets import ABLATION_ARMS, ARMS, MAIN_ARMS, Preset, get_preset
+from condenser_lite.presets import ABLATION_ARMS, STANDARD_ARMS, MAIN_ARMS, Preset, get_preset
 from condenser_lite.protocol import run_protocol
 from condenser_lite.scorecard import ONE_SEED, POWER_VERDICTS, claim_numbers, claim_status, compare, scorecard, stats
 
@@ -35,12 +35,12 @@ def test_results_file_has_every_arm_and_claim(micro_run):
     assert on_disk["environment"]["packages"]["torch"]
     assert on_disk["wall_time"]["total"] > 0 and on_disk["wall_time"]["pretrain_first_stage"] > 0
     assert on_disk["execution"]["workers"] == 2
-    assert set(on_disk["arms"]) == set(ARMS)
+    assert set(on_disk["arms"]) == set(STANDARD_ARMS)
     # the chain: bert_cont and condenser continue bert; coCondenser and the ablations continue condenser
     arms = on_disk["arms"]
     assert arms["bert"]["parent"] is None and arms["condenser"]["parent"] == "bert"
     assert {arms[a]["parent"] for a in ("cocondenser", "co_contrastive_only", "co_mlm_only")} == {"condenser"}
-    assert len({arms[a]["checkpoint"] for a in ARMS}) == len(ARMS)  # six distinct stages
+    assert len({arms[a]["checkpoint"] for a in STANDARD_ARMS}) == len(STANDARD_ARMS)  # six distinct stages
     assert [r["step"] for r in arms["bert"]["pretrain_log"]] == [1, 2]
 
     sizes = [str(s) for s in on_disk["train_sizes"]]
@@ -76,14 +76,14 @@ def test_results_file_has_every_arm_and_claim(micro_run):
     # held-out gauges: every stage scored on the same held-out blocks; the Condenser family has the swap gap
     heldout = on_disk["heldout"]
     assert heldout["n_blocks"] == budget.pretraining.eval_blocks and heldout["unigram_entropy"] > 0
-    for arm in ARMS:
+    for arm in STANDARD_ARMS:
         gauges = arms[arm]["heldout"]
         assert gauges["step"] == 2 and gauges["mlm_loss"] > 0 and -1 <= gauges["cls_cosine"] <= 1
         assert ("cls_swap_gap" in gauges) == (arm not in ("bert", "bert_cont")), arm
         # evaluated every step (eval_every=1): the curves chapter 2 draws
         assert [r["step"] for r in arms[arm]["pretrain_log"] if "eval_mlm_loss" in r] == [1, 2]
     # compute: own stage, and cumulative with the stages the arm continues
-    c = {arm: arms[arm]["compute"] for arm in ARMS}
+    c = {arm: arms[arm]["compute"] for arm in STANDARD_ARMS}
     assert c["bert"]["stage"]["sequences"] == 2 * budget.pretraining.batch_size
     assert c["cocondenser"]["stage"]["sequences"] == 2 * 2 * budget.pretraining.cocondenser_batch  # two spans
     assert 0 < c["bert"]["stage"]["tokens"] <= c["bert"]["stage"]["positions"]
@@ -149,7 +149,7 @@ def test_scorecard_on_made_up_numbers():
 
 def test_presets():
     tiny, micro, full = get_preset("tiny"), get_preset("micro"), get_preset("full")
-    assert tiny.seeds == (0, 1, 2) and tiny.arms == ARMS
+    assert tiny.seeds == (0, 1, 2) and tiny.arms == STANDARD_ARMS
     assert micro.model.hidden_size == 32
     # full scale: the papers' checkpoints and Tevatron's MS MARCO recipe, through the same protocol
     assert full.pretrained["condenser"] == "Luyu/condenser" and full.pretrained["cocondenser"] == "Luyu/co-condenser-marco"
@@ -205,11 +205,11 @@ def test_plots_and_tables_from_results(micro_run, tmp_path):
     results = json.loads(out.read_text())  # what the chapters read: the JSON file, not the in-memory dict
     table = plots.retrieval_table(results)
     assert table.index.get_level_values(0)[0] == "BM25"
-    assert {plots.label(a) for a in ARMS} <= set(table.index.get_level_values(0))
+    assert {plots.label(a) for a in STANDARD_ARMS} <= set(table.index.get_level_values(0))
     assert set(plots.sts_table(results).columns) == {str(s) for s in results["sts_sizes"]}
     assert list(plots.scorecard_table(results).index) == [f"C{i}" for i in range(0, 8)]
     table = plots.compute_table(results)
-    assert list(table.index) == [plots.label(a) for a in ARMS] and (table["TFLOPs"] >= 0).all()
+    assert list(table.index) == [plots.label(a) for a in STANDARD_ARMS] and (table["TFLOPs"] >= 0).all()
     for name in ("plot_low_data", "plot_rounds", "plot_nb_recall", "plot_entropy", "plot_loss_curves", "plot_sts",
                  "plot_pretrain_losses", "plot_gauges"):
         path = plots.save(getattr(plots, name)(results), tmp_path / f"{name}.png")

@@ -178,6 +178,60 @@ def test_gradients_reach_early_layers_through_each_loss(path):
     assert (_grad_norm(m.head) > 0) == (path == "head")
 
 
+def test_detach_early_stops_the_heads_gradient_at_the_early_token_states():
+    """E3: with detach_early the token states the head reads carry no gradient back (the head's
+    loss still reaches the early layers through the late [CLS], which they feed); the late loss
+    still trains the early layers. Off, the head's token inputs carry gradient."""
+    batch = make_batch()
+    for detach in (False, True):
+        m = make_condenser(detach_early=detach)
+        seen = []
+        head_forward = m.head_forward
+        m.head_forward = lambda cls, early, mask: seen.append(early.requires_grad) or head_forward(cls, early, mask)
+        m(**batch).loss.backward()
+        assert seen == [not detach]
+        assert _grad_norm(m.backbone.bert.encoder.layer[0]) > 0 and _grad_norm(m.head) > 0
+    only_head = make_condenser(detach_early=True, late_weight=0.0)
+    only_head(**batch).loss.backward()
+    with_tokens = make_condenser(late_weight=0.0)
+    with_tokens(**batch).loss.backward()
+    first = [p.grad for p in only_head.backbone.bert.encoder.layer[0].parameters()]
+    assert not all(torch.allclose(a, p.grad) for a, p in zip(first, with_tokens.backbone.bert.encoder.layer[0].parameters()))
+
+
+def test_head_reads_its_own_copy_of_the_block_with_its_labels():
+    """E5: the head's early states come from head_input_ids and its loss from head_labels; the
+    backbone's late loss and [CLS] from input_ids alone. Equal inputs give the plain Condenser."""
+    m = make_condenser().eval()
+    batch = make_batch()
+    with torch.no_grad():
+        plain = m(**batch)
+        same = m(**batch, head_input_ids=batch["input_ids"], head_labels=batch["labels"])
+        assert torch.allclose(plain.head_loss, same.head_loss, atol=1e-6) and torch.equal(plain.late_loss, same.late_loss)
+        heavier = batch["input_ids"].clone()
+        heavier[:, 1:8] = 4  # [MASK] over more of each block
+        head_labels = torch.where(torch.arange(heavier.shape[1]) < 8, batch["input_ids"], batch["labels"])
+        head_labels[:, 0] = -100
+        out = m(**batch, head_input_ids=heavier, head_labels=head_labels)
+        assert torch.equal(out.late_loss, plain.late_loss) and torch.equal(out.cls, plain.cls)
+        early = m.early_states(heavier, batch["attention_mask"])
+        hidden = m.head_forward(plain.cls, early[:, 1:], batch["attention_mask"])
+        assert torch.allclose(out.head_loss, masked_lm_loss(m.backbone.cls, hidden, head_labels), atol=1e-6)
+        # the early states computed alone are the backbone's own at layer skip_from
+        full = m.backbone.bert(heavier, attention_mask=batch["attention_mask"], output_hidden_states=True)
+        assert torch.allclose(early, full.hidden_states[m.skip_from], atol=1e-6)
+    with pytest.raises(ValueError, match="together"):
+        m(**batch, head_input_ids=heavier)
+
+
+def test_variant_config_is_saved_only_where_it_is_on(tmp_path):
+    plain = make_condenser()
+    assert "detach_early" not in plain.condenser_config()  # the paper's Condenser saves what it always did
+    m = make_condenser(detach_early=True)
+    m.save_pretrained(tmp_path)
+    assert Condenser.from_pretrained(tmp_path).detach_early is True
+
+
 def test_masked_only_loss_equals_full_logits_loss():
     torch.manual_seed(0)
     mlm = BertMLM.from_config(small_config()).eval()

@@ -193,6 +193,32 @@ def test_collator_pads_and_never_masks_specials(tokenizer, blocks):
         assert not torch.isin(inputs[:n][chosen], special[special != tokenizer.mask_token_id]).any()
 
 
+def test_collator_head_copy_masks_more_and_keeps_the_backbones_masks(tokenizer, blocks):
+    """E5: with head_mlm_probability the backbone's batch is exactly the one drawn without it (same
+    seed), and the head's copy selects about that share of whole words, every backbone label
+    among them, each extra one shown as [MASK]."""
+    plain, variant = MLMCollator(tokenizer), MLMCollator(tokenizer, head_mlm_probability=0.5)
+    examples = blocks[:32]
+    torch.manual_seed(7)
+    a = plain(examples)
+    torch.manual_seed(7)
+    b = variant(examples)
+    for k in ("input_ids", "attention_mask", "labels"):
+        assert torch.equal(a[k], b[k])
+    selected, backbone = b["head_labels"] != -100, b["labels"] != -100
+    assert bool((selected | ~backbone).all())  # every backbone label is a head label too
+    assert torch.equal(b["head_labels"][backbone], b["labels"][backbone])
+    extra = selected & ~backbone
+    mask_id = tokenizer.mask_token_id
+    assert bool((b["head_input_ids"][extra] == mask_id).all())
+    assert torch.equal(b["head_input_ids"][~extra], b["input_ids"][~extra])
+    special = torch.isin(b["input_ids"], torch.tensor(tokenizer.all_special_ids)) & ~backbone
+    share = selected.sum() / (~special & (b["attention_mask"] == 1)).sum()
+    assert 0.45 < float(share) < 0.55, float(share)
+    with pytest.raises(ValueError, match="head_mlm_probability"):
+        MLMCollator(tokenizer, head_mlm_probability=0.1)
+
+
 def test_collator_masking_statistics_and_whole_words(tokenizer, blocks):
     collator = MLMCollator(tokenizer)
     torch.manual_seed(1)

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from transformers import AutoModel
 
+from condenser_lite.errors import ConfigError
 from condenser_lite.model import Condenser
 from condenser_lite.pretraining import PretrainConfig, build_model, is_done, paper_cocondenser, paper_condenser, pretrain, read_log, stage_key
 
@@ -73,6 +74,35 @@ def test_key_covers_settings_and_parent_by_content(env, tokenizer_dir, tmp_path)
     copy = tmp_path / "copy"
     shutil.copytree(parent, copy)
     assert stage_key(child.replace(init=str(copy))) == stage_key(child)  # the same weights elsewhere: same stage
+
+
+def test_condenser_variants_join_the_key_only_when_set(env, tokenizer_dir):
+    """E3/E5's fields leave every other stage's key as it was before they existed (a stage that
+    computes the same keeps its cached result) and change the key where set."""
+    from condenser_lite.pretraining import stage_settings
+
+    plain = tiny(tokenizer_dir, method="condenser")
+    assert not {"detach_early", "head_mlm_probability"} & set(stage_settings(plain))
+    keys = {stage_key(plain), stage_key(plain.replace(detach_early=True)),
+            stage_key(plain.replace(head_mlm_probability=0.5)), stage_key(plain.replace(head_mlm_probability=0.4))}
+    assert len(keys) == 4
+    with pytest.raises(ConfigError, match="Condenser stage"):
+        tiny(tokenizer_dir, method="mlm", detach_early=True)
+    with pytest.raises(ConfigError, match="above mlm_probability"):
+        tiny(tokenizer_dir, method="condenser", head_mlm_probability=0.1)
+
+
+def test_modified_condenser_arm_is_the_condenser_stage_with_the_presets_changes(tmp_path):
+    from condenser_lite.arms import arm_config
+    from condenser_lite.presets import MODIFIED_ARM, get_preset
+
+    init = str(tmp_path)
+    preset = get_preset("small", modified_condenser={"head_mlm_probability": 0.5})
+    faithful, modified = arm_config("condenser", preset, init), arm_config(MODIFIED_ARM, preset, init)
+    assert modified == faithful.replace(head_mlm_probability=0.5)
+    assert arm_config("bert", preset, None) == arm_config("bert", get_preset("small"), None)  # stage 1 shared
+    with pytest.raises(ConfigError, match="modified_condenser"):
+        get_preset("small", arms=("bert", MODIFIED_ARM))
 
 
 def test_bad_settings_are_named():

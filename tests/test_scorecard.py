@@ -323,3 +323,30 @@ def test_c1_and_c7_carry_their_power():
     # an older file keeps the spread-only verdicts
     old = claims(with_arms(made_up(), (0.20, 0.201, 0.202), (0.30, 0.301, 0.302)))["C1"]
     assert old["ours"]["by_size"]["100"]["bert"]["verdict"] == "worse" and "mdd" not in old["ours"]["by_size"]["100"]["bert"]
+
+
+# ---- the modified Condenser: the choice among the deviations, pre-registered -----------------------
+
+from condenser_lite.scorecard import MODIFIED_FLOOR, c0_rule, choose_modified  # noqa: E402
+
+
+def _part(reliances, late=(4.40, 4.40), control=(4.40, 4.40)):
+    return c0_rule(list(reliances), list(late), list(control))
+
+
+def test_choose_modified_takes_the_best_candidate_that_meets_c0():
+    parts = {"e3": _part([0.25, 0.30]), "e4": _part([0.21, 0.90]), "e5": _part([0.5, 0.15]),
+             "e1": _part([0.9, 0.9])}  # E1 is no candidate: the faithful head, longer
+    choice = choose_modified(parts)
+    assert choice["part"] == "e3" and choice["meets_c0"] and choice["rule"] == 2  # largest smallest-seed reliance
+    assert choice["smallest_reliance"] == 0.25
+
+
+def test_choose_modified_falls_back_only_above_the_floor_with_the_late_loss_matched():
+    below = {"e3": _part([0.05, 0.4]), "e4": _part([0.15, 0.5]), "e5": _part([0.3, 0.3], late=(4.5, 4.4))}
+    choice = choose_modified(below)
+    assert choice["part"] == "e4" and choice["meets_c0"] is False and choice["rule"] == 3
+    assert choose_modified({"e4": _part([MODIFIED_FLOOR, 0.5])})["part"] == "e4"  # the floor is inclusive
+    nothing = choose_modified({"e3": _part([0.05, 0.4]), "e5": _part([0.3, 0.3], late=(4.5, 4.4)),
+                               "e4": _part([None, 0.5])})
+    assert nothing["part"] is None and nothing["rule"] == 4
