@@ -219,7 +219,7 @@ def c0_rule(reliance: Sequence[float | None], late_loss: Sequence[float], contro
 # faithful Condenser (which stays the main arm).
 MODIFIED_CANDIDATES = ("e3", "e4", "e5")  # no gradient into the early layers; embeddings; a more masked copy
 MODIFIED_FLOOR = 0.1  # a candidate that fails C0 is still carried if it reads [CLS] this much on every seed
-MODIFIED_RULE_COMMIT = None  # the commit that fixed choose_modified (set in the commit after it)
+MODIFIED_RULE_COMMIT = "345dbf9ea156701a26acf6a271be2592f996eb4a"  # the commit that fixed choose_modified
 
 
 def choose_modified(parts: Mapping[str, Mapping]) -> dict:
