@@ -498,7 +498,7 @@ def _finetune_costs(run: Run, reps: int = 6) -> dict:
     import torch
     from transformers import BertModel
 
-    from condenser_lite.retrieval import BiEncoder
+    from condenser_lite.biencoder import BiEncoder
 
     torch.set_num_threads(1)
     config = bert_config(run.replace(max_len=128), study_data(run.vocab, 64)["tokenizer"])
