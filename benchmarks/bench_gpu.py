@@ -44,7 +44,7 @@ TINY = dict(max_position_embeddings=512)  # tiny_bert_config's defaults otherwis
 
 
 def bert_config(args, vocab: int):
-    from condenser_lite.model import tiny_bert_config
+    from condenser_lite.modeling.condenser import tiny_bert_config
 
     return tiny_bert_config(vocab_size=vocab, **(BASE if args.size == "base" else TINY))
 
@@ -91,9 +91,9 @@ def span_batch(n: int, seq_len: int, vocab: int, device: str) -> dict:
 
 
 def bench_gradcache(args) -> None:
-    from condenser_lite.gradcache import cocondenser_step
-    from condenser_lite.model import Condenser
-    from condenser_lite.training import make_accelerator
+    from condenser_lite.modeling.condenser import Condenser
+    from condenser_lite.modeling.gradcache import cocondenser_step
+    from condenser_lite.training.loop import make_accelerator
 
     dev = args.device
     cfg = bert_config(args, args.vocab)
@@ -172,9 +172,9 @@ def bench_gradcache(args) -> None:
 def check_exact(args) -> None:
     """Loss and gradient of one step, plain vs gradient cache, from the same weights, dropout off
     (the cache replays dropout per chunk, which a full-batch step draws differently)."""
-    from condenser_lite.gradcache import cocondenser_step
-    from condenser_lite.model import Condenser
-    from condenser_lite.training import make_accelerator
+    from condenser_lite.modeling.condenser import Condenser
+    from condenser_lite.modeling.gradcache import cocondenser_step
+    from condenser_lite.training.loop import make_accelerator
 
     dev, n = args.device, args.exact_spans
     cfg = bert_config(args, args.vocab)
@@ -215,7 +215,7 @@ def plain_finetune_loop(model_dir: str, train, collator, steps: int, dev: str, d
 
     from transformers import AutoModel
 
-    from condenser_lite.losses import retrieval_loss
+    from condenser_lite.modeling.losses import retrieval_loss
 
     enc = AutoModel.from_pretrained(model_dir, add_pooling_layer=False).to(dev).train()
     opt = torch.optim.AdamW(enc.parameters(), lr=lr)
@@ -290,19 +290,13 @@ def best_of(repeats: int, fn, dev: str):
 def bench_retrieval(args) -> None:
     from transformers import AutoModel, BertForMaskedLM
 
-    from condenser_lite.biencoder import BiEncoder, RetrievalCollator, passage_strings, token_ids
-
-    from condenser_lite.beir import corpus_columns, query_columns
-
-    from condenser_lite.finetune import finetune_retriever, train_config
-
-    from condenser_lite.presets import RETRIEVAL_RECIPES
-
-    from condenser_lite.search import encode, encode_corpus, evaluate_retriever, search
-
-    from condenser_lite.tevatron import to_tevatron
-    from condenser_lite.beir import load_beir
-    from condenser_lite.tokenizer import train_wordpiece
+    from condenser_lite.data.beir import corpus_columns, load_beir, query_columns
+    from condenser_lite.data.tokenizer import train_wordpiece
+    from condenser_lite.reproduction.presets import RETRIEVAL_RECIPES
+    from condenser_lite.retrieval.biencoder import BiEncoder, RetrievalCollator, passage_strings, token_ids
+    from condenser_lite.retrieval.bm25 import to_tevatron
+    from condenser_lite.retrieval.search import encode, encode_corpus, evaluate_retriever, search
+    from condenser_lite.training.finetune import finetune_retriever, round_loop_config
 
     dev, rows = args.device, []
     beir = load_beir("scifact")
@@ -329,7 +323,7 @@ def bench_retrieval(args) -> None:
     t = time.perf_counter()
     train = to_tevatron(beir, "train", n_negatives=pre.n_bm25_negatives)
     t_tev = time.perf_counter() - t
-    tc = train_config(pre, work / "ft", 1, len(train), max_steps=args.ft_steps, log_every=1, progress=False,
+    tc = round_loop_config(pre, work / "ft", 1, len(train), max_steps=args.ft_steps, log_every=1, progress=False,
                       resume=False, mixed_precision=args.dtype if args.dtype == "bf16" else "no")
     # Warm-up run first: padded lengths vary per batch, and every new shape costs first-time kernel
     # selection and allocations; whichever loop ran first in a process looked ~1.4x slower.
@@ -375,7 +369,7 @@ def bench_retrieval(args) -> None:
     if args.nq_steps:  # the nq preset: 128 queries x 2 passages, 256 tokens, untied, gradient cache 32
         nq = RETRIEVAL_RECIPES["nq"]
         nq = dataclasses.replace(nq, batch_size=min(nq.batch_size, len(train)))
-        tc2 = train_config(nq, work / "ft_nq", 1, len(train), max_steps=args.nq_steps, log_every=1, progress=False,
+        tc2 = round_loop_config(nq, work / "ft_nq", 1, len(train), max_steps=args.nq_steps, log_every=1, progress=False,
                            resume=False, mixed_precision=tc.mixed_precision)
         free(dev)
         m2 = finetune_retriever(work / "init", train, tok, tc2, q_max_len=nq.q_max_len, p_max_len=nq.p_max_len,

@@ -30,9 +30,9 @@ def worker(params: dict, queue) -> None:
     args = SimpleNamespace(**params)
     import torch
 
-    from condenser_lite.gradcache import cocondenser_step
-    from condenser_lite.model import Condenser, tiny_bert_config
-    from condenser_lite.presets import TINY
+    from condenser_lite.modeling.condenser import Condenser, tiny_bert_config
+    from condenser_lite.modeling.gradcache import cocondenser_step
+    from condenser_lite.reproduction.presets import TINY
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -128,8 +128,8 @@ def main() -> None:
         ctx = mp.get_context("fork")
         import torch  # noqa: F401
 
-        import condenser_lite.gradcache  # noqa: F401
-        import condenser_lite.model  # noqa: F401
+        import condenser_lite.modeling.condenser  # noqa: F401
+        import condenser_lite.modeling.gradcache  # noqa: F401
     else:
         ctx = mp.get_context("spawn")
     sizes = args.sizes or ([16, 64, 256] if args.quick else [16, 64, 256, 1024])

@@ -25,9 +25,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 def blocks_and_tokenizer(max_len: int, n_blocks: int):
-    from condenser_lite.data import load_pretraining_corpus
-    from condenser_lite.pretrain_data import pack_blocks
-    from condenser_lite.tokenizer import tiny_tokenizer
+    from condenser_lite.data.packing import pack_blocks
+    from condenser_lite.data.sources import load_pretraining_corpus
+    from condenser_lite.data.tokenizer import tiny_tokenizer
 
     tok = tiny_tokenizer()
     corpus = load_pretraining_corpus()
@@ -39,8 +39,8 @@ def blocks_and_tokenizer(max_len: int, n_blocks: int):
 
 def our_loop(model, blocks, tok, steps: int, batch: int) -> float:
     """Seconds per step (steps 2..N, so start-up is excluded)."""
-    from condenser_lite.pretrain_data import MLMCollator
-    from condenser_lite.training import TrainConfig, train
+    from condenser_lite.modeling.masking import MLMCollator
+    from condenser_lite.training.loop import TrainConfig, train
 
     with tempfile.TemporaryDirectory() as d:
         cfg = TrainConfig(output_dir=d, max_steps=steps, batch_size=batch, lr=1e-4, progress=False, epochs=100)
@@ -50,7 +50,13 @@ def our_loop(model, blocks, tok, steps: int, batch: int) -> float:
 
 
 def hf_trainer(config, blocks, tok, steps: int, batch: int) -> float:
-    from transformers import BertForMaskedLM, DataCollatorForLanguageModeling, Trainer, TrainerCallback, TrainingArguments
+    from transformers import (
+        BertForMaskedLM,
+        DataCollatorForLanguageModeling,
+        Trainer,
+        TrainerCallback,
+        TrainingArguments,
+    )
 
     stamps: list[float] = []
 
@@ -79,7 +85,7 @@ def main() -> None:
     import datasets
     import torch
 
-    from condenser_lite.model import BertMLM, Condenser, tiny_bert_config
+    from condenser_lite.modeling.condenser import BertMLM, Condenser, tiny_bert_config
 
     datasets.disable_progress_bars()
     if a.threads:

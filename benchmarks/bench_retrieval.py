@@ -10,7 +10,7 @@ Prints
      passages (index build, then search; best of a few repeats);
   3. BM25 (bm25s) index and search time and its SciFact test nDCG@10 / R@100.
 
-The model is a tiny *random* BERT (`model.tiny_bert_config`: 4 layers, hidden 128) with a WordPiece
+The model is a tiny *random* BERT (`condenser.tiny_bert_config`: 4 layers, hidden 128) with a WordPiece
 vocabulary trained on the SciFact abstracts: speed does not depend on the weights.
 
     python benchmarks/bench_retrieval.py [--quick] [--batch 128] [--max-len 128] [--threads N]
@@ -68,17 +68,13 @@ def main() -> None:
     from transformers import AutoModel, BertModel
     from transformers.utils import logging as hf_logging
 
-    from condenser_lite.biencoder import passage_strings, token_ids
-
-    from condenser_lite.bm25 import BM25Index
-
-    from condenser_lite.beir import corpus_columns
-
-    from condenser_lite.search import FaissIndex, encode
-    from condenser_lite.beir import load_beir
-    from condenser_lite.metrics import evaluate_run
-    from condenser_lite.model import tiny_bert_config
-    from condenser_lite.tokenizer import train_wordpiece
+    from condenser_lite.data.beir import corpus_columns, load_beir
+    from condenser_lite.data.tokenizer import train_wordpiece
+    from condenser_lite.modeling.condenser import tiny_bert_config
+    from condenser_lite.retrieval.biencoder import passage_strings, token_ids
+    from condenser_lite.retrieval.bm25 import BM25Index
+    from condenser_lite.retrieval.metrics import evaluate_run
+    from condenser_lite.retrieval.search import FaissIndex, encode
 
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()

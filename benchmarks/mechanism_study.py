@@ -1,17 +1,17 @@
 """When does the Condenser head need [CLS]? The mechanism study behind the book's page of that name
-(`notebooks/10_mechanism.md`), judged by the rules pre-registered in `scorecard.py` before any of
-its runs (the C0 rule: `scorecard.PRE_REGISTRATION_COMMIT`; the choice of a modified Condenser
-among the deviations: `scorecard.choose_modified`, committed before E3 and E5 ran).
+(`notebooks/10_mechanism.md`), judged by the rules pre-registered in `reproduction/scorecard.py` before any of
+its runs (the C0 rule: `rules.PRE_REGISTRATION_COMMIT`; the choice of a modified Condenser
+among the deviations: `rules.choose_modified`, committed before E3 and E5 ran).
 
     python benchmarks/mechanism_study.py              # every part, resumable -> results/mechanism.json
     python benchmarks/mechanism_study.py --only e3    # one part (the others stay as the file has them)
 
 Every part pre-trains, per pre-training seed, a Condenser stage and its equal-step control
 (BERT-continued) from a stage-1 BERT, each logging the pre-registered [CLS]-reliance gauge on
-held-out general-corpus blocks (`analysis.cls_reliance_gauge`: the head's loss with its own late
+held-out general-corpus blocks (`gauges.cls_reliance_gauge`: the head's loss with its own late
 [CLS], with another document's, with a zero and a mean [CLS], against the backbone's late loss on
 the same masks, three mask draws, a bootstrap noise over blocks) every `eval_every` updates; the
-study reads the final gauges and the curves and applies `scorecard.c0_rule`. Nothing here looks
+study reads the final gauges and the curves and applies `rules.c0_rule`. Nothing here looks
 at retrieval. The parts (`PARTS`):
 
 * E0: the preset's faithful Condenser (`small`: 4 layers, the head reading layer `skip_from` = 1
@@ -27,7 +27,7 @@ at retrieval. The parts (`PARTS`):
   (Xiao et al., 2022); the backbone's input and late MLM loss stay the faithful ones.
 
 E3-E5 run as the protocol's `condenser_mod` arm (`Preset.modified_condenser`), so the stage of
-the deviation `scorecard.choose_modified` picks is the very one a later `experiments --preset
+the deviation `rules.choose_modified` picks is the very one a later `experiments --preset
 small` with that modification reuses. The stages are the protocol's own (`arms.pretrain_arm`,
 cached by their settings); two one-thread worker processes run them (`jobs.run_jobs`). Wall
 time on a 2-core CPU with bf16 units: stage 1 about 28 minutes (both seeds side by side;
@@ -71,7 +71,7 @@ def part_preset(part: str, preset):
     """The preset a part runs and the arm that is its Condenser: E1 multiplies the continuation's
     updates, E2 reshapes the model, E3-E5 set ``modified_condenser`` and train ``condenser_mod``
     (whose stage 1 and control are E0's, cached once)."""
-    from condenser_lite.presets import MODIFIED_ARM
+    from condenser_lite.reproduction.registry import MODIFIED_ARM
 
     _, changes, deviation = PARTS[part]
     if deviation is not None:
@@ -81,8 +81,8 @@ def part_preset(part: str, preset):
 
 def part_jobs(preset, condenser: str, seeds, data_dir):
     """Stage 1, the Condenser and BERT-continued per pre-training seed, as the protocol's jobs."""
-    from condenser_lite.arms import pretrain_arm
-    from condenser_lite.jobs import Job, Ref
+    from condenser_lite.reproduction.arms import pretrain_arm
+    from condenser_lite.reproduction.jobs import Job, Ref
 
     jobs = {}
     for s in seeds:
@@ -107,7 +107,7 @@ def summarise(stage: dict) -> dict:
 def judge(done: dict, condenser: str, seeds) -> dict:
     """Per seed the stages' summaries (the part's Condenser under ``"condenser"``), and C0 by the
     pre-registered rule over the seeds."""
-    from condenser_lite.scorecard import c0_rule, reliance_summary, run_reliance
+    from condenser_lite.reproduction.rules import c0_rule, reliance_summary, run_reliance
 
     per_seed = {str(s): {arm: summarise(done[(stage, s)]) for arm, stage in
                          (("bert", "bert"), ("bert_cont", "bert_cont"), ("condenser", condenser))} for s in seeds}
@@ -129,10 +129,10 @@ def main() -> None:
     ap.add_argument("--out", default=str(ROOT / "results" / "mechanism.json"))
     a = ap.parse_args()
 
-    from condenser_lite.evidence import environment, git, machine, now
-    from condenser_lite.jobs import load_average, run_jobs
-    from condenser_lite.presets import get_preset
-    from condenser_lite.scorecard import MODIFIED_RULE_COMMIT, PRE_REGISTRATION_COMMIT, choose_modified
+    from condenser_lite.reproduction.jobs import load_average, run_jobs
+    from condenser_lite.reproduction.presets import get_preset
+    from condenser_lite.reproduction.results import environment, git, machine, now
+    from condenser_lite.reproduction.rules import MODIFIED_RULE_COMMIT, PRE_REGISTRATION_COMMIT, choose_modified
 
     out = Path(a.out)
     study = json.loads(out.read_text()) if out.exists() else {}

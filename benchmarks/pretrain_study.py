@@ -7,8 +7,8 @@ One command reproduces every number of the study page (`notebooks/09_study.md`) 
     python benchmarks/pretrain_study.py --only throughput    # or precision, sweep, long, condenser
 
 Parts
-  throughput  CPU cost of one MLM training step of our loop (`model.BertMLM`, masked-only logits,
-              `training.train`) for precision (fp32 / bf16 autocast through oneDNN), attention
+  throughput  CPU cost of one MLM training step of our loop (`condenser.BertMLM`, masked-only logits,
+              `loop.train`) for precision (fp32 / bf16 autocast through oneDNN), attention
               kernel (sdpa / eager), dropout, `torch.compile`, batch shape at equal tokens, one
               process with 2 threads against two with 1, and the transformers `Trainer` with
               `BertForMaskedLM` + `DataCollatorForLanguageModeling` on the same blocks; plus a
@@ -28,10 +28,10 @@ Parts
               logged as they train; an MLM-only continuation at the same steps as the control; a
               short coCondenser continuation on SciFact.
 
-Held-out text: `pretrain_data.heldout_split` keeps 5% of the general corpus's documents (by a
+Held-out text: `packing.heldout_split` keeps 5% of the general corpus's documents (by a
 hash of the document id) out of training; the evaluation set is 512 of their blocks with fixed
-masks (`pretrain_data.mlm_eval_batches`). Every loss is reported beside the unigram entropy of
-the same masked tokens (`analysis.unigram_entropy`). Nothing here looks at retrieval quality.
+masks (`packing.mlm_eval_batches`). Every loss is reported beside the unigram entropy of
+the same masked tokens (`gauges.unigram_entropy`). Nothing here looks at retrieval quality.
 
 Every finished run is cached under `$CONDENSER_LITE_CACHE/study/<part>/<hash of its settings>/`
 (`result.json`), and training runs resume from their last checkpoint, so an interrupted study
@@ -171,10 +171,11 @@ def sweep_runs(budget: float, extended: bool = False) -> dict[str, Run]:
 def study_data(vocab: int, max_len: int) -> dict:
     import datasets
 
-    from condenser_lite.analysis import unigram_entropy
-    from condenser_lite.data import load_pretraining_corpus
-    from condenser_lite.pretrain_data import MLMCollator, heldout_split, mlm_eval_batches, pack_blocks
-    from condenser_lite.tokenizer import tiny_tokenizer
+    from condenser_lite.data.packing import heldout_split, mlm_eval_batches, pack_blocks
+    from condenser_lite.data.sources import load_pretraining_corpus
+    from condenser_lite.data.tokenizer import tiny_tokenizer
+    from condenser_lite.modeling.gauges import unigram_entropy
+    from condenser_lite.modeling.masking import MLMCollator
 
     datasets.disable_progress_bars()
     tok = tiny_tokenizer(vocab_size=vocab)
@@ -199,7 +200,7 @@ def full_blocks(vocab: int, max_len: int):
 
 
 def bert_config(run: Run, tok):
-    from condenser_lite.model import tiny_bert_config
+    from condenser_lite.modeling.condenser import tiny_bert_config
 
     cfg = tiny_bert_config(vocab_size=len(tok), hidden_size=run.hidden, num_hidden_layers=run.layers,
                            num_attention_heads=run.heads, intermediate_size=4 * run.hidden,
@@ -232,7 +233,7 @@ def flops_per_token(config, max_len: int, head_layers: int = 0, mlm_passes: int 
 
 
 def _run_dir(part: str, run: Run) -> Path:
-    from condenser_lite.config import cache_dir
+    from condenser_lite.utils.cache import cache_dir
 
     return cache_dir("study") / part / f"{run.method}-{run.key()}"
 
@@ -240,7 +241,7 @@ def _run_dir(part: str, run: Run) -> Path:
 def _build_model(run: Run, tok, part: str):
     import torch
 
-    from condenser_lite.model import BertMLM, Condenser
+    from condenser_lite.modeling.condenser import BertMLM, Condenser
 
     torch.manual_seed(run.seed)
     if run.init is None:
@@ -262,7 +263,7 @@ def _build_model(run: Run, tok, part: str):
 
 
 def _evaluate(model, data: dict, extra: dict | None) -> dict[str, float]:
-    from condenser_lite.analysis import cls_cosine, cls_swap_gap, heldout_mlm_loss
+    from condenser_lite.modeling.gauges import cls_cosine, cls_swap_gap, heldout_mlm_loss
 
     out = dict(heldout_mlm_loss(model, data["eval"]))
     out["cls_cosine"] = cls_cosine(model, data["eval"][:2])  # 128 blocks: cheap and stable enough
@@ -276,7 +277,7 @@ def _evaluate(model, data: dict, extra: dict | None) -> dict[str, float]:
 
 def _step_cost(model, data, run: Run, collate, step_fn=None) -> float:
     """CPU seconds per optimizer step of this run's loop, measured on a throwaway copy."""
-    from condenser_lite.training import TrainConfig, train
+    from condenser_lite.training.loop import TrainConfig, train
 
     with tempfile.TemporaryDirectory() as d:
         cfg = TrainConfig(d, max_steps=7, batch_size=run.batch, lr=run.lr, mixed_precision=run.precision,
@@ -294,7 +295,7 @@ def run_one(part: str, run: Run) -> dict:
     if done.exists():
         return json.loads(done.read_text())
     torch.set_num_threads(1)
-    from condenser_lite.training import TrainConfig, train
+    from condenser_lite.training.loop import TrainConfig, train
 
     load_start = [round(x, 2) for x in os.getloadavg()]  # other jobs on the machine slow the wall clock
     data = study_data(run.vocab, run.max_len)
@@ -303,16 +304,16 @@ def run_one(part: str, run: Run) -> dict:
     model = _build_model(run, tok, part)
     collate = data["collator"]
     if run.mask_rate != collate.mlm_probability:
-        from condenser_lite.pretrain_data import MLMCollator
+        from condenser_lite.modeling.masking import MLMCollator
 
         collate = MLMCollator(tok, mlm_probability=run.mask_rate)
     step_fn, train_data, tokens_per_step = None, data["blocks"], run.batch * run.max_len
     if run.method == "cocondenser":
-        from condenser_lite.gradcache import cocondenser_step
-        from condenser_lite.pretraining import PretrainConfig, span_pairs
-        from condenser_lite.spans import SpanPairCollator
+        from condenser_lite.modeling.gradcache import cocondenser_step
+        from condenser_lite.modeling.spans import SpanPairCollator
+        from condenser_lite.training.pretraining import StageConfig, span_pairs
 
-        train_data = span_pairs(PretrainConfig(method="cocondenser", corpus="scifact", max_len=run.max_len,
+        train_data = span_pairs(StageConfig(method="cocondenser", corpus="scifact", max_len=run.max_len,
                                                min_span=16, seed=run.seed), tok)
         collate = SpanPairCollator(collate)
         step_fn = functools.partial(cocondenser_step, chunk_size=None, mlm_weight=1.0, co_weight=1.0)
@@ -401,13 +402,13 @@ def run_many(part: str, runs: dict[str, Run], workers: int) -> dict[str, dict]:
 
 
 def _loop_cost(run: Run, steps: int, compile_: bool = False, threads: int = 1, batch_shape=None) -> dict:
-    """CPU and wall seconds per step of `training.train` for this run's model and recipe.
+    """CPU and wall seconds per step of `loop.train` for this run's model and recipe.
 
     Steps 3..N are timed (start-up, first-step allocation and compilation excluded); the
     compile time is the extra cost of the first two steps."""
     import torch
 
-    from condenser_lite.training import TrainConfig, train
+    from condenser_lite.training.loop import TrainConfig, train
 
     torch.set_num_threads(threads)
     r = run if batch_shape is None else run.replace(batch=batch_shape[0], max_len=batch_shape[1])
@@ -437,7 +438,7 @@ def _precision_child(steps: int) -> dict:
     ``"auto"`` picks and why, and the recommended run's update cost in fp32 and in bf16."""
     import torch
 
-    from condenser_lite.devices import cpu_precision
+    from condenser_lite.utils.devices import cpu_precision
 
     out = {"capability": torch.backends.cpu.get_cpu_capability(), "auto": cpu_precision().to_dict()}
     for precision in ("no", "bf16"):
@@ -466,8 +467,13 @@ def _hf_trainer_cost(run: Run, steps: int, bf16: bool = False) -> dict:
     """The baseline most users reach for: `BertForMaskedLM` (logits at every position) with the
     transformers `Trainer` and `DataCollatorForLanguageModeling`, on the same full-length blocks."""
     import torch
-    from transformers import (BertForMaskedLM, DataCollatorForLanguageModeling, Trainer, TrainerCallback,
-                              TrainingArguments)
+    from transformers import (
+        BertForMaskedLM,
+        DataCollatorForLanguageModeling,
+        Trainer,
+        TrainerCallback,
+        TrainingArguments,
+    )
 
     torch.set_num_threads(1)
     data = study_data(run.vocab, run.max_len)
@@ -498,7 +504,7 @@ def _finetune_costs(run: Run, reps: int = 6) -> dict:
     import torch
     from transformers import BertModel
 
-    from condenser_lite.biencoder import BiEncoder
+    from condenser_lite.retrieval.biencoder import BiEncoder
 
     torch.set_num_threads(1)
     config = bert_config(run.replace(max_len=128), study_data(run.vocab, 64)["tokenizer"])
@@ -705,7 +711,7 @@ def main() -> None:
     t0 = time.perf_counter()
     children0 = os.times()
 
-    from condenser_lite.config import cache_dir
+    from condenser_lite.utils.cache import cache_dir
 
     tp_dir = cache_dir("study") / "throughput"
     cached = tp_dir / f"reps{a.reps}-steps{a.steps}-v{STUDY_VERSION}.json"
@@ -843,8 +849,8 @@ def cls_ablation(result: dict) -> dict:
     slot; 1/length would be uniform). Cached beside the run's result (a few CPU seconds)."""
     import torch
 
-    from condenser_lite.analysis import head_block_losses
-    from condenser_lite.model import Condenser
+    from condenser_lite.modeling.condenser import Condenser
+    from condenser_lite.modeling.gauges import head_block_losses
 
     cached = Path(result["checkpoint"]).parent / "cls_ablation.json"
     if cached.exists():

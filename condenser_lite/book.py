@@ -1,6 +1,6 @@
 """The one setup call at the top of every chapter, and the chapters' Colab install cell.
 
-A chapter starts with a cell of papermill parameters (``full``, ``budget``, ``seed``, ...), which
+A chapter starts with a cell of papermill parameters (``full``, ``preset``, ``seed``, ...), which
 arrive as strings from ``papermill -p full true``. :func:`setup` parses them, points the library
 at the cache and data folders, silences the import noise of ``transformers`` and ``datasets``,
 fixes the thread count and the seeds, picks the device, makes the figures folder and returns
@@ -19,7 +19,9 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import CACHE_ENV, parse_bool, parse_choice, parse_int, parse_path, pick_device
+from .parameters import parse_bool, parse_choice, parse_int, parse_path
+from .utils.cache import CACHE_ENV
+from .utils.devices import default_device
 
 COMMITTED = "small"  # the committed results the chapters read by default: results/small.json
 # The live cells' settings: tiny's short pre-training stages in float32 (the same maths on every
@@ -38,10 +40,10 @@ COLAB_RELEASE = "v0.2.0"
 REPOSITORY = "condenser-lite/condenser-lite"
 
 
-def budgets() -> tuple[str, ...]:
-    """The presets a chapter's ``budget`` parameter may re-run (``presets.PRESETS`` except the
+def rerun_presets() -> tuple[str, ...]:
+    """The presets a chapter's ``preset`` parameter may re-run (``presets.PRESETS`` except the
     papers' scale, which is ``full=True``). Introduction, "Running it"."""
-    from .presets import PRESETS
+    from .reproduction.presets import PRESETS
 
     return tuple(name for name in PRESETS if name != "paper")
 
@@ -50,11 +52,12 @@ def budgets() -> tuple[str, ...]:
 class Chapter:
     """A chapter's parsed parameters and environment, as returned by :func:`setup`.
 
-    ``budget`` None: the chapter reads the committed results (``results/small.json``); a preset
-    name: it re-runs that preset's protocol and shows the re-run. ``full``: the ``paper`` preset."""
+    ``preset`` None: the chapter reads the committed results (``results/small.json``); a preset
+    name: it re-runs that preset's protocol and shows the re-run. ``full``: the ``paper`` preset.
+    The live cells' own settings are ``live_preset``."""
 
     full: bool
-    budget: str | None
+    preset: str | None
     seed: int
     max_steps: int | None
     workers: int | None
@@ -63,18 +66,18 @@ class Chapter:
 
     @property
     def rerun(self) -> bool:
-        """Whether the chapter re-runs the protocol (``-p budget ...`` or ``-p full true``)
+        """Whether the chapter re-runs the protocol (``-p preset ...`` or ``-p full true``)
         instead of reading the committed results."""
-        return self.full or self.budget is not None
+        return self.full or self.preset is not None
 
     @property
-    def preset(self):
+    def live_preset(self):
         """The ``presets.Preset`` of the live cells: ``paper`` at full scale, else ``LIVE_PRESET``
         with the committed run's model, fine-tuning and STS-b configs (``COMMITTED``), whatever the evidence (the
         committed run's stages are longer than a few live seconds allow, and a re-run's preset,
         e.g. ``micro``, too small to show anything), so the live cells print the same with or
-        without ``budget``. Introduction, "Running it"."""
-        from .presets import get_preset
+        without ``preset``. Introduction, "Running it"."""
+        from .reproduction.presets import get_preset
 
         if self.full:
             return get_preset("paper")
@@ -87,9 +90,9 @@ class Chapter:
         (with its head) or ``cocondenser`` from ``results/checkpoints/small/`` (the committed
         run's first pre-training seed, ``release.export_checkpoints``); at full scale the
         published checkpoint (``Preset.pretrained``). Chapter 2."""
-        from .errors import CheckpointError
-        from .presets import PAPER
-        from .release import CHECKPOINTS_DIR, RELEASED_ARMS
+        from .reproduction.presets import PAPER
+        from .reproduction.release import CHECKPOINTS_DIR, RELEASED_ARMS
+        from .utils.errors import CheckpointError
 
         if arm not in RELEASED_ARMS:
             raise ValueError(f"released(arm={arm!r}): choose from {RELEASED_ARMS}")
@@ -103,17 +106,17 @@ class Chapter:
 
     def results(self, verbose: bool = True) -> dict:
         """The evidence of the chapter: the committed ``results/small.json``
-        (``evidence.load_results``), or with ``budget`` / ``full`` the protocol re-run at that
+        (``results.load_results``), or with ``preset`` / ``full`` the protocol re-run at that
         preset (``protocol.run_protocol``, cached; at full scale with one fine-tuning seed,
         ``seed``). With ``verbose``, one line says which. Introduction, "Running it"."""
-        from .presets import get_preset
-        from .evidence import load_results
-        from .protocol import run_protocol
+        from .reproduction.presets import get_preset
+        from .reproduction.protocol import run_protocol
+        from .reproduction.results import load_results
 
         if not self.rerun:
             results = load_results(COMMITTED)
         else:
-            preset = get_preset("paper", seeds=(self.seed,)) if self.full else get_preset(self.budget)
+            preset = get_preset("paper", seeds=(self.seed,)) if self.full else get_preset(self.preset)
             results = run_protocol(preset, workers=self.workers, verbose=verbose)
         if verbose:
             print(describe(results, committed=not self.rerun))
@@ -124,17 +127,17 @@ class Chapter:
         file and it is the ``small`` run the prose was written from. A re-run (or a committed
         file of another preset) shows its own numbers, and the checks of the prose's findings
         are skipped. Introduction, "Running it"."""
-        return not self.rerun and results["budget"]["name"] == COMMITTED
+        return not self.rerun and results["preset"]["name"] == COMMITTED
 
     def live_checkpoint(self, method: str) -> str:
         """A briefly pre-trained checkpoint for the live cells (chapters 1-4), cached: the
-        ``preset``'s BERT shape trained from scratch with MLM for ``LIVE_STEPS["mlm"]`` steps
+        ``live_preset``'s BERT shape trained from scratch with MLM for ``LIVE_STEPS["mlm"]`` steps
         (``method="mlm"``), or that model continued as a Condenser for
         ``LIVE_STEPS["condenser"]`` steps (``"condenser"``), on the first ``LIVE_SECTIONS``
         training sections of the general corpus. At full scale: ``bert-base-uncased``, and the
         papers' Condenser stage for ``max_steps`` (default ``LIVE_STEPS``) steps. Chapter 1."""
-        from .presets import PAPER
-        from .pretraining import paper_condenser, pretrain, stage_config
+        from .reproduction.presets import PAPER, paper_condenser, stage_config
+        from .training.pretraining import pretrain
 
         if method not in LIVE_STEPS:
             raise ValueError(f"live_checkpoint(method={method!r}): choose from {tuple(LIVE_STEPS)}")
@@ -145,7 +148,7 @@ class Chapter:
             return str(pretrain(paper_condenser(max_steps=steps), progress=False))
         init = None if method == "mlm" else self.live_checkpoint("mlm")
         # evaluated once, after the last step (eval_every=None), on the held-out blocks
-        cfg = stage_config(self.preset, method, init, max_steps=steps, corpus_limit=LIVE_SECTIONS,
+        cfg = stage_config(self.live_preset, method, init, max_steps=steps, corpus_limit=LIVE_SECTIONS,
                            eval_every=None, save_every=None)
         return str(pretrain(cfg, progress=False))
 
@@ -154,7 +157,7 @@ class Chapter:
         import transformers
 
         scale = ("full scale (the paper preset)" if self.full else
-                 f"re-running the {self.budget} preset" if self.budget else
+                 f"re-running the {self.preset} preset" if self.preset else
                  f"committed results/{COMMITTED}.json")
         return (f"{scale}, seed {self.seed}, device {self.device}; "
                 f"torch {torch.__version__}, transformers {transformers.__version__}")
@@ -166,17 +169,17 @@ def describe(results: dict, committed: bool = True) -> str:
     prov = results.get("provenance") or {}
     commit = (prov.get("commit") or "unknown commit")[:7] + (" (dirty)" if prov.get("dirty") else "")
     where = f"results/{COMMITTED}.json, the committed run" if committed else "this re-run"
-    return (f"{where}: preset {results['budget']['name']}, {len(results['seeds'])} fine-tuning seeds, "
+    return (f"{where}: preset {results['preset']['name']}, {len(results['seeds'])} fine-tuning seeds, "
             f"{len(results['pretraining_seeds'])} pre-training seed(s), commit {commit}, "
             f"{(prov.get('wall_seconds') or 0) / 60:.1f} min")
 
 
-def setup(full: object = False, budget: object = None, seed: object = 0, max_steps: object = None,
+def setup(full: object = False, preset: object = None, seed: object = 0, max_steps: object = None,
           workers: object = None, cache_dir: object = None, data_dir: object = None,
           figures_dir: object = "figures", threads: int = 1) -> Chapter:
     """Parse a chapter's papermill parameters and prepare the run; the first call of every chapter.
 
-    ``budget`` None (or ``"none"``) reads the committed results; a preset name (``budgets()``)
+    ``preset`` None (or ``"none"``) reads the committed results; a preset name (``rerun_presets()``)
     re-runs it. ``cache_dir`` and ``data_dir`` set ``$CONDENSER_LITE_CACHE`` and
     ``$CONDENSER_LITE_DATA`` when given. ``threads`` is fixed because float sums differ between
     thread counts and the chapters' printed numbers should repeat; one, because the live cells'
@@ -186,9 +189,9 @@ def setup(full: object = False, budget: object = None, seed: object = 0, max_ste
     parameter and what to pass. Explained in the introduction (``book/intro.md``).
     """
     chapter_full = parse_bool(full, "full")
-    unset = budget is None or str(budget).strip().lower() in ("", "none")  # papermill passes text
-    chapter_budget = None if unset else parse_choice(
-        budget, "budget", budgets(), hint=f"None: the committed results/{COMMITTED}.json; full scale: -p full true")
+    unset = preset is None or str(preset).strip().lower() in ("", "none")  # papermill passes text
+    chapter_preset = None if unset else parse_choice(
+        preset, "preset", rerun_presets(), hint=f"None: the committed results/{COMMITTED}.json; full scale: -p full true")
     chapter_seed = parse_int(seed, "seed", minimum=0)
     steps = parse_int(max_steps, "max_steps", minimum=1, optional=True)
     n_workers = parse_int(workers, "workers", minimum=1, optional=True)
@@ -196,7 +199,7 @@ def setup(full: object = False, budget: object = None, seed: object = 0, max_ste
     figures = parse_path(figures_dir, "figures_dir") or Path("figures")
 
     _quiet()  # before anything imports transformers or datasets
-    from .data import DATA_ENV
+    from .data.sources import DATA_ENV
 
     if cache is not None:
         os.environ[CACHE_ENV] = str(cache)
@@ -212,8 +215,8 @@ def setup(full: object = False, budget: object = None, seed: object = 0, max_ste
     torch.manual_seed(chapter_seed)
     figures.mkdir(parents=True, exist_ok=True)
     _figures_inline()
-    return Chapter(full=chapter_full, budget=chapter_budget, seed=chapter_seed, max_steps=steps,
-                   workers=n_workers, device=pick_device(), figures=figures)
+    return Chapter(full=chapter_full, preset=chapter_preset, seed=chapter_seed, max_steps=steps,
+                   workers=n_workers, device=str(default_device()), figures=figures)
 
 
 def glue(name: str, value: object, digits: int | None = None) -> None:

@@ -15,7 +15,7 @@ Your own data: ``--data`` / ``--task`` take a BEIR name or the path of a folder 
 
 Every sub-command reads the same named presets as the notebooks (``presets.PRESETS``: micro,
 tiny, paper/full): ``pretrain --preset tiny`` runs the stage the book's arms run
-(``pretraining.stage_config``), ``finetune`` the same recipe through the same two-round function
+(``presets.stage_config``), ``finetune`` the same recipe through the same two-round function
 (``finetune.two_round``), ``experiments --preset`` the whole protocol. ``--set key=value``
 overrides any field (``--set lr=1e-4 --set chunk_size=64``; a preset's component fields are
 dotted where the name is ambiguous: ``--set finetune.lr=1e-4``). Run ``... <command> --help``.
@@ -35,18 +35,11 @@ import typing
 import warnings
 from typing import Any
 
-from .config import parse_bool
-from .errors import ConfigError, UserError
-from .presets import (
-    ALIASES,
-    PRESETS,
-    RETRIEVAL_RECIPES,
-    TEVATRON_TASKS,
-    FinetuneConfig,
-    Preset,
-    finetune_recipe,
-    get_preset,
-)
+from .data.tevatron import tevatron_name
+from .parameters import parse_bool
+from .reproduction.presets import ALIASES, PRESETS, RETRIEVAL_RECIPES, Preset, finetune_recipe, get_preset
+from .training.finetune import FinetuneConfig
+from .utils.errors import ConfigError, UserError
 
 # Each sub-command imports the (torch-heavy) modules it needs inside its handler, so that
 # `--help` answers at once instead of after loading torch, transformers and faiss.
@@ -129,11 +122,11 @@ def parse_overrides(obj: Any, pairs: list[str]) -> Any:
     return obj.replace(**changes) if isinstance(obj, Preset) else dataclasses.replace(obj, **changes)
 
 
-def pretrain_config(args: argparse.Namespace):
-    """The stage ``pretrain`` runs: the preset's (``pretraining.stage_config``), exactly as the
+def stage_config_from_args(args: argparse.Namespace):
+    """The stage ``pretrain`` runs: the preset's (``presets.stage_config``), exactly as the
     protocol's arm of that method builds it; at ``paper`` scale the starting checkpoint defaults
     to the preset's published one (bert-base-uncased; Luyu/condenser for coCondenser). Chapter 2."""
-    from .pretraining import stage_config
+    from .reproduction.presets import stage_config
 
     preset = get_preset(args.preset)
     init = args.init
@@ -142,7 +135,7 @@ def pretrain_config(args: argparse.Namespace):
     cfg = stage_config(preset, args.method, init)
     if args.corpus:
         cfg = cfg.replace(corpus=_absolute(args.corpus))
-    if args.min_span is not None:  # 0 too: refused by PretrainConfig, not ignored
+    if args.min_span is not None:  # 0 too: refused by StageConfig, not ignored
         cfg = cfg.replace(min_span=args.min_span)
     return parse_overrides(cfg, args.set)
 
@@ -151,16 +144,16 @@ def _absolute(source: str) -> str:
     """A data path made absolute (so cache keys and worker processes see one name); names stay."""
     from pathlib import Path
 
-    from .beir import is_path
+    from .data.beir import is_path
 
     return str(Path(source).expanduser().resolve()) if is_path(source) else source
 
 
 def _pretrain(args: argparse.Namespace) -> None:
-    from .estimate import estimate_stage, format_estimate
-    from .pretraining import pretrain, stage_done
+    from .reproduction.estimate import estimate_stage, format_estimate
+    from .training.pretraining import pretrain, stage_done
 
-    cfg = pretrain_config(args)
+    cfg = stage_config_from_args(args)
     if args.dry_run or (args.restart or not stage_done(cfg, args.output_dir, args.data_dir)):
         print(format_estimate(estimate_stage(cfg, args.data_dir)), flush=True)
         if args.dry_run:
@@ -177,11 +170,11 @@ def _pretrain(args: argparse.Namespace) -> None:
 def eval_set(name: str, split: str, data_dir: str | None):
     """A BEIR-style evaluation set: a BEIR name (``scifact``), the path of a BEIR-format folder
     (your own data) or a Tevatron task (``msmarco``, ``nq``)."""
-    from .beir import load_beir
-    from .tevatron import load_tevatron, load_tevatron_corpus, tevatron_eval_set
+    from .data.beir import load_beir
+    from .data.tevatron import load_tevatron, load_tevatron_corpus, tevatron_eval_set
 
-    if name in TEVATRON_TASKS or name.startswith("Tevatron/"):
-        hub = TEVATRON_TASKS.get(name, name)
+    hub = tevatron_name(name)
+    if hub is not None:
         return tevatron_eval_set(load_tevatron(hub, split, data_dir), load_tevatron_corpus(hub, data_dir), split=split,
                                  name=name)
     return load_beir(_absolute(name), data_dir=data_dir)
@@ -198,10 +191,12 @@ def metrics_for(args: argparse.Namespace) -> list[str]:
 
 def training_set(name: str, data_dir: str | None, n_negatives: int):
     """Training queries in Tevatron's schema: read directly, or built from a BEIR set with BM25 negatives."""
-    from .tevatron import load_tevatron, to_tevatron
+    from .data.tevatron import load_tevatron
+    from .retrieval.bm25 import to_tevatron
 
-    if name in TEVATRON_TASKS or name.startswith("Tevatron/"):
-        return load_tevatron(TEVATRON_TASKS.get(name, name), "train", data_dir)
+    hub = tevatron_name(name)
+    if hub is not None:
+        return load_tevatron(hub, "train", data_dir)
     return to_tevatron(_absolute(name), split="train", n_negatives=n_negatives, data_dir=data_dir)
 
 
@@ -213,9 +208,9 @@ def _recipe(args: argparse.Namespace) -> FinetuneConfig:
 
 
 def _finetune(args: argparse.Namespace) -> None:
-    from .finetune import finetune_round, two_round
-    from .tevatron import sample_queries
-    from .tokenizer import load_tokenizer
+    from .data.tevatron import sample_queries
+    from .data.tokenizer import load_tokenizer
+    from .training.finetune import finetune_round, two_round
 
     recipe = _recipe(args)
     for flag, value in (("--max-steps", args.max_steps), ("--train-size", args.train_size)):
@@ -229,7 +224,7 @@ def _finetune(args: argparse.Namespace) -> None:
     if args.max_steps is not None:
         overrides["max_steps"] = args.max_steps
     if args.rounds == 2:
-        corpus = eval_set(args.data, "dev" if args.data in TEVATRON_TASKS else "test", args.data_dir).corpus
+        corpus = eval_set(args.data, "dev" if tevatron_name(args.data) else "test", args.data_dir).corpus
         two_round(args.init, train, corpus, tok, recipe, args.output_dir, seed=args.seed, **overrides)
     else:
         finetune_round(args.init, train, tok, recipe, args.output_dir, 1, seed=args.seed, **overrides)
@@ -239,9 +234,9 @@ def _finetune(args: argparse.Namespace) -> None:
 def _encode(args: argparse.Namespace) -> None:
     import numpy as np
 
-    from .biencoder import BiEncoder
-    from .search import encode_corpus
-    from .tokenizer import load_tokenizer
+    from .data.tokenizer import load_tokenizer
+    from .retrieval.biencoder import BiEncoder
+    from .retrieval.search import encode_corpus
 
     data = eval_set(args.data, args.split, args.data_dir)
     embs, ids = encode_corpus(BiEncoder.from_pretrained(args.model), data.corpus, load_tokenizer(args.model),
@@ -266,7 +261,8 @@ def _run_tag(args: argparse.Namespace) -> str:
 
 
 def _search(args: argparse.Namespace) -> None:
-    from .search import evaluate_retriever, write_trec_run
+    from .retrieval.runfiles import write_trec_run
+    from .retrieval.search import evaluate_retriever
 
     _run_tag(args)  # a bad --tag is refused before the corpus is encoded
     data = eval_set(args.data, args.split, args.data_dir)
@@ -280,8 +276,9 @@ def _search(args: argparse.Namespace) -> None:
 
 
 def _evaluate(args: argparse.Namespace) -> None:
-    from .beir import corpus_columns, query_columns
-    from .search import check_run, read_trec_run, score_run
+    from .data.beir import corpus_columns, query_columns
+    from .retrieval.metrics import score_run
+    from .retrieval.runfiles import check_run, read_trec_run
 
     data = eval_set(args.data, args.split, args.data_dir)
     run = read_trec_run(args.run)
@@ -293,27 +290,27 @@ def _evaluate(args: argparse.Namespace) -> None:
 
 
 def _experiments(args: argparse.Namespace) -> None:
-    from .protocol import cached_results, check_out_path, run_protocol
-    from .scorecard import format_scorecard
+    from .reproduction.protocol import cached_results, check_out_path, run_protocol
+    from .reproduction.scorecard import format_scorecard
 
-    budget = parse_overrides(get_preset(args.budget), args.set)
+    preset = parse_overrides(get_preset(args.preset), args.set)
     if args.task:
-        budget = budget.replace(task=_absolute(args.task))
+        preset = preset.replace(task=_absolute(args.task))
     try:
         seeds = [int(x) for x in args.seeds.split(",")] if args.seeds is not None else None
     except ValueError:
         raise ConfigError(f"--seeds {args.seeds!r}: give at least one seed, comma-separated integers, e.g. "
                           "--seeds 0,1,2") from None
     if args.out is not None:
-        check_out_path(args.out, budget.name)  # before the estimate: a wrong --out costs nothing
-    if args.dry_run or not (cached_results(budget, args.data_dir, seeds).exists() and not args.force):
-        from .estimate import estimate_protocol, format_estimate
+        check_out_path(args.out, preset.name)  # before the estimate: a wrong --out costs nothing
+    if args.dry_run or not (cached_results(preset, args.data_dir, seeds).exists() and not args.force):
+        from .reproduction.estimate import estimate_protocol, format_estimate
 
-        print(format_estimate(estimate_protocol(budget, args.data_dir, args.workers)), flush=True)
+        print(format_estimate(estimate_protocol(preset, args.data_dir, args.workers)), flush=True)
         if args.dry_run:
             return
     command = shlex.join(["python", "-m", "condenser_lite", *args.argv])
-    results = run_protocol(budget, out_path=args.out, seeds=seeds, data_dir=args.data_dir, force=args.force,
+    results = run_protocol(preset, out_path=args.out, seeds=seeds, data_dir=args.data_dir, force=args.force,
                            workers=args.workers, command=command)
     print(format_scorecard(results))
     print(f"wall time {results['wall_time']['total']:.0f}s; results: {args.out or 'the cache (pass --out)'}")
@@ -323,7 +320,7 @@ def _release(args: argparse.Namespace) -> None:
     import os
     from pathlib import Path
 
-    from .release import export_checkpoints, record_checkpoints
+    from .reproduction.release import export_checkpoints, record_checkpoints
 
     path = Path(args.results)
     try:
@@ -422,13 +419,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=_evaluate)
 
     p = sub.add_parser("experiments", parents=[common], help="the scaled-down reproduction: every arm, seeds, scorecard (JSON)")
-    p.add_argument("--preset", "--budget", dest="budget", choices=PRESET_NAMES, default="tiny",
-                   help="the preset to run (presets.PRESETS; --budget is its older name)")
-    p.add_argument("--task", help="retrieval task instead of the budget's: scifact (or another BEIR name) | msmarco | "
+    p.add_argument("--preset", choices=PRESET_NAMES, default="tiny", help="the preset to run (presets.PRESETS)")
+    p.add_argument("--task", help="retrieval task instead of the preset's: scifact (or another BEIR name) | msmarco | "
                    "the PATH of a BEIR-format folder (its corpus for coCondenser, train split for fine-tuning, test "
                    "split for evaluation)")
     p.add_argument("--out", help="write the results JSON here (it is also cached by its settings)")
-    p.add_argument("--seeds", help="comma-separated seeds, e.g. 0,1,2 (default: the budget's)")
+    p.add_argument("--seeds", help="comma-separated seeds, e.g. 0,1,2 (default: the preset's)")
     p.add_argument("--workers", type=int, help="processes for independent jobs (default: CPU cores, at most 2)")
     p.add_argument("--force", action="store_true", help="recompute the results file (models stay cached)")
     p.add_argument("--dry-run", action="store_true", help="time a few updates of each part, print the projected "

@@ -16,7 +16,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from condenser_lite.model import Condenser, tiny_bert_config  # noqa: E402
+from condenser_lite.modeling.condenser import Condenser, tiny_bert_config  # noqa: E402
 
 VOCAB = 64
 SEQ_LEN = 16
@@ -128,7 +128,7 @@ def main() -> None:
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    from condenser_lite.gradcache import cocondenser_step
+    from condenser_lite.modeling.gradcache import cocondenser_step
 
     out_dir, chunks = Path(sys.argv[1]), sys.argv[2].split(",")
     torch.set_num_threads(1)

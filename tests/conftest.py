@@ -5,7 +5,6 @@ from pathlib import Path
 
 import pytest
 
-
 _MIRROR = Path(__file__).resolve().parents[2] / "shared" / "data"
 REQUIRE_MIRROR = "CONDENSER_LITE_REQUIRE_MIRROR"  # CI sets it: a missing mirror is an error there
 
@@ -34,8 +33,8 @@ def _fresh_accelerate_state():
 def tokenizer_dir(tmp_path_factory):
     """A 600-piece WordPiece trained on 300 SciFact abstracts of the local mirror: small and quick,
     for the pre-training and protocol tests (their modules skip when the mirror is absent)."""
-    from condenser_lite.beir import load_beir
-    from condenser_lite.tokenizer import train_wordpiece
+    from condenser_lite.data.beir import load_beir
+    from condenser_lite.data.tokenizer import train_wordpiece
 
     texts = [r["text"] for r in load_beir("scifact", data_dir=_MIRROR).corpus.select(range(300))]
     out = tmp_path_factory.mktemp("tok")
@@ -50,8 +49,8 @@ def micro_run(tmp_path_factory, tokenizer_dir):
     it set ``CONDENSER_LITE_CACHE`` themselves). Skips without the local data mirror."""
     if not _MIRROR.exists():
         pytest.skip("local data mirror ../shared/data not found")
-    from condenser_lite.presets import get_preset
-    from condenser_lite.protocol import run_protocol
+    from condenser_lite.reproduction.presets import get_preset
+    from condenser_lite.reproduction.protocol import run_protocol
 
     root = tmp_path_factory.mktemp("exp")
     budget = get_preset("micro", tokenizer=tokenizer_dir)

@@ -4,7 +4,7 @@ the published Hub models. ``tests/test_fullscale_path.py`` runs the full budget'
 it (the loaders, ``tasks.load_task("msmarco")``, the BM25 baseline, ``paper_condenser`` /
 ``paper_cocondenser``, two fine-tuning rounds, evaluation, the scorecard).
 
-Layout (``data.REGISTRY``'s mirror files; the Hub copy of each in brackets):
+Layout (``sources.REGISTRY``'s mirror files; the Hub copy of each in brackets):
 
     msmarco-passage/{train,dev,corpus}.jsonl    [Tevatron/msmarco-passage, -corpus] 2,100 passages
                                                  (40 of them under 16 tokens), 32 train, 16 dev queries
@@ -31,7 +31,7 @@ import datasets
 import torch
 from transformers import BertConfig, BertForMaskedLM
 
-from condenser_lite.tokenizer import train_wordpiece
+from condenser_lite.data.tokenizer import train_wordpiece
 
 SYLLABLES = ("ka", "lo", "mi", "ren", "tas", "vo", "du", "pel", "sor", "an", "zi", "gar", "bu", "nel", "qua", "ti",
              "mo", "ves", "ri", "hal", "pon", "e", "lu", "fra", "dem", "o", "sen", "cor", "yu", "bel")
@@ -167,7 +167,7 @@ def make_standins(root: Path, texts: list[str], layers: int = 8, hidden: int = 3
                             intermediate_size=2 * hidden, max_position_embeddings=512, pad_token_id=tok.pad_token_id)
         BertForMaskedLM(config).save_pretrained(path)
         if name == "cocondenser":
-            from condenser_lite.model import Condenser
+            from condenser_lite.modeling.condenser import Condenser
 
             head = Condenser.from_config(config, skip_from=layers - 1, n_head_layers=2).head.state_dict()
             torch.save({f"c_head.{k}": v for k, v in head.items()}, path / "model.pt")

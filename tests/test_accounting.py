@@ -4,9 +4,9 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from condenser_lite.accounting import cumulative, stage_compute, stage_flops
-from condenser_lite.gradcache import cocondenser_step
-from condenser_lite.model import BertMLM, Condenser, tiny_bert_config
+from condenser_lite.modeling.condenser import BertMLM, Condenser, tiny_bert_config
+from condenser_lite.modeling.gradcache import cocondenser_step
+from condenser_lite.training.accounting import cumulative, stage_compute, stage_flops
 
 SHAPE = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=4, vocab_size=500, n_head_layers=2)
 

@@ -5,7 +5,7 @@ from scipy.stats import entropy
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
 from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
 
-from condenser_lite.analysis import cls_attention_entropy
+from condenser_lite.modeling.gauges import cls_attention_entropy
 
 WORDS = "the cat sat on a mat dog ran fast slow big small red".split()
 
@@ -56,17 +56,11 @@ def test_entropy_rejects_empty(tokenizer):
 
 # ---- the [CLS]-reliance gauge (issue 17) --------------------------------------------------------------
 
-from test_gauges import MASK, T, BlindHead, NoClsHead, topic_batch, trained  # noqa: E402
+from test_gauges import MASK, BlindHead, NoClsHead, T, topic_batch, trained  # noqa: E402
 
-from condenser_lite.model import BertMLM, Condenser  # noqa: E402
-
-from condenser_lite.analysis import (  # noqa: E402
-    cls_reliance_gauge,
-    cls_swap_gap,
-    heldout_mlm_loss,
-    other_document_partners,
-)
-from condenser_lite.errors import SchemaError  # noqa: E402
+from condenser_lite.modeling.condenser import BertMLM, Condenser  # noqa: E402
+from condenser_lite.modeling.gauges import cls_reliance_gauge, cls_swap_gap, heldout_mlm_loss, other_document_partners
+from condenser_lite.utils.errors import SchemaError  # noqa: E402
 
 
 def mask_draw(batch: dict, seed: int) -> dict:

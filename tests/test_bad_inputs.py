@@ -22,16 +22,16 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
-
 from tiny_checkpoint import make_checkpoint
+
 from condenser_lite.cli import main, parse_overrides
-from condenser_lite.beir import corpus_columns
-from condenser_lite.errors import CheckpointError, ConfigError, DataSourceError, SchemaError
-from condenser_lite.metrics import evaluate_run
-from condenser_lite.search import read_trec_run
-from condenser_lite.pretraining import PretrainConfig, pretrain
-from condenser_lite.tokenizer import load_tokenizer
-from condenser_lite.training import TrainConfig, train
+from condenser_lite.data.beir import corpus_columns
+from condenser_lite.data.tokenizer import load_tokenizer
+from condenser_lite.retrieval.metrics import evaluate_run
+from condenser_lite.retrieval.runfiles import read_trec_run
+from condenser_lite.training.loop import TrainConfig, train
+from condenser_lite.training.pretraining import StageConfig, pretrain
+from condenser_lite.utils.errors import CheckpointError, ConfigError, DataSourceError, SchemaError
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = Path(__file__).parent / "fixtures" / "tevatron_tiny" / "msmarco-passage"
@@ -134,10 +134,10 @@ def test_reused_finetune_folder_must_come_from_the_same_init(beir, retriever, tm
     assert not all(torch.equal(first[k], v) for k, v in load_file(out / "model.safetensors").items())
 
 
-def tiny_stage(tokenizer_dir: str, **changes) -> PretrainConfig:
+def tiny_stage(tokenizer_dir: str, **changes) -> StageConfig:
     base = dict(tokenizer=tokenizer_dir, hidden_size=32, num_hidden_layers=4, num_attention_heads=2,
                 intermediate_size=64, max_len=64, batch_size=4, max_steps=1, corpus_limit=20, save_every=None)
-    return PretrainConfig(**{**base, **changes})
+    return StageConfig(**{**base, **changes})
 
 
 @needs_mirror
@@ -256,14 +256,14 @@ def test_two_identical_pretrain_commands_give_identical_weights(tokenizer_dir, t
 
 WAITER = """
 import sys
-from condenser_lite.jobs import output_lock
+from condenser_lite.utils.cache import output_lock
 with output_lock(sys.argv[1]):
     print("in", flush=True)
 """
 
 
 def test_a_second_process_waits_for_the_lock(tmp_path):
-    from condenser_lite.jobs import output_lock
+    from condenser_lite.utils.cache import output_lock
 
     with output_lock(tmp_path / "out"):
         child = subprocess.Popen([sys.executable, "-c", WAITER, str(tmp_path / "out")], stdout=subprocess.PIPE,
@@ -342,11 +342,11 @@ def test_documents_without_text_are_counted_and_named():
 
 def test_integer_settings_refuse_fractions(capsys):
     with pytest.raises(ConfigError, match="max_steps takes an integer"):
-        parse_overrides(PretrainConfig(), ["max_steps=2.5"])
+        parse_overrides(StageConfig(), ["max_steps=2.5"])
     with pytest.raises(ConfigError, match=r"TrainConfig.max_steps=2.5 must be int or None"):
         TrainConfig("unused", max_steps=2.5)
-    with pytest.raises(ConfigError, match=r"PretrainConfig.batch_size=4.0 must be int"):
-        PretrainConfig(batch_size=4.0)
+    with pytest.raises(ConfigError, match=r"StageConfig.batch_size=4.0 must be int"):
+        StageConfig(batch_size=4.0)
     assert "max_steps takes an integer" in one_error_line(cli(["pretrain", "--set", "max_steps=2.5"], capsys))
 
 
@@ -484,7 +484,7 @@ def test_loading_an_mlm_checkpoint_as_an_encoder_reports_only_real_gaps(tmp_path
 
     from transformers import BertConfig, BertForMaskedLM, BertModel
 
-    from condenser_lite.model import load_encoder
+    from condenser_lite.modeling.loading import load_encoder
 
     config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32)
     BertForMaskedLM(config).save_pretrained(tmp_path / "mlm")
@@ -497,7 +497,7 @@ def test_loading_an_mlm_checkpoint_as_an_encoder_reports_only_real_gaps(tmp_path
     encoder = BertModel(config, add_pooling_layer=False)
     encoder.save_pretrained(tmp_path / "enc")
     with pytest.warns(UserWarning, match=r"6 weights missing from the checkpoint.*\[.cls.predictions"):
-        from condenser_lite.model import BertMLM
+        from condenser_lite.modeling.condenser import BertMLM
 
         BertMLM.from_pretrained(tmp_path / "enc")  # an MLM without its head: that is worth a word
 
@@ -709,13 +709,13 @@ SETTINGS = {  # each refused in one line before any training, naming the setting
                                     "FinetuneConfig.train_n_passages=0 must be > 0"),
     "finetune --max-steps 0": (["finetune", *FINETUNE, "--max-steps", "0"], "--max-steps 0: give a count >= 1"),
     "finetune --train-size 0": (["finetune", *FINETUNE, "--train-size", "0"], "--train-size 0: give a count >= 1"),
-    "pretrain lr=0": (["pretrain", "--set", "lr=0"], "PretrainConfig.lr=0.0 must be > 0"),
-    "pretrain lr<0": (["pretrain", "--set", "lr=-1e-4"], "PretrainConfig.lr=-0.0001 must be > 0"),
-    "pretrain batch_size=0": (["pretrain", "--set", "batch_size=0"], "PretrainConfig.batch_size=0 must be > 0"),
+    "pretrain lr=0": (["pretrain", "--set", "lr=0"], "StageConfig.lr=0.0 must be > 0"),
+    "pretrain lr<0": (["pretrain", "--set", "lr=-1e-4"], "StageConfig.lr=-0.0001 must be > 0"),
+    "pretrain batch_size=0": (["pretrain", "--set", "batch_size=0"], "StageConfig.batch_size=0 must be > 0"),
     "pretrain --min-span 0": (["pretrain", "--method", "cocondenser", "--corpus", "scifact", "--min-span", "0"],
-                              "PretrainConfig.min_span=0 must be > 0"),
+                              "StageConfig.min_span=0 must be > 0"),
     "pretrain min_span<0": (["pretrain", "--method", "cocondenser", "--corpus", "scifact", "--set", "min_span=-1"],
-                            "PretrainConfig.min_span=-1 must be > 0"),
+                            "StageConfig.min_span=-1 must be > 0"),
     "experiments --seeds ''": (["experiments", "--preset", "micro", "--seeds", ""], "--seeds '': give at least one"),
     "experiments seeds=[]": (["experiments", "--preset", "micro", "--set", "seeds=[]"],
                              "Preset.seeds must name at least one seed"),
@@ -746,7 +746,8 @@ def test_zero_negative_and_empty_settings_are_refused(case, beir, retriever, tmp
 def test_results_folder_from_the_environment_must_be_there(tmp_path, monkeypatch):
     """Before: `$CONDENSER_LITE_RESULTS` pointing nowhere said `.../small.json not found: run
     experiments ...` (hours of computing) instead of naming the variable."""
-    from condenser_lite import evidence
+
+    from condenser_lite.reproduction import results as evidence
 
     monkeypatch.setenv(evidence.RESULTS_ENV, str(tmp_path / "nowhere"))
     with pytest.raises(DataSourceError, match=r"\$CONDENSER_LITE_RESULTS=.*nowhere is not a folder.*unset it"):
@@ -755,7 +756,7 @@ def test_results_folder_from_the_environment_must_be_there(tmp_path, monkeypatch
 
 def test_a_results_file_whose_headline_disagrees_with_its_body_is_refused(tmp_path):
     """Before: `load_results` returned it, and a chapter would show the edited headline."""
-    from condenser_lite.evidence import RESULTS_DIR, load_results
+    from condenser_lite.reproduction.results import RESULTS_DIR, load_results
 
     results = json.loads((RESULTS_DIR / "small.json").read_text())
     true = results["headline"]["ndcg10"]["cocondenser"]
@@ -766,12 +767,12 @@ def test_a_results_file_whose_headline_disagrees_with_its_body_is_refused(tmp_pa
         load_results("small", folder=tmp_path)
 
 
-def test_experiments_out_must_be_a_results_file_of_the_same_budget(tmp_path, monkeypatch, capsys):
+def test_experiments_out_must_be_a_results_file_of_the_same_preset(tmp_path, monkeypatch, capsys):
     """Before: `--out` onto a folder ran the whole protocol and then stopped with an
     IsADirectoryError traceback; onto any other file it overwrote it (a results file of another
     budget, or a file that was not results at all). Here the protocol itself is replaced by a
     stand-in: reaching it means the command was not refused."""
-    from condenser_lite import protocol
+    from condenser_lite.reproduction import protocol
 
     def not_here(*args, **kwargs):
         raise RuntimeError("the protocol ran")
@@ -781,14 +782,14 @@ def test_experiments_out_must_be_a_results_file_of_the_same_budget(tmp_path, mon
     folder, notes, other = tmp_path / "results", tmp_path / "notes.json", tmp_path / "small.json"
     folder.mkdir()
     notes.write_text('{"my": "notes"}')
-    other.write_text(json.dumps({"protocol": "condenser_lite.protocol", "budget": {"name": "small"}}))
+    other.write_text(json.dumps({"protocol": "condenser_lite.protocol", "preset": {"name": "small"}}))
     command = ["experiments", "--preset", "micro", "--out"]
     assert f"--out {folder} is a folder; give a file path, e.g. {folder}/micro.json" in one_error_line(
         cli([*command, folder], capsys))
     assert f"--out {notes} exists and is not a protocol results file" in one_error_line(cli([*command, notes], capsys))
-    assert f"--out {other} holds the 'small' budget's results, not 'micro''s" in one_error_line(
+    assert f"--out {other} holds the 'small' preset's results, not 'micro''s" in one_error_line(
         cli([*command, other], capsys))
-    assert notes.read_text() == '{"my": "notes"}' and json.loads(other.read_text())["budget"] == {"name": "small"}
+    assert notes.read_text() == '{"my": "notes"}' and json.loads(other.read_text())["preset"] == {"name": "small"}
     with pytest.raises(RuntimeError, match="the protocol ran"):  # the same budget's file: regenerated
         main(["experiments", "--preset", "small", "--out", str(other)])
 
@@ -797,7 +798,7 @@ def test_a_cache_that_cannot_be_written_is_named(beir, tmp_path, monkeypatch, ca
     """Before: a `$CONDENSER_LITE_CACHE` that is a file stopped with a NotADirectoryError traceback,
     and a read-only cache folder failed later, in whichever write came first. (The tests run as
     root, for whom every folder is writable: the read-only folder is simulated through os.access.)"""
-    from condenser_lite.config import cache_dir
+    from condenser_lite.utils.cache import cache_dir
 
     afile = tmp_path / "cachefile"
     afile.write_text("not a folder")
@@ -821,7 +822,7 @@ def test_ctrl_c_during_finetune_then_the_same_command_gives_the_uninterrupted_re
     """Ctrl-C in step 4 of 6 (exit status 130, a checkpoint of steps 1-3), then the same command:
     the weights and the search metrics are those of a run never interrupted. (It passed before
     issue 21 too; the training loop's exact resume, here through the command line.)"""
-    from condenser_lite import biencoder
+    from condenser_lite.retrieval import biencoder
 
     common = ["finetune", "--init", retriever, *FINETUNE[:2], "--max-steps", "6", *FINETUNE[4:], "--data-dir", beir]
     assert cli([*common, "--output-dir", tmp_path / "whole"], capsys)[0] == 0

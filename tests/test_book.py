@@ -3,7 +3,7 @@
 Each chapter is a jupytext pair, ``notebooks/NN_name.md`` (the text you edit) and
 ``notebooks/NN_name.ipynb`` (the executed outputs the book renders). The figure checks read the
 committed notebooks, or the executed copies in the folder ``$BOOK_NOTEBOOKS`` when it is set
-(e.g. chapters run with ``papermill ... -p budget micro``).
+(e.g. chapters run with ``papermill ... -p preset micro``).
 """
 
 from __future__ import annotations
@@ -198,30 +198,30 @@ def _keep_threads():
 
 def test_setup_parses_papermill_strings(tmp_path, monkeypatch):
     monkeypatch.delenv("CONDENSER_LITE_CACHE", raising=False)
-    ch = book.setup(full="true", budget=" Micro ", seed="3", max_steps="None", workers="2",
+    ch = book.setup(full="true", preset=" Micro ", seed="3", max_steps="None", workers="2",
                     cache_dir=str(tmp_path / "cache"), figures_dir=str(tmp_path / "figs"))
-    assert (ch.full, ch.budget, ch.seed, ch.max_steps, ch.workers) == (True, "micro", 3, None, 2)
+    assert (ch.full, ch.preset, ch.seed, ch.max_steps, ch.workers) == (True, "micro", 3, None, 2)
     assert os.environ["CONDENSER_LITE_CACHE"] == str(tmp_path / "cache")
-    assert ch.figures.is_dir() and ch.device in ("cpu", "cuda", "mps", "xla")
-    assert ch.rerun and ch.preset.name == "paper"
+    assert ch.figures.is_dir() and ch.device == "cpu" or ch.device == "cuda" or ch.device.startswith("xla")
+    assert ch.rerun and ch.live_preset.name == "paper"
     assert "full scale" in str(ch) and "device" in str(ch)
-    committed = book.setup(budget="None", figures_dir=str(tmp_path / "f"))  # papermill's text
-    assert committed.budget is None and not committed.rerun
-    assert committed.preset.name == book.LIVE_PRESET and "committed" in str(committed)
-    rerun = book.setup(budget="micro", figures_dir=str(tmp_path / "f"))
-    assert rerun.preset.name == book.LIVE_PRESET and "re-running the micro preset" in str(rerun)
+    committed = book.setup(preset="None", figures_dir=str(tmp_path / "f"))  # papermill's text
+    assert committed.preset is None and not committed.rerun
+    assert committed.live_preset.name == book.LIVE_PRESET and "committed" in str(committed)
+    rerun = book.setup(preset="micro", figures_dir=str(tmp_path / "f"))
+    assert rerun.live_preset.name == book.LIVE_PRESET and "re-running the micro preset" in str(rerun)
     # the live cells build the committed run's model (its Condenser split), trained in float32
-    from condenser_lite.presets import get_preset
+    from condenser_lite.reproduction.presets import get_preset
 
     small = get_preset(book.COMMITTED)
-    assert (committed.preset.model, committed.preset.finetune, committed.preset.sts) == (small.model, small.finetune, small.sts)
-    assert committed.preset.pretraining.mixed_precision == "no"
+    assert (committed.live_preset.model, committed.live_preset.finetune, committed.live_preset.sts) == (small.model, small.finetune, small.sts)
+    assert committed.live_preset.pretraining.mixed_precision == "no"
 
 
 def test_released_names_the_committed_models_or_the_fix(tmp_path, monkeypatch):
-    from condenser_lite import release
-    from condenser_lite.errors import CheckpointError
-    from condenser_lite.presets import PAPER
+    from condenser_lite.reproduction import release
+    from condenser_lite.reproduction.presets import PAPER
+    from condenser_lite.utils.errors import CheckpointError
 
     ch = book.setup(figures_dir=str(tmp_path / "f"))
     monkeypatch.setattr(release, "CHECKPOINTS_DIR", tmp_path / "checkpoints")
@@ -238,8 +238,8 @@ def test_released_names_the_committed_models_or_the_fix(tmp_path, monkeypatch):
 
 def test_check_claims_only_for_the_committed_small_run(tmp_path):
     committed = book.setup(figures_dir=str(tmp_path / "f"))
-    rerun = book.setup(budget="micro", figures_dir=str(tmp_path / "f"))
-    small, micro = {"budget": {"name": book.COMMITTED}}, {"budget": {"name": "micro"}}
+    rerun = book.setup(preset="micro", figures_dir=str(tmp_path / "f"))
+    small, micro = {"preset": {"name": book.COMMITTED}}, {"preset": {"name": "micro"}}
     assert committed.check_claims(small)
     assert not committed.check_claims(micro)  # a committed file of another preset
     assert not rerun.check_claims(small)  # a re-run shows its own numbers
@@ -248,14 +248,14 @@ def test_check_claims_only_for_the_committed_small_run(tmp_path):
 def test_results_reads_the_committed_file_or_names_the_fix(tmp_path, monkeypatch, capsys):
     import json
 
-    from condenser_lite import evidence
+    from condenser_lite.reproduction import results as evidence
 
     monkeypatch.setattr(evidence, "RESULTS_DIR", tmp_path)
     ch = book.setup(figures_dir=str(tmp_path / "f"))
     with pytest.raises(FileNotFoundError, match="experiments --preset small"):
         ch.results()
     results = {"protocol": "condenser_lite.protocol", "version": evidence.RESULTS_VERSION,
-               "budget": {"name": "small"}, "seeds": [0, 1, 2], "pretraining_seeds": [42],
+               "preset": {"name": "small"}, "seeds": [0, 1, 2], "pretraining_seeds": [42],
                "provenance": {"commit": "0123456789abcdef", "dirty": False, "wall_seconds": 5400}}
     (tmp_path / "small.json").write_text(json.dumps(results))
     assert ch.results() == results
@@ -282,7 +282,7 @@ def test_live_checkpoint_rejects_an_unknown_method(tmp_path):
 
 @pytest.mark.parametrize("kwargs,message", [
     ({"full": "maybe"}, "parameter 'full' must be a boolean"),
-    ({"budget": "huge"}, r"parameter 'budget' must be one of .*'micro'.*committed results/small\.json"),
+    ({"preset": "huge"}, r"parameter 'preset' must be one of .*'micro'.*committed results/small\.json"),
     ({"seed": "-1"}, "'seed' must be >= 0"),
     ({"max_steps": "0"}, "'max_steps' must be >= 1"),
     ({"data_dir": 3}, "'data_dir' must be a folder path"),

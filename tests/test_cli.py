@@ -2,18 +2,18 @@ from pathlib import Path
 
 import pytest
 
-from condenser_lite.arms import arm_config
-from condenser_lite.cli import build_parser, main, parse_overrides, pretrain_config
-from condenser_lite.errors import ConfigError
-from condenser_lite.presets import get_preset
-from condenser_lite.pretraining import PretrainConfig, is_done, paper_cocondenser, paper_condenser
+from condenser_lite.cli import build_parser, main, parse_overrides, stage_config_from_args
+from condenser_lite.reproduction.arms import arm_config
+from condenser_lite.reproduction.presets import get_preset, paper_cocondenser, paper_condenser
+from condenser_lite.training.pretraining import StageConfig, is_done
+from condenser_lite.utils.errors import ConfigError
 
 MIRROR = Path(__file__).resolve().parents[2] / "shared" / "data"
 FIXTURE = Path(__file__).parent / "fixtures" / "tevatron_tiny"  # a hand-written Tevatron MS MARCO mirror
 
 
 def test_overrides_convert_to_field_types():
-    cfg = parse_overrides(PretrainConfig(), ["lr=1e-3", "max_steps=7", "late_mlm=false", "chunk_size=none",
+    cfg = parse_overrides(StageConfig(), ["lr=1e-3", "max_steps=7", "late_mlm=false", "chunk_size=none",
                                              "corpus=scifact", "mixed-precision=bf16"])
     assert (cfg.lr, cfg.max_steps, cfg.late_mlm, cfg.chunk_size, cfg.corpus, cfg.mixed_precision) == (
         1e-3, 7, False, None, "scifact", "bf16")
@@ -23,7 +23,7 @@ def test_overrides_convert_to_field_types():
 @pytest.mark.parametrize("bad,msg", [(["nope=1"], "unknown setting 'nope'"), (["lr"], "key=value")])
 def test_overrides_reject_unknown(bad, msg):
     with pytest.raises(ConfigError, match=msg):
-        parse_overrides(PretrainConfig(), bad)
+        parse_overrides(StageConfig(), bad)
 
 
 @pytest.mark.parametrize("method, init, arm", [("mlm", None, "bert"), ("mlm", "ckpt", "bert_cont"),
@@ -31,7 +31,7 @@ def test_overrides_reject_unknown(bad, msg):
 def test_pretrain_command_runs_the_books_stages(method, init, arm):
     """`pretrain --preset tiny` builds exactly the stage the chapters' arms run (the same preset)."""
     args = build_parser().parse_args(["pretrain", "--preset", "tiny", "--method", method, *(["--init", init] if init else [])])
-    cfg = pretrain_config(args)
+    cfg = stage_config_from_args(args)
     assert cfg == arm_config(arm, get_preset("tiny"), init)
     tiny = get_preset("tiny")
     assert (cfg.lr, cfg.max_len) == (tiny.pretraining.cocondenser_lr if method == "cocondenser" else tiny.pretraining.lr,
@@ -41,7 +41,7 @@ def test_pretrain_command_runs_the_books_stages(method, init, arm):
 def test_pretrain_command_paper_preset():
     for method, expected in (("condenser", paper_condenser()), ("cocondenser", paper_cocondenser())):
         args = build_parser().parse_args(["pretrain", "--preset", "paper", "--method", method])
-        assert pretrain_config(args) == expected  # starts from the published checkpoint
+        assert stage_config_from_args(args) == expected  # starts from the published checkpoint
 
 
 def test_preset_overrides_are_dotted_where_ambiguous():
@@ -53,7 +53,7 @@ def test_preset_overrides_are_dotted_where_ambiguous():
 
 @pytest.mark.skipif(not MIRROR.exists(), reason="local data mirror not found")
 def test_pretrain_command_runs_a_stage(tmp_path, monkeypatch, capsys):
-    from condenser_lite.tokenizer import train_wordpiece
+    from condenser_lite.data.tokenizer import train_wordpiece
 
     monkeypatch.setenv("CONDENSER_LITE_CACHE", str(tmp_path / "cache"))
     tok = tmp_path / "tok"
@@ -71,9 +71,9 @@ def test_retrieval_commands_end_to_end_on_the_tiny_fixture(tmp_path, capsys, mon
     import json
 
     import numpy as np
-
-    from condenser_lite import finetune
     from tiny_checkpoint import make_checkpoint
+
+    from condenser_lite.training import finetune
 
     texts = [json.loads(line)["text"] for line in (FIXTURE / "msmarco-passage" / "corpus.jsonl").open()]
     init = make_checkpoint(tmp_path / "init", texts * 3)

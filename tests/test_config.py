@@ -1,6 +1,7 @@
 import pytest
 
-from condenser_lite.config import cache_dir, parse_bool, parse_choice, parse_float, parse_int, parse_path
+from condenser_lite.parameters import parse_bool, parse_choice, parse_float, parse_int, parse_path
+from condenser_lite.utils.cache import cache_dir
 
 
 @pytest.mark.parametrize("value,expected", [

@@ -1,4 +1,4 @@
-"""Tests for condenser_lite.data: loaders on the local mirror, parsers, and the error messages."""
+"""Tests for condenser_lite.data.sources and beir: loaders on the local mirror, parsers, and the error messages."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import datasets
 import huggingface_hub.constants
 import pytest
 
-from condenser_lite import beir, data, tevatron, wikitext
+from condenser_lite.data import beir, tevatron, wikitext
+from condenser_lite.data import sources as data
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

@@ -1,4 +1,4 @@
-"""Tests for condenser_lite.devices' precision choice: ``"auto"`` picks bf16 on a CPU only where bf16
+"""Tests for condenser_lite.utils.devices' precision choice: ``"auto"`` picks bf16 on a CPU only where bf16
 is native and faster, keys and checkpoints carry the resolved precision, and a resume across
 precisions is refused. Both branches are forced, whatever this machine's CPU is."""
 
@@ -11,13 +11,12 @@ import sys
 
 import pytest
 import torch
-
-from condenser_lite import devices
-from condenser_lite.devices import PRECISION_ENV, cpu_precision, resolve_precision
-from condenser_lite.errors import CheckpointError, ConfigError
-from condenser_lite.training import TrainConfig, train
-
 from test_training import masking_collate, tiny_bert, token_data
+
+from condenser_lite.training.loop import TrainConfig, train
+from condenser_lite.utils import devices
+from condenser_lite.utils.devices import PRECISION_ENV, cpu_precision, resolve_precision
+from condenser_lite.utils.errors import CheckpointError, ConfigError
 
 pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU's choice; a GPU decides 'auto' itself")
 
@@ -73,7 +72,7 @@ def test_workers_inherit_the_decision(fresh):
     fresh.setattr(devices, "cpu_flags", lambda: ("avx512_bf16",))
     fresh.setattr(devices, "probe_bf16", lambda: (3.5, 1.3))
     assert cpu_precision().bf16
-    script = ("from condenser_lite.devices import cpu_precision as c; import json; "
+    script = ("from condenser_lite.utils.devices import cpu_precision as c; import json; "
               "print(json.dumps(c().to_dict()))")
     child = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, env=os.environ)
     assert json.loads(child.stdout) == json.loads(json.dumps(cpu_precision().to_dict()))
@@ -85,15 +84,16 @@ def test_unknown_precision_is_refused():
 
 
 def test_stage_key_holds_the_resolved_precision(fresh):
-    from condenser_lite.pretraining import stage_config, stage_settings
+    from condenser_lite.reproduction.presets import stage_config
+    from condenser_lite.training.pretraining import stage_settings
 
     class Tok:  # the stage's settings read only the tokenizer's identity
         pass
 
     cfg = stage_config("small", "mlm", max_steps=2)
     assert cfg.mixed_precision == "auto"
-    fresh.setattr("condenser_lite.pretraining.tokenizer_key", lambda tok: "tok")
-    fresh.setattr("condenser_lite.pretraining.data_id", lambda *a, **k: "data")
+    fresh.setattr("condenser_lite.training.pretraining.tokenizer_key", lambda tok: "tok")
+    fresh.setattr("condenser_lite.training.pretraining.data_id", lambda *a, **k: "data")
     fresh.setenv(PRECISION_ENV, "1")
     cpu_precision.cache_clear()
     on = stage_settings(cfg, Tok())
@@ -120,7 +120,7 @@ def test_emulated_avx2_takes_the_slow_path():
     env = {**os.environ, "ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
     env.pop(PRECISION_ENV, None)
     env.pop(devices._DECIDED_ENV, None)
-    script = ("import torch; from condenser_lite.devices import cpu_precision as c; import json; "
+    script = ("import torch; from condenser_lite.utils.devices import cpu_precision as c; import json; "
               "print(json.dumps([torch.backends.cpu.get_cpu_capability(), c().to_dict()]))")
     child = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, env=env)
     capability, choice = json.loads(child.stdout)

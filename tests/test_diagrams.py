@@ -12,8 +12,8 @@ import pytest  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
 
-from condenser_lite import diagrams, plots  # noqa: E402
-from condenser_lite.presets import get_preset  # noqa: E402
+from condenser_lite.reproduction import diagrams, plots  # noqa: E402
+from condenser_lite.reproduction.presets import get_preset  # noqa: E402
 
 
 def _text(fig) -> str:

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from _dist_worker import build_model, chunk_slices, grads, make_batch, max_grad_diff, reference_step
 
 WORKER = Path(__file__).with_name("_dist_worker.py")

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from condenser_lite.cli import main
-from condenser_lite.estimate import Estimate, Part, format_estimate
+from condenser_lite.reproduction.estimate import Estimate, Part, format_estimate
 
 MIRROR = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -25,9 +25,9 @@ def test_total_shares_the_jobs_over_the_workers():
 
 
 def test_a_stage_counted_in_epochs_needs_a_number_of_updates():
-    from condenser_lite.errors import ConfigError
-    from condenser_lite.estimate import _updates
-    from condenser_lite.pretraining import paper_condenser
+    from condenser_lite.reproduction.estimate import _updates
+    from condenser_lite.reproduction.presets import paper_condenser
+    from condenser_lite.utils.errors import ConfigError
 
     with pytest.raises(ConfigError, match="--set max_steps=N"):
         _updates(paper_condenser())

@@ -6,10 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from condenser_lite.arms import needed_arms
-from condenser_lite.presets import ABLATION_ARMS, STANDARD_ARMS, MAIN_ARMS, Preset, get_preset
-from condenser_lite.protocol import run_protocol
-from condenser_lite.scorecard import ONE_SEED, POWER_VERDICTS, claim_numbers, claim_status, compare, scorecard, stats
+from condenser_lite.reproduction.arms import needed_arms
+from condenser_lite.reproduction.presets import Preset, get_preset
+from condenser_lite.reproduction.protocol import run_protocol
+from condenser_lite.reproduction.registry import ABLATION_ARMS, MAIN_ARMS, STANDARD_ARMS
+from condenser_lite.reproduction.rules import ONE_SEED, POWER_VERDICTS, claim_status, compare, stats
+from condenser_lite.reproduction.scorecard import claim_numbers, scorecard
 
 MIRROR = Path(__file__).resolve().parents[2] / "shared" / "data"
 needs_mirror = pytest.mark.skipif(not MIRROR.exists(), reason="local data mirror ../shared/data not found")
@@ -28,7 +30,7 @@ def test_results_file_has_every_arm_and_claim(micro_run):
     budget, out, results, _ = micro_run
     on_disk = json.loads(out.read_text())
     assert on_disk["key"] == results["key"]
-    for part in ("budget", "seeds", "environment", "wall_time", "arms", "bm25", "retrieval", "nb_recall",
+    for part in ("preset", "seeds", "environment", "wall_time", "arms", "bm25", "retrieval", "nb_recall",
                  "loss_curves", "entropy", "sts", "claims", "notes"):
         assert part in on_disk, part
     assert on_disk["seeds"] == [0, 1]
@@ -97,7 +99,7 @@ def test_results_file_has_every_arm_and_claim(micro_run):
 
     prov = on_disk["provenance"]
     assert prov["command"] == "python -m condenser_lite experiments --preset micro" and prov["preset"] == "micro"
-    assert prov["settings"] == on_disk["budget"] and prov["parts_reused"] == 0
+    assert prov["settings"] == on_disk["preset"] and prov["parts_reused"] == 0
     assert prov["wall_seconds"] > 0 and prov["cpu_seconds"] > 0 and set(prov["parts"]) == {
         "setup", "pretrain_first_stage", "jobs"}
     assert prov["machine"]["cores"] and prov["packages"]["torch"]
@@ -132,7 +134,7 @@ def test_scorecard_on_made_up_numbers():
         return {"nDCG@10": stats(vals), "R@100": stats(vals)}
 
     results = {
-        "budget": {"metrics": ["nDCG@10", "R@100"]},
+        "preset": {"metrics": ["nDCG@10", "R@100"]},
         "train_sizes": [100, 809],
         "retrieval": {
             "bert": {"round1": {"100": m(0.10, 0.11, 0.12), "809": m(0.30, 0.31, 0.32)}},
@@ -173,7 +175,7 @@ def test_presets():
     with pytest.raises(TypeError, match="unknown Preset field"):
         tiny.replace(steps=3)
     # pre-training seeds: one by default; more pre-train the main arms once each, the ablations once
-    from condenser_lite.protocol import arm_pretrain_seeds
+    from condenser_lite.reproduction.protocol import arm_pretrain_seeds
 
     assert tiny.pretraining_seeds == (tiny.pretraining.seed,) and micro.pretraining_seeds == (42,)
     two = tiny.replace(pretrain_seeds=(1, 2))
@@ -199,17 +201,17 @@ def test_plots_and_tables_from_results(micro_run, tmp_path):
     import matplotlib
 
     matplotlib.use("Agg")
-    from condenser_lite import plots
+    from condenser_lite.reproduction import plots, registry
 
     _, out, _, _ = micro_run
     results = json.loads(out.read_text())  # what the chapters read: the JSON file, not the in-memory dict
     table = plots.retrieval_table(results)
     assert table.index.get_level_values(0)[0] == "BM25"
-    assert {plots.label(a) for a in STANDARD_ARMS} <= set(table.index.get_level_values(0))
+    assert {registry.label(a) for a in STANDARD_ARMS} <= set(table.index.get_level_values(0))
     assert set(plots.sts_table(results).columns) == {str(s) for s in results["sts_sizes"]}
     assert list(plots.scorecard_table(results).index) == [f"C{i}" for i in range(0, 8)]
     table = plots.compute_table(results)
-    assert list(table.index) == [plots.label(a) for a in STANDARD_ARMS] and (table["TFLOPs"] >= 0).all()
+    assert list(table.index) == [registry.label(a) for a in STANDARD_ARMS] and (table["TFLOPs"] >= 0).all()
     for name in ("plot_low_data", "plot_rounds", "plot_nb_recall", "plot_entropy", "plot_loss_curves", "plot_sts",
                  "plot_pretrain_losses", "plot_gauges"):
         path = plots.save(getattr(plots, name)(results), tmp_path / f"{name}.png")
@@ -221,7 +223,7 @@ def test_plots_and_tables_from_results(micro_run, tmp_path):
 
 
 def test_smooth_is_a_trailing_mean():
-    from condenser_lite.plots import smooth
+    from condenser_lite.reproduction.plots import smooth
 
     assert smooth([1, 2, 3, 4], 2).tolist() == [1.0, 1.5, 2.5, 3.5]
     assert smooth([5.0], 10).tolist() == [5.0]
@@ -232,7 +234,7 @@ def _results_with(condenser: dict, bert: dict) -> dict:
     def arm(by_size):
         return {"round1": {s: {"nDCG@10": {"mean": m, "std": sd, "n": 3}} for s, (m, sd) in by_size.items()}}
 
-    return {"budget": {"metrics": ["nDCG@10", "R@100"]}, "train_sizes": [100, 809],
+    return {"preset": {"metrics": ["nDCG@10", "R@100"]}, "train_sizes": [100, 809],
             "retrieval": {"condenser": arm(condenser), "bert": arm(bert), "bert_cont": arm(bert)}}
 
 
@@ -255,7 +257,7 @@ def test_parallel_workers_give_the_serial_results(tokenizer_dir, tmp_path, monke
     """Both cores (two one-thread worker processes) compute exactly what one process computes
     alone: every part is a function of its inputs, not of where or when it ran. One thread
     throughout, since float sums differ between thread counts."""
-    from condenser_lite.jobs import num_threads
+    from condenser_lite.reproduction.jobs import num_threads
 
     monkeypatch.setenv("CONDENSER_LITE_DATA", str(MIRROR))
     budget = get_preset("micro", tokenizer=tokenizer_dir, seeds=(0,), arms=("bert", "condenser", "cocondenser"))

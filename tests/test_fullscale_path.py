@@ -22,29 +22,24 @@ import math
 import numpy as np
 import pytest
 import torch
-
 from fullscale_mirror import WHO, build_mirror, make_standins, mirror_texts
-from condenser_lite import gradcache, search, tasks
+
 from condenser_lite.cli import main
-from condenser_lite.errors import ConfigError
-from condenser_lite.finetune import mine_hard_negatives
-from condenser_lite.metrics import evaluate_run, has_answer
-from condenser_lite.model import Condenser
-from condenser_lite.presets import get_preset
-from condenser_lite.pretraining import (
-    DONE_FILE,
-    build_model,
-    paper_cocondenser,
-    paper_condenser,
-    pretrain,
-    read_log,
-    stage_config,
-)
-from condenser_lite.protocol import run_protocol
-from condenser_lite.scorecard import ONE_SEED, STATUSES
-from condenser_lite.search import encode, read_trec_run
-from condenser_lite.tevatron import load_tevatron, load_tevatron_corpus
-from condenser_lite.tokenizer import load_tokenizer
+from condenser_lite.data.tevatron import load_tevatron, load_tevatron_corpus
+from condenser_lite.data.tokenizer import load_tokenizer
+from condenser_lite.modeling import gradcache
+from condenser_lite.modeling.condenser import Condenser
+from condenser_lite.reproduction import tasks
+from condenser_lite.reproduction.presets import get_preset, paper_cocondenser, paper_condenser, stage_config
+from condenser_lite.reproduction.protocol import run_protocol
+from condenser_lite.reproduction.rules import ONE_SEED, STATUSES
+from condenser_lite.retrieval import search
+from condenser_lite.retrieval.metrics import evaluate_run, has_answer
+from condenser_lite.retrieval.runfiles import read_trec_run
+from condenser_lite.retrieval.search import encode
+from condenser_lite.training.finetune import mine_hard_negatives
+from condenser_lite.training.pretraining import DONE_FILE, build_model, pretrain, read_log
+from condenser_lite.utils.errors import ConfigError
 
 
 @pytest.fixture(scope="module")

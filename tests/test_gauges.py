@@ -7,8 +7,8 @@ import torch
 import torch.nn.functional as F
 from transformers import BertConfig
 
-from condenser_lite.analysis import cls_cosine, cls_swap_gap, heldout_mlm_loss, unigram_entropy
-from condenser_lite.model import BertMLM, Condenser
+from condenser_lite.modeling.condenser import BertMLM, Condenser
+from condenser_lite.modeling.gauges import cls_cosine, cls_swap_gap, heldout_mlm_loss, unigram_entropy
 
 MASK, N_TOPICS, T = 4, 12, 14
 

@@ -7,7 +7,6 @@ import functools
 
 import pytest
 import torch
-
 from _dist_worker import (
     build_model,
     chunk_slices,
@@ -16,8 +15,9 @@ from _dist_worker import (
     max_grad_diff,
     reference_step,
 )
-from condenser_lite import gradcache
-from condenser_lite.gradcache import RandContext, cocondenser_step, gather_with_grad
+
+from condenser_lite.modeling import gradcache
+from condenser_lite.modeling.gradcache import RandContext, cocondenser_step, gather_with_grad
 
 N_ROWS = 12
 SEED = 1234
@@ -193,11 +193,11 @@ def test_bad_inputs_raise_clear_errors():
 def test_training_loop_runs_cocondenser_with_fresh_spans(tmp_path):
     # The contract with training.train: data = SpanPairs (epoch -> documents), collate_fn =
     # SpanPairCollator(MLMCollator), step_fn = cocondenser_step with a cache.
-    from condenser_lite.model import Condenser, tiny_bert_config
-    from condenser_lite.pretrain_data import MLMCollator
-    from condenser_lite.spans import SpanPairCollator, SpanPairs
-    from condenser_lite.tokenizer import train_wordpiece
-    from condenser_lite.training import TrainConfig, train
+    from condenser_lite.data.tokenizer import train_wordpiece
+    from condenser_lite.modeling.condenser import Condenser, tiny_bert_config
+    from condenser_lite.modeling.masking import MLMCollator
+    from condenser_lite.modeling.spans import SpanPairCollator, SpanPairs
+    from condenser_lite.training.loop import TrainConfig, train
 
     g = torch.Generator().manual_seed(0)
     words = [f"w{i}" for i in range(40)]
@@ -239,7 +239,7 @@ class FakeXLA:
 def test_gradient_cache_replays_the_xla_random_state(monkeypatch):
     """On a TPU dropout draws from the XLA device's state: pass 2 of each chunk must run from the
     state recorded before its pass 1, and the state after the cache is what it was before replay."""
-    from condenser_lite import devices
+    from condenser_lite.utils import devices
 
     fake = FakeXLA()
     monkeypatch.setattr(devices, "xla", fake)

@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from condenser_lite.jobs import Job, Ref, run_cached, run_jobs, settings_hash
+from condenser_lite.reproduction.jobs import Job, Ref, run_jobs
+from condenser_lite.utils.cache import run_cached, settings_hash
 
 
 def add(a, b):

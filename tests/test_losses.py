@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from condenser_lite.losses import (
+from condenser_lite.modeling.losses import (
     cosine_regression_loss,
     retrieval_loss,
     span_contrastive_accuracy,

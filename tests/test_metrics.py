@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from condenser_lite.metrics import (
+from condenser_lite.retrieval.metrics import (
     check_run_depth,
     dpr_tokens,
     evaluate_run,

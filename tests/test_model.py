@@ -8,19 +8,10 @@ import torch
 from transformers import AutoModel, AutoModelForMaskedLM, BertConfig, BertForMaskedLM, BertModel
 from transformers.masking_utils import create_bidirectional_mask
 
-from condenser_lite import model as model_module
-from condenser_lite.errors import CheckpointError
-from condenser_lite.model import (
-    AUTHORS_HEAD_FILE,
-    CONDENSER_CONFIG_FILE,
-    HEAD_FILE,
-    PAPER_CONDENSER,
-    BertMLM,
-    Condenser,
-    load_encoder,
-    masked_lm_loss,
-    tiny_bert_config,
-)
+from condenser_lite.modeling import loading
+from condenser_lite.modeling.condenser import PAPER_CONDENSER, BertMLM, Condenser, masked_lm_loss, tiny_bert_config
+from condenser_lite.modeling.loading import AUTHORS_HEAD_FILE, CONDENSER_CONFIG_FILE, HEAD_FILE, load_encoder
+from condenser_lite.utils.errors import CheckpointError
 
 VOCAB = 100
 
@@ -362,4 +353,4 @@ def test_loads_authors_head_file_and_hub_ids(tmp_path, monkeypatch):
     os.remove(tmp_path / AUTHORS_HEAD_FILE)
     with pytest.raises(CheckpointError, match="head='random'"):
         Condenser.from_pretrained("someone/co-condenser")
-    assert model_module._read_head_state(tmp_path) is None
+    assert loading.read_head_state(tmp_path) is None

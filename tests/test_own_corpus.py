@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from condenser_lite.cli import main
-from condenser_lite.beir import load_beir
-from condenser_lite.data import SchemaError
-from condenser_lite.model import Condenser, tiny_bert_config
-from condenser_lite.pretraining import DONE_FILE
-from condenser_lite.spans import tokenize_documents
-from condenser_lite.tokenizer import load_tokenizer, train_wordpiece
+from condenser_lite.data.beir import load_beir
+from condenser_lite.data.tokenizer import load_tokenizer, train_wordpiece
+from condenser_lite.modeling.condenser import Condenser, tiny_bert_config
+from condenser_lite.modeling.spans import tokenize_documents
+from condenser_lite.training.pretraining import DONE_FILE
+from condenser_lite.utils.errors import SchemaError
 
 FOLDER = Path(__file__).parent / "fixtures" / "bike_beir"
 MIRROR = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -95,8 +95,8 @@ def test_experiments_on_a_folder_runs_the_whole_protocol(tokenizer_dir, tmp_path
 
 
 def test_experiments_refuses_a_folder_without_a_test_split(tmp_path):
-    from condenser_lite.presets import get_preset
-    from condenser_lite.tasks import load_task
+    from condenser_lite.reproduction.presets import get_preset
+    from condenser_lite.reproduction.tasks import load_task
 
     folder = tmp_path / "mine"
     shutil.copytree(FOLDER, folder)
@@ -106,9 +106,9 @@ def test_experiments_refuses_a_folder_without_a_test_split(tmp_path):
 
 
 def test_task_cache_key_follows_the_folder_content_not_its_timestamps(tmp_path):
-    """The task and results caches are keyed by the folder's content (``data.data_id``): a new
+    """The task and results caches are keyed by the folder's content (``sources.data_id``): a new
     modification time alone keeps the key, an edited qrels file gives a new one."""
-    from condenser_lite.tasks import data_location
+    from condenser_lite.reproduction.tasks import data_location
 
     folder = tmp_path / "mine"
     shutil.copytree(FOLDER, folder)

@@ -4,7 +4,7 @@ import pytest
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from condenser_lite import plots  # noqa: E402
+from condenser_lite.reproduction import plots, registry  # noqa: E402
 
 
 def test_log_axis_labels_plain_numbers():
@@ -22,7 +22,7 @@ def test_log_axis_labels_plain_numbers():
 
 def test_low_data_plot_is_on_a_log_scale_with_dodged_arms():
     stat = lambda m: {"mean": m, "std": 0.001, "values": [m]}  # noqa: E731
-    results = {"budget": {"metrics": ["nDCG@10"]}, "train_sizes": [100, 809],
+    results = {"preset": {"metrics": ["nDCG@10"]}, "train_sizes": [100, 809],
                "retrieval": {a: {"round1": {"100": {"nDCG@10": stat(0.01)}, "809": {"nDCG@10": stat(0.02)}}}
                              for a in ("bert", "condenser")},
                "bm25": {"full": {"nDCG@10": 0.69}, "truncated": {"nDCG@10": 0.5}, "truncated_tokens": 64}}
@@ -45,7 +45,7 @@ def test_scorecard_html_one_row_per_claim_in_plain_words():
                           _claim("C2", "partly reproduced")]}
     table = plots.scorecard_table(results)
     assert list(table.index) == ["C0", "C1", "C2"]
-    assert table.loc["C1", "claim"] == plots.CLAIM_TITLES["C1"] and table.loc["C1", "models"] == ["Condenser", "BERT"]
+    assert table.loc["C1", "claim"] == registry.CLAIM["C1"].title and table.loc["C1", "models"] == ["Condenser", "BERT"]
     html = plots.scorecard_html(results)
     assert html.startswith('<table class="scorecard">') and html.count("<tr>") == 4  # head + 3 claims
     assert "&lt;b&gt;" in html and "<b>C1</b>" in html  # text escaped, ids bold
@@ -83,7 +83,7 @@ def test_gauge_table_one_column_per_arm_blank_where_not_measured():
 
 
 def test_plot_gauges_draws_the_reliance_with_its_threshold():
-    from condenser_lite.scorecard import RELIANCE_THRESHOLD
+    from condenser_lite.reproduction.rules import RELIANCE_THRESHOLD
 
     log = [{"step": 1, "eval_mlm_loss": 5.0, "eval_cls_reliance": 0.1, "eval_cls_reliance_noise": 0.01},
            {"step": 2, "eval_mlm_loss": 4.9},  # an undefined reliance is not logged: left out

@@ -8,7 +8,8 @@ from datasets import Dataset
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
-from condenser_lite.pretrain_data import MLMCollator, heldout_split, mlm_eval_batches, pack_blocks, split_sentences
+from condenser_lite.data.packing import heldout_split, mlm_eval_batches, pack_blocks, split_sentences
+from condenser_lite.modeling.masking import MLMCollator
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 

@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 from transformers import AutoModel
 
-from condenser_lite.errors import ConfigError
-from condenser_lite.model import Condenser
-from condenser_lite.pretraining import PretrainConfig, build_model, is_done, paper_cocondenser, paper_condenser, pretrain, read_log, stage_key
+from condenser_lite.modeling.condenser import Condenser
+from condenser_lite.reproduction.presets import paper_cocondenser, paper_condenser
+from condenser_lite.training.pretraining import StageConfig, build_model, is_done, pretrain, read_log, stage_key
+from condenser_lite.utils.errors import ConfigError
 
 MIRROR = Path(__file__).resolve().parents[2] / "shared" / "data"
 pytestmark = pytest.mark.skipif(not MIRROR.exists(), reason="local data mirror ../shared/data not found")
@@ -26,7 +27,7 @@ def tiny(tokenizer_dir, **kw):
                 intermediate_size=64, max_len=64, batch_size=4, max_steps=2, corpus_limit=40, save_every=None,
                 heldout_fraction=None)
     base.update(kw)
-    return PretrainConfig(**base)
+    return StageConfig(**base)
 
 
 def test_stages_chain_and_cache(env, tokenizer_dir):
@@ -79,7 +80,7 @@ def test_key_covers_settings_and_parent_by_content(env, tokenizer_dir, tmp_path)
 def test_condenser_variants_join_the_key_only_when_set(env, tokenizer_dir):
     """E3/E5's fields leave every other stage's key as it was before they existed (a stage that
     computes the same keeps its cached result) and change the key where set."""
-    from condenser_lite.pretraining import stage_settings
+    from condenser_lite.training.pretraining import stage_settings
 
     plain = tiny(tokenizer_dir, method="condenser")
     assert not {"detach_early", "head_mlm_probability"} & set(stage_settings(plain))
@@ -93,8 +94,9 @@ def test_condenser_variants_join_the_key_only_when_set(env, tokenizer_dir):
 
 
 def test_modified_condenser_arm_is_the_condenser_stage_with_the_presets_changes(tmp_path):
-    from condenser_lite.arms import arm_config
-    from condenser_lite.presets import MODIFIED_ARM, get_preset
+    from condenser_lite.reproduction.arms import arm_config
+    from condenser_lite.reproduction.presets import get_preset
+    from condenser_lite.reproduction.registry import MODIFIED_ARM
 
     init = str(tmp_path)
     preset = get_preset("small", modified_condenser={"head_mlm_probability": 0.5})
@@ -107,13 +109,13 @@ def test_modified_condenser_arm_is_the_condenser_stage_with_the_presets_changes(
 
 def test_bad_settings_are_named():
     with pytest.raises(ValueError, match="method"):
-        PretrainConfig(method="electra")
+        StageConfig(method="electra")
     with pytest.raises(ValueError, match="corpus='scifact'"):
-        PretrainConfig(method="cocondenser")
-    with pytest.raises(TypeError, match="unknown PretrainConfig field"):
-        PretrainConfig().replace(learning_rate=1)
+        StageConfig(method="cocondenser")
+    with pytest.raises(TypeError, match="unknown StageConfig field"):
+        StageConfig().replace(learning_rate=1)
     with pytest.raises(ValueError, match="head='load' needs an init"):
-        build_model(PretrainConfig(method="condenser", head="load"), tokenizer=[0] * 10)
+        build_model(StageConfig(method="condenser", head="load"), tokenizer=[0] * 10)
 
 
 def test_paper_presets_match_the_papers():
@@ -131,7 +133,7 @@ def test_initial_weights_follow_the_stage_seed(tokenizer_dir):
     what drew from the global RNG before: a cold-cache re-run must rebuild the same stage."""
     import torch
 
-    from condenser_lite.pretraining import get_tokenizer
+    from condenser_lite.training.pretraining import get_tokenizer
 
     cfg = tiny(tokenizer_dir, method="condenser")
     tok = get_tokenizer(cfg)
@@ -150,7 +152,7 @@ def test_stage_logs_heldout_gauges_and_resumes_exactly(env, tokenizer_dir, tmp_p
     the same weights, log and record as an uninterrupted run."""
     import torch
 
-    from condenser_lite import pretraining
+    from condenser_lite.training import pretraining
 
     cfg = tiny(tokenizer_dir, method="condenser", max_steps=4, save_every=1, heldout_fraction=0.05, eval_blocks=8,
                eval_every=2)
@@ -197,7 +199,7 @@ def test_stage_logs_heldout_gauges_and_resumes_exactly(env, tokenizer_dir, tmp_p
 
 
 def test_heldout_documents_are_never_trained_on(env, tokenizer_dir):
-    from condenser_lite.pretraining import general_sections
+    from condenser_lite.training.pretraining import general_sections
 
     train, held = general_sections(0.05)
     key = lambda d: set(zip(d["source"], d["doc_id"]))  # noqa: E731
@@ -211,8 +213,15 @@ def test_heldout_blocks_carry_their_documents_and_several_mask_draws(env, tokeni
     masked afresh."""
     import torch
 
-    from condenser_lite.pretrain_data import MLMCollator, mlm_eval_batches, pack_blocks
-    from condenser_lite.pretraining import EVAL_SEED, RELIANCE_DRAWS, general_sections, get_tokenizer, heldout_set
+    from condenser_lite.data.packing import mlm_eval_batches, pack_blocks
+    from condenser_lite.modeling.masking import MLMCollator
+    from condenser_lite.training.pretraining import (
+        EVAL_SEED,
+        RELIANCE_DRAWS,
+        general_sections,
+        get_tokenizer,
+        heldout_set,
+    )
 
     cfg = tiny(tokenizer_dir, method="condenser", heldout_fraction=0.05, eval_blocks=24)
     tok = get_tokenizer(cfg)
@@ -239,9 +248,9 @@ def test_heldout_blocks_carry_their_documents_and_several_mask_draws(env, tokeni
 def test_dropout_and_attention_kernel_reach_the_model_and_fine_tuning_puts_dropout_back(tokenizer_dir, tmp_path):
     """The small budget pre-trains without dropout and with eager attention; both reach every
     layer (the head's too), and fine-tuning's ``dropout`` overrides the checkpoint's."""
-    from condenser_lite.biencoder import BiEncoder
-    from condenser_lite.pretraining import get_tokenizer
-    from condenser_lite.similarity import SentenceEncoder
+    from condenser_lite.retrieval.biencoder import BiEncoder
+    from condenser_lite.training.pretraining import get_tokenizer
+    from condenser_lite.training.similarity import SentenceEncoder
 
     cfg = tiny(tokenizer_dir, method="condenser", dropout=0.0, attn_implementation="eager")
     tok = get_tokenizer(cfg)

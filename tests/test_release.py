@@ -9,9 +9,15 @@ import torch
 from safetensors import safe_open
 from transformers import AutoModel, AutoTokenizer
 
-from condenser_lite.errors import CheckpointError, ConfigError
-from condenser_lite.model import BertMLM, Condenser, checkpoint_key
-from condenser_lite.release import export_checkpoints, record_checkpoints, released_arms, verify_checkpoints
+from condenser_lite.modeling.condenser import BertMLM, Condenser
+from condenser_lite.modeling.loading import checkpoint_key
+from condenser_lite.reproduction.release import (
+    export_checkpoints,
+    record_checkpoints,
+    released_arms,
+    verify_checkpoints,
+)
+from condenser_lite.utils.errors import CheckpointError, ConfigError
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from condenser_lite.evidence import RESULTS_DIR, RESULTS_VERSION, headline, load_results
-from condenser_lite.release import verify_checkpoints
-from condenser_lite.scorecard import PRE_REGISTERED_RULES, PRE_REGISTRATION_COMMIT, scorecard
+from condenser_lite.reproduction.release import verify_checkpoints
+from condenser_lite.reproduction.results import RESULTS_DIR, RESULTS_VERSION, headline, load_results
+from condenser_lite.reproduction.rules import PRE_REGISTERED_RULES, PRE_REGISTRATION_COMMIT
+from condenser_lite.reproduction.scorecard import scorecard
 
 PROVENANCE = ("commit", "dirty", "command", "preset", "settings", "started", "finished", "wall_seconds", "cpu_seconds",
               "parts", "parts_reused", "work_cpu_seconds", "machine", "python", "packages")
@@ -32,7 +33,7 @@ def check(results: dict) -> None:
     prov = results["provenance"]
     assert not [k for k in PROVENANCE if k not in prov], [k for k in PROVENANCE if k not in prov]
     assert not [k for k in MACHINE if k not in prov["machine"]]
-    assert prov["preset"] == results["budget"]["name"] and prov["settings"] == results["budget"]
+    assert prov["preset"] == results["preset"]["name"] and prov["settings"] == results["preset"]
     assert prov["command"] and prov["wall_seconds"] > 0 and prov["packages"]["torch"]
 
     head = results["headline"]
@@ -111,7 +112,7 @@ def test_results_are_found_when_the_package_is_installed_away_from_its_clone(tmp
     """On Colab the package sits in site-packages: the clone's results come from
     $CONDENSER_LITE_RESULTS (set by scripts/colab_install.py), or from results/ beside the
     working directory (a chapter run from a clone's notebooks/)."""
-    from condenser_lite import evidence
+    from condenser_lite.reproduction import results as evidence
 
     clone = tmp_path / "clone"
     (clone / "results").mkdir(parents=True)
@@ -134,7 +135,7 @@ def test_results_are_found_when_the_package_is_installed_away_from_its_clone(tmp
 def test_binned_log_keeps_every_evaluation_and_averages_the_steps_between():
     """The results file keeps a pre-training log of at most about LOG_ROWS rows: the held-out
     evaluations exactly, the training losses between them averaged."""
-    from condenser_lite.protocol import binned_log
+    from condenser_lite.reproduction.protocol import binned_log
 
     log = [{"step": s, "loss": float(s)} for s in range(1, 101)]
     for row in log:

@@ -10,25 +10,24 @@ import datasets
 import numpy as np
 import pytest
 import torch
-
 from tiny_checkpoint import make_checkpoint
-from condenser_lite.biencoder import BiEncoder, RetrievalCollator, retrieval_step
-from condenser_lite.bm25 import bm25_search
-from condenser_lite.finetune import train_config
-from condenser_lite.presets import RETRIEVAL_RECIPES, finetune_recipe
-from condenser_lite.search import (
+
+from condenser_lite.data.tevatron import TEVATRON_FIELDS, check_qrels, sample_queries, validate_training_schema
+from condenser_lite.reproduction.presets import RETRIEVAL_RECIPES, finetune_recipe
+from condenser_lite.retrieval.biencoder import BiEncoder, RetrievalCollator, retrieval_step
+from condenser_lite.retrieval.bm25 import bm25_search, to_tevatron
+from condenser_lite.retrieval.runfiles import read_trec_run, write_trec_run
+from condenser_lite.retrieval.search import (
     SHARD_ROWS,
     FaissIndex,
     encode,
     encode_corpus,
-    read_trec_run,
     search,
     search_indices,
     shard_rows,
-    write_trec_run,
 )
-from condenser_lite.tevatron import TEVATRON_FIELDS, check_qrels, sample_queries, to_tevatron, validate_training_schema
-from condenser_lite.data import SchemaError
+from condenser_lite.training.finetune import round_loop_config
+from condenser_lite.utils.errors import SchemaError
 
 WORDS = (
     "the cat sat on a mat dogs chase cats in park protein binds dna cells divide gene "
@@ -207,9 +206,9 @@ def test_sample_queries_seeded_nested_and_checked():
 
 def test_bm25_scifact_matches_beir():
     """BM25 on the real SciFact test set lands near BEIR's 0.665 (skipped without the mirror)."""
-    from condenser_lite.beir import load_beir
-    from condenser_lite.data import DataSourceError
-    from condenser_lite.metrics import evaluate_run
+    from condenser_lite.data.beir import load_beir
+    from condenser_lite.retrieval.metrics import evaluate_run
+    from condenser_lite.utils.errors import DataSourceError
 
     try:
         beir = load_beir("scifact")
@@ -316,7 +315,7 @@ def test_gradient_cache_replays_dropout(ckpt, tokenizer):
 def test_encode_on_xla_pads_every_batch_to_one_shape(ckpt, tokenizer, monkeypatch, tmp_path):
     """The XLA branch (checked on a CPU with the device check forced): one batch width, bf16
     autocast, the same vectors; and encode_corpus writes a float16 memmap instead of RAM."""
-    import condenser_lite.search as search_module
+    import condenser_lite.retrieval.search as search_module
 
     model = BiEncoder.from_pretrained(ckpt)
     texts = ["cat", "the cat sat on a mat", "dogs chase cats in park", "jazz", "volcano lava magma erupts ice"]
@@ -436,16 +435,16 @@ def test_trec_run_round_trip(tmp_path):
 
 def test_recipes_build_train_configs(tmp_path):
     msmarco = RETRIEVAL_RECIPES["msmarco"]
-    cfg = train_config(msmarco, tmp_path, 1, n_queries=800)
+    cfg = round_loop_config(msmarco, tmp_path, 1, n_queries=800)
     assert (cfg.lr, cfg.batch_size, cfg.max_steps, cfg.weight_decay) == (5e-6, 8, 300, 0.0)  # 3 epochs of 100 batches
-    assert train_config(msmarco, tmp_path, 2, n_queries=800).max_steps == 200
+    assert round_loop_config(msmarco, tmp_path, 2, n_queries=800).max_steps == 200
     nq = RETRIEVAL_RECIPES["nq"]
     assert nq.untied and nq.train_n_passages == 2 and nq.p_max_len == 256
     tiny = finetune_recipe("tiny")  # the book's: 2 epochs of 8 queries, at least 60 updates
-    assert train_config(tiny, tmp_path, 1, n_queries=809).max_steps == 202
-    assert train_config(tiny, tmp_path, 1, n_queries=100).max_steps == 60
-    assert train_config(tiny, tmp_path, 1, n_queries=809, max_steps=2).max_steps == 2
+    assert round_loop_config(tiny, tmp_path, 1, n_queries=809).max_steps == 202
+    assert round_loop_config(tiny, tmp_path, 1, n_queries=100).max_steps == 60
+    assert round_loop_config(tiny, tmp_path, 1, n_queries=809, max_steps=2).max_steps == 2
     with pytest.raises(ValueError, match="smaller than the batch"):
-        train_config(tiny, tmp_path, 1, n_queries=4)
+        round_loop_config(tiny, tmp_path, 1, n_queries=4)
     with pytest.raises(ValueError, match="no fine-tuning recipe"):
         finetune_recipe("nope")

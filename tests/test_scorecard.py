@@ -2,15 +2,8 @@
 
 import pytest
 
-from condenser_lite.scorecard import (
-    CLS_GAP_MARGIN,
-    NOT_ATTRIBUTABLE,
-    NOT_ATTRIBUTABLE_UNGAUGED,
-    ONE_SEED,
-    compare,
-    scorecard,
-    stats,
-)
+from condenser_lite.reproduction.rules import CLS_GAP_MARGIN, NOT_ATTRIBUTABLE, NOT_ATTRIBUTABLE_UNGAUGED, ONE_SEED, compare, stats
+from condenser_lite.reproduction.scorecard import scorecard
 
 FULL = "809"
 
@@ -35,7 +28,7 @@ def made_up(gap=0.05, noise=0.01, cos_condenser=0.6, cos_bert=0.9, co=(0.40, 0.4
     if condenser_round2:
         retrieval["condenser"]["round2"] = {FULL: m(*condenser_round2)}
     return {
-        "budget": {"metrics": ["nDCG@10", "R@100"]}, "train_sizes": [int(FULL)], "retrieval": retrieval,
+        "preset": {"metrics": ["nDCG@10", "R@100"]}, "train_sizes": [int(FULL)], "retrieval": retrieval,
         "arms": {"condenser": {"heldout": {"cls_swap_gap": gap, "cls_swap_noise": noise, "cls_cosine": cos_condenser}},
                  "cocondenser": {"heldout": {"cls_swap_gap": gap if co_gap is None else co_gap, "cls_swap_noise": noise}},
                  "bert": {"heldout": {"cls_cosine": cos_bert}}},
@@ -113,19 +106,9 @@ def test_every_claim_has_plain_words(cid):
 
 # ---- the pre-registered rules (issue 17) -------------------------------------------------------------
 
-from condenser_lite.scorecard import (  # noqa: E402
-    LATE_LOSS_MARGIN,
-    NOT_DETECTABLE,
-    RELIANCE_THRESHOLD,
-    c0_rule,
-    cls_reliance,
-    expected_gain,
-    head_relies,
-    minimum_detectable_difference,
-    paper_gain,
-    power_verdict,
-    reliance_summary,
-)
+from condenser_lite.modeling.gauges import cls_reliance
+from condenser_lite.reproduction.rules import LATE_LOSS_MARGIN, NOT_DETECTABLE, RELIANCE_THRESHOLD, c0_rule, head_relies, minimum_detectable_difference, power_verdict, reliance_summary
+from condenser_lite.reproduction.scorecard import expected_gain, paper_gain
 
 
 def test_pre_registered_constants():
@@ -236,7 +219,7 @@ def test_power_verdict_every_branch():
 
 # ---- the scorecard under the pre-registered rules (and the fallback for older files) -------------------
 
-from condenser_lite.scorecard import OLD_RULES, PRE_REGISTERED_RULES, head_arms, pre_registered  # noqa: E402
+from condenser_lite.reproduction.rules import OLD_RULES, PRE_REGISTERED_RULES, head_arms, pre_registered  # noqa: E402
 
 
 def reliance_gauges(r, late=4.0, cosine=0.6):
@@ -327,7 +310,7 @@ def test_c1_and_c7_carry_their_power():
 
 # ---- the modified Condenser: the choice among the deviations, pre-registered -----------------------
 
-from condenser_lite.scorecard import MODIFIED_FLOOR, c0_rule, choose_modified  # noqa: E402
+from condenser_lite.reproduction.rules import MODIFIED_FLOOR, choose_modified  # noqa: E402
 
 
 def _part(reliances, late=(4.40, 4.40), control=(4.40, 4.40)):

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 from scipy.stats import spearmanr
+from tiny_checkpoint import make_checkpoint
 from transformers import AutoTokenizer
 
-from tiny_checkpoint import make_checkpoint
-from condenser_lite.similarity import PairCollator, SentenceEncoder, evaluate_sts, finetune_sts, sample_pairs
-from condenser_lite.training import TrainConfig
+from condenser_lite.training.loop import TrainConfig
+from condenser_lite.training.similarity import PairCollator, SentenceEncoder, evaluate_sts, finetune_sts, sample_pairs
 
 SENTENCES = [
     "a cat sat on the mat", "dogs chase cats in the park", "the protein binds dna",
@@ -75,7 +75,7 @@ def test_sts_loss_decreases_on_a_toy(ckpt, tmp_path):
 def test_evaluate_sts_is_spearman_of_cosines(ckpt, monkeypatch):
     """The scoring maths on controlled embeddings (a random model's cosines all sit near 0.999,
     where float noise reorders ranks), then a smoke run with the real model."""
-    import condenser_lite.similarity as S
+    import condenser_lite.training.similarity as S
 
     # distinct sentences: identical pairs all tie at cos = 1 up to rounding, which reorders ranks
     pairs = toy_pairs().filter(lambda r: r["sentence1"] != r["sentence2"])

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from condenser_lite.spans import SpanPairCollator, SpanPairs, build_span_pairs, tokenize_documents
+from condenser_lite.modeling.spans import SpanPairCollator, SpanPairs, build_span_pairs, tokenize_documents
 
 
 def docs_of_lengths(lengths):
@@ -120,8 +120,8 @@ SCIFACT = Path(os.environ.get("CONDENSER_LITE_DATA", Path(__file__).resolve().pa
 
 @pytest.mark.skipif(not SCIFACT.exists(), reason="needs the local data mirror (CONDENSER_LITE_DATA)")
 def test_scifact_abstracts_end_to_end_with_mlm_collator():
-    from condenser_lite.pretrain_data import MLMCollator
-    from condenser_lite.tokenizer import train_wordpiece
+    from condenser_lite.data.tokenizer import train_wordpiece
+    from condenser_lite.modeling.masking import MLMCollator
 
     with SCIFACT.open() as f:
         rows = [json.loads(line) for _, line in zip(range(60), f)]

@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 from transformers import AutoTokenizer
 
-from condenser_lite import data, tokenizer
-from condenser_lite.errors import CheckpointError
+from condenser_lite.data import sources as data
+from condenser_lite.data import tokenizer
+from condenser_lite.utils.cache import CACHE_ENV
+from condenser_lite.utils.errors import CheckpointError
 
 TEXTS = [
     "The quick brown fox jumps over the lazy dog. Tokenizers are fun; tokenization is fun too.",
@@ -88,7 +90,7 @@ def test_tiny_tokenizer_cache(tmp_path, monkeypatch):
         raise AssertionError("tiny_tokenizer retrained although the cache holds the tokenizer")
 
     monkeypatch.setattr(tokenizer, "train_wordpiece", no_training)
-    monkeypatch.setenv(tokenizer.CACHE_ENV, str(tmp_path))  # the environment variable finds it too
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))  # the environment variable finds it too
     second = tokenizer.tiny_tokenizer(texts_fn, vocab_size=150, min_frequency=1)
     assert second.get_vocab() == first.get_vocab()
     monkeypatch.undo()

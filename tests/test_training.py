@@ -1,4 +1,4 @@
-"""Tests for condenser_lite.training: exact resume, accumulation, schedule, decay, errors."""
+"""Tests for condenser_lite.training.loop: exact resume, accumulation, schedule, decay, errors."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import BertConfig, BertForMaskedLM
 
-from condenser_lite.errors import CheckpointError
-from condenser_lite.training import TrainConfig, param_groups, set_step_seed, train
+from condenser_lite.training.loop import TrainConfig, param_groups, set_step_seed, train
+from condenser_lite.utils.errors import CheckpointError
 
 MASK_ID, VOCAB, SEQ = 3, 64, 12
 
@@ -386,7 +386,7 @@ def test_rng_states_come_back_from_new_and_older_checkpoints(tmp_path):
 
     import numpy as np
 
-    from condenser_lite.checkpoint import restore_rng, rng_state
+    from condenser_lite.training.checkpoint import restore_rng, rng_state
 
     def draws():
         return random.random(), random.gauss(0, 1), np.random.rand(), np.random.randn(), torch.rand(2).tolist()

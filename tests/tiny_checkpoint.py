@@ -6,7 +6,7 @@ from pathlib import Path
 import torch
 from transformers import BertConfig, BertModel
 
-from condenser_lite.tokenizer import train_wordpiece
+from condenser_lite.data.tokenizer import train_wordpiece
 
 
 def make_checkpoint(path: Path, texts: list[str], hidden: int = 32, layers: int = 2, dropout: float = 0.1,

@@ -1,0 +1,422 @@
+"""The two pre-training models of the book: a plain MLM baseline and Condenser.
+
+`BertMLM` is BERT's masked-language-model objective on a `BertForMaskedLM`.
+`Condenser` (Gao & Callan, EMNLP 2021, section 3) splits the same backbone into
+early and late layers and adds a small head that must predict masked tokens from
+the *late* CLS vector plus the *early* token vectors, so the CLS has to carry what
+the late layers learned about the whole text. Both compute MLM logits only at
+masked positions: on a CPU the vocabulary projection over every position is the
+most expensive part of a small model's step.
+
+Explained in chapter 2, `notebooks/02_condenser.ipynb`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import BertConfig, BertForMaskedLM
+from transformers.masking_utils import create_bidirectional_mask
+from transformers.models.bert.modeling_bert import BertLayer
+
+from ..utils.errors import CheckpointError
+from .loading import (
+    AUTHORS_HEAD_FILE,
+    CONDENSER_CONFIG_FILE,
+    HEAD_FILE,
+    MLM_DROPS,
+    from_checkpoint,
+    read_condenser_config,
+    read_head_state,
+)
+
+# Paper settings for bert-base-uncased (12 layers): head reads the output of layer 6,
+# 2 head layers, backbone MLM kept as the "semantic constraint" (section 3.4).
+PAPER_CONDENSER = dict(skip_from=6, n_head_layers=2, late_mlm=True, head_weight=1.0, late_weight=1.0)
+
+
+def tiny_bert_config(vocab_size: int = 8192, **overrides) -> BertConfig:
+    """A scaled-down BERT that a 2-core CPU pre-trains in minutes.
+
+    4 layers, hidden 128, 4 heads, FFN 512. `max_position_embeddings=128`: BERT's
+    position ids start at 0, so 128 rows cover the 128-token blocks we pre-train on;
+    a longer input then fails loudly instead of silently using position rows that
+    pre-training never touched (pass `max_position_embeddings=...` to change it).
+    Any `BertConfig` field can be overridden.
+
+    Explained in chapter 2, `notebooks/02_condenser.ipynb`.
+    """
+    kwargs = dict(
+        vocab_size=vocab_size,
+        hidden_size=128,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        intermediate_size=512,
+        max_position_embeddings=128,
+    )
+    kwargs.update(overrides)
+    if kwargs["hidden_size"] % kwargs["num_attention_heads"]:
+        raise ValueError(
+            f"hidden_size={kwargs['hidden_size']} must be divisible by "
+            f"num_attention_heads={kwargs['num_attention_heads']}; change one of them."
+        )
+    return BertConfig(**kwargs)
+
+
+def masked_token_losses(mlm_head: nn.Module, hidden: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Cross-entropy at each masked position (``labels != -100``) and the row it belongs to,
+    projecting only the masked positions: what ``masked_lm_loss`` averages and the gauges sum
+    per block. Explained in chapter 2, `notebooks/02_condenser.ipynb`."""
+    selected = labels != -100
+    ce = F.cross_entropy(mlm_head(hidden[selected]).float(), labels[selected], reduction="none")
+    return ce, selected.nonzero()[:, 0]
+
+
+def masked_lm_loss(mlm_head: nn.Module, hidden: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy over masked tokens, projecting only the masked positions.
+
+    Identical to `BertForMaskedLM(labels=...)` (which projects every position and
+    then ignores the -100 labels), at a fraction of the cost.
+
+    Explained in chapter 2, `notebooks/02_condenser.ipynb`.
+    """
+    selected = labels != -100
+    if not bool(selected.any()):
+        raise ValueError(
+            "labels has no masked position (all -100), so the MLM loss is undefined; "
+            "build batches with modeling.masking.MLMCollator, which masks at least one token per sequence."
+        )
+    logits = mlm_head(hidden[selected])  # [n_masked, vocab]
+    # F.cross_entropy's own mean, not masked_token_losses(...).mean(): the same number up to the
+    # last bits, and training reproduces its committed runs only bit for bit
+    return F.cross_entropy(logits.float(), labels[selected])
+
+
+def bert_of(model: nn.Module) -> nn.Module:
+    """The plain encoder (a `BertModel`) inside a `BertMLM` or `Condenser` (``.backbone``), a
+    `BertForMaskedLM`, or a `BertModel` itself: the one unwrapping every lens and search uses.
+    Chapter 2."""
+    model = getattr(model, "backbone", model)
+    return getattr(model, "base_model", model)
+
+
+def mlm_head_of(model: nn.Module) -> nn.Module:
+    """The MLM head (``.cls``) of a `BertMLM`, `Condenser` or `BertForMaskedLM`: the projection
+    both Condenser losses share. Chapter 2."""
+    backbone = getattr(model, "backbone", model)
+    if not hasattr(backbone, "cls"):
+        raise TypeError(f"{type(model).__name__} has no MLM head (.cls): pass a BertMLM, Condenser or BertForMaskedLM")
+    return backbone.cls
+
+
+def as_backbone(model: BertForMaskedLM | str | os.PathLike | nn.Module, **load_kwargs) -> BertForMaskedLM:
+    """A `BertForMaskedLM` from a path / Hub id, a `BertMLM`, or itself."""
+    if isinstance(model, (str, os.PathLike)):
+        return from_checkpoint(BertForMaskedLM, model, MLM_DROPS, **load_kwargs)
+    if isinstance(model, BertMLM):
+        return model.backbone
+    if isinstance(model, BertForMaskedLM):
+        return model
+    raise TypeError(
+        f"expected a BertForMaskedLM, a BertMLM, or a checkpoint path / Hub id, got {type(model).__name__}"
+    )
+
+
+@dataclass
+class MLMOutput:
+    """`loss`: mean CE over masked tokens (None without labels); `cls`: last-layer CLS [B, H]."""
+
+    loss: torch.Tensor | None
+    cls: torch.Tensor
+
+
+class BertMLM(nn.Module):
+    """Plain masked-language-model pre-training (the "BERT" arm of the experiments).
+
+    Explained in chapter 2, `notebooks/02_condenser.ipynb`.
+    """
+
+    def __init__(self, backbone: BertForMaskedLM):
+        super().__init__()
+        self.backbone = backbone
+
+    @property
+    def config(self) -> BertConfig:
+        return self.backbone.config
+
+    @classmethod
+    def from_config(cls, config: BertConfig) -> "BertMLM":
+        return cls(BertForMaskedLM(config))
+
+    @classmethod
+    def from_pretrained(cls, name_or_dir: str | os.PathLike, **kwargs) -> "BertMLM":
+        return cls(from_checkpoint(BertForMaskedLM, name_or_dir, MLM_DROPS, **kwargs))
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+    ) -> MLMOutput:
+        hidden = self.backbone.bert(
+            input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+        ).last_hidden_state
+        loss = None if labels is None else masked_lm_loss(self.backbone.cls, hidden, labels)
+        return MLMOutput(loss=loss, cls=hidden[:, 0])
+
+    def save_pretrained(self, save_directory: str | os.PathLike, **kwargs) -> None:
+        """A plain HF `BertForMaskedLM` checkpoint (config + safetensors)."""
+        self.backbone.save_pretrained(save_directory, **kwargs)
+
+
+@dataclass
+class CondenserOutput:
+    """`loss` = head_weight * head_loss + late_weight * late_loss (None without labels).
+
+    `cls` is the backbone's late (last-layer) CLS [B, H], before any pooler: the
+    vector fine-tuning and coCondenser's contrastive loss use.
+    """
+
+    loss: torch.Tensor | None
+    head_loss: torch.Tensor | None
+    late_loss: torch.Tensor | None
+    cls: torch.Tensor
+
+
+class Condenser(nn.Module):
+    """Condenser: BERT backbone + a head that sees [late CLS; early tokens].
+
+    backbone layers 1..skip_from are the "early" encoder, the rest the "late" one
+    (paper eq. 6-7; ``skip_from=0``, the head reading the embeddings, is a variant the
+    mechanism page studies, not the paper's design). The head is `n_head_layers` ordinary BERT layers over the late
+    CLS followed by the early token vectors (eq. 8), trained with MLM (eq. 9). With
+    `late_mlm` the backbone's own MLM loss is added (eq. 10-11), through the same
+    MLM head `backbone.cls`, so the shared projection W of the paper is shared here.
+
+    Two more deviations the mechanism page tries, both off by default: ``detach_early``
+    (E3) stops the head's gradient at the early token states, so the early layers learn
+    only from the late MLM loss; ``head_input_ids``/``head_labels`` in ``forward`` (E5,
+    built by ``masking.MLMCollator(head_mlm_probability=...)``) give the head the
+    early states of a more heavily masked copy of the block and the labels of every
+    position masked there, as RetroMAE's decoder (Xiao et al., 2022).
+
+    Explained in chapter 2, `notebooks/02_condenser.ipynb`.
+    """
+
+    def __init__(
+        self,
+        backbone: BertForMaskedLM,
+        skip_from: int = 6,
+        n_head_layers: int = 2,
+        late_mlm: bool = True,
+        head_weight: float = 1.0,
+        late_weight: float = 1.0,
+        detach_early: bool = False,
+    ):
+        super().__init__()
+        if not isinstance(backbone, BertForMaskedLM):
+            raise TypeError(f"backbone must be a transformers BertForMaskedLM, got {type(backbone).__name__}")
+        n_layers = backbone.config.num_hidden_layers
+        # skip_from=0 (the head reads the embeddings) is not the paper's design: the mechanism
+        # page's variant E4, where the early token states carry no context of their own
+        if not isinstance(skip_from, int) or not 0 <= skip_from < n_layers:
+            raise ValueError(
+                f"skip_from={skip_from!r} must be an int with 0 <= skip_from < num_hidden_layers={n_layers}: "
+                "the head reads the output of layer skip_from (0: the embeddings), and at least one late layer "
+                "must follow it."
+            )
+        if not isinstance(n_head_layers, int) or n_head_layers < 1:
+            raise ValueError(f"n_head_layers={n_head_layers!r} must be an int >= 1.")
+        if head_weight < 0 or late_weight < 0:
+            raise ValueError(f"head_weight={head_weight} and late_weight={late_weight} must be >= 0.")
+        self.backbone = backbone
+        self.skip_from = skip_from
+        self.n_head_layers = n_head_layers
+        self.late_mlm = bool(late_mlm)
+        self.head_weight = float(head_weight)
+        self.late_weight = float(late_weight)
+        self.detach_early = bool(detach_early)
+        # Same config object as the backbone, so switching the backbone's attention
+        # implementation (e.g. to "eager") switches the head too.
+        self.head = nn.ModuleList([BertLayer(backbone.config) for _ in range(n_head_layers)])
+        # BERT's own init: normal(0, initializer_range) weights, zero biases, LayerNorm 1/0.
+        self.head.apply(backbone._init_weights)
+
+    @property
+    def config(self) -> BertConfig:
+        return self.backbone.config
+
+    def condenser_config(self) -> dict:
+        return dict(
+            skip_from=self.skip_from,
+            n_head_layers=self.n_head_layers,
+            late_mlm=self.late_mlm,
+            head_weight=self.head_weight,
+            late_weight=self.late_weight,
+            # a variant's field only where it is on, so the paper's Condenser saves what it always did
+            **({"detach_early": True} if self.detach_early else {}),
+        )
+
+    # ---- forward -------------------------------------------------------------------
+
+    def head_forward(
+        self, late_cls: torch.Tensor, early_tokens: torch.Tensor, attention_mask: torch.Tensor | None
+    ) -> torch.Tensor:
+        """Run the head over [late CLS; early tokens] (paper eq. 8) -> [B, T, H].
+
+        `late_cls` is [B, H] or [B, 1, H]; `early_tokens` the early layer's vectors at
+        positions 1.. ([B, T-1, H]); `attention_mask` the ordinary [B, T] 0/1 mask.
+        """
+        if late_cls.dim() == 2:
+            late_cls = late_cls.unsqueeze(1)
+        hidden = torch.cat([late_cls, early_tokens], dim=1)
+        # Built for whichever attention implementation is active (additive float
+        # mask for eager, boolean for sdpa, None when nothing is padded).
+        mask = create_bidirectional_mask(config=self.config, inputs_embeds=hidden, attention_mask=attention_mask)
+        for layer in self.head:
+            hidden = layer(hidden, mask)  # transformers 5: returns a Tensor, not a tuple
+        return hidden
+
+    def early_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                     token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """The output of layer ``skip_from`` alone (the embeddings and the early layers), for
+        the head's own copy of the block (variant E5). [B, T, H]"""
+        bert = self.backbone.bert
+        hidden = bert.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)
+        mask = create_bidirectional_mask(config=self.config, inputs_embeds=hidden, attention_mask=attention_mask)
+        for layer in bert.encoder.layer[: self.skip_from]:
+            hidden = layer(hidden, mask)
+        return hidden
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        head_input_ids: torch.Tensor | None = None,
+        head_labels: torch.Tensor | None = None,
+    ) -> CondenserOutput:
+        out = self.backbone.bert(
+            input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, output_hidden_states=True
+        )
+        # hidden_states[0] is the embedding output, so [skip_from] is the output of layer skip_from.
+        early = out.hidden_states[self.skip_from]
+        late = out.last_hidden_state
+        cls = late[:, 0]
+        if labels is None:
+            return CondenserOutput(loss=None, head_loss=None, late_loss=None, cls=cls)
+
+        if (head_input_ids is None) != (head_labels is None):
+            raise ValueError("pass head_input_ids and head_labels together (MLMCollator(head_mlm_probability=...)).")
+        if head_input_ids is not None:  # E5: the head reads a more heavily masked copy of the block
+            early = self.early_states(head_input_ids, attention_mask, token_type_ids)
+        if self.detach_early:  # E3: the head's loss does not train the early layers
+            early = early.detach()
+        head_hidden = self.head_forward(late[:, :1], early[:, 1:], attention_mask)
+        head_loss = masked_lm_loss(self.backbone.cls, head_hidden, labels if head_labels is None else head_labels)
+        loss = self.head_weight * head_loss
+        late_loss = None
+        if self.late_mlm:
+            late_loss = masked_lm_loss(self.backbone.cls, late, labels)
+            loss = loss + self.late_weight * late_loss
+        return CondenserOutput(loss=loss, head_loss=head_loss, late_loss=late_loss, cls=cls)
+
+    # ---- construction --------------------------------------------------------------
+
+    @classmethod
+    def from_config(cls, config: BertConfig, **condenser_kwargs) -> "Condenser":
+        """A randomly initialised Condenser with a BERT-shaped `config`."""
+        return cls(BertForMaskedLM(config), **condenser_kwargs)
+
+    @classmethod
+    def from_bert(
+        cls,
+        model: BertForMaskedLM | str | os.PathLike | nn.Module,
+        skip_from: int,
+        n_head_layers: int = 2,
+        late_mlm: bool = True,
+        head_weight: float = 1.0,
+        late_weight: float = 1.0,
+        detach_early: bool = False,
+        **load_kwargs,
+    ) -> "Condenser":
+        """Start a Condenser from a plain MLM checkpoint with a fresh head (paper section 3.4).
+
+        `model` is a checkpoint dir / Hub id, a `BertForMaskedLM` or a `BertMLM`
+        (used in place, not copied). This is how the "Condenser" arm continues from
+        the "BERT" arm.
+        """
+        backbone = as_backbone(model, **load_kwargs)
+        return cls(backbone, skip_from, n_head_layers, late_mlm, head_weight, late_weight, detach_early)
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        name_or_dir: str | os.PathLike,
+        head: str = "load",
+        backbone_kwargs: dict | None = None,
+        **overrides,
+    ) -> "Condenser":
+        """Load a Condenser saved by `save_pretrained`, or one of the authors' checkpoints.
+
+        `head="load"` requires the head weights (`condenser_head.pt`, or the authors'
+        `model.pt`) and raises if they are missing; `head="random"` starts a fresh head
+        on the loaded backbone. `overrides` replace entries of `condenser_config.json`
+        (skip_from, n_head_layers, late_mlm, head_weight, late_weight); `backbone_kwargs`
+        go to `BertForMaskedLM.from_pretrained` (e.g. `attn_implementation="eager"`). Without that
+        file (the authors' checkpoints), n_head_layers is read from the head weights
+        and skip_from defaults to half the layers (6 for bert-base, the paper's value).
+        """
+        if head not in ("load", "random"):
+            raise ValueError(f"head={head!r} must be 'load' or 'random'.")
+        allowed = {*PAPER_CONDENSER, "detach_early"}
+        unknown = set(overrides) - allowed
+        if unknown:
+            raise TypeError(f"unknown Condenser argument(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
+
+        backbone = from_checkpoint(BertForMaskedLM, name_or_dir, MLM_DROPS, **(backbone_kwargs or {}))
+        settings = dict(read_condenser_config(name_or_dir) or {})
+        state = None
+        if head == "load":
+            state = read_head_state(name_or_dir)
+            if state is None:
+                raise CheckpointError(
+                    f"no Condenser head weights ({HEAD_FILE} or {AUTHORS_HEAD_FILE}) found for {name_or_dir!r}. "
+                    "A plain BERT checkpoint has no head: pass head='random' to start a fresh one "
+                    "(or use Condenser.from_bert)."
+                )
+            settings.setdefault("n_head_layers", 1 + max(int(k.split(".")[0]) for k in state))
+        settings.update(overrides)
+        settings.setdefault("skip_from", backbone.config.num_hidden_layers // 2)
+        settings.setdefault("n_head_layers", PAPER_CONDENSER["n_head_layers"])
+        model = cls(backbone, **settings)
+        if state is not None:
+            missing, unexpected = model.head.load_state_dict(state, strict=False)
+            if missing or unexpected:
+                raise ValueError(
+                    f"head weights in {name_or_dir!r} do not fit n_head_layers={model.n_head_layers}: "
+                    f"missing {missing[:4]}..., unexpected {unexpected[:4]}...; "
+                    "pass the right n_head_layers, or head='random'."
+                )
+        return model
+
+    def save_pretrained(self, save_directory: str | os.PathLike, **kwargs) -> None:
+        """Backbone as a plain `BertForMaskedLM` checkpoint + `condenser_head.pt` + `condenser_config.json`.
+
+        `AutoModel` / `AutoModelForMaskedLM` load the directory with no custom code;
+        `Condenser.from_pretrained` loads all of it.
+        """
+        self.backbone.save_pretrained(save_directory, **kwargs)
+        if not kwargs.get("is_main_process", True):
+            return
+        head_state = {f"head.{k}": v.detach().cpu() for k, v in self.head.state_dict().items()}
+        torch.save(head_state, os.path.join(save_directory, HEAD_FILE))
+        with open(os.path.join(save_directory, CONDENSER_CONFIG_FILE), "w") as f:
+            json.dump(self.condenser_config(), f, indent=2)

@@ -1,0 +1,222 @@
+"""Loading a checkpoint: its files, its errors, its name by content.
+
+A checkpoint folder holds a plain Hugging Face BERT (``config.json``, safetensors, the
+tokenizer) and, for a Condenser, its head (``HEAD_FILE``, or the authors' ``model.pt``) and
+``CONDENSER_CONFIG_FILE``. ``from_checkpoint`` loads one with errors that name the folder and
+without reports for weights left out on purpose; ``load_encoder`` gives the plain encoder a
+retriever fine-tunes (the head is dropped after pre-training); ``checkpoint_key`` names a
+checkpoint by the content of its files, for cache keys.
+
+Explained in chapter 2 (``notebooks/02_condenser.ipynb``) and chapter 4.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from transformers import AutoConfig, AutoModel, PreTrainedModel
+from transformers.utils import logging as hf_logging
+
+from ..utils.cache import content_id
+from ..utils.errors import CheckpointError
+
+HEAD_FILE = "condenser_head.pt"
+# The authors' checkpoints (github luyug/Condenser, e.g. Hub `Luyu/co-condenser-marco`)
+# store the head as `model.pt` with keys `c_head.<i>....`; we read that name too.
+AUTHORS_HEAD_FILE = "model.pt"
+CONDENSER_CONFIG_FILE = "condenser_config.json"
+# What loading a checkpoint folder reads (weights, configs, Condenser head, tokenizer): its
+# content key hashes these and nothing else (logs and records hold timings that differ per run).
+MODEL_FILES = ("config.json", CONDENSER_CONFIG_FILE, HEAD_FILE, AUTHORS_HEAD_FILE, "*.safetensors",
+               "*.safetensors.index.json", "pytorch_model*.bin", "vocab.txt", "tokenizer.json",
+               "tokenizer_config.json", "special_tokens_map.json")
+# Weights of a pre-training checkpoint that an encoder or MLM model leaves out on purpose:
+# the MLM / NSP heads and BERT's pooler. Their absence is not worth a report.
+ENCODER_DROPS = ("cls.", "pooler.", "bert.pooler.")
+MLM_DROPS = ("cls.seq_relationship.", "pooler.", "bert.pooler.")
+
+
+def checkpoint_key(name_or_dir: str | os.PathLike | None) -> str | None:
+    """What names a checkpoint in a cache key: a hash of the content of its folder's
+    ``MODEL_FILES`` (with an untied retriever's ``query/`` and ``passage/``), so replacing the
+    files at a path gives a new key and two folders holding the same weights share one. A Hub id
+    is named by itself: asking the local Hub cache for its revision would give one key before the
+    first download and another after it. Chapter 2."""
+
+    if name_or_dir is None:
+        return None
+    path = Path(name_or_dir).expanduser()
+    if not path.is_dir():
+        return str(name_or_dir)
+    files = {}
+    for folder in (path, path / "query", path / "passage"):
+        for pattern in MODEL_FILES:
+            for f in folder.glob(pattern):
+                files[f.relative_to(path).as_posix()] = content_id(f, whole=True)  # every weight counts
+    return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def check_checkpoint(name_or_dir: str | os.PathLike) -> None:
+    """Raise ``CheckpointError`` when ``name_or_dir`` is a local path that is not a saved model
+    folder (missing, or without ``config.json``); a Hub id passes. Chapter 4."""
+    name = str(name_or_dir)
+    path = Path(name).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file() and not (path / "query" / "config.json").is_file():
+            raise CheckpointError(f"{path} has no config.json, so it is not a saved model folder (an unfinished "
+                                  "stage, or the wrong folder?); pass a folder written by save_pretrained")
+    elif path.exists() or name.startswith((".", "/", "~")) or name.count("/") > 1:
+        raise CheckpointError(f"no model folder {name!r} (no such directory); pass a folder written by "
+                              "save_pretrained, or a Hub id such as bert-base-uncased")
+
+
+def _not_a_load_report(record: logging.LogRecord) -> bool:
+    return "LOAD REPORT" not in str(record.msg)
+
+
+def _no_bar(factory, args, kwargs):
+    return hf_logging.EmptyTqdm(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def _quiet_loading() -> Iterator[None]:
+    """Hide transformers' per-tensor ``Loading weights`` bar and its load report unless the
+    library's logger is at DEBUG (the command line's ``--debug``)."""
+    if logging.getLogger("condenser_lite").isEnabledFor(logging.DEBUG):
+        yield
+        return
+    # The load report is a table of every unused or missing weight; the caller reports what
+    # matters. A filter, not a higher level: at level WARNING or above transformers 5 logs
+    # another warning per load (its tensor-parallel plan check).
+    report = logging.getLogger("transformers.modeling_utils")
+    report.addFilter(_not_a_load_report)
+    # A hook on transformers' own bars only: huggingface_hub's download bars of a Hub id stay.
+    set_hook = getattr(hf_logging, "set_tqdm_hook", None)  # transformers >= 5.x; before, the bar shows
+    previous = set_hook(_no_bar) if set_hook else None
+    try:
+        yield
+    finally:
+        report.removeFilter(_not_a_load_report)
+        if set_hook:
+            set_hook(previous)
+
+
+def from_checkpoint(model_class, name_or_dir: str | os.PathLike, dropped: tuple[str, ...] = (), **kwargs):
+    """``model_class.from_pretrained(name_or_dir, **kwargs)`` with errors that name the checkpoint
+    (``CheckpointError``: a missing folder, a damaged weights file), without transformers' loading
+    bar (shown with ``--debug``) and without its load report for weights left out on purpose (keys
+    starting with ``dropped``, e.g. the MLM head when a retriever loads a pre-trained checkpoint):
+    only weights that are really missing (left at random initialisation) or unexpected are
+    reported, in one warning. Chapter 4."""
+    check_checkpoint(name_or_dir)
+    try:
+        with _quiet_loading():
+            model, info = model_class.from_pretrained(name_or_dir, output_loading_info=True, **kwargs)
+    except (SafetensorError, OSError, EOFError, RuntimeError, ValueError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        raise CheckpointError(
+            f"cannot load {name_or_dir} as {getattr(model_class, '__name__', model_class)} ({type(err).__name__}: "
+            f"{first}). A local folder's weights may be damaged (a copy cut short?): copy them again or re-run "
+            "what wrote them; a Hub id needs network access once (or the folder it was saved to)") from err
+    missing = sorted(info["missing_keys"])
+    unexpected = sorted(k for k in info["unexpected_keys"] if not k.startswith(dropped))
+    if missing or unexpected:
+        warnings.warn(f"loading {name_or_dir} as {type(model).__name__}: {len(missing)} weights missing from the "
+                      f"checkpoint, left at random initialisation {missing[:5]}; {len(unexpected)} unexpected "
+                      f"weights ignored {unexpected[:5]}. Is it the right checkpoint?", stacklevel=2)
+    return model
+
+
+def dropout_kwargs(dropout: float | None) -> dict:
+    """Config overrides that set a BERT encoder's hidden and attention dropout (``None``: keep
+    the checkpoint's). Fine-tuning sets it because the ``small`` book budget pre-trains without
+    dropout (as Cramming does) and fine-tunes with BERT's usual 0.1 (chapter 4)."""
+    if dropout is None:
+        return {}
+    if not 0 <= dropout < 1:
+        raise ValueError(f"dropout={dropout!r} must be in [0, 1) or None (the checkpoint's own)")
+    return {"hidden_dropout_prob": dropout, "attention_probs_dropout_prob": dropout}
+
+
+def load_encoder(name_or_dir: str | os.PathLike, **kwargs) -> PreTrainedModel:
+    """The plain encoder of a pre-trained checkpoint (a `BertModel` for BERT/Condenser).
+
+    A Condenser checkpoint is an ordinary `BertForMaskedLM` checkpoint, so this is
+    just `AutoModel`; the Condenser head is not used after pre-training. BERT's pooler
+    is left out (retrieval uses the raw last-layer CLS).
+
+    Dropping a pre-training checkpoint's MLM head is expected here and not reported; weights
+    that are really missing are (``from_checkpoint``).
+
+    Explained in chapter 4, `notebooks/04_finetune.ipynb`.
+    """
+    check_checkpoint(name_or_dir)
+    try:
+        config = AutoConfig.from_pretrained(name_or_dir)
+    except (OSError, ValueError) as err:
+        raise CheckpointError(f"cannot read the config of {name_or_dir} ({type(err).__name__}: {err})") from err
+    if config.model_type == "bert":
+        kwargs.setdefault("add_pooling_layer", False)
+    return from_checkpoint(AutoModel, name_or_dir, ENCODER_DROPS, **kwargs)
+
+
+def hub_file(name_or_dir: str | os.PathLike, filename: str) -> str | None:
+    """Path of `filename` in a local checkpoint dir, or downloaded from a Hub repo; None if absent."""
+    if os.path.isdir(name_or_dir):
+        path = os.path.join(name_or_dir, filename)
+        return path if os.path.isfile(path) else None
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
+
+    try:
+        return hf_hub_download(str(name_or_dir), filename)
+    except (EntryNotFoundError, LocalEntryNotFoundError):
+        return None
+
+
+def has_head(name_or_dir: str | os.PathLike) -> bool:
+    """Whether a checkpoint (folder or Hub id) carries Condenser head weights (ours or the
+    authors' file). The authors' `Luyu/condenser` does not: their README says the heads "will be
+    added soon". Explained in chapter 3, `notebooks/03_cocondenser.ipynb`."""
+    return any(hub_file(name_or_dir, f) is not None for f in (HEAD_FILE, AUTHORS_HEAD_FILE))
+
+
+def read_condenser_config(name_or_dir: str | os.PathLike) -> dict | None:
+    path = hub_file(name_or_dir, CONDENSER_CONFIG_FILE)
+    if path is None:
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def read_head_state(name_or_dir: str | os.PathLike) -> dict[str, torch.Tensor] | None:
+    """Head weights keyed like our `nn.ModuleList` ("0.attention..."), or None if absent."""
+    for filename in (HEAD_FILE, AUTHORS_HEAD_FILE):
+        path = hub_file(name_or_dir, filename)
+        if path is None:
+            continue
+        try:
+            raw = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as err:  # torch raises several types for a cut-short or garbled file
+            raise CheckpointError(f"{path} cannot be read ({type(err).__name__}: {err}); the file is damaged "
+                                  "(a copy cut short?): copy it again, or re-run the stage that wrote it") from err
+        state = {}
+        for key, value in raw.items():
+            # ours: "head.<i>..."; the authors': "c_head.<i>...". Other keys (none in
+            # the authors' files we know of) are not head weights and are skipped.
+            for prefix in ("head.", "c_head."):
+                if key.startswith(prefix):
+                    state[key[len(prefix):]] = value
+        if not state:
+            raise ValueError(f"{path} holds no Condenser head weights (no 'head.' or 'c_head.' keys).")
+        return state
+    return None

@@ -1,0 +1,307 @@
+"""How long a run will take on *this* machine, measured before it starts.
+
+The same preset takes 45 minutes on a CPU with native bf16 and several hours on one without
+(``devices.resolve_precision``), and longer still when the machine is busy. So before long work
+``experiments`` and ``pretrain`` time a few updates of each kind of part, with the real code
+path and the threads it will run with, and project: a pre-training stage costs its setup
+(reading and packing its corpus) + updates x seconds per update + held-out evaluations; a
+retrieval fine-tuning its setup + updates x seconds per update + encoding and searching the
+corpus; an STS-b run likewise. The probes write into a scratch folder that is deleted
+afterwards; the tokenizer, the task and its BM25 negatives, which the run needs anyway, are
+cached as usual. ``--dry-run`` prints the estimate and stops. Explained in chapter 4
+(``notebooks/04_finetune.ipynb``, "The protocol") and on the study page.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..training.finetune import round_loop_config
+from ..training.pretraining import StageConfig, pretrain, read_log, stage_done
+from ..utils.cache import CACHE_ENV, cache_dir
+from ..utils.devices import resolve_precision
+from ..utils.errors import ConfigError
+from .arms import arm_config, finetune_arm, needed_arms, sts_arm
+from .jobs import default_workers, load_average, num_threads, quiet, threads_per_worker
+from .presets import Preset, get_preset
+from .registry import PARENT
+from .tasks import load_task, sts_data
+
+PROBE_UPDATES = 12  # updates per probe; the first half warms up (kernel selection, caches), the rest is timed
+
+
+@dataclass
+class Part:
+    """One kind of part: how many of it the run holds, what one costs (seconds), and how that was
+    measured."""
+
+    name: str
+    count: int
+    seconds_each: float
+    how: str
+    serial: bool = False  # runs before the job graph, alone (the first pre-training stage)
+
+    @property
+    def seconds(self) -> float:
+        return self.count * self.seconds_each
+
+
+@dataclass
+class Estimate:
+    """The projected wall time of a run: its ``parts``, the ``workers`` they are shared by, the
+    precision and threads they were timed with, and the time the probes took."""
+
+    preset: str
+    parts: list[Part]
+    workers: int
+    precision: str
+    probe_seconds: float
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def total_seconds(self) -> float:
+        serial = sum(p.seconds for p in self.parts if p.serial)
+        rest = [p for p in self.parts if not p.serial]
+        # the job graph keeps every worker busy, except that a chain of stages cannot be split
+        longest = max((p.seconds_each for p in rest), default=0.0)
+        return serial + max(sum(p.seconds for p in rest) / self.workers, longest)
+
+    def to_dict(self) -> dict:
+        return {"preset": self.preset, "workers": self.workers, "precision": self.precision,
+                "probe_seconds": round(self.probe_seconds, 1), "total_seconds": round(self.total_seconds),
+                "parts": [{"name": p.name, "count": p.count, "seconds_each": round(p.seconds_each, 1),
+                           "how": p.how, "serial": p.serial} for p in self.parts], "notes": self.notes}
+
+
+def _minutes(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+
+
+def format_estimate(est: Estimate) -> str:
+    """The estimate as a table, one line per kind of part, and the total. Chapter 4."""
+    precision = "fp32" if est.precision == "no" else est.precision
+    lines = [f"estimate for the {est.preset!r} preset on this machine ({est.workers} worker(s), pre-training "
+             f"in {precision}; measured in {est.probe_seconds:.0f} s):"]
+    for p in est.parts:
+        lines.append(f"  {p.name:<42} {p.count:>3} x {p.seconds_each:>7.1f} s = {_minutes(p.seconds):>9}"
+                     f"   ({p.how})")
+    lines.append(f"  total, wall time: about {_minutes(est.total_seconds)}"
+                 f"{'' if est.workers == 1 else f' (jobs after the first stage shared by {est.workers} processes)'}")
+    lines += [f"  note: {n}" for n in est.notes]
+    return "\n".join(lines)
+
+
+@contextlib.contextmanager
+def _scratch_cache(folder: Path) -> Iterator[None]:
+    """Cached parts (fine-tunings, STS-b runs) of the probes go to ``folder``, not the real cache."""
+    before = os.environ.get(CACHE_ENV)
+    os.environ[CACHE_ENV] = str(folder)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(CACHE_ENV, None)
+        else:
+            os.environ[CACHE_ENV] = before
+
+
+def _updates(cfg: StageConfig) -> int:
+    if cfg.max_steps is None:  # the paper preset counts epochs of a corpus only the run packs
+        raise ConfigError(f"the {cfg.method} stage runs {cfg.epochs} epochs, not a number of updates: the estimate "
+                         "needs one; pass --set max_steps=N (or s1_steps/s2_steps/s3_steps) to time it")
+    return cfg.max_steps
+
+
+def _per_update(folder: Path) -> float:
+    """Seconds per update from a training log's wall clock, over its second half (the first
+    updates are slower: oneDNN picks kernels per shape, caches fill)."""
+    log = read_log(folder)
+    if len(log) < 2:  # a tiny data set (the micro preset): the one update, warm-up included
+        return log[-1]["elapsed"] / max(1, log[-1]["step"])
+    start = log[(len(log) - 1) // 2]
+    return (log[-1]["elapsed"] - start["elapsed"]) / (log[-1]["step"] - start["step"])
+
+
+def time_stage(cfg: StageConfig, scratch: Path, data_dir: str | None = None,
+               updates: int = PROBE_UPDATES) -> dict:
+    """Run ``updates`` updates of the stage ``cfg`` into ``scratch`` and return its seconds per
+    update, its setup (everything before the first update: corpus, packing, model) and one
+    held-out evaluation, plus the probe's checkpoint (a stand-in ``init`` for the stages that
+    continue it). Chapter 4."""
+    probe = cfg.replace(max_steps=updates, save_every=None, eval_every=None if cfg.eval_every is None else updates)
+    t0 = time.perf_counter()
+    folder = pretrain(probe, output_dir=scratch, data_dir=data_dir, progress=False)
+    wall = time.perf_counter() - t0
+    per_update = _per_update(Path(folder))
+    record = json.loads((Path(folder) / "pretrain_config.json").read_text())
+    train_wall = record["wall_time"]
+    evaluation = max(0.0, train_wall - read_log(folder)[-1]["elapsed"])  # after the last update
+    setup = max(0.0, wall - train_wall)
+    return {"per_update": per_update, "setup": setup, "evaluation": evaluation, "checkpoint": str(folder)}
+
+
+def _stage_seconds(cfg: StageConfig, timing: Mapping[str, Any]) -> float:
+    steps = _updates(cfg)
+    evals = 1 if cfg.eval_every is None else math.ceil(steps / cfg.eval_every)
+    return timing["setup"] + steps * timing["per_update"] + evals * timing["evaluation"]
+
+
+def estimate_stage(cfg: StageConfig, data_dir: str | None = None, threads: int | None = None) -> Estimate:
+    """The projected time of one pre-training stage (``pretrain --dry-run``). Chapter 2."""
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="condenser-lite-estimate-") as tmp, num_threads(threads), quiet():
+        timing = time_stage(cfg, Path(tmp) / "stage", data_dir)
+    part = Part(f"{cfg.method} stage", 1, _stage_seconds(cfg, timing),
+                f"{timing['per_update']:.3f} s/update x {_updates(cfg)}", serial=True)
+    return Estimate(f"{cfg.method} stage", [part], 1, resolve_precision(cfg.mixed_precision),
+                    time.perf_counter() - t0, _load_note())
+
+
+def estimate_protocol(preset: Preset | str | None = "tiny", data_dir: str | None = None,
+                      workers: int | None = None) -> Estimate:
+    """The projected wall time of ``run_protocol(preset)`` on this machine (``experiments
+    --dry-run``): every kind of part timed for a few updates with the threads it will run with
+    (the first stage with the protocol's, the jobs with one worker's), counted from the job
+    graph, and shared out over the workers. Parts already in the cache are not discounted
+    except the first stage. Chapter 4."""
+    from .protocol import arm_pretrain_seeds, job_graph  # the protocol's own count of its parts
+
+    preset = get_preset(preset)
+    workers = default_workers() if workers is None else int(workers)
+    job_threads = threads_per_worker(workers) if workers > 1 else None
+    t0 = time.perf_counter()
+    pretrained = dict(preset.pretrained or {})
+    plan = needed_arms(preset.arms, pretrained)
+    notes: list[str] = []
+    parts: list[Part] = []
+    with tempfile.TemporaryDirectory(prefix="condenser-lite-estimate-") as tmp, quiet():
+        scratch = Path(tmp)
+        t_setup = time.perf_counter()
+        task = load_task(preset, data_dir)
+        sts_train, _ = sts_data(preset, data_dir)
+        setup = time.perf_counter() - t_setup
+        parts.append(Part("setup: task, BM25 negatives, STS-b", 1, setup, "measured; faster once cached",
+                          serial=True))
+        timings: dict[str, dict] = {}
+        probes: dict[str, str] = {}
+        for arm in plan:
+            if arm in pretrained:
+                probes[arm] = pretrained[arm]
+                continue
+            parent = PARENT[arm]
+            cfg = arm_config(arm, preset, probes.get(parent) if parent else None)
+            first = arm == plan[0]
+            with num_threads(None if first else job_threads):
+                timings[arm] = time_stage(cfg, scratch / arm, data_dir)
+            probes[arm] = timings[arm]["checkpoint"]
+            real = arm_config(arm, preset, None) if first else cfg
+            seconds = _stage_seconds(real, timings[arm])
+            n = len(arm_pretrain_seeds(preset, arm))
+            if first:
+                done = stage_done(real, data_dir=data_dir)
+                if done:
+                    notes.append(f"the first stage ({arm}, seed {real.seed}) is in the cache: not counted")
+                parts.append(Part(f"pre-train {arm} (first stage)", 0 if done else 1, seconds,
+                                  f"{timings[arm]['per_update']:.3f} s/update x {_updates(real)}", serial=True))
+                n -= 1
+            if n > 0:
+                parts.append(Part(f"pre-train {arm}", n, seconds,
+                                  f"{timings[arm]['per_update']:.3f} s/update x {_updates(cfg)}"))
+        jobs = job_graph(preset, plan, len(task.train), len(sts_train), [], data_dir)
+        with num_threads(job_threads), _scratch_cache(scratch / "cache"):
+            parts += _finetune_parts(preset, jobs, task, probes, scratch, plan)
+            parts += _sts_parts(preset, jobs, probes, data_dir, plan)
+        n_entropy = sum(k[0] == "entropy" for k in jobs)
+        if n_entropy:
+            notes.append(f"{n_entropy} attention-entropy measurements not timed (seconds each)")
+    precision = resolve_precision(preset.pretraining.mixed_precision)
+    return Estimate(preset.name, parts, workers, precision, time.perf_counter() - t0, notes + _load_note())
+
+
+def _load_note() -> list[str]:
+    """A busy machine slows the probes and the run alike (two-thread stages collapse when other
+    work shares the cores): say so."""
+    load = load_average()
+    if load and load[0] > 0.5:
+        return [f"measured with a 1-minute load average of {load[0]:.1f} on {os.cpu_count()} cores: other work "
+                "slows the run too; the estimate holds only if that load stays"]
+    return []
+
+
+def _probe_arm(plan: list[str]) -> str:
+    """The arm whose probe checkpoint stands in for every fine-tuning (same shape for all)."""
+    return plan[-1]
+
+
+def _finetune_parts(preset: Preset, jobs: Mapping[tuple, Any], task, probes: Mapping[str, str], scratch: Path,
+                    plan: list[str]) -> list[Part]:
+    recipe = preset.finetune
+    runs = [k for k in jobs if k[0] == "finetune"]
+    if not runs:
+        return []
+    n_probe = recipe.batch_size * PROBE_UPDATES
+    if len(task.train) < n_probe:
+        n_probe = len(task.train) // recipe.batch_size * recipe.batch_size
+    probe = preset.replace(**{"finetune.min_steps": 0, "finetune.epochs_round1": 1.0})
+    arm = _probe_arm(plan)
+    t0 = time.perf_counter()
+    result = finetune_arm(arm, probes[arm], task, probe, size=n_probe, seed=0, keep_model=False)
+    wall = time.perf_counter() - t0
+    per_update = _per_update(Path(result["dir"]))
+    search = result["wall_time"]["total"] - result["wall_time"]["train"]  # encode + search the corpus
+    fixed = max(0.0, wall - result["steps"] * per_update - search)
+    out = []
+    for round_number in (1, 2):
+        keys = [k for k in runs if k[2] == round_number]
+        if not keys:
+            continue
+        by_size: dict[str, int] = {}
+        for k in keys:
+            by_size[k[3]] = by_size.get(k[3], 0) + 1
+        for label, count in by_size.items():
+            steps = round_loop_config(recipe, "-", round_number, int(label)).max_steps
+            each = fixed + steps * per_update + search * (2 if round_number == 2 else 1)  # round 2 also mines
+            out.append(Part(f"fine-tune, round {round_number}, {label} queries", count, each,
+                            f"{per_update:.3f} s/update x {steps} + {search:.0f} s search"))
+    return out
+
+
+def _sts_parts(preset: Preset, jobs: Mapping[tuple, Any], probes: Mapping[str, str], data_dir: str | None,
+               plan: list[str]) -> list[Part]:
+    runs = [k for k in jobs if k[0] == "sts"]
+    if not runs:
+        return []
+    sts = preset.sts
+    data = sts_data(preset, data_dir)
+    n_probe = min(len(data[0]), sts.batch_size * PROBE_UPDATES)
+    probe = preset.replace(**{"sts.epochs_low_data": 1.0})
+    arm = _probe_arm(plan)
+    t0 = time.perf_counter()
+    result = sts_arm(arm, probes[arm], probe, size=n_probe, seed=0, data=data)
+    wall = time.perf_counter() - t0
+    folder = next(cache_dir("sts").glob(f"{arm}-n{n_probe}-*"))  # the probe's (scratch cache)
+    per_update = _per_update(folder)
+    fixed = max(0.0, wall - result["steps"] * per_update)
+    total = len(data[0])
+    by_size: dict[str, int] = {}
+    for k in runs:
+        by_size[k[2]] = by_size.get(k[2], 0) + 1
+    out = []
+    for label, count in by_size.items():
+        n = int(label)
+        epochs = sts.epochs_full if n >= total else sts.epochs_low_data
+        steps = max(1, int(epochs * n / sts.batch_size))
+        out.append(Part(f"STS-b, {label} pairs", count, fixed + steps * per_update,
+                        f"{per_update:.3f} s/update x {steps}"))
+    return out

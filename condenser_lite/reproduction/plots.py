@@ -1,0 +1,457 @@
+"""Figures and tables of the book, drawn from the results of ``protocol.run_protocol``.
+
+Every function takes the results dict (or the JSON file's contents) and returns a matplotlib
+``Figure`` (or a pandas ``DataFrame`` for tables), so a chapter is: load results, call, save.
+Colours and labels are fixed per arm so that the same arm looks the same in every chapter.
+Explained in chapters 4-7.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from .registry import CLAIM, MAIN_ARMS, color, label
+from .rules import RELIANCE_THRESHOLD, gauge
+from .scorecard import scorecard
+
+
+def _fig(ax=None, figsize=(5.5, 3.6)):
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        fig, ax = plt.subplots(figsize=figsize)
+    return ax.figure, ax
+
+
+def log_axis(ax, axis: str = "y") -> None:
+    """Put ``axis`` on a log scale with plain tick labels (0.02, 0.05, 0.1, ...), not
+    ``2x10^-2`` and unlabelled in-between ticks. Call it after plotting: the ticks follow the
+    current limits. Chapters 4 and 6."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+    getattr(ax, f"set_{axis}scale")("log", nonpositive="clip")
+    lo, hi = getattr(ax, f"get_{axis}lim")()
+    target = ax.yaxis if axis == "y" else ax.xaxis
+    target.set_major_locator(FixedLocator(_log_ticks(lo, hi)))
+    target.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    target.set_minor_locator(NullLocator())
+
+
+def _log_ticks(lo: float, hi: float, least: int = 4) -> list[float]:
+    # the sparsest of the 1-2-5 style sequences that puts at least `least` ticks in [lo, hi]
+    lo, hi = max(lo, 1e-12), max(hi, 2e-12)
+    decades = range(int(np.floor(np.log10(lo))), int(np.ceil(np.log10(hi))) + 1)
+    for mantissas in ((1,), (1, 2, 5), (1, 2, 3, 5), tuple(range(1, 10))):
+        ticks = [m * 10.0**d for d in decades for m in mantissas if lo <= m * 10.0**d <= hi]
+        if len(ticks) >= least:
+            break
+    return ticks
+
+
+def save(fig, path: str | Path) -> Path:
+    """Save ``fig`` as PNG (the folder is created) and return the path. Chapter 4."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, bbox_inches="tight")
+    return path
+
+
+def _sizes(results: Mapping) -> list[str]:
+    return [str(s) for s in results.get("train_sizes", [])]
+
+
+def _full(results: Mapping) -> str:
+    return _sizes(results)[-1]
+
+
+def fmt(stat: Mapping | None, digits: int = 3) -> str:
+    """``mean ± std`` of a ``scorecard.stats`` dict, or an empty string."""
+    if not stat or stat.get("mean") is None:
+        return ""
+    return f"{stat['mean']:.{digits}f} ± {(stat.get('std') or 0):.{digits}f}"
+
+
+# ---------------------------------------------------------------------------------------
+# Tables
+# ---------------------------------------------------------------------------------------
+
+
+def retrieval_table(results: Mapping, metrics: Sequence[str] | None = None, digits: int = 3):
+    """One row per arm, training size and round; one column per metric (mean ± std over seeds),
+    with BM25 on top. Chapter 4."""
+    import pandas as pd
+
+    metrics = list(metrics or results["preset"]["metrics"])
+    rows = []
+    bm = results.get("bm25", {})
+    for kind in ("full", "truncated"):
+        if kind in bm:
+            name = "BM25" if kind == "full" else f"BM25, first {bm.get('truncated_tokens')} tokens"
+            rows.append({"model": name, "round": "", "train queries": "", **{m: f"{bm[kind][m]:.{digits}f}" for m in metrics}})
+    for arm, rounds in results["retrieval"].items():
+        for rnd, by_size in rounds.items():
+            for size, ms in sorted(by_size.items(), key=lambda kv: int(kv[0])):
+                rows.append({"model": label(arm), "round": rnd.replace("round", ""), "train queries": size,
+                             **{m: fmt(ms.get(m), digits) for m in metrics}})
+    return pd.DataFrame(rows).set_index(["model", "round", "train queries"])
+
+
+def sts_table(results: Mapping, digits: int = 3):
+    """STS-b test Spearman, mean ± std over seeds, one row per arm, one column per training size. Chapter 7."""
+    import pandas as pd
+
+    rows = {label(arm): {size: fmt(s, digits) for size, s in by_size.items()} for arm, by_size in results["sts"].items()}
+    return pd.DataFrame(rows).T.rename_axis("model").rename_axis("training pairs", axis=1)
+
+
+def compute_table(results: Mapping):
+    """What each arm's pre-training cost: its own stage (steps, non-padding tokens, FLOPs
+    estimate, CPU seconds) and, cumulative with the stages it continues, tokens, FLOPs and CPU
+    seconds (``accounting``; first pre-training seed). CPU seconds, not wall seconds: the
+    stages' wall time depends on what else ran on the machine (both are in the results).
+    Chapter 4."""
+    import pandas as pd
+
+    rows = []
+    for arm, entry in results["arms"].items():
+        compute = entry.get("compute") or {}
+        own, total = compute.get("stage"), compute.get("cumulative")
+        if not own:
+            continue
+        rows.append({"model": label(arm), "steps": own["steps"],
+                     "tokens (M)": round(own["tokens"] / 1e6, 2), "TFLOPs": round(own["flops"] / 1e12, 2),
+                     "CPU s": round(own["cpu_seconds"]),
+                     "total tokens (M)": round(total["tokens"] / 1e6, 2),
+                     "total TFLOPs": round(total["flops"] / 1e12, 2),
+                     "total CPU s": round(total["cpu_seconds"])})
+    return pd.DataFrame(rows).set_index("model")
+
+
+GAUGE_NAMES = {"mlm_loss": "held-out MLM loss", "head_loss": "head MLM loss", "cls_swap_gap": "[CLS]-swap gap",
+               "cls_swap_noise": "its noise", "cls_reliance": "[CLS] reliance", "cls_cosine": "late [CLS] cosine"}
+
+
+def gauge_table(results: Mapping, arms: Sequence[str], digits: int = 4):
+    """The held-out gauges at the end of each arm's pre-training (``scorecard.gauge``: the mean
+    over its pre-training seeds), one column per arm, one row per gauge (``GAUGE_NAMES``), as
+    text with ``digits`` significant digits; empty where an arm has no such gauge (BERT has no
+    head). Chapters 2 and 3."""
+    import pandas as pd
+
+
+    def text(arm: str, key: str) -> str:
+        value = gauge(results, arm, key)
+        return "" if value is None else f"{value:.{digits}g}"
+
+    return pd.DataFrame({label(a): {name: text(a, key) for key, name in GAUGE_NAMES.items()} for a in arms}
+                        ).rename_axis("end of pre-training")
+
+
+def scorecard_table(results: Mapping):
+    """The claims C0-C7 in plain words, one row each: ``claim`` (a short name), ``statement``
+    (what exactly is tested), ``models`` compared (a list), ``this run`` (the comparison, a
+    sentence with our numbers), ``papers`` (their numbers) and ``verdict``. Chapter 8."""
+    import pandas as pd
+
+
+    claims = results.get("claims") or scorecard(results)
+    rows = [{"id": c["id"], "claim": CLAIM[c["id"]].title if c["id"] in CLAIM else c["statement"], "statement": c["statement"],
+             "models": list(c["arms"]), "this run": c["comparison"], "papers": c["paper"],
+             "verdict": c["verdict"]} for c in claims]
+    return pd.DataFrame(rows).set_index("id")
+
+
+def _lines(text: str) -> str:
+    # one comparison (or one published source) per line: the claims join them with "; ", which
+    # also appears inside a source's parentheses ("(MS MARCO dev; MRR@10 / R@1000)")
+    from html import escape
+
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += (ch == "(") - (ch == ")")
+        if depth == 0 and text.startswith("; ", i):
+            parts.append(text[start:i])
+            start = i + 2
+    return "<br>".join(escape(part) for part in [*parts, text[start:]])
+
+
+def scorecard_html(results: Mapping) -> str:
+    """The scorecard as an HTML table for the book (class ``scorecard``; ``book/_static/custom.css``
+    wraps its cells): per claim its name (the exact statement folds out beneath it), the models
+    compared, this run's comparison beside the papers' numbers, and the verdict. Chapter 8."""
+    from html import escape
+
+    table = scorecard_table(results)
+    head = "".join(f"<th>{escape(h)}</th>" for h in ("Claim", "Models", "This run", "Papers", "Verdict"))
+    rows = []
+    for cid, row in table.iterrows():
+        claim = (f"<details><summary><b>{escape(cid)}</b> {escape(row['claim'])}</summary>"
+                 f"{escape(row['statement'])}</details>")
+        verdict = row["verdict"]
+        css = "verdict-" + ("yes" if verdict == "reproduced" else "partly" if verdict.startswith("partly") else
+                            "no" if verdict.startswith("not reproduced") else "other")
+        cells = [claim, "<br>".join(escape(m) for m in row["models"]),
+                 _lines(row["this run"]), _lines(row["papers"]),
+                 f'<span class="{css}">{escape(verdict)}</span>']
+        rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    return (f'<table class="scorecard"><thead><tr>{head}</tr></thead><tbody>' + "".join(rows)
+            + "</tbody></table>")
+
+
+# ---------------------------------------------------------------------------------------
+# Figures
+# ---------------------------------------------------------------------------------------
+
+
+def _errorbar(ax, arm: str, by_x: Mapping[str, Mapping], dodge: float = 1.0) -> None:
+    """One arm's mean ± std over seeds against x (the keys of ``by_x``), x scaled by ``dodge``."""
+    xs = sorted(int(x) for x in by_x)
+    mean = np.array([by_x[str(x)]["mean"] for x in xs])
+    std = np.array([by_x[str(x)]["std"] or 0 for x in xs])
+    ax.errorbar(np.array(xs) * dodge, mean, yerr=std, marker="o", capsize=3,
+                color=color(arm), label=label(arm))
+
+
+def _dodges(n: int, step: float = 0.03) -> list[float]:
+    # factors that spread n arms around each x of a log axis, so their error bars do not overlap
+    return [(1 + step) ** (i - (n - 1) / 2) for i in range(n)]
+
+
+def plot_low_data(results: Mapping, metric: str | None = None, arms: Sequence[str] | None = None, ax=None):
+    """Round-1 retrieval quality against the number of training queries (mean ± std over
+    seeds), with BM25 as horizontal lines: the low-data curves of Condenser tables 3 and 5. The
+    y axis is logarithmic, so that dense models far below BM25 are not squeezed into a sliver
+    under its lines. Chapter 4."""
+    metric = metric or results["preset"]["metrics"][0]
+    fig, ax = _fig(ax)
+    R = results["retrieval"]
+    arms = [a for a in (arms or R) if a in R and len(R[a]["round1"]) > 1]
+    for arm, dodge in zip(arms, _dodges(len(arms))):
+        _errorbar(ax, arm, {x: st[metric] for x, st in R[arm]["round1"].items()}, dodge)
+    bm = results.get("bm25", {})
+    if "full" in bm:
+        ax.axhline(bm["full"][metric], color="black", ls="--", lw=1, label="BM25")
+    if "truncated" in bm:
+        ax.axhline(bm["truncated"][metric], color="black", ls=":", lw=1,
+                   label=f"BM25, first {bm.get('truncated_tokens')} tokens")
+    ax.set_xscale("log")
+    xs = sorted({int(s) for a in arms for s in R[a]["round1"]})
+    ax.set_xticks(xs, [str(x) for x in xs])
+    ax.minorticks_off()
+    ax.set_xlabel("training queries (round 1, BM25 negatives)")
+    ax.set_ylabel(f"{metric} (log scale)")
+    log_axis(ax, "y")
+    ax.legend(fontsize=8, frameon=False)
+    return fig
+
+
+def plot_rounds(results: Mapping, metric: str | None = None, arms: Sequence[str] | None = None, ax=None):
+    """Round 1 (BM25 negatives) vs round 2 (+ self-mined hard negatives) per arm at the full
+    training set, with one dot per seed. Chapter 4."""
+    metric = metric or results["preset"]["metrics"][0]
+    fig, ax = _fig(ax)
+    R, full = results["retrieval"], _full(results)
+    arms = [a for a in (arms or R) if "round2" in R.get(a, {})]
+    width = 0.38
+    for i, arm in enumerate(arms):
+        for j, rnd in enumerate(("round1", "round2")):
+            st = R[arm][rnd][full][metric]
+            x = i + (j - 0.5) * width
+            ax.bar(x, st["mean"], width * 0.95, color=color(arm), alpha=0.55 if j == 0 else 1.0,
+                   label=("round 1" if j == 0 else "round 2") if i == 0 else None)
+            ax.plot([x] * len(st["values"]), st["values"], "k.", ms=4)
+    ax.set_xticks(range(len(arms)), [label(a) for a in arms])
+    ax.set_ylabel(metric)
+    ax.legend(fontsize=8, frameon=False)
+    return fig
+
+
+def plot_nb_recall(results: Mapping, n: int | None = None, ax=None):
+    """nb-recall (coCondenser eq. 17) of each arm: the share of the round-2 top ``n`` that the
+    round-1 retriever already had in its top ``k``, against ``k``. Chapter 6."""
+    nb = results.get("nb_recall", {})
+    fig, ax = _fig(ax)
+    if not nb:
+        return fig
+    names = next(iter(nb.values())).keys()
+    ns = sorted({int(k.split("@")[0][1:]) for k in names})
+    n = n if n is not None else ns[0]
+    ks = sorted({int(k.split("@k")[1]) for k in names if k.startswith(f"n{n}@")})
+    for arm, d in nb.items():
+        m = np.array([d[f"n{n}@k{k}"]["mean"] for k in ks])
+        s = np.array([d[f"n{n}@k{k}"]["std"] or 0 for k in ks])
+        ax.errorbar(ks, m, yerr=s, marker="o", capsize=3, color=color(arm), label=label(arm))
+    ax.set_xlabel("k (depth of the round-1 ranking)")
+    ax.set_ylabel(f"nb-recall, round-2 top {n}")
+    ax.legend(fontsize=8, frameon=False)
+    return fig
+
+
+def plot_entropy(results: Mapping, arms: Sequence[str] = ("bert", "condenser", "cocondenser")):
+    """CLS attention entropy per layer before (pre-trained) and after retrieval fine-tuning,
+    one panel per arm: Condenser figure 2. The shaded band is ± one std over fine-tuning seeds. Chapter 5."""
+    import matplotlib.pyplot as plt
+
+    E = results["entropy"]
+    arms = [a for a in arms if a in E]
+    fig, axes = plt.subplots(1, len(arms), figsize=(2.4 * len(arms), 3.0), sharey=True, squeeze=False)
+    for ax, arm in zip(axes[0], arms):
+        before = np.asarray(E[arm]["before"])
+        layers = np.arange(1, len(before) + 1)
+        ax.plot(layers, before, "o-", color=color(arm), label="pre-trained")
+        if "after" in E[arm]:
+            m, s = np.asarray(E[arm]["after"]["mean"]), np.asarray(E[arm]["after"]["std"])
+            ax.plot(layers, m, "s--", color="black", label="fine-tuned")
+            ax.fill_between(layers, m - s, m + s, color="black", alpha=0.15)
+        ax.set_title(label(arm))
+        ax.set_xlabel("layer")
+        ax.set_xticks(layers)
+    axes[0][0].set_ylabel("CLS attention entropy (nats)")
+    axes[0][0].legend(fontsize=8, frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+def smooth(values: Sequence[float], window: int) -> np.ndarray:
+    """Trailing moving average (the first points average what exists so far). Chapter 6."""
+    v = np.asarray(values, dtype=float)
+    if window <= 1 or len(v) == 0:
+        return v
+    c = np.cumsum(np.insert(v, 0, 0.0))
+    idx = np.arange(1, len(v) + 1)
+    lo = np.maximum(0, idx - window)
+    return (c[idx] - c[lo]) / (idx - lo)
+
+
+def plot_loss_curves(results: Mapping, size: str | None = None, arms: Sequence[str] | None = None,
+                     window: int = 10, log: bool = True, ax=None):
+    """Round-1 fine-tuning loss per step (mean over seeds, smoothed over ``window`` steps; band =
+    min..max over seeds) on a log scale: the preprint's loss figure. Chapter 6."""
+
+    size = size or _full(results)
+    fig, ax = _fig(ax)
+    curves = results["loss_curves"]
+    for arm in arms or MAIN_ARMS:
+        runs = curves.get(arm, {}).get(size)
+        if not runs:
+            continue
+        n = min(len(r) for r in runs)
+        a = np.stack([smooth(r[:n], window) for r in runs])
+        steps = np.arange(1, n + 1)
+        ax.plot(steps, a.mean(0), color=color(arm), label=label(arm))
+        ax.fill_between(steps, a.min(0), a.max(0), color=color(arm), alpha=0.15)
+    if log:
+        log_axis(ax, "y")
+    ax.set_xlabel("fine-tuning step")
+    ax.set_ylabel("contrastive loss (nats)")
+    ax.legend(fontsize=8, frameon=False)
+    return fig
+
+
+def plot_sts(results: Mapping, arms: Sequence[str] | None = None, ax=None):
+    """STS-b test Spearman against the number of training pairs (mean ± std over seeds):
+    Condenser table 1. Chapter 7."""
+    fig, ax = _fig(ax)
+    S = results["sts"]
+    arms = [a for a in (arms or S) if a in S]
+    for arm, dodge in zip(arms, _dodges(len(arms))):
+        _errorbar(ax, arm, S[arm], dodge)
+    xs = sorted({int(k) for a in S for k in S[a]})
+    ax.set_xscale("log")
+    ax.set_xticks(xs, [str(x) for x in xs])
+    ax.minorticks_off()
+    ax.set_xlabel("training pairs")
+    ax.set_ylabel("Spearman correlation")
+    ax.legend(fontsize=8, frameon=False)
+    return fig
+
+
+def plot_pretrain_losses(results: Mapping, arms: Sequence[str] | None = None, window: int = 10, ax=None):
+    """Pre-training loss per step of each arm's own stage (MLM terms only, so the stages are
+    comparable: Condenser's head and late MLM are averaged). Chapter 4."""
+    fig, ax = _fig(ax)
+    for arm in arms or results["arms"]:
+        log = results["arms"][arm].get("pretrain_log") or []
+        if not log:
+            continue
+        if "mlm_loss" in log[0]:
+            ys = [r["mlm_loss"] / 2 for r in log]  # coCondenser stages: head + late MLM
+        elif "head_loss" in log[0]:
+            ys = [(r["head_loss"] + r["late_loss"]) / 2 for r in log]
+        else:
+            ys = [r["loss"] for r in log]
+        ax.plot([r["step"] for r in log], smooth(ys, window), color=color(arm), label=label(arm))
+    ax.set_xlabel("step of the arm's own stage")
+    ax.set_ylabel("MLM loss (nats)")
+    ax.legend(fontsize=8, frameon=False)
+    return fig
+
+
+GAUGES = {  # the held-out gauges plot_gauges can draw: log key -> axis label
+    "mlm_loss": "held-out MLM loss (nats)",
+    "cls_swap_gap": "[CLS]-swap gap (nats), ±2 noise",
+    "cls_cosine": "mean cosine of late [CLS]",
+    "cls_reliance": "[CLS] reliance, ±2 noise",
+}
+
+
+def plot_gauges(results: Mapping, arms: Sequence[str] | None = None, gauges: Sequence[str] = tuple(GAUGES)):
+    """The held-out gauges logged during pre-training, against the cumulative pre-training step
+    (a continuing arm starts where its parent ended), one panel per name in ``gauges``: the
+    held-out MLM loss with the unigram entropy of the same tokens (``mlm_loss``), the [CLS]-swap
+    gap with its noise band (``cls_swap_gap``, Condenser-family arms), the mean cosine between
+    blocks' late [CLS] (``cls_cosine``), the pre-registered [CLS] reliance with its noise band and
+    C0's threshold (``cls_reliance``, where logged). Each arm's first pre-training seed (the
+    results keep one log per arm). Chapters 1 and 2."""
+    import matplotlib.pyplot as plt
+
+    unknown = [g for g in gauges if g not in GAUGES]
+    if unknown or not gauges:
+        raise ValueError(f"plot_gauges(gauges={list(gauges)}): choose from {list(GAUGES)}")
+    fig, axes = plt.subplots(1, len(gauges), figsize=(4.4 * len(gauges) if len(gauges) > 1 else 5.5, 3.6),
+                             squeeze=False)
+    ax = dict(zip(gauges, axes[0]))
+    for arm in arms or results["arms"]:
+        entry = results["arms"][arm]
+        log = [r for r in entry.get("pretrain_log") or [] if "eval_mlm_loss" in r]
+        if not log:
+            continue
+        compute = entry.get("compute") or {}
+        offset = (compute.get("cumulative") or {}).get("steps", 0) - (compute.get("stage") or {}).get("steps", 0)
+        steps = [offset + r["step"] for r in log]
+        style = dict(color=color(arm), label=label(arm), marker="o", ms=3)
+        for name in ("mlm_loss", "cls_cosine"):
+            if name in ax:
+                ax[name].plot(steps, [r[f"eval_{name}"] for r in log], **style)
+        if "cls_reliance" in ax:  # undefined evaluations (no deficit) are left out of the log
+            rel = [(x, r["eval_cls_reliance"], r.get("eval_cls_reliance_noise", 0.0))
+                   for x, r in zip(steps, log) if "eval_cls_reliance" in r]
+            if rel:
+                x, y, e = (np.array(v) for v in zip(*rel))
+                ax["cls_reliance"].plot(x, y, **style)
+                ax["cls_reliance"].fill_between(x, y - 2 * e, y + 2 * e, color=color(arm), alpha=0.15)
+        if "cls_swap_gap" in ax and "eval_cls_swap_gap" in log[0]:
+            gap = np.array([r["eval_cls_swap_gap"] for r in log])
+            noise = np.array([r["eval_cls_swap_noise"] for r in log])
+            ax["cls_swap_gap"].plot(steps, gap, **style)
+            ax["cls_swap_gap"].fill_between(steps, gap - 2 * noise, gap + 2 * noise, color=color(arm),
+                                            alpha=0.15)
+    entropy = (results.get("heldout") or {}).get("unigram_entropy")
+    if "mlm_loss" in ax and entropy is not None:
+        ax["mlm_loss"].axhline(entropy, color="black", ls="--", lw=1, label="unigram entropy")
+    if "cls_swap_gap" in ax:
+        ax["cls_swap_gap"].axhline(0, color="black", lw=0.8)
+    if "cls_reliance" in ax:
+
+        ax["cls_reliance"].axhline(0, color="black", lw=0.8)
+        ax["cls_reliance"].axhline(RELIANCE_THRESHOLD, color="black", ls=":", lw=1, label="C0's threshold")
+    for name, a in ax.items():
+        a.set_xlabel("pre-training step (cumulative)")
+        a.set_ylabel(GAUGES[name])
+        a.ticklabel_format(axis="y", useOffset=False)
+    axes[0][0].legend(fontsize=8, frameon=False)
+    fig.tight_layout()
+    return fig

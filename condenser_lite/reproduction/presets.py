@@ -1,0 +1,348 @@
+"""Every setting of the book in one place: four component configs and the named presets built
+from them (nanoGPT style: the defaults are the scaled-down book that runs on a 2-core CPU).
+
+* ``ModelConfig``: the encoder every arm shares (shape, vocabulary, where the Condenser head reads);
+* ``PretrainingConfig``: how the pre-training stages train (steps, batches, learning rates);
+* ``FinetuneConfig``: the retriever recipe, both rounds (Tevatron's knobs);
+* ``STSConfig``: the STS-b bi-encoder (Sentence-BERT's knobs);
+* ``Preset``: those four plus the protocol's own choices (arms, seeds, task, training sizes,
+  metrics) under a name.
+
+``PRESETS`` holds the named presets: ``micro`` (the whole protocol in seconds, for tests),
+``tiny`` (the first scaled-down recipe, and the live cells' short stages), ``small`` (the
+committed run the book reads, chosen on the study page) and ``paper`` (the papers'
+checkpoints, data and hyper-parameters; also reachable as ``full``). The command line's
+``--preset``, the chapters' ``budget`` parameter, ``presets.stage_config`` and the protocol
+all read them through ``get_preset``. A new preset is one definition, e.g. a wider model with
+longer blocks::
+
+    WIDE = Preset(name="wide", model=ModelConfig(hidden_size=256, max_len=128),
+                  pretraining=PretrainingConfig(s1_steps=4000, batch_size=64, lr=5e-4),
+                  finetune=FinetuneConfig(train_n_passages=4, p_max_len=128))
+
+``RETRIEVAL_RECIPES`` holds the papers' fine-tuning recipe per data set (MS MARCO, NQ) for the
+``finetune`` command. How ``tiny`` was sized and tuned is in DESIGN.md ("Presets").
+Explained in chapter 4, ``notebooks/04_finetune.ipynb``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from ..training.finetune import FinetuneConfig
+from ..training.pretraining import ModelConfig, PretrainingConfig, StageConfig
+from ..training.similarity import STSConfig
+from ..utils.errors import ConfigError
+from .registry import ARMS, MAIN_ARMS, MODIFIED_ARM, STANDARD_ARMS
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A named set of every setting, and the protocol's own choices.
+
+    ``arms``: the arms to run (``ARMS``; by default ``STANDARD_ARMS``); ``modified_condenser``:
+    the changes to the Condenser stage that make the ``condenser_mod`` arm (``MODIFIED_ARM``), a
+    deviation from the paper's head that the mechanism page chose, e.g. ``{"skip_from": 0}``; it
+    is pre-trained and evaluated like a main arm. ``pretrained`` maps arms to existing checkpoints (Hub
+    ids at full scale), which skip pre-training; ``seeds``: fine-tuning seeds (the spread the
+    scorecard compares against); ``pretrain_seeds``: pre-training seeds of the main arms (``None``:
+    the pre-training config's ``seed`` only); with more than one, the main arms are pre-trained
+    once per seed, every fine-tuning seed runs on each, and the spread covers both (the ablations
+    are pre-trained with the first seed only). Retrieval: ``task`` (``"scifact"`` or any BEIR name
+    or the path of a BEIR-format folder: fine-tuned on its ``train`` split, evaluated on ``test``,
+    its corpus coCondenser's target; ``"msmarco"``: Tevatron MS MARCO, dev split), ``train_sizes``
+    (``None`` = every training query), round 2 for ``round2_arms`` at the full size, the ablations at ``ablation_sizes``
+    only; ``metrics`` (the first one is the headline), nb-recall at ``nb_n`` x ``nb_k``. STS-b:
+    ``sts_arms`` at ``sts_sizes`` pairs (``None`` = all 5,749). Attention entropy over
+    ``entropy_texts`` texts of at most ``entropy_max_len`` tokens. ``micro_*`` shrink the data for
+    the tests (``None`` = no limit). Chapter 4.
+    """
+
+    name: str = "tiny"
+    model: ModelConfig = ModelConfig()
+    pretraining: PretrainingConfig = PretrainingConfig()
+    finetune: FinetuneConfig = FinetuneConfig()
+    sts: STSConfig = STSConfig()
+    arms: tuple[str, ...] = STANDARD_ARMS
+    modified_condenser: Mapping[str, Any] | None = None
+    pretrained: Mapping[str, str] | None = None
+    seeds: tuple[int, ...] = (0, 1, 2)
+    pretrain_seeds: tuple[int, ...] | None = None
+    task: str = "scifact"
+    train_sizes: tuple[int | None, ...] = (100, None)
+    ablation_sizes: tuple[int | None, ...] = (None,)
+    round2_arms: tuple[str, ...] = ("bert", "condenser", "cocondenser")
+    metrics: tuple[str, ...] = ("nDCG@10", "RR@10", "R@100")
+    nb_n: tuple[int, ...] = (10, 50)
+    nb_k: tuple[int, ...] = (10, 50, 100, 200)
+    sts_arms: tuple[str, ...] = MAIN_ARMS
+    sts_sizes: tuple[int | None, ...] = (500, 1000, None)
+    entropy_texts: int = 256
+    entropy_max_len: int = 128
+    micro_corpus: int | None = None  # target corpus: judged documents + this many others
+    micro_train_queries: int | None = None
+    micro_test_queries: int | None = None
+    micro_sts_pairs: int | None = None  # caps STS train (the "full" size) and test pairs
+    components: ClassVar[tuple[str, ...]] = ("model", "pretraining", "finetune", "sts")
+
+    def __post_init__(self) -> None:
+        unknown = [a for a in self.arms if a not in ARMS]
+        if unknown:
+            raise ValueError(f"Preset.arms: unknown arm(s) {unknown}; choose from {ARMS}")
+        if MODIFIED_ARM in self.arms and not self.modified_condenser:
+            raise ConfigError(f"Preset.arms names {MODIFIED_ARM!r} but modified_condenser is not set: give the "
+                              "Condenser stage's changes, e.g. modified_condenser={'skip_from': 0}")
+        if not self.seeds:
+            raise ConfigError("Preset.seeds must name at least one seed (the papers' claims need >= 3), e.g. "
+                              "--seeds 0,1,2 (--set seeds='[0, 1, 2]')")
+        if not isinstance(self.task, str) or not self.task.strip():
+            raise ValueError(f"Preset.task={self.task!r}: use 'scifact' (or another BEIR name), 'msmarco' (full "
+                             "scale) or the path of a folder in BEIR's format")
+        if self.pretraining.cocondenser_head not in ("load", "random"):
+            raise ValueError(f"pretraining.cocondenser_head={self.pretraining.cocondenser_head!r}: "
+                             "use 'load' or 'random'")
+        if self.pretrain_seeds is not None and (not self.pretrain_seeds or len(set(self.pretrain_seeds))
+                                                < len(self.pretrain_seeds)):
+            raise ValueError(f"Preset.pretrain_seeds={self.pretrain_seeds!r} must be None (one seed: "
+                             "pretraining.seed) or distinct seeds, e.g. (42, 43)")
+        if not self.train_sizes:
+            raise ValueError("Preset.train_sizes must list at least one training size (None = all queries)")
+
+    def locate(self, key: str) -> tuple[str | None, str]:
+        """``(component, field)`` that ``key`` names: a field of the preset (component None), a
+        dotted ``"finetune.lr"``, or a component field whose name is unique (``"s1_steps"``)."""
+        if key in {f.name for f in dataclasses.fields(self)}:
+            return None, key
+        part, _, name = key.rpartition(".")
+        owners = [part] if part else [c for c in self.components if name in _field_names(getattr(self, c))]
+        if len(owners) > 1:
+            raise TypeError(f"Preset field {key!r} is ambiguous: name the component, e.g. {owners[0]}.{name}")
+        if not owners or owners[0] not in self.components or name not in _field_names(getattr(self, owners[0])):
+            raise TypeError(f"unknown Preset field {key!r}; components: {', '.join(self.components)} "
+                            "(e.g. finetune.lr, model.hidden_size)")
+        return owners[0], name
+
+    def get(self, key: str) -> Any:
+        """The value of ``key`` (see ``locate``)."""
+        part, name = self.locate(key)
+        return getattr(self if part is None else getattr(self, part), name)
+
+    def replace(self, **changes: Any) -> "Preset":
+        """A copy with ``changes``: a field (``seeds=(0,)``), a whole component
+        (``finetune=FinetuneConfig(...)``), or one field of a component, dotted
+        (``**{"finetune.lr": 1e-4}``) or as a keyword when the name is unique across components
+        (``tokenizer=...``, ``s1_steps=...``; ``lr``, ``batch_size``, ... need the dotted form)."""
+        top: dict[str, Any] = {}
+        parts: dict[str, dict[str, Any]] = {}
+        for key, value in changes.items():
+            part, name = self.locate(key)
+            if part is None:
+                top[name] = value
+            else:
+                parts.setdefault(part, {})[name] = value
+        for part, values in parts.items():
+            top[part] = dataclasses.replace(top.get(part, getattr(self, part)), **values)
+        return dataclasses.replace(self, **top)
+
+    @property
+    def pretraining_seeds(self) -> tuple[int, ...]:
+        """The pre-training seeds of the main arms: ``pretrain_seeds``, else the pre-training
+        config's ``seed`` alone. Chapter 4."""
+        return tuple(self.pretrain_seeds) if self.pretrain_seeds else (self.pretraining.seed,)
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["pretrained"] = dict(self.pretrained) if self.pretrained else None
+        d["modified_condenser"] = dict(self.modified_condenser) if self.modified_condenser else None
+        return d
+
+
+def _field_names(obj: Any) -> set[str]:
+    return {f.name for f in dataclasses.fields(obj)}
+
+
+# ---- the named presets -----------------------------------------------------------------------
+
+TINY = Preset()
+
+MICRO = Preset(
+    name="micro", seeds=(0, 1),
+    model=ModelConfig(hidden_size=32, num_attention_heads=2, intermediate_size=64),
+    pretraining=PretrainingConfig(s1_steps=2, s2_steps=2, s3_steps=2, batch_size=4, cocondenser_batch=4,
+                                  general_limit=20, target_limit=40, eval_blocks=16, eval_every=1),
+    finetune=FinetuneConfig(batch_size=4, q_max_len=32, epochs_round1=1.0, min_steps=2, n_bm25_negatives=4,
+                            mine_depth=10, n_mined=3),
+    sts=STSConfig(batch_size=4, epochs_low_data=1.0, epochs_full=1.0),
+    train_sizes=(4, None), nb_n=(2, 5), nb_k=(5, 10), sts_sizes=(8, None), entropy_texts=8, entropy_max_len=64,
+    micro_corpus=40, micro_train_queries=8, micro_test_queries=10, micro_sts_pairs=16,
+)
+
+# The papers' scale. Pre-training: Condenser section 4.1 (from bert-base-uncased, skip_from 6,
+# 2 head layers, lr 1e-4, weight decay 0.01, 10% warm-up, 8 epochs, ~1,024 sequences of 128
+# tokens per update: 64 x 16 accumulation steps) and coCondenser section 4.1 (on the target
+# corpus, 2,000 documents per update through the gradient cache). Two deviations, both stated:
+# * the paper's corpus is English Wikipedia + BookCorpus; we stream wikimedia/wikipedia
+#   20231101.en (the Hub's current Wikipedia; the library has no BookCorpus loader) and keep its
+#   first general_limit = 1,000,000 sections, because a stage materialises its corpus in memory
+#   to pack blocks (8 epochs over those sections);
+# * coCondenser continues a Condenser *with its head*, but the published Luyu/condenser has no
+#   head weights, so from it the head starts fresh (cocondenser_head="random", warned when the
+#   stage is built). To follow the paper, pre-train stage 1 yourself (paper_condenser()) and
+#   pass it: paper_cocondenser(init=<that folder>) loads its head.
+# The arms with a published checkpoint start from it; those without one (bert_cont, the
+# ablations) would need days of pre-training and are left out.
+MSMARCO_RECIPE = FinetuneConfig(
+    # Tevatron's MS MARCO recipe (papers README; Condenser A.1 "Web Search"): 8 queries x 8 passages
+    # = 64 passages per batch on one GPU, lr 5e-6, 3 epochs round 1, 2 epochs round 2.
+    lr=5e-6, batch_size=8, train_n_passages=8, q_max_len=32, p_max_len=128, epochs_round1=3, epochs_round2=2,
+    min_steps=0, mixed_precision="auto", mine_depth=200, encode_batch=512, embedding_dtype="float16",
+)
+NQ_RECIPE = FinetuneConfig(
+    # DPR's NQ setting as the authors ran it: untied encoders, 4 GPUs x 32 queries = 128 queries
+    # with cross-device negatives, 1 positive + 1 BM25 negative, passages up to 256 tokens, 40 epochs
+    # (20 with hard negatives). lr 5e-6 follows the papers README (the Condenser appendix quotes DPR's
+    # published 1e-5). On one GPU the 128-query batch needs the gradient cache.
+    lr=5e-6, batch_size=128, train_n_passages=2, q_max_len=32, p_max_len=256, epochs_round1=40, epochs_round2=20,
+    min_steps=0, untied=True, grad_cache_chunk=32, mixed_precision="auto", mine_depth=200, encode_batch=512,
+    embedding_dtype="float16",
+)
+PAPER = Preset(
+    name="paper",
+    model=ModelConfig(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                      intermediate_size=3072, max_len=128, skip_from=6, n_head_layers=2),
+    pretraining=PretrainingConfig(s1_steps=None, s2_steps=None, s3_steps=None, epochs=8, batch_size=1024,
+                                  grad_accum=16, lr=1e-4, cocondenser_batch=2000, cocondenser_lr=1e-4, chunk_size=128,
+                                  min_span=8, cocondenser_head="random", general_corpus="wikipedia",
+                                  general_limit=1_000_000, mixed_precision="auto", save_every=1000,
+                                  heldout_fraction=None, eval_every=None),
+    finetune=MSMARCO_RECIPE,
+    # Sentence-BERT's STS-b settings (Condenser appendix A.1): 4 epochs, 8 for the small sets (the
+    # better of 4 and 8 for BERT); weight decay and warm-up are sentence-transformers' defaults.
+    sts=STSConfig(lr=2e-5, batch_size=16, epochs_low_data=8.0, epochs_full=4.0, max_len=64, mixed_precision="auto"),
+    arms=("bert", "condenser", "cocondenser"),
+    pretrained={"bert": "bert-base-uncased", "condenser": "Luyu/condenser", "cocondenser": "Luyu/co-condenser-marco"},
+    seeds=(0, 1, 2), task="msmarco", train_sizes=(1000, 10000, None), ablation_sizes=(),
+    metrics=("RR@10", "R@1000", "nDCG@10"), nb_n=(50, 100), nb_k=(100, 200, 500, 1000),
+    sts_arms=("bert", "condenser", "cocondenser"), entropy_texts=1000, entropy_max_len=128,
+)
+
+# The book's budget (issue 11), chosen on the study page (notebooks/09_study.md, results/study.json)
+# by held-out MLM loss per CPU second and the Condenser gauges, never by retrieval numbers: the
+# tiny shape with pre-training that gets past word frequencies (bf16 autocast where the CPU has
+# bf16 units, fp32 elsewhere: "auto", see devices.resolve_precision; eager attention,
+# no dropout, as Cramming does; 12,000 stage-1 updates, where the study's 9,457 already reached
+# 2.2 nats below the unigram entropy), the shallowest Condenser head path (1 early layer + 1 head
+# layer against 4), coCondenser on 64 documents per update for about 5 passes over SciFact; the main arms pre-trained
+# on two seeds, so that a verdict can be required to hold on each.
+# Fine-tuning and STS-b keep tiny's recipe (chosen on dev data), passages the 64 tokens the blocks
+# were pre-trained on (the models' position limit; the study found 128-token blocks slower to learn
+# per CPU second). Both fine-tunings put back the 0.1 dropout the tiny checkpoints carry
+# (Cramming re-enables it too).
+SMALL = Preset(
+    name="small",
+    model=ModelConfig(skip_from=1, n_head_layers=1, dropout=0.0, attn_implementation="eager"),
+    pretraining=PretrainingConfig(s1_steps=12000, s2_steps=3000, s3_steps=400, cocondenser_batch=64,
+                                  mixed_precision="auto", save_every=1000, eval_every=500),
+    finetune=FinetuneConfig(dropout=0.1),
+    sts=STSConfig(dropout=0.1),
+    pretrain_seeds=(42, 43),
+)
+
+PRESETS: dict[str, Preset] = {"micro": MICRO, "tiny": TINY, "small": SMALL, "paper": PAPER}
+ALIASES = {"full": "paper"}
+RETRIEVAL_RECIPES: dict[str, FinetuneConfig] = {"msmarco": MSMARCO_RECIPE, "nq": NQ_RECIPE}
+
+
+def get_preset(preset: Preset | str | None = None, **changes: Any) -> Preset:
+    """A ``Preset`` from a name (``"micro"``, ``"tiny"``, ``"paper"`` or ``"full"``; None: tiny)
+    or itself, with ``changes`` applied (``Preset.replace``). Explained in chapter 4."""
+    if preset is None:
+        preset = "tiny"
+    if isinstance(preset, str):
+        name = ALIASES.get(preset, preset)
+        if name not in PRESETS:
+            raise ValueError(f"unknown preset {preset!r}; choose from {sorted([*PRESETS, *ALIASES])}")
+        preset = PRESETS[name]
+    if not isinstance(preset, Preset):
+        raise TypeError(f"expected a Preset or one of {sorted(PRESETS)}, got {type(preset).__name__}")
+    return preset.replace(**changes) if changes else preset
+
+
+def finetune_recipe(name: str) -> FinetuneConfig:
+    """The fine-tuning recipe called ``name``: a preset's (``tiny``, ``micro``, ``paper``) or a data
+    set's at the papers' scale (``msmarco``, ``nq``). Explained in chapter 4."""
+    if name in RETRIEVAL_RECIPES:
+        return RETRIEVAL_RECIPES[name]
+    if name in PRESETS or name in ALIASES:
+        return get_preset(name).finetune
+    raise ValueError(f"no fine-tuning recipe {name!r}; choose from {sorted([*PRESETS, *RETRIEVAL_RECIPES])}")
+
+
+def stage_config(preset: Preset | str, method: str, init: str | None = None, **changes) -> StageConfig:
+    """The ``StageConfig`` of one pre-training stage of ``preset`` (chapters 2 and 3).
+
+    ``mlm`` / ``condenser`` read the general corpus: from scratch (``init`` None) for
+    ``s1_steps``, continuing ``init`` for ``s2_steps`` (a Condenser with a fresh head, paper
+    section 3.4). ``cocondenser`` continues ``init`` *with its head* on the preset's target corpus
+    for ``s3_steps``, ``cocondenser_batch`` documents per update and never accumulated.
+    ``changes`` replace any field. The protocol's arms (``arms.arm_config``) and the ``pretrain``
+    command both build their stages here.
+    """
+    preset = get_preset(preset)
+    model, training = preset.model, preset.pretraining
+    common = dict(
+        tokenizer=model.tokenizer, max_len=model.max_len, hidden_size=model.hidden_size,
+        num_hidden_layers=model.num_hidden_layers, num_attention_heads=model.num_attention_heads,
+        intermediate_size=model.intermediate_size, vocab_size=model.vocab_size, skip_from=model.skip_from,
+        n_head_layers=model.n_head_layers, dropout=model.dropout, attn_implementation=model.attn_implementation,
+        epochs=training.epochs, weight_decay=training.weight_decay,
+        warmup_ratio=training.warmup_ratio, seed=training.seed, mixed_precision=training.mixed_precision,
+        save_every=training.save_every, heldout_fraction=training.heldout_fraction,
+        eval_blocks=training.eval_blocks, eval_every=training.eval_every,
+    )
+    if method == "cocondenser":
+        published = (preset.pretrained or {}).get("condenser")
+        head = training.cocondenser_head if init is not None and init == published else "load"
+        cfg = StageConfig(
+            method=method, init=init, head=head, corpus=preset.task, corpus_limit=training.target_limit,
+            max_steps=training.s3_steps, batch_size=training.cocondenser_batch, grad_accum=1,
+            lr=training.cocondenser_lr, chunk_size=training.chunk_size, min_span=training.min_span, **common)
+    else:
+        cfg = StageConfig(
+            method=method, init=init, head="random" if method == "condenser" else None,
+            corpus=training.general_corpus, corpus_limit=training.general_limit,
+            max_steps=training.s1_steps if init is None else training.s2_steps, batch_size=training.batch_size,
+            grad_accum=training.grad_accum, lr=training.lr, **common)
+    return cfg.replace(**changes)
+
+
+def paper_condenser(init: str | None = None, **changes) -> StageConfig:
+    """The ``paper`` preset's Condenser stage (Condenser section 4.1): from ``init`` (default bert-base-uncased),
+    skip_from 6, 2 head layers, lr 1e-4, weight decay 0.01, 10% warm-up, max length 128, ~1024
+    sequences per update (64 x 16 accumulation steps), 8 epochs.
+
+    What it reads is not the paper's corpus: the paper pre-trains on English Wikipedia +
+    BookCorpus; this stage streams ``wikimedia/wikipedia`` 20231101.en (plus WikiText-103 and the
+    news sample, ``sources.load_pretraining_corpus(full=True)``) and keeps the first
+    ``general_limit`` = 1,000,000 sections, because a stage packs its corpus into blocks in memory
+    and the library has no BookCorpus loader. The 8 epochs run over those sections. Chapter 2."""
+    return stage_config(PAPER, "condenser", init=init or PAPER.pretrained["bert"], **changes)
+
+
+def paper_cocondenser(init: str | None = None, **changes) -> StageConfig:
+    """The ``paper`` preset's coCondenser stage (coCondenser section 4.1): on the target corpus
+    (MS MARCO passages), 2,000 documents (4,000 spans) per update through the gradient cache,
+    lr 1e-4, weight decay 0.01, 8 epochs, spans of at least ``min_span`` = 8 tokens.
+
+    The paper continues a Condenser *with its trained head*. Choose how:
+
+    * ``paper_cocondenser(init=<folder of pretrain(paper_condenser())>)``: your own stage 1, its
+      head loaded, as the paper;
+    * ``paper_cocondenser()``: the published ``Luyu/condenser``, which has no head weights, so the
+      head starts fresh (``head="random"``): a deviation, warned when the stage is built.
+
+    Explained in chapter 3, ``notebooks/03_cocondenser.ipynb``."""
+    return stage_config(PAPER, "cocondenser", init=init or PAPER.pretrained["condenser"], **changes)

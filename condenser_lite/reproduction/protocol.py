@@ -1,0 +1,554 @@
+"""The scaled-down reproduction: every arm through every part, as one cached job graph, and the
+results file the chapters read.
+
+One protocol, several presets (``reproduction/presets.py``): ``small`` (the book's committed run, about 50
+minutes on a 2-core CPU), ``tiny`` (the previous book's, about 40), ``micro`` (the same code path
+in seconds, for the tests) and ``paper`` / ``full`` (the
+papers' checkpoints fine-tuned on MS MARCO with Tevatron's recipe: it cannot run here; it is the
+same function with another preset). ``run_protocol`` pre-trains the arms (``arms.pretrain_arm``),
+fine-tunes each as a retriever at several training sizes over several seeds (round 1 with BM25
+negatives; round 2 with negatives mined by its own round-1 retriever, ``arms.finetune_arm``) and
+as an STS-b bi-encoder (``arms.sts_arm``), measures its CLS attention entropy before and after
+fine-tuning, and assembles means and spreads over seeds and the scorecard
+(``scorecard.scorecard``). The parts run as a graph of jobs (``jobs.run_jobs``), each cached by a
+hash of its settings, and so is the whole results JSON, so a second call returns at once.
+Explained in chapters 4-8 (``notebooks/04_finetune.ipynb`` ... ``08_scorecard.ipynb``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+import condenser_lite
+
+from ..data.tokenizer import load_tokenizer
+from ..retrieval.metrics import nb_recall
+from ..training.accounting import cumulative
+from ..training.pretraining import get_tokenizer
+from ..utils.cache import cache_dir, settings_hash
+from ..utils.devices import cpu_precision, resolve_precision
+from ..utils.errors import ConfigError
+from .arms import arm_config, entropy_before, finetune_arm, load_run, needed_arms, pretrain_arm, sts_arm
+from .jobs import Job, Ref, default_workers, load_average, num_threads, quiet, run_jobs, threads_per_worker
+from .presets import Preset, get_preset
+from .registry import ABLATION_ARMS, PARENT
+from .results import RESULTS_VERSION, cpu_seconds, environment, headline, now, provenance
+from .rules import ONE_SEED, stats
+from .scorecard import scorecard
+from .tasks import Task, bm25_baseline, data_location, entropy_texts, load_task, sts_data
+
+ONE_SEED_WARNING = ("one fine-tuning seed: every spread is 0, so a difference between arms is a single run, not a "
+                    f"difference beyond the seed spread; the scorecard calls each such comparison {ONE_SEED!r} "
+                    "(pass 3 or more seeds for verdicts)")
+
+
+def results_key(preset: Preset, data_dir: str | None = None) -> str:
+    """Hash naming a protocol run: the preset, the data (by content, the task's included) and the
+    library version. Chapter 4."""
+    return settings_hash({"preset": preset.to_dict(), "data": data_location(data_dir, preset.task),
+                          "version": condenser_lite.__version__, "results": RESULTS_VERSION,
+                          "precision": precisions(preset)}, 16)
+
+
+def precisions(preset: Preset) -> dict[str, str]:
+    """What each component of ``preset`` computes in on this machine (``"auto"`` resolved by
+    ``devices.resolve_precision``): recorded in the results' provenance and part of their key.
+    Chapter 4."""
+    return {part: resolve_precision(getattr(preset, part).mixed_precision)
+            for part in ("pretraining", "finetune", "sts")}
+
+
+def cached_results(preset: Preset | str | None, data_dir: str | None = None,
+                   seeds: Sequence[int] | None = None) -> Path:
+    """Where ``run_protocol`` caches the results of ``preset`` (the file may not exist yet). Chapter 4."""
+    preset = get_preset(preset)
+    if seeds is not None:
+        preset = preset.replace(seeds=tuple(int(s) for s in seeds))
+    return cache_dir("experiments") / f"results-{preset.name}-{results_key(preset, data_dir)}.json"
+
+
+def run_protocol(
+    preset: Preset | str | None = "tiny",
+    out_path: str | os.PathLike | None = None,
+    seeds: Sequence[int] | None = None,
+    data_dir: str | None = None,
+    force: bool = False,
+    verbose: bool = True,
+    workers: int | None = None,
+    command: str | None = None,
+) -> dict:
+    """Run (or load from the cache) the whole protocol and return the results dict; with
+    ``out_path`` also write it there as JSON. ``seeds`` overrides ``preset.seeds``; ``force``
+    recomputes the results file (pre-trained and fine-tuned models stay cached). ``command``:
+    the command line to record in the provenance (default: this process's arguments).
+
+    Every part is cached as soon as it is done (a pre-training stage also checkpoints every
+    ``save_every`` steps), so a call after an interruption, in this session or a later one with
+    the same cache, resumes: it reuses what is there and computes the rest.
+
+    ``workers``: processes for the independent jobs (default: the number of CPU cores, at most
+    2 on a CPU, 1 with a GPU), each with ``cores // workers`` threads (see ``reproduction/jobs.py`` for why);
+    ``workers=1`` runs everything in this process with torch's thread setting.
+
+    The results hold the preset, seeds, package versions, wall time per part, every number per
+    seed with mean and standard deviation, the loss curves and entropies for the plots, each
+    arm's held-out gauges and compute (``results["arms"]``), the ``provenance``, the
+    ``headline`` (:func:`headline`) and the scorecard (``results["claims"]``). Explained in
+    chapters 4-8.
+    """
+    preset = get_preset(preset)
+    if seeds is not None:
+        preset = preset.replace(seeds=tuple(int(s) for s in seeds))
+    if out_path is not None:
+        check_out_path(out_path, preset.name)
+    if _single_seed(preset):
+        warnings.warn(ONE_SEED_WARNING, UserWarning, stacklevel=2)
+    key, cached = results_key(preset, data_dir), cached_results(preset, data_dir)
+    if cached.exists() and not force:
+        results = json.loads(cached.read_text())
+        results["claims"] = scorecard(results)  # verdicts always from the current rules
+        results["headline"] = headline(results)
+    else:
+        with quiet():
+            results = _run(preset, data_dir, verbose, default_workers() if workers is None else int(workers),
+                           command)
+        results["key"] = key
+        tmp = cached.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(results, indent=1))
+        tmp.replace(cached)
+    if out_path is not None:
+        Path(out_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(out_path).write_text(json.dumps(results, indent=1))
+    return results
+
+
+def check_out_path(out_path: str | os.PathLike, preset: str) -> None:
+    """Refuse, before hours of computing, an ``out_path`` that is a folder or a file other than a
+    results file of the same preset (which is regenerated): nothing of the user's is overwritten
+    and the results are not lost to a failed write. Chapter 4."""
+    path = Path(out_path)
+    if path.is_dir():
+        raise ConfigError(f"--out {path} is a folder; give a file path, e.g. {path / f'{preset}.json'}")
+    if not path.exists():
+        return
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        old = None
+    keep = f"nothing was written: choose another path, or delete {path} first"
+    if not isinstance(old, dict) or old.get("protocol") != "condenser_lite.protocol":
+        raise ConfigError(f"--out {path} exists and is not a protocol results file; {keep}")
+    name = (old.get("preset") or {}).get("name")
+    if name != preset:
+        raise ConfigError(f"--out {path} holds the {name!r} preset's results, not {preset!r}'s; {keep} "
+                          f"(e.g. --out {path.with_name(f'{preset}.json')})")
+
+
+# ---- the job graph ---------------------------------------------------------------------------------
+
+_MEMO: dict[Any, Any] = {}  # per process: the task and the STS-b pairs, loaded once
+
+
+def _finetune_job(preset: Preset, data_dir: str | None, pretrain_seed: int, **kwargs: Any) -> dict:
+    key = ("task", preset.task, preset.finetune.n_bm25_negatives, preset.micro_corpus, preset.micro_train_queries,
+           preset.micro_test_queries, data_dir)
+    if key not in _MEMO:
+        _MEMO[key] = load_task(preset, data_dir)
+    return {**finetune_arm(task=_MEMO[key], preset=preset, **kwargs), "pretrain_seed": pretrain_seed}
+
+
+def _sts_job(preset: Preset, data_dir: str | None, pretrain_seed: int, **kwargs: Any) -> dict:
+    key = ("sts", preset.micro_sts_pairs, data_dir)
+    if key not in _MEMO:
+        _MEMO[key] = sts_data(preset, data_dir)
+    return {**sts_arm(preset=preset, data=_MEMO[key], **kwargs), "pretrain_seed": pretrain_seed}
+
+
+def _size_label(size: int | None, total: int) -> str:
+    return str(total if size is None else min(size, total))
+
+
+def _first_stage_threads(workers: int) -> int | None:
+    """Threads for the first pre-training stage, which runs alone in this process: all cores
+    on a quiet machine; one when the machine is already busy (1-minute load average above 1)."""
+    if workers <= 1:
+        return None  # the caller's setting
+    load = load_average()
+    return 1 if load and load[0] > 1.0 else None
+
+
+def _describe(key: tuple, result: Any) -> str:
+    if key[0] == "finetune":
+        metrics = ", ".join(f"{k} {v:.3f}" for k, v in result["metrics"].items())
+        return f"{key}: {metrics} ({result['wall_time']['total']:.0f}s)"
+    if key[0] == "sts":
+        return f"{key}: Spearman {result['spearman']:.3f} ({result['wall_time']:.0f}s)"
+    if key[0] == "pretrain":
+        return f"{key}: {result['steps']} steps ({result['wall_time'] or 0:.0f}s)"
+    return f"{key} done"
+
+
+def _single_seed(preset: Preset) -> bool:
+    """Whether every arm's numbers come from one run (one fine-tuning and one pre-training seed)."""
+    return len(preset.seeds) == 1 and len(preset.pretraining_seeds) == 1
+
+
+def arm_pretrain_seeds(preset: Preset, arm: str) -> tuple[int, ...]:
+    """The pre-training seeds ``arm`` runs with: every one of ``preset.pretraining_seeds`` for a
+    main arm (or the modified Condenser), the first only for an ablation or a published
+    checkpoint. Chapter 4."""
+    seeds = preset.pretraining_seeds
+    return seeds if arm not in ABLATION_ARMS and arm not in (preset.pretrained or {}) else seeds[:1]
+
+
+def job_graph(preset: Preset, plan: list[str], total: int, sts_total: int, texts: list[str],
+          data_dir: str | None) -> dict[tuple, Job]:
+    """Every part after the first pre-training stage, keyed ``(kind, arm, ..., pretraining seed)``;
+    insertion order is seed order, which the results keep (``estimate.estimate_protocol`` counts
+    its parts from it too). Chapter 4."""
+    pretrained = dict(preset.pretrained or {})
+    full_label = str(total)
+    jobs: dict[tuple, Job] = {}
+
+    def checkpoint(arm: str, ps: int) -> Ref:
+        return Ref(("pretrain", arm, ps), "checkpoint")
+
+    for arm in plan:
+        for ps in arm_pretrain_seeds(preset, arm):
+            if arm == plan[0] and ps == preset.pretraining_seeds[0]:
+                continue  # the first stage, run before the graph
+            parent = PARENT[arm] if arm not in pretrained else None
+            jobs[("pretrain", arm, ps)] = Job(pretrain_arm, dict(
+                arm=arm, preset=preset, data_dir=data_dir, init=checkpoint(parent, ps) if parent else None, seed=ps),
+                priority=0)
+    for arm in preset.arms:
+        if arm not in ABLATION_ARMS:
+            for ps in arm_pretrain_seeds(preset, arm):
+                jobs[("entropy", arm, ps)] = Job(entropy_before, dict(checkpoint=checkpoint(arm, ps), texts=texts,
+                                                                      preset=preset), priority=3)
+    sizes = {arm: preset.ablation_sizes if arm in ABLATION_ARMS else preset.train_sizes for arm in preset.arms}
+    for ps in preset.pretraining_seeds:
+        for seed in preset.seeds:
+            for arm in preset.arms:
+                if ps not in arm_pretrain_seeds(preset, arm):
+                    continue
+                labels = [_size_label(size, total) for size in sizes[arm]]
+                common = dict(preset=preset, data_dir=data_dir, pretrain_seed=ps, arm=arm,
+                              checkpoint=checkpoint(arm, ps), seed=seed)
+                for size, label in zip(sizes[arm], labels):
+                    is_full = label == full_label
+                    mines = is_full and arm in preset.round2_arms  # round 2 needs this model and its embeddings
+                    jobs[("finetune", arm, 1, label, seed, ps)] = Job(_finetune_job, dict(
+                        common, size=size, entropy_texts=texts if is_full and arm not in ABLATION_ARMS else None,
+                        keep_model=mines), priority=1 if mines else 2)
+                if arm in preset.round2_arms and full_label in labels:
+                    round1 = Ref(("finetune", arm, 1, full_label, seed, ps))
+                    jobs[("finetune", arm, 2, full_label, seed, ps)] = Job(_finetune_job, dict(
+                        common, size=None, round_number=2, round1=round1, keep_model=False), priority=1)
+    for ps in preset.pretraining_seeds:
+        for seed in preset.seeds:
+            for arm in preset.arms:
+                if arm in preset.sts_arms and ps in arm_pretrain_seeds(preset, arm):
+                    for size in preset.sts_sizes:
+                        jobs[("sts", arm, _size_label(size, sts_total), seed, ps)] = Job(_sts_job, dict(
+                            preset=preset, data_dir=data_dir, pretrain_seed=ps, arm=arm,
+                            checkpoint=checkpoint(arm, ps), size=size, seed=seed), priority=3)
+    return jobs
+
+
+def _run(preset: Preset, data_dir: str | None, verbose: bool, workers: int, command: str | None) -> dict:
+    t0, started = time.perf_counter(), now()
+    wall: dict[str, Any] = {}
+    cpu: dict[str, float] = {}
+    load_start = load_average()
+    cached_before = _cached_parts()
+    pretrained = dict(preset.pretrained or {})
+    plan = needed_arms(preset.arms, pretrained)
+    first, ps0 = plan[0], preset.pretraining_seeds[0]
+
+    def say(message: str) -> None:
+        if verbose:
+            print(f"[{time.perf_counter() - t0:7.1f}s] {message}", flush=True)
+
+    def lap(part: str, since: tuple[float, float]) -> tuple[float, float]:
+        mark = (time.perf_counter(), cpu_seconds())
+        wall[part], cpu[part] = round(mark[0] - since[0], 2), round(mark[1] - since[1], 2)
+        return mark
+
+    # Serial head, in this process: tokenizer, task (BM25 negatives), BM25 baseline, the first
+    # pre-training stage (nothing else can run before it exists).
+    t = start = (t0, cpu_seconds())
+    tokenizer = (load_tokenizer(pretrained[first]) if first in pretrained
+                 else get_tokenizer(arm_config(first, preset, None), data_dir))
+    task = load_task(preset, data_dir)
+    bm25 = bm25_baseline(task, preset, tokenizer)
+    texts = entropy_texts(preset, data_dir)
+    say(f"task {task.name}: {task.info}; BM25 {bm25['full']}")
+    t = lap("setup", t)
+    threads = _first_stage_threads(workers)
+    with num_threads(threads):
+        done: dict[tuple, Any] = {("pretrain", first, ps0): pretrain_arm(first, preset, None, data_dir, ps0)}
+    say(_describe(("pretrain", first, ps0), done[("pretrain", first, ps0)]))
+    t = lap("pretrain_first_stage", t)
+
+    # Everything else as a job graph.
+    total = len(task.train)
+    sts_total = len(sts_data(preset, data_dir)[0])
+    jobs = job_graph(preset, plan, total, sts_total, texts, data_dir)
+    done = run_jobs(jobs, workers, done, on_done=lambda key, result: say(_describe(key, result)))
+    t = lap("jobs", t)
+
+    stages = {(k[1], k[2]): v for k, v in done.items() if k[0] == "pretrain"}
+    before = {(k[1], k[2]): v for k, v in done.items() if k[0] == "entropy"}
+    r1: dict[str, dict[str, list[dict]]] = {arm: {} for arm in preset.arms}
+    r2: dict[str, list[dict]] = {}
+    sts: dict[str, dict[str, list[dict]]] = {}
+    for key in jobs:  # insertion order of the jobs = seed order
+        if key[0] == "finetune" and key[2] == 1:
+            r1[key[1]].setdefault(key[3], []).append(done[key])
+        elif key[0] == "finetune":
+            r2.setdefault(key[1], []).append(done[key])
+        elif key[0] == "sts":
+            sts.setdefault(key[1], {}).setdefault(key[2], []).append(done[key])
+    order = lambda r: (r["pretrain_seed"], r["seed"])  # noqa: E731
+    for group in [*r1.values(), *sts.values()]:
+        for runs in group.values():
+            runs.sort(key=order)
+    for runs in r2.values():
+        runs.sort(key=order)
+
+    results = _assemble(preset, stages, task, bm25, before, r1, r2, sts, total, sts_total)
+    finetunes = [r for k, r in done.items() if k[0] == "finetune"]
+    sts_runs = [r for k, r in done.items() if k[0] == "sts"]
+    wall["finetune_jobs_seconds"] = round(sum(r["wall_time"]["total"] for r in finetunes), 2)
+    wall["sts_jobs_seconds"] = round(sum(r["wall_time"] for r in sts_runs), 2)
+    # CPU seconds of the jobs (one-thread workers): the work itself, whatever else ran on the machine
+    wall["finetune_cpu_seconds"] = round(sum(r["wall_time"].get("cpu", 0.0) for r in finetunes), 2)
+    wall["sts_cpu_seconds"] = round(sum(r.get("cpu_time", 0.0) for r in sts_runs), 2)
+    wall["pretrain_stage_seconds"] = {a: stages[(a, ps)]["wall_time"] for a, ps in stages if ps == ps0}
+    wall["total"] = round(time.perf_counter() - t0, 2)
+    results["wall_time"] = wall
+    results["execution"] = {"workers": workers, "first_stage_threads": threads or None,
+                            "threads_per_worker": threads_per_worker(workers) if workers > 1 else None,
+                            "load_average_start": load_start, "load_average_end": load_average()}
+    n_parts = sum(s["steps"] is not None for s in stages.values()) + len(finetunes) + len(sts_runs)  # cached parts
+    computed = len(_cached_parts() - cached_before)
+    results["provenance"] = provenance(
+        preset, command, started=started, wall_seconds=wall["total"], cpu_seconds=round(cpu_seconds() - start[1], 2),
+        parts={p: {"wall_seconds": wall[p], "cpu_seconds": cpu[p]} for p in cpu},
+        parts_reused=max(0, n_parts - computed), load_start=load_start,
+        work_cpu_seconds=round(sum(s["compute"]["cpu_seconds"] for s in stages.values() if s.get("compute"))
+                               + wall["finetune_cpu_seconds"] + wall["sts_cpu_seconds"], 2))
+    results["provenance"]["precision"] = precision_record(preset, stages)
+    results["claims"] = scorecard(results)
+    results["headline"] = headline(results)
+    say("scorecard: " + ", ".join(f"{c['id']} {c['status']}" for c in results["claims"]))
+    return results
+
+
+def precision_record(preset: Preset, stages: Mapping[tuple, Mapping]) -> dict:
+    """What the run computed in: each component's precision on this machine, each pre-training
+    stage's as recorded when it was trained (a stage reused from the cache may come from another
+    run), and on a CPU the probe behind ``"auto"`` (``devices.cpu_precision``). Stages trained in
+    different precisions are compared all the same, with a warning that says so. Chapter 4."""
+    by_stage = {f"{arm}/{seed}": stage.get("precision") for (arm, seed), stage in stages.items()
+                if stage.get("steps") is not None}
+    used = sorted({p for p in by_stage.values() if p})
+    if len(used) > 1:
+        warnings.warn(f"the pre-training stages of this run were computed in different precisions ({by_stage}): "
+                      "comparisons between them mix precision; re-run them on one machine (or set "
+                      "pretraining.mixed_precision) for a like-for-like comparison", UserWarning, stacklevel=3)
+    cpu = None if torch.cuda.is_available() else cpu_precision().to_dict()
+    return {"components": precisions(preset), "stages": by_stage, "mixed": len(used) > 1, "cpu_probe": cpu}
+
+
+def _cached_parts() -> set[Path]:
+    """The finished parts in the cache (a pre-training stage's record, a fine-tuning's or STS-b
+    run's result): what a call finds here it reuses instead of computing."""
+    root = cache_dir()
+    return {*root.glob("checkpoints/*/pretrain_config.json"), *root.glob("finetune/*/result.json"),
+            *root.glob("sts/*/result.json")}
+
+
+# ---- the results file --------------------------------------------------------------------------------
+
+
+def _metric_stats(runs: list[dict], metrics: Sequence[str]) -> dict:
+    return {m: stats([r["metrics"][m] for r in runs]) for m in metrics}
+
+
+def _by_size(d: Mapping[str, Any]) -> dict:
+    return {k: d[k] for k in sorted(d, key=int)}
+
+
+LOG_ROWS = 500  # per stage in the results file; the full per-step log stays in the stage's cache folder
+
+
+def binned_log(log: Sequence[Mapping[str, float]], max_rows: int = LOG_ROWS) -> list[dict]:
+    """A pre-training log short enough for a committed results file: every row with a held-out
+    evaluation (``eval_*``) kept as it is, the steps between them averaged in bins of
+    ``ceil(len / max_rows)`` (a bin's row carries its last ``step``). A log of at most
+    ``max_rows`` steps is returned as it is. Chapter 4."""
+    size = max(1, -(-len(log) // max_rows))
+    out: list[dict] = []
+    pending: list[Mapping[str, float]] = []
+
+    def flush() -> None:
+        for k in range(0, len(pending), size):
+            rows = pending[k:k + size]
+            out.append({"step": rows[-1]["step"], **{key: float(np.mean([r[key] for r in rows if key in r]))
+                                                     for key in rows[-1] if key != "step"}})
+        pending.clear()
+
+    for row in log:
+        if size == 1 or any(k.startswith("eval_") for k in row):
+            flush()
+            out.append(dict(row))
+        else:
+            pending.append(row)
+    flush()
+    return out
+
+
+def _arm_entry(preset: Preset, stages: Mapping[tuple, dict], arm: str, ps: int, with_log: bool) -> dict:
+    """One pre-training run of ``arm`` for the results: its checkpoint, steps, wall time, final
+    held-out gauges, and its compute, own stage and cumulative with the stages it continues."""
+    stage = stages[(arm, ps)]
+    chain, a = [], arm
+    while a is not None:  # the arm, its parent, ... (a published checkpoint has none)
+        chain.append(stages[(a, ps)])
+        a = None if preset.pretrained and a in preset.pretrained else PARENT[a]
+    entry = {"seed": stage["seed"], "checkpoint": stage["checkpoint"], "pretrain_steps": stage["steps"],
+             "pretrain_wall_time": stage["wall_time"], "heldout": stage.get("heldout"),
+             "compute": {"stage": stage.get("compute"), "cumulative": cumulative([s.get("compute") for s in chain])}}
+    if with_log:
+        entry["pretrain_log"] = binned_log(stage["log"])
+    return entry
+
+
+def _assemble(preset: Preset, stages: dict, task: Task, bm25: dict, before: dict, r1: dict, r2: dict, sts: dict,
+              total: int, sts_total: int) -> dict:
+    metrics = list(preset.metrics)
+    r1 = {arm: _by_size(v) for arm, v in r1.items()}
+    sts = {arm: _by_size(v) for arm, v in sts.items()}
+    ps0 = preset.pretraining_seeds[0]
+    retrieval: dict[str, dict] = {}
+    loss_curves: dict[str, dict] = {}
+    for arm in preset.arms:
+        retrieval[arm] = {"round1": {label: _metric_stats(runs, metrics) for label, runs in r1[arm].items()}}
+        loss_curves[arm] = {label: [r["loss"] for r in runs] for label, runs in r1[arm].items()}
+        if arm in r2:
+            retrieval[arm]["round2"] = {str(total): _metric_stats(r2[arm], metrics)}
+    # nb-recall (coCondenser eq. 17): round-1 top k vs round-2 top n on the evaluation queries.
+    nb: dict[str, dict] = {}
+    for arm, runs2 in r2.items():
+        runs1 = r1[arm][str(total)]
+        per_seed = []
+        for a, b in zip(runs1, runs2):
+            run1, run2 = load_run(a), load_run(b)
+            per_seed.append({f"n{n}@k{k}": nb_recall(run1, run2, n=n, k=k) for n in preset.nb_n for k in preset.nb_k})
+        nb[arm] = {name: stats([s[name] for s in per_seed]) for name in per_seed[0]}
+    # CLS attention entropy before fine-tuning (per pre-training seed; the mean over them) and after:
+    # the round-1 retrievers at the full training set, each compared with its own checkpoint.
+    entropy: dict[str, dict] = {}
+    for arm in preset.arms:
+        seeds = [ps for ps in arm_pretrain_seeds(preset, arm) if (arm, ps) in before]
+        if not seeds:
+            continue
+        e = entropy[arm] = {"before": np.mean([before[(arm, ps)] for ps in seeds], axis=0).tolist()}
+        if len(seeds) > 1:
+            e["before_by_pretraining_seed"] = {str(ps): before[(arm, ps)] for ps in seeds}
+        runs = [r for r in r1[arm].get(str(total), []) if r.get("entropy_after")]
+        if runs:
+            a = np.asarray([r["entropy_after"] for r in runs])
+            e["after"] = {"mean": a.mean(0).tolist(), "std": (a.std(0, ddof=1) if len(a) > 1 else 0 * a[0]).tolist(),
+                          "values": a.tolist()}
+            own = np.asarray([before[(arm, r["pretrain_seed"])] for r in runs])
+            e["mean_abs_change"] = stats(np.abs(a - own).mean(1).tolist())  # mean |after - before| over layers
+    sts_out = {arm: {label: stats([r["spearman"] for r in runs]) for label, runs in by_size.items()}
+               for arm, by_size in sts.items()}
+    pseeds = preset.pretraining_seeds
+    arms = {}
+    for arm in preset.arms:
+        arms[arm] = {**_arm_entry(preset, stages, arm, ps0, with_log=True),
+                     "parent": None if preset.pretrained and arm in preset.pretrained else PARENT[arm]}
+        others = [_arm_entry(preset, stages, arm, ps, with_log=False) for ps in arm_pretrain_seeds(preset, arm)[1:]]
+        if others:
+            arms[arm]["other_pretraining_seeds"] = others
+    heldout_set = stages[(needed_arms(preset.arms, dict(preset.pretrained or {}))[0], ps0)].get("heldout_set")
+    spread = ("fine-tuning seeds only (training-set sample, data order, negatives, dropout): every arm is "
+              "pre-trained once, with seed %d" % ps0 if len(pseeds) == 1 else
+              "fine-tuning seeds and, for the main arms (%s), pre-training seeds %s (pooled: every fine-tuning seed "
+              "on every pre-trained checkpoint); the ablations are pre-trained once, with seed %d"
+              % (", ".join(a for a in preset.arms if a not in ABLATION_ARMS), ", ".join(map(str, pseeds)), ps0))
+    notes = [
+        f"The seed spread covers {spread}.",
+        "Arms 2 (bert_cont) and 3 (condenser) both continue arm 1 with a fresh warm-up and linear decay over "
+        "s2_steps; arm 4 and the ablations likewise over s3_steps. The arms take equal steps of the same batch "
+        "size on the same data order: equal steps, not equal compute. " + _compute_note(arms),
+        "Spread = sample standard deviation over seeds; a difference counts when |mean_a - mean_b| > std_a + std_b "
+        "(the mean +- std intervals do not overlap); from a single seed no difference is called.",
+        "Dense models read the first p_max_len tokens of each document; BM25 'full' reads everything, BM25 "
+        "'truncated' reads the same tokens as the dense models.",
+        "Ablations (co_contrastive_only, co_mlm_only) are fine-tuned in round 1 only; the paper's table 4 "
+        "compares retrievers trained with hard negatives.",
+    ]
+    if _single_seed(preset):
+        notes.append(ONE_SEED_WARNING[0].upper() + ONE_SEED_WARNING[1:] + ".")
+    if heldout_set:
+        notes.append(
+            f"Held-out gauges: pre-training never sees {preset.pretraining.heldout_fraction:.0%} of the general "
+            f"corpus's documents; every stage is scored on the same {heldout_set['n_blocks']} masked blocks of them "
+            f"({heldout_set['n_masked']} masked tokens; for coCondenser stages too). The unigram entropy of those "
+            f"tokens is {heldout_set['unigram_entropy']:.2f} nats.")
+    if preset.sts.epochs_full < preset.sts.epochs_low_data or preset.micro_sts_pairs:
+        notes.append(f"STS-b 'full' trains on all {sts_total} pairs for {preset.sts.epochs_full:g} epoch(s) (the "
+                     f"small sizes for {preset.sts.epochs_low_data:g}); the paper trains 4 epochs: subsampled in time.")
+    return {
+        "protocol": "condenser_lite.protocol", "version": RESULTS_VERSION, "preset": preset.to_dict(),
+        "seeds": list(preset.seeds), "pretraining_seeds": list(pseeds), "environment": environment(), "notes": notes,
+        "task": {"name": task.name, "split": task.split, **task.info},
+        "train_sizes": sorted({int(label) for arm in r1 for label in r1[arm]}),
+        "sts_sizes": sorted({int(label) for arm in sts for label in sts[arm]}),
+        "heldout": heldout_set,
+        "arms": arms,
+        "bm25": bm25,
+        "retrieval": retrieval,
+        "nb_recall": nb,
+        "loss_curves": loss_curves,
+        "entropy": entropy,
+        "sts": sts_out,
+        "finetune_wall_time": {arm: {label: [r["wall_time"]["total"] for r in runs] for label, runs in r1[arm].items()}
+                               for arm in preset.arms},
+    }
+
+
+def _compute_note(arms: Mapping[str, dict]) -> str:
+    """What a step of each method cost here, per step, relative to an MLM step (FLOPs and CPU seconds)."""
+    def per_step(arm: str) -> tuple[float, float] | None:
+        c = (arms.get(arm) or {}).get("compute", {}).get("stage")
+        if not c or not c["steps"]:
+            return None
+        return c["flops"] / c["steps"], c["cpu_seconds"] / c["steps"]
+
+    base = per_step("bert_cont") or per_step("bert")
+    if base is None:
+        return ""
+    parts = []
+    for arm, name in (("condenser", "a Condenser step"), ("cocondenser", "a coCondenser step")):
+        step = per_step(arm)
+        if step:
+            parts.append(f"{name} costs {step[0] / base[0]:.2f}x an MLM step in FLOPs "
+                         f"({step[1] / base[1]:.2f}x in CPU seconds)" if base[1] else
+                         f"{name} costs {step[0] / base[0]:.2f}x an MLM step in FLOPs")
+    return ("Here " + " and ".join(parts) + "; arms[...]['compute'] has each arm's tokens, steps, FLOPs and CPU "
+            "seconds, its own stage and cumulative with the stages it continues.") if parts else ""
