@@ -15,7 +15,7 @@ import numpy as np
 
 from .registry import CLAIM, MAIN_ARMS, color, label
 from .rules import RELIANCE_THRESHOLD, gauge
-from .scorecard import scorecard
+from .scorecard import claim_rows, scorecard
 
 
 def _fig(ax=None, figsize=(5.5, 3.6)):
@@ -24,6 +24,44 @@ def _fig(ax=None, figsize=(5.5, 3.6)):
     if ax is None:
         fig, ax = plt.subplots(figsize=figsize)
     return ax.figure, ax
+
+
+FIGURE_WIDTH = 7.2  # inches: the book's text column at 100 dpi, so 10-point text reads as 10 points
+
+
+def panels(n: int, height: float = 2.9, columns: int = 2):
+    """A figure of ``n`` panels at the book's width, at most ``columns`` a row (several rows
+    rather than a strip too small to read); returns ``(fig, axes)`` with the unused cells hidden."""
+    import matplotlib.pyplot as plt
+
+    cols = min(n, columns)
+    rows = -(-n // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(FIGURE_WIDTH if n > 1 else 5.5, height * rows), squeeze=False)
+    flat = list(axes.flat)
+    for ax in flat[n:]:
+        ax.set_visible(False)
+    return fig, flat[:n]
+
+
+def thousands(ax, axis: str = "x") -> None:
+    """Tick labels in thousands (``12k``) on a step axis, so long labels never collide."""
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+    target = ax.xaxis if axis == "x" else ax.yaxis
+    target.set_major_locator(MaxNLocator(nbins=5, integer=True))
+    target.set_major_formatter(FuncFormatter(lambda v, _: f"{v / 1000:g}k" if abs(v) >= 1000 else f"{v:g}"))
+
+
+def legend_above(fig, ax, ncol: int = 4) -> None:
+    """One legend for the figure, above its panels, where it covers no data."""
+    handles, labels = [], []
+    for a in fig.axes:
+        for h, lab in zip(*a.get_legend_handles_labels()):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    fig.tight_layout(rect=(0, 0, 1, 0.9 if len(labels) > ncol else 0.93))
+    fig.legend(handles, labels, loc="upper center", ncol=min(ncol, len(labels)), frameon=False, fontsize=8)
 
 
 def log_axis(ax, axis: str = "y") -> None:
@@ -148,6 +186,24 @@ def gauge_table(results: Mapping, arms: Sequence[str], digits: int = 4):
 
     return pd.DataFrame({label(a): {name: text(a, key) for key, name in GAUGE_NAMES.items()} for a in arms}
                         ).rename_axis("end of pre-training")
+
+
+def claim_table(results: Mapping, ids: Sequence[str]):
+    """The comparisons behind the claims ``ids`` as one table (``scorecard.claim_rows``): per
+    claim and setting our two numbers, the difference, and the verdict; the pre-registered
+    claims also the smallest difference the run could detect and the paper's effect at our scale.
+    Chapters 4, 6, 7 and 8 show their claims with it."""
+    import pandas as pd
+
+    claims = {c["id"]: c for c in results.get("claims") or scorecard(results)}
+    rows = [{"claim": cid, **r} for cid in ids if cid in claims for r in claim_rows(claims[cid])]
+    table = pd.DataFrame(rows)
+    if table.empty:
+        return table
+    table["compared"] = table["a"] + " vs " + table["b"]
+    cols = ["claim", "setting", "compared", "ours (a vs b)", "difference", "spread", "detectable",
+            "paper's effect here", "verdict"]
+    return table[[c for c in cols if c in table]].set_index(["claim", "setting"])
 
 
 def scorecard_table(results: Mapping):
@@ -396,6 +452,8 @@ GAUGES = {  # the held-out gauges plot_gauges can draw: log key -> axis label
     "cls_cosine": "mean cosine of late [CLS]",
     "cls_reliance": "[CLS] reliance, ±2 noise",
 }
+GAUGE_TITLES = {"mlm_loss": "Does the model learn language?", "cls_swap_gap": "Does the head read [CLS]? (swap)",
+                "cls_cosine": "How alike are the [CLS] vectors?", "cls_reliance": "Does the head rely on [CLS]?"}
 
 
 def plot_gauges(results: Mapping, arms: Sequence[str] | None = None, gauges: Sequence[str] = tuple(GAUGES)):
@@ -411,9 +469,8 @@ def plot_gauges(results: Mapping, arms: Sequence[str] | None = None, gauges: Seq
     unknown = [g for g in gauges if g not in GAUGES]
     if unknown or not gauges:
         raise ValueError(f"plot_gauges(gauges={list(gauges)}): choose from {list(GAUGES)}")
-    fig, axes = plt.subplots(1, len(gauges), figsize=(4.4 * len(gauges) if len(gauges) > 1 else 5.5, 3.6),
-                             squeeze=False)
-    ax = dict(zip(gauges, axes[0]))
+    fig, grid = panels(len(gauges))
+    ax = dict(zip(gauges, grid))
     for arm in arms or results["arms"]:
         entry = results["arms"][arm]
         log = [r for r in entry.get("pretrain_log") or [] if "eval_mlm_loss" in r]
@@ -449,9 +506,10 @@ def plot_gauges(results: Mapping, arms: Sequence[str] | None = None, gauges: Seq
         ax["cls_reliance"].axhline(0, color="black", lw=0.8)
         ax["cls_reliance"].axhline(RELIANCE_THRESHOLD, color="black", ls=":", lw=1, label="C0's threshold")
     for name, a in ax.items():
-        a.set_xlabel("pre-training step (cumulative)")
+        a.set_xlabel("pre-training update (cumulative)")
+        a.set_title(GAUGE_TITLES.get(name, GAUGES[name]))
         a.set_ylabel(GAUGES[name])
         a.ticklabel_format(axis="y", useOffset=False)
-    axes[0][0].legend(fontsize=8, frameon=False)
-    fig.tight_layout()
+        thousands(a)
+    legend_above(fig, grid[0])
     return fig

@@ -30,7 +30,7 @@ class Arm:
 # Okabe-Ito colours: told apart by readers with colour-blindness too
 ARM_LIST = (
     Arm("bert", "BERT", "#7f7f7f", None, "main", "MLM from scratch on the general corpus (stage 1)"),
-    Arm("bert_cont", "BERT, continued", "#56b4e9", "bert", "main",
+    Arm("bert_cont", "BERT, continued", "#000000", "bert", "main",
         "stage 1 + as many more MLM updates as the Condenser stage: the equal-step control"),
     Arm("condenser", "Condenser", "#0072b2", "bert", "main", "stage 1 + Condenser pre-training, a fresh head"),
     Arm("cocondenser", "coCondenser", "#d55e00", "condenser", "main",
@@ -90,5 +90,7 @@ CLAIM_LIST = (
           "pre-registered: difference beyond the spread, with its minimum detectable difference"),
     Claim("C7m", "The modified Condenser beats BERT on sentence similarity with little data",
           "as C7, for the modified Condenser"),
+    Claim("C8", "Condenser's neighbourhood recall beats BERT's, coCondenser's beats Condenser's",
+          "difference beyond the spread, at the paper's n and every depth k (added after the run)"),
 )
 CLAIM = {c.id: c for c in CLAIM_LIST}
