@@ -124,7 +124,7 @@ class Run:
         return f"{self.layers}L/{self.hidden}H"
 
 
-BASE = Run()  # today's tiny shape and data recipe, with the throughput levers of part A
+BASE = Run()  # the tiny preset's shape and data recipe, with the throughput levers of part A
 
 
 def sweep_runs(budget: float, extended: bool = False) -> dict[str, Run]:
@@ -133,7 +133,7 @@ def sweep_runs(budget: float, extended: bool = False) -> dict[str, Run]:
     b = BASE.replace(cpu_budget=budget)
     runs = {  # in order of priority: an interrupted sweep has the most telling runs first
         "base (4L/128H, T64, B32, lr 1e-3, drop 0.1, bf16)": b,
-        "today: fp32 + sdpa": b.replace(precision="no", attn="sdpa"),
+        "tiny preset: fp32 + sdpa": b.replace(precision="no", attn="sdpa"),
         "dropout 0": b.replace(dropout=0.0),
         "4L/256H": b.replace(hidden=256),
         "6L/256H": b.replace(layers=6, hidden=256),
@@ -562,7 +562,7 @@ def _parallel_cost(run: Run, steps: int) -> dict:
 
 
 THROUGHPUT_VARIANTS = {
-    "fp32, sdpa, dropout 0.1 (today)": dict(precision="no", attn="sdpa", dropout=0.1),
+    "fp32, sdpa, dropout 0.1 (tiny preset)": dict(precision="no", attn="sdpa", dropout=0.1),
     "bf16, sdpa, dropout 0.1": dict(precision="bf16", attn="sdpa", dropout=0.1),
     "bf16, eager, dropout 0.1": dict(precision="bf16", attn="eager", dropout=0.1),
     "fp32, eager, dropout 0": dict(precision="no", attn="eager", dropout=0.0),
@@ -598,11 +598,11 @@ def throughput(reps: int, steps: int) -> dict:
             rows[k].append(_loop_cost(tiny, steps, batch_shape=bs))
     out["batch_shape"]["4L/128H, bf16, eager, dropout 0 (2,048 tokens per step)"] = {k: _summarise(v) for k, v in rows.items()}
     trainer = {"Trainer fp32": [], "Trainer bf16": [], "ours fp32, sdpa, dropout 0.1": [], "ours bf16, eager, dropout 0": []}
-    today = BASE.replace(precision="no", attn="sdpa")
+    tiny = BASE.replace(precision="no", attn="sdpa")
     for _ in range(reps):
-        trainer["Trainer fp32"].append(_hf_trainer_cost(today, steps))
-        trainer["Trainer bf16"].append(_hf_trainer_cost(today, steps, bf16=True))
-        trainer["ours fp32, sdpa, dropout 0.1"].append(_loop_cost(today, steps))
+        trainer["Trainer fp32"].append(_hf_trainer_cost(tiny, steps))
+        trainer["Trainer bf16"].append(_hf_trainer_cost(tiny, steps, bf16=True))
+        trainer["ours fp32, sdpa, dropout 0.1"].append(_loop_cost(tiny, steps))
         trainer["ours bf16, eager, dropout 0"].append(_loop_cost(tiny, steps))
     out["trainer"]["4L/128H, 32x64"] = {k: _summarise(v) for k, v in trainer.items()}
     print("[throughput] trainer: " + json.dumps({k: round(v["cpu_per_step"], 3) for k, v in out["trainer"]["4L/128H, 32x64"].items()}), flush=True)
@@ -693,7 +693,7 @@ def main() -> None:
     ap.add_argument("--stage1", default="long",
                     help="what the Condenser splits continue: a sweep run's label, or 'long' (the first long run)")
     ap.add_argument("--reference", default="",
-                    help="a 4-layer sweep run whose continuation with today's split (2 + 2) is measured too ('' for none)")
+                    help="a 4-layer sweep run whose continuation with the tiny preset's split (2 + 2) is measured too ('' for none)")
     ap.add_argument("--out", default=str(ROOT / "results" / "study.json"))
     ap.add_argument("--collect", action="store_true",
                     help="write the results file from the runs finished so far, starting none")
@@ -774,7 +774,7 @@ def main() -> None:
                                      "final": stage1["final"]}
         runs, control = condenser_runs(stage1, a.condenser_budget)
         controls = {f"{Run(**stage1['run']).shape}: control, MLM continuation (same steps)": control}
-        if a.reference:  # today's split (2 + 2 of 4 layers) on a 4-layer sweep model, for comparison
+        if a.reference:  # the tiny preset's split (2 + 2 of 4 layers) on a 4-layer sweep model, for comparison
             ref = run_many("sweep", {a.reference: sweep_runs(a.budget, True)[a.reference]}, 1)[a.reference]
             ref_runs, ref_control = condenser_runs(ref, a.condenser_budget, splits=[(2, 2), (1, 1)])
             runs.update(ref_runs)
