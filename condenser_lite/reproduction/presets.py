@@ -241,6 +241,10 @@ PAPER = Preset(
 # were pre-trained on (the models' position limit; the study found 128-token blocks slower to learn
 # per CPU second). Both fine-tunings put back the 0.1 dropout the tiny checkpoints carry
 # (Cramming re-enables it too).
+# Beside the faithful Condenser it carries a modified one: the deviation the mechanism page chose by
+# the rule fixed before its runs (rules.choose_modified; results/mechanism.json, "modified": part
+# E5, the head reading a copy of the block with half its tokens masked, after RetroMAE's decoder).
+SMALL_MODIFIED_CONDENSER = {"head_mlm_probability": 0.5}
 SMALL = Preset(
     name="small",
     model=ModelConfig(skip_from=1, n_head_layers=1, dropout=0.0, attn_implementation="eager"),
@@ -249,6 +253,9 @@ SMALL = Preset(
     finetune=FinetuneConfig(dropout=0.1),
     sts=STSConfig(dropout=0.1),
     pretrain_seeds=(42, 43),
+    arms=STANDARD_ARMS + (MODIFIED_ARM,),
+    modified_condenser=SMALL_MODIFIED_CONDENSER,
+    sts_arms=MAIN_ARMS + (MODIFIED_ARM,),
 )
 
 PRESETS: dict[str, Preset] = {"micro": MICRO, "tiny": TINY, "small": SMALL, "paper": PAPER}
