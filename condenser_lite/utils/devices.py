@@ -126,31 +126,39 @@ def cpu_flags() -> tuple[str, ...] | None:
     return tuple(f for f in BF16_FLAGS if f in words)
 
 
-def _best_ms(fn, repeats: int = 5, give_up_ms: float | None = None) -> float:
-    fn()  # warm-up: kernel selection, allocation
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, (time.perf_counter() - t0) * 1e3)
-        if give_up_ms is not None and best > give_up_ms:
-            break  # clearly slow: no need to measure it precisely
-    return best
-
-
-def probe_bf16(shape: tuple[int, int, int] = PROBE_SHAPE) -> tuple[float, float]:
-    """Best-of-5 milliseconds of one ``[m, k] @ [k, n]`` multiply in fp32 and under CPU bf16
-    autocast, with the current thread setting (a few milliseconds where bf16 is native)."""
+def probe_bf16(shape: tuple[int, int, int] = PROBE_SHAPE, repeats: int = 15) -> tuple[float, float]:
+    """Best-of-``repeats`` milliseconds of one ``[m, k] @ [k, n]`` multiply in fp32 and under CPU
+    bf16 autocast (a few milliseconds where bf16 is native). On one thread, and the two
+    precisions timed in turn: two threads on a busy 2-core machine wait on each other at every
+    operation, and a load that came and went during one precision's timings alone could flip the
+    choice (seen: 20 ms vs 16 ms under load, 1.3 ms vs 2.7 ms without)."""
     m, k, n = shape
     g = torch.Generator().manual_seed(0)
     a, b = torch.randn(m, k, generator=g), torch.randn(k, n, generator=g)
-    fp32 = _best_ms(lambda: a @ b)
+
+    def fp32() -> None:
+        a @ b
 
     def bf16() -> None:
         with torch.autocast("cpu", dtype=torch.bfloat16):
             a @ b
 
-    return fp32, _best_ms(bf16, give_up_ms=3 * fp32)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        best = {fp32: float("inf"), bf16: float("inf")}
+        for fn in best:
+            fn()  # warm-up: kernel selection, allocation
+        for _ in range(repeats):
+            for fn in best:
+                t0 = time.perf_counter()
+                fn()
+                best[fn] = min(best[fn], (time.perf_counter() - t0) * 1e3)
+            if best[bf16] > 3 * best[fp32] and _ >= 2:
+                break  # clearly slow (emulated): no need to measure it precisely
+    finally:
+        torch.set_num_threads(threads)
+    return best[fp32], best[bf16]
 
 
 def _decide() -> CpuPrecision:
