@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..training.finetune import round_loop_config
-from ..training.pretraining import StageConfig, pretrain, read_log, stage_done
+from ..training.pretraining import StageConfig, is_done, pretrain, read_log, stage_folder
 from ..utils.cache import CACHE_ENV, cache_dir
 from ..utils.devices import resolve_precision
 from ..utils.errors import ConfigError
@@ -173,8 +173,8 @@ def estimate_protocol(preset: Preset | str | None = "tiny", data_dir: str | None
     """The projected wall time of ``run_protocol(preset)`` on this machine (``experiments
     --dry-run``): every kind of part timed for a few updates with the threads it will run with
     (the first stage with the protocol's, the jobs with one worker's), counted from the job
-    graph, and shared out over the workers. Parts already in the cache are not discounted
-    except the first stage. Chapter 4."""
+    graph, and shared out over the workers. Pre-training stages already in the cache are not
+    counted (``cached_stages``); cached fine-tunings and STS-b runs are. Chapter 4."""
     from .protocol import arm_pretrain_seeds, job_graph  # the protocol's own count of its parts
 
     preset = get_preset(preset)
@@ -195,6 +195,9 @@ def estimate_protocol(preset: Preset | str | None = "tiny", data_dir: str | None
                           serial=True))
         timings: dict[str, dict] = {}
         probes: dict[str, str] = {}
+        cached = cached_stages(preset, plan, data_dir)
+        if cached:
+            notes.append(f"{len(cached)} pre-training stage(s) in the cache: not counted")
         for arm in plan:
             if arm in pretrained:
                 probes[arm] = pretrained[arm]
@@ -207,16 +210,14 @@ def estimate_protocol(preset: Preset | str | None = "tiny", data_dir: str | None
             probes[arm] = timings[arm]["checkpoint"]
             real = arm_config(arm, preset, None) if first else cfg
             seconds = _stage_seconds(real, timings[arm])
-            n = len(arm_pretrain_seeds(preset, arm))
+            todo = [ps for ps in arm_pretrain_seeds(preset, arm) if (arm, ps) not in cached]
             if first:
-                done = stage_done(real, data_dir=data_dir)
-                if done:
-                    notes.append(f"the first stage ({arm}, seed {real.seed}) is in the cache: not counted")
-                parts.append(Part(f"pre-train {arm} (first stage)", 0 if done else 1, seconds,
+                ps0 = preset.pretraining_seeds[0]
+                parts.append(Part(f"pre-train {arm} (first stage)", int(ps0 in todo), seconds,
                                   f"{timings[arm]['per_update']:.3f} s/update x {_updates(real)}", serial=True))
-                n -= 1
-            if n > 0:
-                parts.append(Part(f"pre-train {arm}", n, seconds,
+                todo = [ps for ps in todo if ps != ps0]
+            if todo:
+                parts.append(Part(f"pre-train {arm}", len(todo), seconds,
                                   f"{timings[arm]['per_update']:.3f} s/update x {_updates(cfg)}"))
         jobs = job_graph(preset, plan, len(task.train), len(sts_train), [], data_dir)
         with num_threads(job_threads), _scratch_cache(scratch / "cache"):
@@ -227,6 +228,30 @@ def estimate_protocol(preset: Preset | str | None = "tiny", data_dir: str | None
             notes.append(f"{n_entropy} attention-entropy measurements not timed (seconds each)")
     precision = resolve_precision(preset.pretraining.mixed_precision)
     return Estimate(preset.name, parts, workers, precision, time.perf_counter() - t0, notes + _load_note())
+
+
+def cached_stages(preset: Preset, plan: list[str], data_dir: str | None = None) -> dict[tuple[str, int], Path]:
+    """The protocol's pre-training stages already in the cache, ``{(arm, pre-training seed):
+    folder}``, found along each seed's chain: a continuation is named by its parent's weights,
+    so it is looked up only where its parent is cached. Chapter 4."""
+    from .protocol import arm_pretrain_seeds
+
+    pretrained = dict(preset.pretrained or {})
+    found: dict[tuple[str, int], Path] = {}
+    for arm in plan:
+        if arm in pretrained:
+            continue
+        for ps in arm_pretrain_seeds(preset, arm):
+            parent = PARENT[arm] if arm not in pretrained else None
+            init = None
+            if parent is not None:
+                init = pretrained.get(parent) or found.get((parent, ps))
+                if init is None:
+                    continue
+            folder = stage_folder(arm_config(arm, preset, str(init) if init else None).replace(seed=ps), data_dir)
+            if is_done(folder):
+                found[(arm, ps)] = folder
+    return found
 
 
 def _load_note() -> list[str]:

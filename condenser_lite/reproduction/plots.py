@@ -464,7 +464,6 @@ def plot_gauges(results: Mapping, arms: Sequence[str] | None = None, gauges: Seq
     blocks' late [CLS] (``cls_cosine``), the pre-registered [CLS] reliance with its noise band and
     C0's threshold (``cls_reliance``, where logged). Each arm's first pre-training seed (the
     results keep one log per arm). Chapters 1 and 2."""
-    import matplotlib.pyplot as plt
 
     unknown = [g for g in gauges if g not in GAUGES]
     if unknown or not gauges:

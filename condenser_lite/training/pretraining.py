@@ -283,12 +283,15 @@ def is_done(path: str | Path) -> bool:
     return (Path(path) / DONE_FILE).exists()
 
 
+def stage_folder(cfg: StageConfig, data_dir: str | None = None) -> Path:
+    """The cache folder ``pretrain(cfg)`` uses: ``<cache>/checkpoints/<method>-<stage_key>``. Chapter 2."""
+    return cache_dir("checkpoints") / f"{cfg.method}-{stage_key(cfg, data_dir=data_dir)}"
+
+
 def stage_done(cfg: StageConfig, output_dir: str | Path | None = None, data_dir: str | None = None) -> bool:
     """Whether ``pretrain(cfg, output_dir)`` would reuse a finished stage instead of training
     (the estimate before long work skips it then). Chapter 2."""
-    out = Path(output_dir) if output_dir is not None else \
-        cache_dir("checkpoints") / f"{cfg.method}-{stage_key(cfg, data_dir=data_dir)}"
-    return is_done(out)
+    return is_done(Path(output_dir) if output_dir is not None else stage_folder(cfg, data_dir))
 
 
 # ---- building blocks -----------------------------------------------------------------------
