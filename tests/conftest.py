@@ -1,11 +1,10 @@
-"""Shared pytest configuration."""
+"""Shared pytest configuration, and the fixtures that tests in several folders use."""
 
 import os
-from pathlib import Path
 
 import pytest
+from locations import MIRROR as _MIRROR
 
-_MIRROR = Path(__file__).resolve().parents[2] / "shared" / "data"
 REQUIRE_MIRROR = "CONDENSER_LITE_REQUIRE_MIRROR"  # CI sets it: a missing mirror is an error there
 
 
@@ -62,3 +61,12 @@ def micro_run(tmp_path_factory, tokenizer_dir):
         results = run_protocol(budget, out_path=out, verbose=False, workers=2,
                                command="python -m condenser_lite experiments --preset micro")
     return budget, out, results, root
+
+
+@pytest.fixture(scope="session")
+def pseudo_tokenizer():
+    """A 100-piece WordPiece over made-up words (``toy_data.pseudo_text``), many ## pieces: the
+    packing tests (data/) and the masking tests (modeling/) read it."""
+    from toy_data import pseudo_tokenizer
+
+    return pseudo_tokenizer()

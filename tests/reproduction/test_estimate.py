@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from locations import MIRROR
 
 from condenser_lite.cli import main
 from condenser_lite.reproduction.estimate import Estimate, Part, format_estimate
-
-MIRROR = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 def test_total_shares_the_jobs_over_the_workers():
