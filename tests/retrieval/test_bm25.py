@@ -61,6 +61,7 @@ def test_to_tevatron_negatives_exclude_positives():
         to_tevatron(beir, "test")
 
 
+@pytest.mark.protocol  # BM25 over the whole SciFact corpus, twice: 2.5 s
 def test_bm25_scifact_matches_beir():
     """BM25 on the real SciFact test set lands near BEIR's 0.665 (skipped without the mirror)."""
     from condenser_lite.data.beir import load_beir

@@ -348,6 +348,7 @@ def test_bf16_autocast_steps_track_full_precision(tmp_path, one_thread):
     assert bf16 == pytest.approx(fp32, abs=0.02)  # ... on the same path (bf16 keeps ~3 significant digits)
 
 
+@pytest.mark.protocol  # torch.compile: seconds of compiling
 def test_compiled_steps_equal_eager_ones(tmp_path, one_thread):
     eager = _bert_losses(tmp_path, "eager")
     compiled = _bert_losses(tmp_path, "compiled", compile=True)

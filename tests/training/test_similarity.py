@@ -50,6 +50,7 @@ def test_collator_and_forward(ckpt):
     assert float(out.loss) == pytest.approx(float(((cos - batch["score"]) ** 2).mean()), rel=1e-5)
 
 
+@pytest.mark.protocol  # fine-tunes the STS-b bi-encoder
 def test_sts_loss_decreases_on_a_toy(ckpt, tmp_path):
     """Dropout is off in this model, so the loss can only fall by telling sentences apart."""
     pairs = toy_pairs()
