@@ -35,7 +35,7 @@ def test_pretrain_command_runs_the_books_stages(method, init, arm):
     assert cfg == arm_config(arm, get_preset("tiny"), init)
     tiny = get_preset("tiny")
     assert (cfg.lr, cfg.max_len) == (tiny.pretraining.cocondenser_lr if method == "cocondenser" else tiny.pretraining.lr,
-                                     tiny.model.max_len) == (1e-3, 64)
+                                     tiny.model.max_len)
 
 
 def test_pretrain_command_paper_preset():

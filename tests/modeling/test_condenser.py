@@ -4,6 +4,7 @@ checkpoint files themselves: test_loading.py)."""
 import pytest
 import torch
 from toy_models import make_batch, make_condenser, small_config
+from transformers import BertForMaskedLM
 from transformers.masking_utils import create_bidirectional_mask
 
 from condenser_lite.modeling.condenser import PAPER_CONDENSER, BertMLM, Condenser, masked_lm_loss, tiny_bert_config
@@ -12,16 +13,31 @@ from condenser_lite.utils.errors import CheckpointError
 # ---- configuration and construction ----------------------------------------------
 
 
-def test_tiny_bert_config_defaults_and_overrides():
-    c = tiny_bert_config()
-    assert (c.vocab_size, c.num_hidden_layers, c.hidden_size, c.num_attention_heads, c.intermediate_size) == (
-        8192, 4, 128, 4, 512,
-    )
-    assert c.max_position_embeddings >= 128
-    assert tiny_bert_config(vocab_size=500, num_hidden_layers=6).num_hidden_layers == 6
+def test_tiny_bert_config_covers_its_blocks_and_takes_overrides():
+    """What the docstring promises, not its numbers: the positions cover the 128-token blocks and a
+    longer input fails loudly; any field can be overridden, the others kept; a head count that
+    does not divide the width is refused."""
+    small = dict(vocab_size=100, hidden_size=32, num_attention_heads=2, intermediate_size=64, num_hidden_layers=1)
+    torch.manual_seed(0)
+    mlm = BertMLM.from_config(tiny_bert_config(**small)).eval()  # max_position_embeddings: the default
+    ids = torch.randint(5, 100, (1, 128))
+    assert mlm(ids, torch.ones_like(ids)).cls.shape == (1, 32)
+    ids = torch.randint(5, 100, (1, 129))
+    with pytest.raises(RuntimeError):
+        mlm(ids, torch.ones_like(ids))
+    default, changed = tiny_bert_config().to_dict(), tiny_bert_config(vocab_size=500, num_hidden_layers=6).to_dict()
+    assert (changed["vocab_size"], changed["num_hidden_layers"]) == (500, 6)
+    assert {k: v for k, v in changed.items() if k not in ("vocab_size", "num_hidden_layers")} == \
+        {k: v for k, v in default.items() if k not in ("vocab_size", "num_hidden_layers")}
     with pytest.raises(ValueError, match="divisible"):
         tiny_bert_config(num_attention_heads=3)
-    assert PAPER_CONDENSER["skip_from"] == 6 and PAPER_CONDENSER["n_head_layers"] == 2
+
+
+def test_a_condenser_without_settings_is_the_papers():
+    """Condenser's defaults are PAPER_CONDENSER, the paper's settings that the loaders fall back on."""
+    backbone = BertForMaskedLM(small_config(num_hidden_layers=PAPER_CONDENSER["skip_from"] + 1))
+    config = Condenser(backbone).condenser_config()
+    assert {k: config[k] for k in PAPER_CONDENSER} == PAPER_CONDENSER
 
 
 @pytest.mark.parametrize("kwargs,match", [

@@ -2,14 +2,19 @@
 comparison and claim status, the pre-registered [CLS]-reliance rule of C0, the power of a
 comparison, and the pre-registered choice of a modified Condenser. Pure functions on made-up numbers."""
 
-import pytest
+import ast
+import subprocess
 
+import pytest
+from locations import ROOT
+
+from condenser_lite.reproduction import rules
 from condenser_lite.reproduction.rules import (
-    LATE_LOSS_MARGIN,
     MODIFIED_FLOOR,
+    MODIFIED_RULE_COMMIT,
     NOT_DETECTABLE,
     ONE_SEED,
-    RELIANCE_THRESHOLD,
+    PRE_REGISTRATION_COMMIT,
     c0_rule,
     choose_modified,
     claim_status,
@@ -35,8 +40,31 @@ def test_compare_and_status_rules():
     assert claim_status([ONE_SEED, None]) == ONE_SEED and claim_status([ONE_SEED, True]) == "reproduced"
 
 
-def test_pre_registered_constants():
-    assert (RELIANCE_THRESHOLD, LATE_LOSS_MARGIN) == (0.2, 0.05)
+PRE_REGISTERED = {PRE_REGISTRATION_COMMIT: ("RELIANCE_THRESHOLD", "LATE_LOSS_MARGIN", "ALPHA", "POWER"),
+                  MODIFIED_RULE_COMMIT: ("MODIFIED_FLOOR",)}
+
+
+def committed_value(commit: str, name: str):
+    """The value the package gave ``name`` (a top-level ``NAME = literal``) at ``commit``, wherever
+    it was defined then (scorecard.py before the rules had their own module); None without the
+    history (an archive, a shallow clone)."""
+    grep = subprocess.run(["git", "grep", "-h", "-E", f"^{name} = ", commit, "--", "condenser_lite"],
+                          cwd=ROOT, capture_output=True, text=True)
+    lines = grep.stdout.splitlines()
+    if grep.returncode != 0 or len(lines) != 1:
+        return None
+    return ast.literal_eval(lines[0].split("=", 1)[1].split("#", 1)[0].strip())
+
+
+@pytest.mark.parametrize("commit, name", [(c, n) for c, names in PRE_REGISTERED.items() for n in names],
+                         ids=[f"{n}@{c[:7]}" for c, names in PRE_REGISTERED.items() for n in names])
+def test_pre_registered_values_are_the_ones_committed_before_the_runs(commit, name):
+    """Fixed before the runs they judge, never changed after seeing a number: each pre-registered
+    value is the one in the commit that registered it."""
+    committed = committed_value(commit, name)
+    if committed is None:
+        pytest.skip(f"needs the repository's history with commit {commit[:7]}")
+    assert getattr(rules, name) == committed, f"{name} differs from its value at the pre-registration {commit[:7]}"
 
 
 def test_reliance_threshold_is_inclusive_and_holds_on_every_seed():
