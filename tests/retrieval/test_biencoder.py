@@ -108,7 +108,14 @@ def test_forward_loss_matches_the_formula(ckpt, tokenizer):
     scores = q @ p.T
     expected = -(scores[0, 0] - scores[0].logsumexp(0) + scores[1, 3] - scores[1].logsumexp(0)) / 2
     assert float(out.loss) == pytest.approx(float(expected), rel=1e-5)
-    assert 0.0 <= float(out.accuracy) <= 1.0 and out.q_reps.shape == (2, 32) and out.p_reps.shape == (6, 32)
+    # accuracy: the share of queries whose own positive (passage i * n) outscores every passage of the batch
+    hits = [int(scores[i].argmax()) == 3 * i for i in range(2)]
+    assert float(out.accuracy) == sum(hits) / 2 and out.q_reps.shape == (2, 32) and out.p_reps.shape == (6, 32)
+    q = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    p = torch.tensor([[1.0, 0.0], [0.0, 0.5], [0.0, 0.2], [0.0, 1.0], [0.5, 0.0], [0.2, 0.2]])
+    assert float(model.compute_loss(q, p)[1]) == 1.0
+    p[1] = torch.tensor([0.0, 2.0])  # a negative of query 0 now outscores query 1's positive: in-batch, it counts
+    assert float(model.compute_loss(q, p)[1]) == 0.5
     bad = RetrievalCollator(tokenizer, train_n_passages=2)(EXAMPLES)
     with pytest.raises(ValueError, match="train_n_passages"):
         model(**bad)
