@@ -1,17 +1,28 @@
-"""Shared pytest configuration."""
+"""Shared pytest configuration, and the fixtures that tests in several folders use.
+
+Tiers: every test is exactly one of
+
+* ``unit``: a function on small inputs, about 2 s at most (``pytest -m unit``: under a minute);
+* ``protocol``: runs a pre-training stage, a fine-tuning, the protocol or a benchmark's smoke run,
+  or uses the session fixtures ``micro_run`` or ``tokenizer_dir``, or takes more than about 2 s;
+* ``book``: checks or builds the book (test_book.py, test_portability.py, test_colab_install.py)
+  and the chapters that ``pytest --nbval`` re-executes.
+
+``pytest_collection_modifyitems`` gives each test the tier of its file and fixtures (``TIERS``
+below); a test or module marked with a tier itself keeps that one (``@pytest.mark.protocol`` where
+the rule is wrong: a short stage through the command line, or a slow unit test).
+tests/test_tiers.py fails when a collected test has no tier or two.
+"""
 
 import os
-from pathlib import Path
 
 import pytest
+from locations import MIRROR as _MIRROR
 
-_MIRROR = Path(__file__).resolve().parents[2] / "shared" / "data"
 REQUIRE_MIRROR = "CONDENSER_LITE_REQUIRE_MIRROR"  # CI sets it: a missing mirror is an error there
 
 
 def pytest_configure(config):
-    # tests/test_distributed.py starts 2 CPU processes; deselect with -m "not distributed".
-    config.addinivalue_line("markers", "distributed: launches several processes (gloo, CPU); runs by default")
     # without the mirror about a dozen integration tests skip; in CI that would pass a run that
     # tested much less than it says, so there the missing mirror stops the run instead
     if os.environ.get(REQUIRE_MIRROR) == "1" and not _MIRROR.is_dir():
@@ -27,6 +38,22 @@ def _fresh_accelerate_state():
     from accelerate.state import AcceleratorState
 
     AcceleratorState._reset_state()
+
+
+@pytest.fixture(autouse=True)
+def _one_thread_for_unit_tests(request):
+    """A unit test runs on one thread: its toy-sized tensors gain nothing from a second, and on a
+    CPU whose cores are busy the second thread mostly waits (80 steps of the gauges' toy Condenser:
+    0.7 s on one thread, 25 s on two while two other processes held both cores)."""
+    if request.node.get_closest_marker("unit") is None:
+        yield
+        return
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="session")
@@ -62,3 +89,50 @@ def micro_run(tmp_path_factory, tokenizer_dir):
         results = run_protocol(budget, out_path=out, verbose=False, workers=2,
                                command="python -m condenser_lite experiments --preset micro")
     return budget, out, results, root
+
+
+@pytest.fixture(scope="session")
+def pseudo_tokenizer():
+    """A 100-piece WordPiece over made-up words (``toy_data.pseudo_text``), many ## pieces: the
+    packing tests (data/) and the masking tests (modeling/) read it."""
+    from toy_data import pseudo_tokenizer
+
+    return pseudo_tokenizer()
+
+
+# ---- tiers ------------------------------------------------------------------------------------
+
+TIERS = ("unit", "protocol", "book")
+BOOK_FILES = {"test_book.py", "test_portability.py", "test_colab_install.py"}  # and the notebooks nbval collects
+PROTOCOL_FIXTURES = {"micro_run", "tokenizer_dir"}
+PROTOCOL_FILES = {"test_fullscale_path.py"}  # the full-scale rehearsal: each of its tests pre-trains or fine-tunes
+TIER_MARKS = pytest.StashKey[dict]()
+
+
+def tier_marks(item) -> list[str]:
+    """The tier marks a collected test carries: its own, its class's and its module's."""
+    return sorted({mark.name for mark in item.iter_markers() if mark.name in TIERS})
+
+
+def automatic_tier(item) -> str:
+    """The tier the rule gives a test without a tier mark: ``book`` by file, ``protocol`` by the
+    session fixtures it uses (directly or through other fixtures) or by file, else ``unit``."""
+    if item.path.suffix == ".ipynb" or item.path.name in BOOK_FILES:
+        return "book"
+    if PROTOCOL_FIXTURES & set(getattr(item, "fixturenames", ())) or item.path.name in PROTOCOL_FILES:
+        return "protocol"
+    return "unit"
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by these marks
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if not tier_marks(item):
+            item.add_marker(automatic_tier(item))
+    config.stash[TIER_MARKS] = {item.nodeid: tier_marks(item) for item in items}
+
+
+@pytest.fixture
+def collected_tiers(request) -> dict[str, list[str]]:
+    """Every test this session collected, before ``-m`` selected among them, and its tier marks."""
+    return request.config.stash[TIER_MARKS]

@@ -116,6 +116,7 @@ FINETUNE = ["--data", "scifact", "--max-steps", "2", "--set", "batch_size=2", "-
 
 # ---- 1. a reused output folder must hold the same run -------------------------------------------
 
+@pytest.mark.protocol  # fine-tunes (three short runs)
 def test_reused_finetune_folder_must_come_from_the_same_init(beir, retriever, tmp_path, capsys):
     other = perturbed_copy(retriever, tmp_path / "other")
     out = tmp_path / "ft"
@@ -457,6 +458,7 @@ def test_cli_names_the_cause_in_one_line(case, beir, retriever, tmp_path, capsys
     assert expected in line
 
 
+@pytest.mark.protocol  # fine-tunes
 def test_damaged_training_checkpoint_is_named_and_debug_shows_the_traceback(beir, retriever, tmp_path, capsys):
     args = ["finetune", "--init", retriever, *FINETUNE, "--data-dir", beir, "--output-dir", tmp_path / "ft"]
     assert cli(args, capsys)[0] == 0
@@ -509,6 +511,7 @@ ODD_IDS = {"p0": "Sustainable development:135", "p1": "tab\there", "p2": "Café 
            "p4": "literal%20escape", "d1": "query one", "q1": "train\tq", "q2": "Frage ä"}
 
 
+@pytest.mark.protocol  # fine-tunes
 def test_ids_with_whitespace_round_trip_through_run_files(retriever, tmp_path, capsys):
     """Before: `search` wrote `query one Q0 tab<TAB>here ...` and `evaluate` refused its own run
     (`expected 6 fields ..., got 8`)."""
@@ -767,6 +770,7 @@ def test_a_results_file_whose_headline_disagrees_with_its_body_is_refused(tmp_pa
         load_results("small", folder=tmp_path)
 
 
+@pytest.mark.protocol  # the command measures the small preset's stages before the stand-in protocol: minutes
 def test_experiments_out_must_be_a_results_file_of_the_same_preset(tmp_path, monkeypatch, capsys):
     """Before: `--out` onto a folder ran the whole protocol and then stopped with an
     IsADirectoryError traceback; onto any other file it overwrote it (a results file of another
@@ -817,6 +821,7 @@ def test_a_cache_that_cannot_be_written_is_named(beir, tmp_path, monkeypatch, ca
         cache_dir("experiments")
 
 
+@pytest.mark.protocol  # fine-tunes
 def test_ctrl_c_during_finetune_then_the_same_command_gives_the_uninterrupted_result(beir, retriever, tmp_path,
                                                                                       monkeypatch, capsys):
     """Ctrl-C in step 4 of 6 (exit status 130, a checkpoint of steps 1-3), then the same command:

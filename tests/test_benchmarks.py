@@ -50,6 +50,7 @@ def test_help(script):
     assert "usage" in run.stdout.lower()
 
 
+@pytest.mark.protocol  # a benchmark's smoke run
 @pytest.mark.parametrize("name", sorted(SMOKE))
 def test_smoke_run(name, tmp_path):
     if not MIRROR.exists():

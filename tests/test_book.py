@@ -25,11 +25,6 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 CHAPTERS = sorted(p.stem for p in NOTEBOOKS.glob("[0-9][0-9]_*.md"))
 EXECUTED = Path(os.environ["BOOK_NOTEBOOKS"]).resolve() if os.environ.get("BOOK_NOTEBOOKS") else NOTEBOOKS
-
-# Chapters committed before their figures were stored in the outputs; they get their images when
-# they are next executed. Remove a name once it is: the strict xfail then fails, so this list
-# cannot go stale.
-AWAITING_RERUN: set[str] = set()
 MAX_LINE = 88
 
 
@@ -57,12 +52,6 @@ def missing_figures(nb) -> list[str]:
             if not any("image/png" in o.get("data", {}) for o in c.get("outputs", []))]
 
 
-def _rerun_mark(chapter: str):
-    if EXECUTED == NOTEBOOKS and chapter in AWAITING_RERUN:
-        return pytest.mark.xfail(strict=True, reason="committed outputs predate inline figures")
-    return []
-
-
 # --- pairs -----------------------------------------------------------------------------------
 
 
@@ -83,9 +72,13 @@ def test_pair_check_sees_an_edit(tmp_path):
     chapter = CHAPTERS[0]
     md = tmp_path / f"{chapter}.md"
     text = (NOTEBOOKS / f"{chapter}.md").read_text()
-    md.write_text(text.replace("print(ch)", "print(ch, 'edited')", 1))
-    assert "edited" in md.read_text()
-    assert pair_differences(md, NOTEBOOKS / f"{chapter}.ipynb")
+    edited = text.replace("print(ch)", "print(ch, 'edited')", 1)
+    assert edited != text, f"{chapter}.md has no `print(ch)` line left to edit: edit another line here"
+    md.write_text(edited)
+    assert not pair_differences(NOTEBOOKS / f"{chapter}.md", NOTEBOOKS / f"{chapter}.ipynb")  # the pair before
+    diff = pair_differences(md, NOTEBOOKS / f"{chapter}.ipynb")
+    cell = next(i for i, c in enumerate(jupytext.read(md).cells) if "print(ch, 'edited')" in c.source)
+    assert len(diff) == 1 and diff[0].startswith(f"cell {cell}: "), diff  # the edited cell, and only it
 
 
 # --- conventions -----------------------------------------------------------------------------
@@ -139,7 +132,7 @@ def test_missing_figures_sees_a_plot_without_image():
     assert missing_figures(nb) == []
 
 
-@pytest.mark.parametrize("chapter", [pytest.param(c, marks=_rerun_mark(c)) for c in CHAPTERS])
+@pytest.mark.parametrize("chapter", CHAPTERS)
 def test_plotting_cells_have_images(chapter):
     nb = nbformat.read(EXECUTED / f"{chapter}.ipynb", as_version=4)
     missing = missing_figures(nb)
@@ -176,7 +169,7 @@ def test_book_builds_from_the_notebooks_only(built_book):
     assert sources == [f"{c}.ipynb" for c in CHAPTERS]
 
 
-@pytest.mark.parametrize("chapter", [pytest.param(c, marks=_rerun_mark(c)) for c in CHAPTERS])
+@pytest.mark.parametrize("chapter", CHAPTERS)
 def test_built_page_shows_every_figure(built_book, chapter):
     html = (built_book / "notebooks" / f"{chapter}.html").read_text()
     shown = len(re.findall(r'<img[^>]+src="\.\./_images/[^"]+\.png"', html))
@@ -202,7 +195,7 @@ def test_setup_parses_papermill_strings(tmp_path, monkeypatch):
                     cache_dir=str(tmp_path / "cache"), figures_dir=str(tmp_path / "figs"))
     assert (ch.full, ch.preset, ch.seed, ch.max_steps, ch.workers) == (True, "micro", 3, None, 2)
     assert os.environ["CONDENSER_LITE_CACHE"] == str(tmp_path / "cache")
-    assert ch.figures.is_dir() and ch.device == "cpu" or ch.device == "cuda" or ch.device.startswith("xla")
+    assert ch.figures.is_dir() and (ch.device in ("cpu", "cuda") or ch.device.startswith("xla"))
     assert ch.rerun and ch.live_preset.name == "paper"
     assert "full scale" in str(ch) and "device" in str(ch)
     committed = book.setup(preset="None", figures_dir=str(tmp_path / "f"))  # papermill's text

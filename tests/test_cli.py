@@ -35,7 +35,7 @@ def test_pretrain_command_runs_the_books_stages(method, init, arm):
     assert cfg == arm_config(arm, get_preset("tiny"), init)
     tiny = get_preset("tiny")
     assert (cfg.lr, cfg.max_len) == (tiny.pretraining.cocondenser_lr if method == "cocondenser" else tiny.pretraining.lr,
-                                     tiny.model.max_len) == (1e-3, 64)
+                                     tiny.model.max_len)
 
 
 def test_pretrain_command_paper_preset():
@@ -51,6 +51,7 @@ def test_preset_overrides_are_dotted_where_ambiguous():
         parse_overrides(get_preset("micro"), ["lr=1e-3"])
 
 
+@pytest.mark.protocol  # pre-trains a stage
 @pytest.mark.skipif(not MIRROR.exists(), reason="local data mirror not found")
 def test_pretrain_command_runs_a_stage(tmp_path, monkeypatch, capsys):
     from condenser_lite.data.tokenizer import train_wordpiece
@@ -66,6 +67,7 @@ def test_pretrain_command_runs_a_stage(tmp_path, monkeypatch, capsys):
     assert str(tmp_path / "out") in capsys.readouterr().out
 
 
+@pytest.mark.protocol  # fine-tunes two rounds
 def test_retrieval_commands_end_to_end_on_the_tiny_fixture(tmp_path, capsys, monkeypatch):
     """finetune (two rounds) -> search -> evaluate -> encode, as a full-scale user types them."""
     import json

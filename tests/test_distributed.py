@@ -56,6 +56,7 @@ def results(tmp_path_factory):
     return launch(tmp_path_factory.mktemp("dist"))
 
 
+@pytest.mark.protocol  # starts two processes (about 15 s)
 @pytest.mark.distributed
 @pytest.mark.parametrize("chunk", CHUNKS)
 def test_two_processes_match_one_process_full_batch(results, chunk):

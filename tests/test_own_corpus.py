@@ -35,6 +35,7 @@ def condenser_dir(tmp_path_factory):
     return out
 
 
+@pytest.mark.protocol  # pre-trains (condenser_dir, then coCondenser)
 def test_pretrain_cocondenser_on_a_folder_reports_short_documents(condenser_dir, tmp_path, capsys):
     common = ["pretrain", "--method", "cocondenser", "--init", str(condenser_dir), "--corpus", str(FOLDER),
               "--set", "max_steps=2", "--set", "batch_size=4", "--set", "save_every=null"]
@@ -57,6 +58,7 @@ def test_pretrain_cocondenser_on_a_folder_reports_short_documents(condenser_dir,
     assert json.loads((tmp_path / "co_txt" / DONE_FILE).read_text())["documents"] == 42
 
 
+@pytest.mark.protocol  # pre-trains (condenser_dir) and fine-tunes
 def test_finetune_search_evaluate_on_a_folder(condenser_dir, tmp_path, capsys):
     data = ["--data", str(FOLDER)]
     main(["finetune", "--init", str(condenser_dir), "--output-dir", str(tmp_path / "ft"), "--rounds", "2",

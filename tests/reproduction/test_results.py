@@ -130,20 +130,3 @@ def test_results_are_found_when_the_package_is_installed_away_from_its_clone(tmp
     monkeypatch.setenv(evidence.RESULTS_ENV, str(clone / "results"))
     assert evidence.results_dir() == clone / "results"
     assert load_results("small")["version"] == RESULTS_VERSION
-
-
-def test_binned_log_keeps_every_evaluation_and_averages_the_steps_between():
-    """The results file keeps a pre-training log of at most about LOG_ROWS rows: the held-out
-    evaluations exactly, the training losses between them averaged."""
-    from condenser_lite.reproduction.protocol import binned_log
-
-    log = [{"step": s, "loss": float(s)} for s in range(1, 101)]
-    for row in log:
-        if row["step"] % 25 == 0:
-            row["eval_mlm_loss"] = row["step"] / 10
-    out = binned_log(log, max_rows=10)
-    assert [r for r in out if "eval_mlm_loss" in r] == [r for r in log if "eval_mlm_loss" in r]
-    assert out[0] == {"step": 10, "loss": 5.5}  # steps 1-10 averaged
-    assert len(out) <= 10 + 4 + 4  # the bins, the evaluations, a short bin before each
-    assert sum(r["loss"] for r in out if "eval_mlm_loss" in r) == 25 + 50 + 75 + 100
-    assert binned_log(log[:10], max_rows=10) == log[:10]  # short logs unchanged

@@ -50,6 +50,7 @@ def test_collator_and_forward(ckpt):
     assert float(out.loss) == pytest.approx(float(((cos - batch["score"]) ** 2).mean()), rel=1e-5)
 
 
+@pytest.mark.protocol  # fine-tunes the STS-b bi-encoder
 def test_sts_loss_decreases_on_a_toy(ckpt, tmp_path):
     """Dropout is off in this model, so the loss can only fall by telling sentences apart."""
     pairs = toy_pairs()
@@ -88,12 +89,17 @@ def test_evaluate_sts_is_spearman_of_cosines(ckpt, monkeypatch):
     expected = spearmanr(cos, list(pairs["score"])).statistic
     assert S.evaluate_sts(object(), pairs, tokenizer="t") == pytest.approx(expected, abs=1e-6)
     assert S.evaluate_sts(object(), list(pairs), tokenizer="t") == pytest.approx(expected, abs=1e-6)  # list of dicts
+    # ranks, not values: gold scores that grow with the cosine, however unevenly, correlate perfectly
+    # (Pearson's r would not be 1 here); scores that fall with it, perfectly the other way
+    rows = [{**r, "score": float(c) ** 3 + 5 * float(c > 0)} for r, c in zip(pairs, cos)]
+    assert S.evaluate_sts(object(), rows, tokenizer="t") == pytest.approx(1.0, abs=1e-12)
+    assert S.evaluate_sts(object(), [{**r, "score": -r["score"]} for r in rows], tokenizer="t") == \
+        pytest.approx(-1.0, abs=1e-12)
     monkeypatch.undo()
 
     tok = AutoTokenizer.from_pretrained(ckpt)
     rho = evaluate_sts(SentenceEncoder.from_pretrained(ckpt), pairs, tok, max_len=16)
-    assert -1.0 <= rho <= 1.0
-    assert -1.0 <= evaluate_sts(str(ckpt), pairs, max_len=16) <= 1.0  # a checkpoint dir with its tokenizer
+    assert evaluate_sts(str(ckpt), pairs, max_len=16) == rho  # a checkpoint dir with its tokenizer: the same model
     with pytest.raises(ValueError, match="score"):
         evaluate_sts(SentenceEncoder.from_pretrained(ckpt), pairs.remove_columns("score"), tok)
 

@@ -1,7 +1,9 @@
+"""The chapters' papermill parameters, parsed (condenser_lite/parameters.py): ``-p full true``
+arrives as the string "true"."""
+
 import pytest
 
 from condenser_lite.parameters import parse_bool, parse_choice, parse_float, parse_int, parse_path
-from condenser_lite.utils.cache import cache_dir
 
 
 @pytest.mark.parametrize("value,expected", [
@@ -39,8 +41,3 @@ def test_optional_int_choice_and_path():
         parse_choice("small", "budget", ("tiny", "micro"), hint="use -p full true")
     assert parse_path("none", "data_dir") is None and parse_path("", "data_dir") is None
     assert str(parse_path("~/x", "data_dir")).endswith("/x") and "~" not in str(parse_path("~/x", "d"))
-
-
-def test_cache_dir_follows_env(tmp_path, monkeypatch):
-    monkeypatch.setenv("CONDENSER_LITE_CACHE", str(tmp_path / "c"))
-    assert cache_dir("x") == tmp_path / "c" / "x" and (tmp_path / "c" / "x").is_dir()

@@ -2,17 +2,15 @@
 
 import json
 import shutil
-from pathlib import Path
 
 import pytest
+from locations import MIRROR
 from transformers import AutoModel
 
 from condenser_lite.modeling.condenser import Condenser
-from condenser_lite.reproduction.presets import paper_cocondenser, paper_condenser
 from condenser_lite.training.pretraining import StageConfig, build_model, is_done, pretrain, read_log, stage_key
 from condenser_lite.utils.errors import ConfigError
 
-MIRROR = Path(__file__).resolve().parents[2] / "shared" / "data"
 pytestmark = pytest.mark.skipif(not MIRROR.exists(), reason="local data mirror ../shared/data not found")
 
 
@@ -93,20 +91,6 @@ def test_condenser_variants_join_the_key_only_when_set(env, tokenizer_dir):
         tiny(tokenizer_dir, method="condenser", head_mlm_probability=0.1)
 
 
-def test_modified_condenser_arm_is_the_condenser_stage_with_the_presets_changes(tmp_path):
-    from condenser_lite.reproduction.arms import arm_config
-    from condenser_lite.reproduction.presets import get_preset
-    from condenser_lite.reproduction.registry import MODIFIED_ARM
-
-    init = str(tmp_path)
-    preset = get_preset("small", modified_condenser={"head_mlm_probability": 0.5})
-    faithful, modified = arm_config("condenser", preset, init), arm_config(MODIFIED_ARM, preset, init)
-    assert modified == faithful.replace(head_mlm_probability=0.5)
-    assert arm_config("bert", preset, None) == arm_config("bert", get_preset("small"), None)  # stage 1 shared
-    with pytest.raises(ConfigError, match="modified_condenser"):
-        get_preset("small", arms=("bert", MODIFIED_ARM))
-
-
 def test_bad_settings_are_named():
     with pytest.raises(ValueError, match="method"):
         StageConfig(method="electra")
@@ -116,16 +100,6 @@ def test_bad_settings_are_named():
         StageConfig().replace(learning_rate=1)
     with pytest.raises(ValueError, match="head='load' needs an init"):
         build_model(StageConfig(method="condenser", head="load"), tokenizer=[0] * 10)
-
-
-def test_paper_presets_match_the_papers():
-    c = paper_condenser()
-    assert (c.init, c.skip_from, c.n_head_layers, c.lr, c.weight_decay, c.max_len) == ("bert-base-uncased", 6, 2, 1e-4, 0.01, 128)
-    co = paper_cocondenser()
-    # the published Luyu/condenser has no head: a fresh one (warned when built); your own stage 1's is loaded
-    assert (co.init, co.resolved_head, co.batch_size, co.corpus) == ("Luyu/condenser", "random", 2000, "msmarco")
-    assert paper_cocondenser(init="my_condenser").resolved_head == "load"
-    assert co.chunk_size is not None  # 2,000 documents per update only fit through the gradient cache
 
 
 def test_initial_weights_follow_the_stage_seed(tokenizer_dir):

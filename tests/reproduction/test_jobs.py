@@ -1,11 +1,9 @@
-"""The job runner: dependencies through Ref arguments, priorities, results kept on disk."""
-
-import json
+"""The job runner: dependencies through Ref arguments, priorities, results kept on disk (the
+results' cache itself, ``run_cached``, is tests/utils/test_cache.py's)."""
 
 import pytest
 
 from condenser_lite.reproduction.jobs import Job, Ref, run_jobs
-from condenser_lite.utils.cache import run_cached, settings_hash
 
 
 def add(a, b):
@@ -25,16 +23,3 @@ def test_refs_fill_in_results_and_order_follows_priority():
     assert run_jobs({("x",): Job(add, dict(a=Ref(("known",), "sum"), b=0))}, done={("known",): {"sum": 7}})[("x",)] == {"sum": 7}
     with pytest.raises(RuntimeError, match="unmet dependencies"):
         run_jobs({("x",): Job(add, dict(a=Ref(("missing",)), b=0))})
-
-
-def test_run_cached_computes_once(tmp_path):
-    calls = []
-
-    def compute():
-        calls.append(1)
-        return {"value": 3}
-
-    path = tmp_path / "job" / "result.json"
-    assert run_cached(path, compute) == run_cached(path, compute) == {"value": 3}
-    assert calls == [1] and json.loads(path.read_text()) == {"value": 3}
-    assert settings_hash({"a": 1, "b": [2]}) == settings_hash({"b": [2], "a": 1}) != settings_hash({"a": 2, "b": [2]})

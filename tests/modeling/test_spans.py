@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from locations import MIRROR
 
 from condenser_lite.modeling.spans import SpanPairCollator, SpanPairs, build_span_pairs, tokenize_documents
 
@@ -114,8 +115,7 @@ def test_collator_flattens_partners_adjacent_and_adds_cls_sep():
         SpanPairCollator(rec)
 
 
-SCIFACT = Path(os.environ.get("CONDENSER_LITE_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")) \
-    / "scifact" / "corpus.jsonl"
+SCIFACT = Path(os.environ.get("CONDENSER_LITE_DATA", MIRROR)) / "scifact" / "corpus.jsonl"
 
 
 @pytest.mark.skipif(not SCIFACT.exists(), reason="needs the local data mirror (CONDENSER_LITE_DATA)")

@@ -1,69 +1,43 @@
-"""BertMLM and Condenser (chapter 2): wiring of the head, losses, masks, saving and loading."""
-
-import json
-import os
+"""BertMLM and Condenser (chapter 2): wiring of the head, losses, masks, saving and loading (the
+checkpoint files themselves: test_loading.py)."""
 
 import pytest
 import torch
-from transformers import AutoModel, AutoModelForMaskedLM, BertConfig, BertForMaskedLM, BertModel
+from toy_models import make_batch, make_condenser, small_config
+from transformers import BertForMaskedLM
 from transformers.masking_utils import create_bidirectional_mask
 
-from condenser_lite.modeling import loading
 from condenser_lite.modeling.condenser import PAPER_CONDENSER, BertMLM, Condenser, masked_lm_loss, tiny_bert_config
-from condenser_lite.modeling.loading import AUTHORS_HEAD_FILE, CONDENSER_CONFIG_FILE, HEAD_FILE, load_encoder
 from condenser_lite.utils.errors import CheckpointError
-
-VOCAB = 100
-
-
-def small_config(**overrides) -> BertConfig:
-    kwargs = dict(
-        vocab_size=VOCAB, hidden_size=32, num_hidden_layers=4, num_attention_heads=2, intermediate_size=64,
-        max_position_embeddings=64,
-    )
-    kwargs.update(overrides)
-    return BertConfig(**kwargs)
-
-
-def make_condenser(seed=0, **kwargs) -> Condenser:
-    torch.manual_seed(seed)
-    kwargs.setdefault("skip_from", 2)
-    kwargs.setdefault("n_head_layers", 2)
-    return Condenser.from_config(small_config(), **kwargs)
-
-
-def make_batch(seed=0, batch_size=4, length=16, lengths=None):
-    """Random ids (5.. = ordinary tokens), [CLS]=2 first, ~30% labelled, >= 1 label per row, right padding."""
-    g = torch.Generator().manual_seed(seed)
-    lengths = lengths or [length] * batch_size
-    T = max(lengths)
-    input_ids = torch.randint(5, VOCAB, (len(lengths), T), generator=g)
-    input_ids[:, 0] = 2
-    attention_mask = torch.zeros_like(input_ids)
-    labels = torch.full_like(input_ids, -100)
-    for i, n in enumerate(lengths):
-        attention_mask[i, :n] = 1
-        input_ids[i, n:] = 0
-        chosen = torch.rand(n, generator=g) < 0.3
-        chosen[0] = False
-        chosen[1 + int(torch.randint(n - 1, (1,), generator=g))] = True
-        labels[i, :n][chosen] = input_ids[i, :n][chosen]
-    return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
-
 
 # ---- configuration and construction ----------------------------------------------
 
 
-def test_tiny_bert_config_defaults_and_overrides():
-    c = tiny_bert_config()
-    assert (c.vocab_size, c.num_hidden_layers, c.hidden_size, c.num_attention_heads, c.intermediate_size) == (
-        8192, 4, 128, 4, 512,
-    )
-    assert c.max_position_embeddings >= 128
-    assert tiny_bert_config(vocab_size=500, num_hidden_layers=6).num_hidden_layers == 6
+def test_tiny_bert_config_covers_its_blocks_and_takes_overrides():
+    """What the docstring promises, not its numbers: the positions cover the 128-token blocks and a
+    longer input fails loudly; any field can be overridden, the others kept; a head count that
+    does not divide the width is refused."""
+    small = dict(vocab_size=100, hidden_size=32, num_attention_heads=2, intermediate_size=64, num_hidden_layers=1)
+    torch.manual_seed(0)
+    mlm = BertMLM.from_config(tiny_bert_config(**small)).eval()  # max_position_embeddings: the default
+    ids = torch.randint(5, 100, (1, 128))
+    assert mlm(ids, torch.ones_like(ids)).cls.shape == (1, 32)
+    ids = torch.randint(5, 100, (1, 129))
+    with pytest.raises(RuntimeError):
+        mlm(ids, torch.ones_like(ids))
+    default, changed = tiny_bert_config().to_dict(), tiny_bert_config(vocab_size=500, num_hidden_layers=6).to_dict()
+    assert (changed["vocab_size"], changed["num_hidden_layers"]) == (500, 6)
+    assert {k: v for k, v in changed.items() if k not in ("vocab_size", "num_hidden_layers")} == \
+        {k: v for k, v in default.items() if k not in ("vocab_size", "num_hidden_layers")}
     with pytest.raises(ValueError, match="divisible"):
         tiny_bert_config(num_attention_heads=3)
-    assert PAPER_CONDENSER["skip_from"] == 6 and PAPER_CONDENSER["n_head_layers"] == 2
+
+
+def test_a_condenser_without_settings_is_the_papers():
+    """Condenser's defaults are PAPER_CONDENSER, the paper's settings that the loaders fall back on."""
+    backbone = BertForMaskedLM(small_config(num_hidden_layers=PAPER_CONDENSER["skip_from"] + 1))
+    config = Condenser(backbone).condenser_config()
+    assert {k: config[k] for k in PAPER_CONDENSER} == PAPER_CONDENSER
 
 
 @pytest.mark.parametrize("kwargs,match", [
@@ -266,25 +240,6 @@ def test_eager_and_sdpa_agree():
 # ---- saving and loading ----------------------------------------------------------------
 
 
-def test_saved_backbone_is_a_plain_bert_checkpoint(tmp_path):
-    m = make_condenser().eval()
-    m.save_pretrained(tmp_path)
-    assert (tmp_path / "model.safetensors").exists() and (tmp_path / HEAD_FILE).exists()
-    assert json.loads((tmp_path / CONDENSER_CONFIG_FILE).read_text()) == m.condenser_config()
-    batch = make_batch(lengths=[16, 12])
-    ids, mask = batch["input_ids"], batch["attention_mask"]
-    with torch.no_grad():
-        expected = m.backbone.bert(ids, attention_mask=mask).last_hidden_state
-        expected_logits = m.backbone(ids, attention_mask=mask).logits
-        encoders = (BertModel.from_pretrained(tmp_path), AutoModel.from_pretrained(tmp_path), load_encoder(tmp_path))
-        for encoder in encoders:
-            got = encoder.eval()(ids, attention_mask=mask).last_hidden_state
-            torch.testing.assert_close(got, expected, rtol=0, atol=1e-6)
-        mlm = AutoModelForMaskedLM.from_pretrained(tmp_path).eval()
-        torch.testing.assert_close(mlm(ids, attention_mask=mask).logits, expected_logits, rtol=0, atol=1e-6)
-    assert load_encoder(tmp_path).pooler is None
-
-
 def test_condenser_round_trip(tmp_path):
     m = make_condenser(skip_from=3, n_head_layers=1, late_weight=0.5).eval()
     m.save_pretrained(tmp_path)
@@ -318,39 +273,3 @@ def test_from_bert_continues_a_plain_mlm_model(tmp_path):
         c = Condenser.from_bert(source, skip_from=2).eval()
         torch.testing.assert_close(c(**batch).late_loss, mlm(**batch).loss)
     assert BertMLM.from_pretrained(tmp_path).config.num_hidden_layers == 4
-
-
-def test_loads_authors_head_file_and_hub_ids(tmp_path, monkeypatch):
-    """The authors save the head as model.pt with keys c_head.<i>...; Hub ids fetch it with hf_hub_download."""
-    m = make_condenser(skip_from=2, n_head_layers=2).eval()
-    m.backbone.save_pretrained(tmp_path)
-    torch.save({f"c_head.{k}": v for k, v in m.head.state_dict().items()}, tmp_path / AUTHORS_HEAD_FILE)
-    batch = make_batch()
-    local = Condenser.from_pretrained(tmp_path).eval()  # no condenser_config.json: inferred
-    assert (local.skip_from, local.n_head_layers) == (2, 2)
-    torch.testing.assert_close(local(**batch).loss, m(**batch).loss, rtol=0, atol=0)
-
-    import huggingface_hub
-    from huggingface_hub.errors import EntryNotFoundError
-
-    asked = []
-
-    def fake_download(repo_id, filename, **kwargs):
-        asked.append(filename)
-        path = tmp_path / filename
-        if not path.exists():
-            raise EntryNotFoundError(f"{filename} not in {repo_id}")
-        return str(path)
-
-    original = BertForMaskedLM.from_pretrained.__func__
-    monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download)
-    monkeypatch.setattr(
-        BertForMaskedLM, "from_pretrained", classmethod(lambda cls, name, **kw: original(cls, tmp_path, **kw))
-    )
-    hub = Condenser.from_pretrained("someone/co-condenser").eval()
-    assert HEAD_FILE in asked and asked.index(HEAD_FILE) < asked.index(AUTHORS_HEAD_FILE)
-    torch.testing.assert_close(hub(**batch).loss, m(**batch).loss, rtol=0, atol=0)
-    os.remove(tmp_path / AUTHORS_HEAD_FILE)
-    with pytest.raises(CheckpointError, match="head='random'"):
-        Condenser.from_pretrained("someone/co-condenser")
-    assert loading.read_head_state(tmp_path) is None

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from locations import MIRROR
 
 from condenser_lite.cli import main
 from condenser_lite.reproduction.estimate import Estimate, Part, format_estimate
-
-MIRROR = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 def test_total_shares_the_jobs_over_the_workers():
@@ -41,6 +38,7 @@ def cache(tmp_path, monkeypatch):
     return tmp_path / "cache"
 
 
+@pytest.mark.protocol  # the estimate times a few steps of each stage on the real code path
 def test_experiments_dry_run_prints_every_part_and_trains_nothing(cache, capsys):
     main(["experiments", "--preset", "micro", "--dry-run"])
     out = capsys.readouterr().out
@@ -53,6 +51,7 @@ def test_experiments_dry_run_prints_every_part_and_trains_nothing(cache, capsys)
     assert not (cache / "finetune").exists() and not (cache / "sts").exists()
 
 
+@pytest.mark.protocol  # the estimate times a few steps of each stage on the real code path
 def test_pretrain_dry_run_leaves_no_stage(cache, tmp_path, capsys):
     main(["pretrain", "--preset", "micro", "--method", "mlm", "--output-dir", str(tmp_path / "stage"), "--dry-run"])
     out = capsys.readouterr().out

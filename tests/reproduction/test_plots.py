@@ -1,10 +1,21 @@
+"""The book's figures and tables (condenser_lite/reproduction/plots.py), on hand-made results and on
+the micro run's results file."""
+
+import json
+
 import matplotlib
 import pytest
+from locations import MIRROR
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from condenser_lite.reproduction import plots, registry  # noqa: E402
+from condenser_lite.reproduction.registry import STANDARD_ARMS  # noqa: E402
+from condenser_lite.reproduction.rules import POWER_VERDICTS  # noqa: E402
+from condenser_lite.reproduction.scorecard import claim_numbers  # noqa: E402
+
+needs_mirror = pytest.mark.skipif(not MIRROR.exists(), reason="local data mirror ../shared/data not found")
 
 
 def test_log_axis_labels_plain_numbers():
@@ -94,3 +105,36 @@ def test_plot_gauges_draws_the_reliance_with_its_threshold():
     assert [0.1, 0.3] in ys and [RELIANCE_THRESHOLD, RELIANCE_THRESHOLD] in ys
     assert list(fig.axes[0].lines[0].get_xdata()) == [8, 10]  # cumulative steps
     plt.close(fig)
+
+
+def test_smooth_is_a_trailing_mean():
+    from condenser_lite.reproduction.plots import smooth
+
+    assert smooth([1, 2, 3, 4], 2).tolist() == [1.0, 1.5, 2.5, 3.5]
+    assert smooth([5.0], 10).tolist() == [5.0]
+
+
+@needs_mirror
+def test_plots_and_tables_from_results(micro_run, tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from condenser_lite.reproduction import plots, registry
+
+    _, out, _, _ = micro_run
+    results = json.loads(out.read_text())  # what the chapters read: the JSON file, not the in-memory dict
+    table = plots.retrieval_table(results)
+    assert table.index.get_level_values(0)[0] == "BM25"
+    assert {registry.label(a) for a in STANDARD_ARMS} <= set(table.index.get_level_values(0))
+    assert set(plots.sts_table(results).columns) == {str(s) for s in results["sts_sizes"]}
+    assert list(plots.scorecard_table(results).index) == [f"C{i}" for i in range(0, 8)]
+    table = plots.compute_table(results)
+    assert list(table.index) == [registry.label(a) for a in STANDARD_ARMS] and (table["TFLOPs"] >= 0).all()
+    for name in ("plot_low_data", "plot_rounds", "plot_nb_recall", "plot_entropy", "plot_loss_curves", "plot_sts",
+                 "plot_pretrain_losses", "plot_gauges"):
+        path = plots.save(getattr(plots, name)(results), tmp_path / f"{name}.png")
+        assert path.stat().st_size > 1000, name
+    # the scorecard page's numbers: one line per comparison, each naming its verdict
+    text = claim_numbers(results["claims"][1])
+    verdicts = ("better", "worse", "within spread", *POWER_VERDICTS)  # power-aware where the run is pre-registered
+    assert text and all(line.endswith(verdicts) or "narrows" in line for line in text.splitlines())

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 import torch
-from test_training import masking_collate, tiny_bert, token_data
+from toy_models import masking_collate, tiny_bert, token_data
 
 from condenser_lite.training.loop import TrainConfig, train
 from condenser_lite.utils import devices

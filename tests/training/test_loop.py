@@ -9,12 +9,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import BertConfig, BertForMaskedLM
+from toy_models import masking_collate, tiny_bert, token_data
 
 from condenser_lite.training.loop import TrainConfig, param_groups, set_step_seed, train
 from condenser_lite.utils.errors import CheckpointError
-
-MASK_ID, VOCAB, SEQ = 3, 64, 12
 
 
 # ---- tiny models and data -------------------------------------------------------------------
@@ -44,29 +42,6 @@ def regression_data(n: int = 16, offset: float = 0.0) -> list[dict]:
 
 def regression_collate(examples: list[dict]) -> dict:
     return {"x": torch.stack([e["x"] for e in examples]), "y": torch.tensor([e["y"] for e in examples])}
-
-
-def tiny_bert() -> BertForMaskedLM:
-    torch.manual_seed(0)
-    cfg = BertConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                     intermediate_size=64, max_position_embeddings=SEQ)  # dropout 0.1 stays on
-    return BertForMaskedLM(cfg)
-
-
-def token_data(n: int = 16) -> list[list[int]]:
-    g = torch.Generator().manual_seed(2)
-    return torch.randint(5, VOCAB, (n, SEQ), generator=g).tolist()
-
-
-def masking_collate(examples: list[list[int]]) -> dict:
-    """Random MLM masking drawn from the global torch RNG, as the real collators do."""
-    ids = torch.tensor(examples)
-    chosen = torch.rand(ids.shape) < 0.3
-    labels = torch.where(chosen, ids, torch.full_like(ids, -100))
-    randomise = chosen & (torch.rand(ids.shape) < 0.2)
-    ids = torch.where(chosen, torch.full_like(ids, MASK_ID), ids)
-    ids = torch.where(randomise, torch.randint(5, VOCAB, ids.shape), ids)
-    return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": labels}
 
 
 def log_steps(path) -> list[int]:
@@ -373,34 +348,8 @@ def test_bf16_autocast_steps_track_full_precision(tmp_path, one_thread):
     assert bf16 == pytest.approx(fp32, abs=0.02)  # ... on the same path (bf16 keeps ~3 significant digits)
 
 
+@pytest.mark.protocol  # torch.compile: seconds of compiling
 def test_compiled_steps_equal_eager_ones(tmp_path, one_thread):
     eager = _bert_losses(tmp_path, "eager")
     compiled = _bert_losses(tmp_path, "compiled", compile=True)
     assert compiled == pytest.approx(eager, abs=1e-4)
-
-
-def test_rng_states_come_back_from_new_and_older_checkpoints(tmp_path):
-    """rng.pt holds tensors, lists and numbers (read with weights_only=True); an rng.pt of an
-    older version (a pickle with NumPy's ndarray) is still read, safely, as it was written."""
-    import random
-
-    import numpy as np
-
-    from condenser_lite.training.checkpoint import restore_rng, rng_state
-
-    def draws():
-        return random.random(), random.gauss(0, 1), np.random.rand(), np.random.randn(), torch.rand(2).tolist()
-
-    random.seed(3), np.random.seed(3), torch.manual_seed(3)
-    random.gauss(0, 1), np.random.randn()  # leave a cached Gaussian in both
-    for name, saved in (("new", rng_state()), ("old", {"python": random.getstate(), "numpy": np.random.get_state(),
-                                                       "torch": torch.get_rng_state(), "cuda": []})):
-        ckpt = tmp_path / name
-        ckpt.mkdir()
-        torch.save(saved, ckpt / "rng.pt")
-        expected = draws()
-        draws()  # move on
-        restore_rng(ckpt)
-        assert draws() == expected, name
-        restore_rng(ckpt)  # leave the state as saved for the next format
-    assert isinstance(torch.load(tmp_path / "new" / "rng.pt", weights_only=True), dict)

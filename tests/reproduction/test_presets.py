@@ -1,0 +1,76 @@
+"""The presets (condenser_lite/reproduction/presets.py): named, replaced field by field, checked, and
+the paper preset's stages."""
+
+import pytest
+
+from condenser_lite.modeling.condenser import PAPER_CONDENSER
+from condenser_lite.reproduction.arms import needed_arms
+from condenser_lite.reproduction.presets import (
+    PAPER,
+    PRESETS,
+    RETRIEVAL_RECIPES,
+    Preset,
+    get_preset,
+    paper_cocondenser,
+    paper_condenser,
+)
+from condenser_lite.reproduction.registry import STANDARD_ARMS
+
+
+def test_presets():
+    tiny, micro, full = get_preset("tiny"), get_preset("micro"), get_preset("full")
+    assert get_preset(None) is tiny and tiny.arms == STANDARD_ARMS  # the default: the scaled-down book's arms
+    # full scale: the papers' checkpoints and Tevatron's recipe for its task, through the same protocol
+    assert full.finetune == RETRIEVAL_RECIPES[full.task]
+    assert needed_arms(full.arms, full.pretrained) == ["bert", "condenser", "cocondenser"]
+    assert needed_arms(["cocondenser"], {}) == ["bert", "condenser", "cocondenser"]
+    assert get_preset("paper") is full and full.name == "paper"
+    changed = tiny.replace(**{"finetune.lr": 5e-4}, s1_steps=10, seeds=(0,))
+    assert (changed.finetune.lr, changed.pretraining.s1_steps, changed.seeds) == (5e-4, 10, (0,))
+    assert changed.pretraining.lr == tiny.pretraining.lr and changed.sts == tiny.sts  # the rest as it was
+    with pytest.raises(TypeError, match="ambiguous"):
+        tiny.replace(lr=1e-4)  # pre-training, fine-tuning and STS-b each have one
+    with pytest.raises(ValueError, match="unknown preset"):
+        get_preset("huge")
+    with pytest.raises(ValueError, match="unknown arm"):
+        Preset(arms=("bert", "electra"))
+    with pytest.raises(TypeError, match="unknown Preset field"):
+        tiny.replace(steps=3)
+    # pre-training seeds: one by default; more pre-train the main arms once each, the ablations once
+    from condenser_lite.reproduction.protocol import arm_pretrain_seeds
+
+    assert tiny.pretraining_seeds == (tiny.pretraining.seed,) and micro.pretraining_seeds == (micro.pretraining.seed,)
+    two = tiny.replace(pretrain_seeds=(1, 2))
+    assert [arm_pretrain_seeds(two, a) for a in ("bert", "cocondenser", "co_mlm_only")] == [(1, 2), (1, 2), (1,)]
+    with pytest.raises(ValueError, match="distinct seeds"):
+        tiny.replace(pretrain_seeds=(1, 1))
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_every_preset_builds_a_condenser_and_fits_its_texts_in_it(name):
+    """Every preset is a model that can be built and texts that fit it: a head count that divides
+    the width, the head reading a layer below the last, fine-tuning and STS-b inputs no longer
+    than the positions the blocks were pre-trained on; and a spread for the claims to be judged
+    by (the papers' need three seeds; the micro test run two)."""
+    preset = get_preset(name)
+    model = preset.model
+    assert model.hidden_size % model.num_attention_heads == 0
+    assert 0 <= model.skip_from < model.num_hidden_layers and model.n_head_layers >= 1
+    assert max(preset.finetune.q_max_len, preset.finetune.p_max_len, preset.sts.max_len) <= model.max_len
+    assert len(set(preset.seeds)) >= (2 if name == "micro" else 3)
+
+
+def test_paper_stages_are_the_papers_head_and_continue_each_other():
+    c, co = paper_condenser(), paper_cocondenser()
+    # the Condenser head where the modeling module puts the paper's (skip_from 6, 2 head layers)
+    assert (c.skip_from, c.n_head_layers) == (PAPER_CONDENSER["skip_from"], PAPER_CONDENSER["n_head_layers"])
+    # coCondenser continues a Condenser of the same shape, by default the published one
+    shape = ("skip_from", "n_head_layers", "max_len", "hidden_size", "num_hidden_layers", "num_attention_heads",
+             "intermediate_size", "vocab_size")
+    assert {f: getattr(co, f) for f in shape} == {f: getattr(c, f) for f in shape}
+    assert (c.init, co.init) == (PAPER.pretrained["bert"], PAPER.pretrained["condenser"])
+    # the published Luyu/condenser has no head: a fresh one (warned when built); your own stage 1's is loaded
+    assert co.resolved_head == "random"
+    assert paper_cocondenser(init="my_condenser").resolved_head == "load"
+    # its documents per update (two spans each) only fit through the gradient cache, in several chunks
+    assert co.chunk_size is not None and co.chunk_size < 2 * co.batch_size
