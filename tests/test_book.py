@@ -355,3 +355,18 @@ def test_chapters_speak_about_the_papers_not_the_project_history(chapter):
 def test_book_pages_speak_about_the_papers_not_the_project_history(page):
     hits = dev_log_hits((ROOT / "book" / page).read_text())
     assert not hits, f"book/{page}: development-log voice: {hits}"
+
+
+def test_the_intros_parameter_count_is_the_committed_models():
+    """The introduction is plain Markdown (nothing glued there): its parameter count of the book's
+    encoder is checked here against the committed model that chapter 4 counts live."""
+    import re
+
+    from transformers import AutoModel
+
+    intro = (ROOT / "book" / "intro.md").read_text()
+    stated = float(re.search(r"a model of ([\d.]+)M parameters", intro).group(1))
+    share = float(re.search(r"\(([\d.]+)% of BERT-base's 110M\)", intro).group(1))
+    model = AutoModel.from_pretrained(ROOT / "results" / "checkpoints" / "small" / "bert", add_pooling_layer=False)
+    n = sum(p.numel() for p in model.parameters())
+    assert stated == round(n / 1e6, 2) and share == round(100 * n / 110e6, 1)

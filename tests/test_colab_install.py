@@ -37,3 +37,18 @@ def test_unmet_and_imported_from():
         "numpy": "0.0.1", "no-such-dist-x": "1.0"}
     assert "numpy" in colab_install.imported_from({"numpy"})
     assert colab_install.imported_from({"no-such-dist-x"}) == []
+
+
+def test_the_badges_tag_is_the_packages_version():
+    """The Colab badges open the tag COLAB_RELEASE; a release tags the package's version
+    (README, "Colab"), so the two must move together, and pyproject.toml must say the same."""
+    import tomllib
+
+    import condenser_lite
+    from condenser_lite.book import COLAB_RELEASE
+
+    assert COLAB_RELEASE == f"v{condenser_lite.__version__}"
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["version"] == condenser_lite.__version__
+    badge = (ROOT / "notebooks" / "04_finetune.md").read_text()
+    assert f"/blob/{COLAB_RELEASE}/notebooks/04_finetune.ipynb" in badge

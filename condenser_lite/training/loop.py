@@ -23,7 +23,7 @@ Step ``k`` is then a pure function of (weights, optimizer state, seed, k), and t
 of epoch ``e`` is a permutation drawn from a ``torch.Generator`` seeded by ``(seed, e)``. A
 checkpoint needs only the weights, the optimizer and scheduler states and the step counter;
 resuming from it replays the uninterrupted run exactly (bit for bit on the same hardware and
-thread count; ``tests/test_training.py`` checks it). Batches are built inside the loop, not by
+thread count; ``tests/training/test_loop.py`` checks it). Batches are built inside the loop, not by
 DataLoader worker processes, whose generators would escape the reseeding. Collators must draw
 their randomness from the global RNGs (never from a private, unseeded generator).
 """

@@ -57,3 +57,21 @@ def test_pretrain_dry_run_leaves_no_stage(cache, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "mlm stage" in out and "s/update x 2)" in out
     assert not (tmp_path / "stage").exists()
+
+
+def test_cached_stages_follows_each_seeds_chain(micro_run, monkeypatch, tmp_path):
+    """Every stage of a finished run is found in its cache (continuations through their cached
+    parents), and none in an empty one: the estimate counts only what will train."""
+    from condenser_lite.reproduction.arms import needed_arms
+    from condenser_lite.reproduction.estimate import cached_stages
+    from condenser_lite.reproduction.protocol import arm_pretrain_seeds
+
+    preset, _, _, root = micro_run
+    monkeypatch.setenv("CONDENSER_LITE_DATA", str(MIRROR))
+    plan = needed_arms(preset.arms, {})
+    everything = {(arm, ps) for arm in plan for ps in arm_pretrain_seeds(preset, arm)}
+    monkeypatch.setenv("CONDENSER_LITE_CACHE", str(root / "cache"))
+    found = cached_stages(preset, plan)
+    assert set(found) == everything and all(f.is_dir() for f in found.values())
+    monkeypatch.setenv("CONDENSER_LITE_CACHE", str(tmp_path / "empty"))
+    assert cached_stages(preset, plan) == {}

@@ -74,3 +74,22 @@ def test_paper_stages_are_the_papers_head_and_continue_each_other():
     assert paper_cocondenser(init="my_condenser").resolved_head == "load"
     # its documents per update (two spans each) only fit through the gradient cache, in several chunks
     assert co.chunk_size is not None and co.chunk_size < 2 * co.batch_size
+
+
+def test_the_small_presets_modified_condenser_is_the_mechanism_studys_choice():
+    """The committed run's modified arm is the deviation that the pre-registered rule chose in
+    results/mechanism.json, and the choice there is that rule applied to the parts it holds."""
+    import json
+
+    from locations import ROOT
+
+    from condenser_lite.reproduction.presets import get_preset
+    from condenser_lite.reproduction.registry import MODIFIED_ARM
+    from condenser_lite.reproduction.rules import MODIFIED_CANDIDATES, choose_modified
+
+    study = json.loads((ROOT / "results" / "mechanism.json").read_text())
+    choice = choose_modified({p: study[p]["c0"] for p in MODIFIED_CANDIDATES if p in study})
+    assert {k: study["modified"][k] for k in choice} == choice
+    small = get_preset("small")
+    assert small.modified_condenser == study[choice["part"]]["modified_condenser"]
+    assert MODIFIED_ARM in small.arms and MODIFIED_ARM in small.sts_arms

@@ -268,3 +268,67 @@ def test_c1_narrowing_counts_only_when_condenser_is_ahead():
     assert c1(ahead)["status"] == "reproduced"  # ahead at 100, gap 0.10 -> 0.05
     widening = _results_with({"100": (0.30, 0.01), "809": (0.50, 0.01)}, {"100": (0.20, 0.01), "809": (0.35, 0.01)})
     assert c1(widening)["status"] == "partly reproduced"
+
+
+# ---- the modified Condenser and the claims asked of it; nb-recall (C8); the claims as a table -----------------
+
+def with_modified(results, mod_reliance=(0.6, 0.5), mod_small=(0.40, 0.401, 0.402), bert_small=(0.30, 0.301, 0.302)):
+    """``registered`` results with a modified Condenser arm: its gauges, retrieval at two sizes and
+    STS-b, beside BERT's and BERT-continued's."""
+    results["arms"]["condenser_mod"] = {"heldout": reliance_gauges(mod_reliance[0]), "other_pretraining_seeds":
+                                        [{"heldout": reliance_gauges(r)} for r in mod_reliance[1:]]}
+    results["train_sizes"] = [100, int(FULL)]
+    ret = results["retrieval"]
+    mod_full = tuple(x - 0.05 for x in mod_small)  # ahead at both sizes, less with more data
+    for arm, small, full in (("condenser", bert_small, bert_small), ("condenser_mod", mod_small, mod_full),
+                             ("bert", bert_small, bert_small), ("bert_cont", bert_small, bert_small)):
+        ret.setdefault(arm, {"round1": {}})["round1"].update({"100": m(*small), FULL: m(*full)})
+    results["sts_sizes"] = [500, 1000, 5749]
+    results["sts"] = {a: {"500": stats(v), "1000": stats(v)} for a, v in
+                      (("condenser", bert_small), ("condenser_mod", mod_small), ("bert", bert_small),
+                       ("bert_cont", bert_small))}
+    return results
+
+
+def test_the_modified_condenser_is_judged_by_the_same_rules():
+    cl = claims(with_modified(registered()))
+    ids = list(cl)
+    assert ids.index("C0") < ids.index("C0m") < ids.index("C1") < ids.index("C1m") < ids.index("C2")
+    assert ids.index("C7") < ids.index("C7m")
+    assert cl["C0m"]["status"] == "reproduced" and cl["C0m"]["arms"][0] == "modified Condenser"
+    assert cl["C1m"]["status"] == "reproduced" and cl["C1"]["status"] != "reproduced"  # its own numbers
+    assert cl["C7m"]["status"] == "reproduced"
+    assert claims(with_modified(registered(), mod_reliance=(0.6, 0.1)))["C0m"]["ours"]["relies"] is False
+    assert not {"C0m", "C1m", "C7m"} & set(claims(registered()))  # only where the run has the arm
+
+
+def test_c8_neighbourhood_recall_at_the_papers_n_and_every_depth():
+    def nb(arm_values):
+        return {arm: {f"n{n}@k{k}": stats(v) for n in (10, 50) for k in (10, 100)} for arm, v in arm_values.items()}
+
+    results = registered()
+    results["nb_recall"] = nb({"bert": (0.2, 0.21, 0.22), "condenser": (0.3, 0.31, 0.32), "cocondenser": (0.5, 0.51, 0.52)})
+    c8 = claims(results)["C8"]
+    assert c8["status"] == "reproduced" and c8["ours"]["n"] == 50
+    assert set(c8["ours"]["condenser_vs_bert"]) == {"n50@k10", "n50@k100"}
+    results["nb_recall"]["condenser"] = {k: stats((0.2, 0.21, 0.22)) for k in results["nb_recall"]["bert"]}
+    assert claims(results)["C8"]["status"] == "partly reproduced"  # coCondenser still above Condenser
+
+
+def test_claim_rows_name_each_comparison():
+    from condenser_lite.reproduction.plots import claim_table
+    from condenser_lite.reproduction.scorecard import claim_rows
+
+    results = with_modified(registered())
+    cl = claims(results)
+    rows = claim_rows(cl["C1m"])
+    assert [(r["setting"], r["a"], r["b"]) for r in rows] == [
+        ("100 training queries", "modified Condenser", "BERT"), ("100 training queries", "modified Condenser",
+                                                                 "BERT, continued"),
+        (f"{FULL} training queries", "modified Condenser", "BERT"),
+        (f"{FULL} training queries", "modified Condenser", "BERT, continued")]
+    assert rows[0]["ours (a vs b)"] == "0.401 vs 0.301" and rows[0]["verdict"] == "reproduced"
+    assert "detectable" in rows[0] and "paper's effect here" in rows[0]
+    table = claim_table({**results, "claims": list(cl.values())}, ["C2", "C1m"])
+    assert list(table.index.get_level_values(0).unique()) == ["C2", "C1m"]
+    assert (table.loc["C2"]["verdict"] == "better").all()

@@ -128,3 +128,25 @@ def test_emulated_avx2_takes_the_slow_path():
     assert choice["bf16"] is False
     if choice["bf16_ms"] is not None:  # a CPU with a bf16 flag: the probe ran and saw the slow path
         assert choice["bf16_ms"] > choice["fp32_ms"]
+
+
+def test_the_probe_runs_on_one_thread_and_gives_the_threads_back():
+    import torch
+
+    before = torch.get_num_threads()
+    seen = []
+    real = torch.Tensor.__matmul__
+
+    def spy(a, b):
+        seen.append(torch.get_num_threads())
+        return real(a, b)
+
+    torch.set_num_threads(2)  # as a chapter or the protocol might have it (the tests run on one)
+    torch.Tensor.__matmul__ = spy
+    try:
+        fp32, bf16 = devices.probe_bf16(shape=(64, 32, 16), repeats=3)
+        assert torch.get_num_threads() == 2  # given back
+    finally:
+        torch.Tensor.__matmul__ = real
+        torch.set_num_threads(before)
+    assert seen and set(seen) == {1} and fp32 > 0 and bf16 > 0
