@@ -512,3 +512,46 @@ def plot_gauges(results: Mapping, arms: Sequence[str] | None = None, gauges: Seq
         thousands(a)
     legend_above(fig, grid[0])
     return fig
+
+
+def plot_gain_vs_paper(results: Mapping, arms: Sequence[str] = ("condenser", "condenser_mod")):
+    """Our relative gain over BERT beside the paper's, for the two claims the paper quantifies
+    at several training sizes: C1 (round-1 retrieval, our first metric; the paper's MS MARCO
+    MRR@10, Condenser table 5) and C7 (STS-b Spearman, Condenser table 1). Each of our sizes sits
+    at the paper's column it is compared with (``scorecard.expected_gain``); error bars: our
+    spread (std_a + std_b) over BERT's mean. Chapter 8."""
+    from .scorecard import EXPECTED_GAIN_SOURCE, PAPER_RESULTS, PaperTable, expected_gain
+
+    fig, axes = panels(2, height=3.2)
+    metric = results["preset"]["metrics"][0]
+    panels_data = (
+        ("C1", "retrieval, round 1", {a: results["retrieval"].get(a, {}).get("round1", {}) for a in ("bert", *arms)},
+         lambda d: d[metric], "training queries"),
+        ("C7", "STS-b", {a: results.get("sts", {}).get(a, {}) for a in ("bert", *arms)}, lambda d: d,
+         "training pairs"),
+    )
+    for ax, (cid, title, by_arm, pick, unit) in zip(axes, panels_data):
+        sizes = [s for s in by_arm["bert"]]
+        ordered = sorted(sizes, key=int)
+        table = next(r for r in PAPER_RESULTS if isinstance(r, PaperTable) and r.source == EXPECTED_GAIN_SOURCE[cid])
+        xs = np.arange(len(ordered))
+        paper = [expected_gain(cid, s, ordered) for s in ordered]
+        ax.plot([x for x, g in zip(xs, paper) if g is not None], [100 * g for g in paper if g is not None],
+                "k*", ms=11, label="the paper")
+        for j, arm in enumerate(a for a in arms if by_arm.get(a)):
+            means, errs = [], []
+            for s in ordered:
+                a, b = pick(by_arm[arm][s]), pick(by_arm["bert"][s])
+                means.append(100 * (a["mean"] / b["mean"] - 1))
+                errs.append(100 * ((a["std"] or 0) + (b["std"] or 0)) / b["mean"])
+            ax.errorbar(xs + 0.12 * (j + 1), means, yerr=errs, fmt="o", capsize=3, color=color(arm),
+                        label=f"ours, {label(arm)}")
+        ax.axhline(0, color="grey", lw=0.6)
+        columns = table.columns if len(ordered) == len(table.columns) else \
+            [table.columns[0] if i == 0 else table.columns[-1] if i == len(ordered) - 1 else "-" for i in xs]
+        ax.set_xticks(xs, [f"{s}\n(paper: {c})" for s, c in zip(ordered, columns)], fontsize=8)
+        ax.set_xlabel(unit)
+        ax.set_ylabel("gain over BERT (%)")
+        ax.set_title(f"{cid}: {title}\n(paper: {table.source})", fontsize=9)
+    legend_above(fig, axes[0], ncol=3)
+    return fig

@@ -138,3 +138,22 @@ def test_plots_and_tables_from_results(micro_run, tmp_path):
     text = claim_numbers(results["claims"][1])
     verdicts = ("better", "worse", "within spread", *POWER_VERDICTS)  # power-aware where the run is pre-registered
     assert text and all(line.endswith(verdicts) or "narrows" in line for line in text.splitlines())
+
+
+def test_gain_vs_paper_sets_ours_beside_the_papers(micro_run):
+    """One panel per quantified claim (C1, C7): the paper's relative gain at the columns our
+    sizes are compared with, and ours per size with its spread."""
+    from condenser_lite.reproduction import plots
+    from condenser_lite.reproduction.scorecard import expected_gain
+
+    _, _, results, _ = micro_run
+    fig = plots.plot_gain_vs_paper(results)
+    c1, c7 = fig.axes[:2]
+    assert c1.get_title().startswith("C1") and c7.get_title().startswith("C7")
+    sizes = sorted(results["retrieval"]["bert"]["round1"], key=int)
+    stars = c1.lines[0].get_xydata()
+    expected = [100 * g for g in (expected_gain("C1", s, sizes) for s in sizes) if g is not None]
+    assert list(stars[:, 1]) == pytest.approx(expected)
+    bert, cd = (results["retrieval"][a]["round1"][sizes[0]]["nDCG@10"]["mean"] for a in ("bert", "condenser"))
+    ours = [c for c in c1.containers][0]  # the Condenser's error bars
+    assert ours[0].get_ydata()[0] == pytest.approx(100 * (cd / bert - 1))
