@@ -11,7 +11,7 @@
 * ``estimate.py``: the projected wall time, measured before long work;
 * ``results.py``: the results file as evidence: provenance, headline, reading it back;
 * ``rules.py``: the rules that turn numbers into verdicts, the pre-registered ones among them;
-* ``scorecard.py``: the papers' claims C0-C7 and their numbers, judged by those rules;
+* ``scorecard.py``: the papers' claims C0-C8 (C0m, C1m, C7m for a modified Condenser) and their numbers, judged by those rules;
 * ``plots.py``, ``diagrams.py``: the book's figures and tables, and its diagrams;
 * ``release.py``: the committed checkpoints of a run.
 

@@ -1,5 +1,5 @@
-"""The scorecard: the mechanism check C0, the papers' claims C1-C7, their published numbers,
-and the verdict rules.
+"""The scorecard: the mechanism check C0, the papers' claims C1-C8 (and C0m, C1m, C7m, the same
+claims asked of a modified Condenser), their published numbers, judged by the rules of rules.py.
 
 Explained in chapter 8 (the scorecard page) and chapters 2 and 4-7, each of which checks some
 claims. ``scorecard(results)`` turns a protocol results file into one verdict per claim, from
@@ -250,7 +250,7 @@ def _c0(results: Mapping, arm: str = "condenser") -> dict:
 
 
 def scorecard(results: Mapping) -> list[dict]:
-    """Claims C0-C7 with the papers' numbers, ours and a status from ``STATUSES``.
+    """Claims C0-C8 (and C0m, C1m, C7m) with the papers' numbers, ours and a status from ``STATUSES``.
 
     A difference counts only where it exceeds the seed spread (``compare``: |mean difference| >
     std_a + std_b; from a single seed none is called). Retrieval claims read the first metric of

@@ -61,7 +61,9 @@ def test_scorecard_html_one_row_per_claim_in_plain_words():
     assert html.startswith('<table class="scorecard">') and html.count("<tr>") == 4  # head + 3 claims
     assert "&lt;b&gt;" in html and "<b>C1</b>" in html  # text escaped, ids bold
     assert "verdict-yes" in html and "verdict-no" in html and "verdict-partly" in html
-    assert "Condenser 0.100 vs BERT 0.050 (better)." in html and "Condenser<br>BERT" in html
+    assert "Condenser 0.100 vs BERT 0.050 (better)." in html and "Condenser, BERT" in html
+    # the numbers fold out under the claim's name: three cells a row, the table stays narrow
+    assert html.count("<td>") == 3 * 3 and "<details><summary><b>C1</b>" in html
     # one published source per line, a source's own "; " kept
     assert plots._lines("table 5 (dev; MRR@10): 1.0; figure 3 (NQ)") == "table 5 (dev; MRR@10): 1.0<br>figure 3 (NQ)"
 
