@@ -34,9 +34,11 @@ masks (`packing.mlm_eval_batches`). Every loss is reported beside the unigram en
 the same masked tokens (`gauges.unigram_entropy`). Nothing here looks at retrieval quality.
 
 Every finished run is cached under `$CONDENSER_LITE_CACHE/study/<part>/<hash of its settings>/`
-(`result.json`), and training runs resume from their last checkpoint, so an interrupted study
-picks up where it stopped. Runs are keyed by their settings, so changing a setting starts a
-new run and leaves the old one in place.
+(`result.json`, written by the library's `cache.run_cached`, so two processes never train one
+run), and training runs resume from their last checkpoint, so an interrupted study picks up
+where it stopped. Runs are keyed by their settings, so changing a setting starts a new run and
+leaves the old one in place. FLOPs (`accounting.stage_flops`) and provenance (`results.machine`,
+`results.environment`, `results.git`) come from the library too.
 """
 
 from __future__ import annotations
@@ -50,7 +52,6 @@ import hashlib
 import json
 import multiprocessing as mp
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -109,6 +110,9 @@ class Run:
     mask_rate: float = 0.15  # training masks only; the held-out set keeps 15%
 
     def key(self) -> str:
+        # Not `cache.settings_hash`: this hashes "v1:" + the JSON (the version outside the JSON),
+        # which settings_hash cannot reproduce; the committed results name their runs by this key,
+        # so `--collect` finds the finished runs only while it stays as it is.
         settings = dataclasses.asdict(self)
         for name, default in LATER_FIELDS.items():  # fields added later: absent at their default,
             if settings[name] == default:           # so earlier runs keep their cache keys
@@ -210,21 +214,19 @@ def bert_config(run: Run, tok):
 
 
 def non_embedding_params(config) -> int:
-    H, L = config.hidden_size, config.num_hidden_layers
-    return L * (4 * H * H + 2 * H * config.intermediate_size)
+    from condenser_lite.training.accounting import layer_params
+
+    return config.num_hidden_layers * layer_params(config.hidden_size, config.intermediate_size)
 
 
-def flops_per_token(config, max_len: int, head_layers: int = 0, mlm_passes: int = 1, mask_rate: float = 0.15) -> float:
-    """Training FLOPs per input token (forward + backward = 3 x forward), an estimate.
+def flops_per_token(config, method: str, max_len: int, head_layers: int = 0) -> float:
+    """Training FLOPs per token of full-length blocks: `accounting.stage_flops` of one position
+    (T attention pairs, 0.15 masked), times the tokens afterwards as before (the same floats).
+    15% also for the `mask 30%` run (30% masked): its committed estimate was made so."""
+    from condenser_lite.training.accounting import stage_flops
 
-    Per layer and token: 2 x (4H^2 + 2 H F) for the matrices, 4 T H for attention scores and
-    values; the MLM transform and vocabulary projection only at the masked 15% (2H^2 + 2HV each).
-    """
-    H, V, F = config.hidden_size, config.vocab_size, config.intermediate_size
-    per_layer = 2 * (4 * H * H + 2 * H * F) + 4 * max_len * H
-    layers = config.num_hidden_layers + head_layers
-    mlm = mlm_passes * mask_rate * (2 * H * H + 2 * H * V)
-    return 3 * (layers * per_layer + mlm)
+    shape = {**config.to_dict(), "n_head_layers": head_layers}
+    return stage_flops(method, shape, {"positions": 1, "pairs": max_len, "masked": 0.15})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -239,6 +241,9 @@ def _run_dir(part: str, run: Run) -> Path:
 
 
 def _build_model(run: Run, tok, part: str):
+    # Not `pretraining.build_model`: it draws the initial weights from `set_step_seed(seed, 0)`,
+    # this from `torch.manual_seed(seed)`, so a run trained anew would start from other weights
+    # than its cached twin. The config is the library's (`bert_config`: `tiny_bert_config`).
     import torch
 
     from condenser_lite.modeling.condenser import BertMLM, Condenser
@@ -288,12 +293,15 @@ def _step_cost(model, data, run: Run, collate, step_fn=None) -> float:
 
 def run_one(part: str, run: Run) -> dict:
     """Train one run (or reuse it) and return its summary (`result.json`)."""
-    import torch
+    from condenser_lite.utils.cache import run_cached
 
     out = _run_dir(part, run)
-    done = out / "result.json"
-    if done.exists():
-        return json.loads(done.read_text())
+    return run_cached(out / "result.json", lambda: _train(part, run, out))
+
+
+def _train(part: str, run: Run, out: Path) -> dict:
+    import torch
+
     torch.set_num_threads(1)
     from condenser_lite.training.loop import TrainConfig, train
 
@@ -328,7 +336,6 @@ def run_one(part: str, run: Run) -> dict:
     else:
         cost = _step_cost(model, train_data, run, collate, step_fn)
         steps = run.steps or max(20, int(run.cpu_budget / cost))
-    out.mkdir(parents=True, exist_ok=True)
     plan.write_text(json.dumps({"cost": cost, "steps": steps}))
     every = max(1, round(steps * EVAL_EVERY_FRACTION))
     start_eval = _evaluate(model, data, extra)
@@ -352,11 +359,7 @@ def run_one(part: str, run: Run) -> dict:
                           "tokens": r["step"] * tokens_per_step,
                           **{k: round(v, 4) for k, v in r.items() if k.startswith("eval_")}})
     config = model.config
-    head_layers = run.n_head_layers if run.method != "mlm" else 0
-    if run.method == "cocondenser":
-        head_layers = getattr(model, "n_head_layers", 0)
-    fpt = flops_per_token(config, run.max_len, head_layers=head_layers,
-                          mlm_passes=2 if run.method != "mlm" else 1)
+    fpt = flops_per_token(config, run.method, run.max_len, head_layers=getattr(model, "n_head_layers", 0))
     final = curve[-1]
     result = {
         "run": dataclasses.asdict(run), "key": run.key(), "part": part, "checkpoint": str(out / "model"),
@@ -372,7 +375,6 @@ def run_one(part: str, run: Run) -> dict:
         "below_unigram": round(data["unigram_entropy"] - final["eval_mlm_loss"], 4),
         "curve": curve, "train_curve": train_curve[:: max(1, len(train_curve) // 50)],
     }
-    done.write_text(json.dumps(result, indent=1))
     return result
 
 
@@ -561,6 +563,17 @@ def _parallel_cost(run: Run, steps: int) -> dict:
             "one_process_wall_per_step": one["wall_per_step"], "two_processes_total_wall": wall}
 
 
+def parallel(reps: int, steps: int) -> dict:
+    """Part ``parallel``: ``_parallel_cost`` repeated, medians, and the load around it."""
+    loads = [os.getloadavg()[0]]
+    rows = [_parallel_cost(BASE.replace(dropout=0.0), 3 * steps) for _ in range(reps)]
+    loads.append(os.getloadavg()[0])
+    keys = ("one_process_2_threads_tokens_per_s", "two_processes_1_thread_tokens_per_s")
+    return {"4L/128H, 32x64, bf16, eager, dropout 0": {
+        **{k: sorted(r[k] for r in rows)[len(rows) // 2] for k in keys},
+        "repetitions": rows, "loadavg_before_after": loads, "measured": time.strftime("%Y-%m-%d %H:%M:%S")}}
+
+
 THROUGHPUT_VARIANTS = {
     "fp32, sdpa, dropout 0.1 (tiny preset)": dict(precision="no", attn="sdpa", dropout=0.1),
     "bf16, sdpa, dropout 0.1": dict(precision="bf16", attn="sdpa", dropout=0.1),
@@ -628,36 +641,33 @@ def _summarise(rows: list[dict]) -> dict:
 
 
 def machine() -> dict:
-    model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
+    """`results.machine` in the study's keys (the study page reads `cpu_model`), with the CPU's
+    bf16/AMX flags, which the library does not record and the precision part is about."""
+    from condenser_lite.reproduction.results import machine as library_machine
+
+    m = library_machine(None)
     flags = next((line.split(":", 1)[1].split() for line in open("/proc/cpuinfo") if line.startswith("flags")), [])
-    return {"cpu_model": model, "cores": os.cpu_count(), "platform": platform.platform(),
+    return {"cpu_model": m["cpu"] or "?", "cores": m["cores"], "platform": m["platform"],
             "matrix_flags": sorted(f for f in flags if "bf16" in f or "amx" in f or f == "avx512f"),
-            "memory_gb": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)}
+            "memory_gb": m["ram_gib"]}
 
 
 def versions() -> dict:
-    import accelerate
-    import datasets
-    import tokenizers
+    """`results.environment`'s versions in the study's keys, and whether oneDNN is there."""
     import torch
-    import transformers
 
-    return {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
-            "tokenizers": tokenizers.__version__, "datasets": datasets.__version__, "accelerate": accelerate.__version__,
-            "onednn": torch.backends.mkldnn.is_available()}
+    from condenser_lite.reproduction.results import environment
+
+    env = environment()
+    names = ("torch", "transformers", "tokenizers", "datasets", "accelerate")
+    return {"python": env["python"], **{k: env["packages"][k] for k in names}, "onednn": torch.backends.mkldnn.is_available()}
 
 
 def git_commit() -> str:
-    try:
-        sha = subprocess.check_output(["git", "rev-parse", "HEAD"], cwd=ROOT, text=True).strip()
-        dirty = subprocess.check_output(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, text=True).strip()
-        return sha + ("+dirty" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+    from condenser_lite.reproduction.results import git
 
-
-def long_runs(budget: float, base: Run) -> dict[str, Run]:
-    return {"long: " + base.shape: base.replace(cpu_budget=budget)}
+    sha, status = git("rev-parse", "HEAD"), git("status", "--porcelain", "--untracked-files=no")
+    return "unknown" if sha is None or status is None else sha + ("+dirty" if status else "")
 
 
 def condenser_runs(stage1: dict, budget: float, splits=None) -> tuple[dict[str, Run], Run]:
@@ -707,46 +717,34 @@ def main() -> None:
     parts = a.only or ["throughput", "precision", "sweep", "long", "condenser"]
     out_path = Path(a.out)
     study = json.loads(out_path.read_text()) if out_path.exists() else {}
-    start = {"time": time.strftime("%Y-%m-%d %H:%M:%S"), "loadavg": os.getloadavg(), "cpu": time.process_time()}
-    t0 = time.perf_counter()
-    children0 = os.times()
+    # local time, as in every results file so far (the library's `results.now` is UTC ISO)
+    start = {"time": time.strftime("%Y-%m-%d %H:%M:%S"), "loadavg": os.getloadavg()}
+    # user + system seconds of this process and its finished workers (`results.cpu_seconds`, whose
+    # module imports torch: a baseline from it would move torch's import in or out of this call)
+    t0, cpu0 = time.perf_counter(), sum(os.times()[:4])
 
-    from condenser_lite.utils.cache import cache_dir
+    from condenser_lite.utils.cache import cache_dir, run_cached
 
     tp_dir = cache_dir("study") / "throughput"
     cached = tp_dir / f"reps{a.reps}-steps{a.steps}-v{STUDY_VERSION}.json"
     # threads vs processes, re-measured on its own on a quiet machine (--only parallel): it
     # replaces the throughput part's own measurement, which other jobs can disturb
     parallel_cached = tp_dir / f"parallel-reps{a.reps}-steps{a.steps}-v{STUDY_VERSION}.json"
-    if "parallel" in parts and not a.collect and not parallel_cached.exists():
-        loads = [os.getloadavg()[0]]
-        reps = [_parallel_cost(BASE.replace(dropout=0.0), 3 * a.steps) for _ in range(a.reps)]
-        loads.append(os.getloadavg()[0])
-        keys = ("one_process_2_threads_tokens_per_s", "two_processes_1_thread_tokens_per_s")
-        tp_dir.mkdir(parents=True, exist_ok=True)
-        parallel_cached.write_text(json.dumps({"4L/128H, 32x64, bf16, eager, dropout 0": {
-            **{k: sorted(r[k] for r in reps)[len(reps) // 2] for k in keys},
-            "repetitions": reps, "loadavg_before_after": loads, "measured": time.strftime("%Y-%m-%d %H:%M:%S")}},
-            indent=1))
-    if "throughput" in parts:
-        if cached.exists():
-            study["throughput"] = json.loads(cached.read_text())
-        elif not a.collect:
-            study["throughput"] = throughput(a.reps, a.steps)
-            cached.parent.mkdir(parents=True, exist_ok=True)
-            cached.write_text(json.dumps(study["throughput"], indent=1))
+    if "parallel" in parts and not a.collect:
+        run_cached(parallel_cached, lambda: parallel(a.reps, a.steps))
+    if "throughput" in parts and (cached.exists() or not a.collect):
+        study["throughput"] = run_cached(cached, lambda: throughput(a.reps, a.steps))
     if parallel_cached.exists() and "throughput" in study:
         study["throughput"]["parallel"] = json.loads(parallel_cached.read_text())
     precision_cached = tp_dir / f"precision-steps{a.steps}-v{STUDY_VERSION}.json"
-    if "precision" in parts and not a.collect and not precision_cached.exists():
-        tp_dir.mkdir(parents=True, exist_ok=True)
-        precision_cached.write_text(json.dumps({"run": dataclasses.asdict(RECOMMENDED), "steps": a.steps,
-                                                "commit": git_commit(), "command": " ".join(["python", *sys.argv]),
-                                                "measured": time.strftime("%Y-%m-%d %H:%M:%S"),
-                                                "loadavg_before": os.getloadavg()[0],
-                                                **precision_costs(a.steps),
-                                                "loadavg_after": os.getloadavg()[0],
-                                                "machine": machine()}, indent=1))
+    if "precision" in parts and not a.collect:
+        run_cached(precision_cached, lambda: {"run": dataclasses.asdict(RECOMMENDED), "steps": a.steps,
+                                              "commit": git_commit(), "command": " ".join(["python", *sys.argv]),
+                                              "measured": time.strftime("%Y-%m-%d %H:%M:%S"),
+                                              "loadavg_before": os.getloadavg()[0],
+                                              **precision_costs(a.steps),
+                                              "loadavg_after": os.getloadavg()[0],
+                                              "machine": machine()})
     if precision_cached.exists():
         study["precision"] = json.loads(precision_cached.read_text())
     if "sweep" in parts:
@@ -802,14 +800,12 @@ def main() -> None:
         out_path.write_text(json.dumps(study, indent=1) + "\n")
         print(f"wrote {out_path}")
         return
-    children1 = os.times()
+    # taken before git_commit() imports the library's provenance module (and torch), as before
+    finished, wall, cpu = time.strftime("%Y-%m-%d %H:%M:%S"), time.perf_counter() - t0, sum(os.times()[:4]) - cpu0
     study["provenance"] = {
         "commit": git_commit(), "command": " ".join(["python", *sys.argv]), "parts_run_now": parts,
-        "started": start["time"], "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "wall_seconds_this_call": round(time.perf_counter() - t0, 1),
-        "cpu_seconds_this_call": round((children1.user + children1.system + children1.children_user
-                                        + children1.children_system) - (children0.user + children0.system
-                                        + children0.children_user + children0.children_system), 1),
+        "started": start["time"], "finished": finished,
+        "wall_seconds_this_call": round(wall, 1), "cpu_seconds_this_call": round(cpu, 1),
         "cpu_seconds_all_runs": round(sum(r["cpu_seconds"] for p in ("sweep", "long", "condenser")
                                           for r in study.get(p, {}).values()), 1),
         "loadavg_start": [round(x, 2) for x in start["loadavg"]],
@@ -847,14 +843,17 @@ def cls_ablation(result: dict) -> dict:
     set with its own late [CLS], with a zero vector and with Gaussian noise of the same norm in
     its place, and the mean attention the head's first layer pays to position 0 (the [CLS]
     slot; 1/length would be uniform). Cached beside the run's result (a few CPU seconds)."""
+    from condenser_lite.utils.cache import run_cached
+
+    return run_cached(Path(result["checkpoint"]).parent / "cls_ablation.json", lambda: _cls_ablation(result))
+
+
+def _cls_ablation(result: dict) -> dict:
     import torch
 
     from condenser_lite.modeling.condenser import Condenser
     from condenser_lite.modeling.gauges import head_block_losses
 
-    cached = Path(result["checkpoint"]).parent / "cls_ablation.json"
-    if cached.exists():
-        return json.loads(cached.read_text())
     run = Run(**result["run"])
     data = study_data(run.vocab, run.max_len)
     model = Condenser.from_pretrained(result["checkpoint"], head="load").eval()
@@ -891,7 +890,6 @@ def cls_ablation(result: dict) -> dict:
     out["attention_on_cls"] = round(attn / rows, 4)
     lengths = [float(m.sum()) for batch in data["eval"] for m in batch["attention_mask"]]
     out["uniform_attention"] = round(sum(1 / x for x in lengths) / len(lengths), 4)
-    cached.write_text(json.dumps(out))
     return out
 
 
