@@ -1,5 +1,5 @@
 """When does the Condenser head need [CLS]? The mechanism study behind the book's page of that name
-(`notebooks/10_mechanism.md`), judged by the rules pre-registered in `reproduction/scorecard.py` before any of
+(`notebooks/10_mechanism.md`), judged by the rules pre-registered in `reproduction/rules.py` before any of
 its runs (the C0 rule: `rules.PRE_REGISTRATION_COMMIT`; the choice of a modified Condenser
 among the deviations: `rules.choose_modified`, committed before E3 and E5 ran).
 
@@ -30,9 +30,10 @@ E3-E5 run as the protocol's `condenser_mod` arm (`Preset.modified_condenser`), s
 the deviation `rules.choose_modified` picks is the very one a later `experiments --preset
 small` with that modification reuses. The stages are the protocol's own (`arms.pretrain_arm`,
 cached by their settings); two one-thread worker processes run them (`jobs.run_jobs`). Wall
-time on a 2-core CPU with bf16 units: stage 1 about 28 minutes (both seeds side by side;
-skipped when cached), each part's Condenser stages and controls about 5-10 minutes, E1 about
-40, E2 (its own stage 1) about 50.
+time measured on a 2-core AMD EPYC with bf16 units (other work sharing the cores at times):
+stage 1 28-37 minutes (both seeds side by side; skipped when cached), E0's continuations about
+15, E3's 11, E4's 5, E5's 19 (the head's copy adds a pass of the early layers), E1 about 40,
+E2 (its own stage 1) about an hour.
 """
 
 from __future__ import annotations
