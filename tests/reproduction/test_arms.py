@@ -17,4 +17,4 @@ def test_modified_condenser_arm_is_the_condenser_stage_with_the_presets_changes(
     assert modified == faithful.replace(head_mlm_probability=0.5)
     assert arm_config("bert", preset, None) == arm_config("bert", get_preset("small"), None)  # stage 1 shared
     with pytest.raises(ConfigError, match="modified_condenser"):
-        get_preset("small", arms=("bert", MODIFIED_ARM))
+        get_preset("small", arms=("bert", MODIFIED_ARM), modified_condenser=None)

@@ -129,7 +129,7 @@ def test_plots_and_tables_from_results(micro_run, tmp_path):
     assert table.index.get_level_values(0)[0] == "BM25"
     assert {registry.label(a) for a in STANDARD_ARMS} <= set(table.index.get_level_values(0))
     assert set(plots.sts_table(results).columns) == {str(s) for s in results["sts_sizes"]}
-    assert list(plots.scorecard_table(results).index) == [f"C{i}" for i in range(0, 8)]
+    assert list(plots.scorecard_table(results).index) == [f"C{i}" for i in range(0, 9)]
     table = plots.compute_table(results)
     assert list(table.index) == [registry.label(a) for a in STANDARD_ARMS] and (table["TFLOPs"] >= 0).all()
     for name in ("plot_low_data", "plot_rounds", "plot_nb_recall", "plot_entropy", "plot_loss_curves", "plot_sts",

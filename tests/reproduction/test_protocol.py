@@ -66,7 +66,7 @@ def test_results_file_has_every_arm_and_claim(micro_run):
     assert set(on_disk["bm25"]) >= {"full", "truncated"}
 
     ids = [c["id"] for c in on_disk["claims"]]
-    assert ids == [f"C{i}" for i in range(0, 8)]
+    assert ids == [f"C{i}" for i in range(0, 9)]
     for c in on_disk["claims"]:
         assert c["statement"] and c["paper"] and c["ours"] is not None
         assert {c["status"], c["verdict"]} <= set(STATUSES), c["status"]  # one the scorecard page knows how to show
@@ -121,7 +121,7 @@ def test_cli_experiments_reads_the_cached_results(micro_cache, tmp_path, capsys)
     main(["experiments", "--preset", "micro", "--set", f"tokenizer={budget.model.tokenizer}", "--out", str(target)])
     assert json.loads(target.read_text())["key"] == results["key"]  # same settings: the cached file
     printed = capsys.readouterr().out
-    assert all(f"C{i} " in printed for i in range(0, 8))
+    assert all(f"C{i} " in printed for i in range(0, 9))
 
 
 @needs_mirror
