@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import random
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +38,11 @@ LIVE_SECTIONS = 600  # general-corpus sections the live stages read (packing the
 # repository, so that a chapter and the library it imports come from the same commit.
 # tests/test_book.py checks every chapter's install cell and badge against it.
 COLAB_RELEASE = "v0.2.0"
+# Importing the library (transformers, datasets) loads tqdm's notebook bars, which warn outside a
+# full Jupyter install with a message holding the environment's absolute path: silenced as soon
+# as a chapter imports this module (its first import), so no stored output depends on the path.
+warnings.filterwarnings("ignore", message="IProgress not found")
+
 REPOSITORY = "condenser-lite/condenser-lite"
 
 

@@ -17,7 +17,7 @@ Held-out MLM loss and the unigram entropy of the same masked tokens say whether 
 got past word frequencies. The two Condenser gauges say whether the head relies on [CLS]:
 the *[CLS]-swap gap* (head MLM loss when each block's head reads another block's late [CLS],
 minus the loss with its own, same masks) and the *mean cosine* between different blocks' late
-[CLS]. A head that ignores [CLS] has a gap of exactly 0. The pre-registered gauge of issue 17,
+[CLS]. A head that ignores [CLS] has a gap of exactly 0. The pre-registered gauge,
 ``cls_reliance_gauge``, asks how much: the share of the head's deficit against the backbone's late
 layer that its own late [CLS] closes, against a [CLS] from another document (and a zero and a mean
 [CLS]), over several mask draws, with a bootstrap noise. Explained in chapter 2
@@ -215,7 +215,7 @@ def cls_swap_gap(model: nn.Module, batches: Iterable[Mapping[str, torch.Tensor]]
       partner block), `own_loss`, `swapped_loss`, `n_blocks`, `n_tokens`.
 
     The partners are neighbouring blocks of the batch, possibly of the same document; the
-    pre-registered gauge of issue 17 is `cls_reliance_gauge` (partners from other documents).
+    pre-registered gauge is `cls_reliance_gauge` (partners from other documents).
     Runs in eval mode (no dropout) and restores the mode.
     Explained in chapter 2 (`notebooks/02_condenser.ipynb`) and the study page (`notebooks/09_study.md`).
     """
@@ -289,7 +289,8 @@ RELIANCE_ABLATIONS = ("ablated", "zero", "mean")  # another document's late [CLS
 @torch.no_grad()
 def cls_reliance_gauge(model: nn.Module, draws: Sequence[Sequence[Mapping[str, torch.Tensor]]],
                        n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
-    """The pre-registered [CLS]-reliance gauge of a Condenser-family model (issue 17).
+    """The pre-registered [CLS]-reliance gauge of a Condenser-family model (chapter 2, and the page
+    "When does the head need [CLS]?", ``notebooks/10_mechanism.md``).
 
     ``draws``: mask draws of the same held-out blocks, each a list of batches carrying
     ``doc_id`` (``pretraining.heldout_set``'s ``batches`` and ``mask_draws``). On every block
@@ -381,7 +382,7 @@ def cls_cosine(model: nn.Module, batches: Iterable[Mapping[str, torch.Tensor]]) 
         model.train(was_training)
 
 
-# ---- Pre-registered rules (issue 17) -------------------------------------------------------------
+# ---- Pre-registered rules -------------------------------------------------------------------------
 
 def cls_reliance(l_own: float, l_ablated: float, l_late: float) -> float | None:
     """The [CLS] reliance of a Condenser-family head, pre-registered for C0:

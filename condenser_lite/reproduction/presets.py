@@ -229,7 +229,7 @@ PAPER = Preset(
     sts_arms=("bert", "condenser", "cocondenser"), entropy_texts=1000, entropy_max_len=128,
 )
 
-# The book's budget (issue 11), chosen on the study page (notebooks/09_study.md, results/study.json)
+# The book's budget, chosen on the study page (notebooks/09_study.md, results/study.json)
 # by held-out MLM loss per CPU second and the Condenser gauges, never by retrieval numbers: the
 # tiny shape with pre-training that gets past word frequencies (bf16 autocast where the CPU has
 # bf16 units, fp32 elsewhere: "auto", see devices.resolve_precision; eager attention,

@@ -115,7 +115,7 @@ def significant(x: float | None, digits: int = 6) -> float | None:
 
 
 def headline(results: Mapping) -> dict:
-    """The results file's summary for tools that do not know the rest of its layout (issue 11):
+    """The results file's summary for tools that do not know the rest of its layout:
     ``mlm_loss`` (the BERT arm's held-out MLM loss), ``unigram_entropy`` (of the same held-out
     tokens), ``cls_swap_gap`` / ``cls_swap_noise`` (the Condenser arm's), ``ndcg10`` per arm and
     BM25 on the same tokens (round 1, every training query, means over seeds), ``wall_minutes``

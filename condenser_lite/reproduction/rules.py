@@ -30,9 +30,9 @@ NOT_ATTRIBUTABLE_UNGAUGED = "not attributable: coCondenser's head was not gauged
 STATUSES = ("reproduced", "partly reproduced", "not reproduced at this scale", ONE_SEED, NOT_ATTRIBUTABLE,
             NOT_ATTRIBUTABLE_C0, NOT_ATTRIBUTABLE_UNGAUGED, "not measured",
             "reversed", "not reproduced", "not detectable at this power")  # the last three: power-aware claims
-CLS_GAP_MARGIN = 2.0  # the old C0 rule (results files before issue 17): the [CLS]-swap gap above this x its noise
+CLS_GAP_MARGIN = 2.0  # the old C0 rule (results files without the reliance gauges): the [CLS]-swap gap above this x its noise
 
-# Pre-registered rules (issue 17): fixed before the runs they judge, never changed after seeing a number.
+# Pre-registered rules: fixed before the runs they judge, never changed after seeing a number.
 RELIANCE_THRESHOLD = 0.2  # C0: the head's own late [CLS] closes at least this share of its deficit
 LATE_LOSS_MARGIN = 0.05  # C0: nats; the Condenser's late MLM loss this close to BERT-continued's
 ALPHA = 0.05  # two-sided significance level of the minimum detectable difference

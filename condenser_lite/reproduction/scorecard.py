@@ -127,7 +127,7 @@ def paper_gain(source: str, column: str, arm: str = "Condenser", base: str = "BE
 
 
 # The papers' tables whose relative gains a claim's effect is expected to match (pre-registered):
-# C1 the MS MARCO low-data table (the issue's "about 9%" at full data), C7 the STS-b table.
+# C1 the MS MARCO low-data table ("about 9%" at full data), C7 the STS-b table.
 EXPECTED_GAIN_SOURCE = {"C1": "Condenser table 5", "C7": "Condenser table 1"}
 
 
