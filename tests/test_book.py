@@ -370,3 +370,38 @@ def test_the_intros_parameter_count_is_the_committed_models():
     model = AutoModel.from_pretrained(ROOT / "results" / "checkpoints" / "small" / "bert", add_pooling_layer=False)
     n = sum(p.numel() for p in model.parameters())
     assert stated == round(n / 1e6, 2) and share == round(100 * n / 110e6, 1)
+
+
+def test_the_intros_findings_are_the_committed_runs():
+    """The introduction's summary of the scaled-down run (plain Markdown, nothing glued) is checked
+    here against ``results/small.json`` and ``results/mechanism.json``: each number it states, at
+    the precision it states it, and each verdict its bullets rest on."""
+    import json
+
+    intro = (ROOT / "book" / "intro.md").read_text()
+    part = intro[intro.index("## What the scaled-down run shows"):intro.index("## Time and hardware")]
+    part = " ".join(part.split())
+    small = json.loads((ROOT / "results" / "small.json").read_text())
+    mech = json.loads((ROOT / "results" / "mechanism.json").read_text())
+    claims = {c["id"]: c for c in small["claims"]}
+
+    c2 = claims["C2"]["ours"]["round1"]["nDCG@10"]
+    c1m = claims["C1m"]["ours"]["by_size"]["809"]["bert"]
+    c7m = claims["C7m"]["ours"]["by_size"]["500"]["bert"]
+    stated = {
+        f"nDCG@10 {c2['a']:.3f} against {c2['b']:.3f} with 809 training queries": claims["C2"]["verdict"] == "reproduced",
+        f"a reliance of {abs(max(claims['C0']['ours']['reliance'])):.3f}, against the 0.2": not claims["C0"]["ours"]["relies"],
+        "({:.2f} and {:.2f} on the two seeds)".format(*claims["C0m"]["ours"]["reliance"]): claims["C0m"]["ours"]["relies"],
+        f"nDCG@10 {c1m['a']:.3f} against BERT's {c1m['b']:.3f} with 809 training queries": c1m["verdict"] == "reproduced",
+        f"STS-b Spearman {c7m['a']:.3f} against {c7m['b']:.3f} with 500 training pairs": c7m["verdict"] == "reproduced",
+        f"BM25 (nDCG@10 {claims['C1']['ours']['bm25']:.3f})": True,
+        "the contrastive-only ablation is within coCondenser's spread":
+            claims["C3"]["ours"]["mlm_term"]["nDCG@10"]["verdict"] == "within spread",
+        "the head predicts a copy of the block with half its tokens masked":
+            mech["modified"]["part"] == "e5"
+            and small["preset"]["modified_condenser"] == {"head_mlm_probability": 0.5},
+    }
+    missing = [s for s in stated if s not in part]
+    assert not missing, f"book/intro.md no longer states (or states differently): {missing}"
+    wrong = [s for s, ok in stated.items() if not ok]
+    assert not wrong, f"book/intro.md states what the committed runs do not support: {wrong}"
