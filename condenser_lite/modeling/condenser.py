@@ -400,10 +400,10 @@ class Condenser(nn.Module):
         if state is not None:
             missing, unexpected = model.head.load_state_dict(state, strict=False)
             if missing or unexpected:
-                raise ValueError(
-                    f"head weights in {name_or_dir!r} do not fit n_head_layers={model.n_head_layers}: "
-                    f"missing {missing[:4]}..., unexpected {unexpected[:4]}...; "
-                    "pass the right n_head_layers, or head='random'."
+                raise CheckpointError(
+                    f"head weights in {name_or_dir!r} do not fit n_head_layers={model.n_head_layers} "
+                    f"({len(missing)} missing, e.g. {missing[:2]}; {len(unexpected)} unexpected, e.g. "
+                    f"{unexpected[:2]}); pass the n_head_layers it was saved with, or head='random'"
                 )
         return model
 

@@ -43,7 +43,7 @@ from ..data.tokenizer import load_tokenizer, tiny_tokenizer, tokenizer_key
 from ..modeling.condenser import BertMLM, Condenser, tiny_bert_config
 from ..modeling.gauges import cls_cosine, cls_reliance_gauge, cls_swap_gap, heldout_mlm_loss, unigram_entropy
 from ..modeling.gradcache import cocondenser_step
-from ..modeling.loading import check_checkpoint, checkpoint_key, has_head
+from ..modeling.loading import check_checkpoint, checkpoint_key, has_head, read_condenser_config
 from ..modeling.masking import MLMCollator
 from ..modeling.spans import SpanPairCollator, SpanPairs, tokenize_documents
 from ..utils.cache import cache_dir, output_lock, settings_diff, settings_hash
@@ -321,6 +321,21 @@ def _check_head_choice(cfg: StageConfig) -> None:
                       "with paper_condenser() to follow it)", UserWarning, stacklevel=3)
 
 
+def _check_head_shape(cfg: StageConfig) -> None:
+    """A stage that continues a saved Condenser head must give it the shape it was trained with:
+    the stage's ``skip_from`` / ``n_head_layers`` come from its preset, the head from the checkpoint,
+    and a head read from another layer than it learnt on would train on, silently wrong."""
+    saved = read_condenser_config(cfg.init) or {}
+    asked = {"skip_from": cfg.skip_from, "n_head_layers": cfg.n_head_layers}
+    differ = {k: v for k, v in asked.items() if k in saved and saved[k] != v}
+    if differ:
+        have = ", ".join(f"{k}={saved[k]}" for k in differ)
+        fix = " ".join(f"--set {k}={saved[k]}" for k in differ)
+        raise ConfigError(f"the Condenser head in {cfg.init!r} was trained with {have}, but this stage asks for "
+                          + ", ".join(f"{k}={v}" for k, v in differ.items())
+                          + f"; pass {fix} to continue that head, or --set head=random for a fresh one")
+
+
 def build_model(cfg: StageConfig, tokenizer):
     """``BertMLM`` for ``mlm``, ``Condenser`` otherwise, from scratch or from ``cfg.init``.
 
@@ -346,6 +361,7 @@ def build_model(cfg: StageConfig, tokenizer):
     elif cfg.method == "mlm":
         model = BertMLM.from_pretrained(cfg.init)
     elif cfg.resolved_head == "load":
+        _check_head_shape(cfg)
         model = Condenser.from_pretrained(cfg.init, head="load", **condenser_kw)
     else:
         model = Condenser.from_bert(cfg.init, **condenser_kw)

@@ -243,3 +243,16 @@ def test_dropout_and_attention_kernel_reach_the_model_and_fine_tuning_puts_dropo
     for loaded in (BiEncoder.from_pretrained(tmp_path / "ckpt", dropout=0.1),
                    SentenceEncoder.from_pretrained(tmp_path / "ckpt", dropout=0.1)):
         assert {m.p for m in loaded.modules() if m.__class__.__name__ == "Dropout"} == {0.1}
+
+
+def test_continuing_a_saved_head_with_another_shape_is_refused_naming_the_fix():
+    """The committed small Condenser's head reads layer 1 through 1 layer; a coCondenser stage with
+    the tiny preset's 2 + 2 must not load it (the head would read a layer it never learnt on)."""
+    from locations import ROOT
+
+    saved = str(ROOT / "results" / "checkpoints" / "small" / "condenser")
+    asked = StageConfig(method="cocondenser", corpus="scifact", init=saved, skip_from=2, n_head_layers=2, head="load")
+    with pytest.raises(ConfigError, match=r"skip_from=1, n_head_layers=1.*--set skip_from=1 --set n_head_layers=1"):
+        build_model(asked, None)
+    model = build_model(asked.replace(skip_from=1, n_head_layers=1), None)
+    assert (model.skip_from, model.n_head_layers) == (1, 1)
