@@ -671,6 +671,10 @@ BAD_DATA = {
                                "corpus.jsonl:3: a document without an _id (row 2)"),
     "space-separated qrels": (lambda d: _rewrite(d / "qrels" / "test.tsv", lambda b: b.replace(b"\t", b" ")),
                               "test.tsv:1: 'query-id corpus-id score' is neither BEIR's header"),
+    "an id holding a tab in the qrels": (lambda d: _rewrite(d / "qrels" / "test.tsv",
+                                                            lambda b: b + b"q1\tp\t1\t1\n"),
+                                         "has 4 tab-separated fields where the file's first lines have 3; an id "
+                                         "there holds a tab"),
     "qrels naming a query that is not there": (lambda d: _rewrite(d / "qrels" / "test.tsv",
                                                                   lambda b: b + b"nosuchq\tp1\t1\n"),
                                                "1 query ids in the qrels have no query text (e.g. ['nosuchq']); the "

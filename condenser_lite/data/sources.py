@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
@@ -248,7 +249,14 @@ def read_dataset(spec: DataSpec, from_mirror: bool, *args: Any, **kwargs: Any) -
     try:
         ds = datasets.load_dataset(*args, **kwargs)
     except Exception as err:  # datasets wraps the parser's reason several layers down
-        raise DataSourceError(f"data set {spec.name!r}: cannot read {where} ({_reason(err)}); the file is cut "
+        reason = _reason(err)
+        fields = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", reason)
+        if fields and where.endswith(".tsv"):  # one line with a tab too many: most often an id holding a tab
+            want, line, got = fields.groups()
+            raise DataSourceError(f"data set {spec.name!r}: {where}:{line} has {got} tab-separated fields where the "
+                                  f"file's first lines have {want}; an id there holds a tab, which a TSV file cannot "
+                                  "hold: rename that id (in the corpus, queries and qrels alike)") from err
+        raise DataSourceError(f"data set {spec.name!r}: cannot read {where} ({reason}); the file is cut "
                               "short or not in its format: replace it with a complete copy") from err
     table = getattr(getattr(ds, "data", None), "table", None)
     if table is not None:
