@@ -254,7 +254,10 @@ def test_results_reads_the_committed_file_or_names_the_fix(tmp_path, monkeypatch
     assert ch.results() == results
     assert capsys.readouterr().out.strip() == (
         "results/small.json, the committed run: preset small, 3 fine-tuning seeds, "
-        "1 pre-training seed(s), commit 0123456, 90.0 min")
+        "1 pre-training seed, commit 0123456, 90.0 min")
+    # a run that found stages in the cache says so, with the work they stand for
+    results["provenance"].update(parts_reused=8, work_cpu_seconds=11880)
+    assert book.describe(results).endswith("90.0 min (8 cached stages reused; 3.3 CPU-hours of work in all)")
 
 
 def test_glue_pastes_numbers_with_fixed_decimals(monkeypatch):

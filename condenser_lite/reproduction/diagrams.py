@@ -12,6 +12,7 @@ Explained in chapters 2, 3 and 4 (``notebooks/02_condenser.ipynb`` ...).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from .registry import MODIFIED_ARM
 
 # Okabe & Ito's colour-blind-safe palette (the light tints are for box fills)
 ORANGE, SKY, GREEN, YELLOW = "#E69F00", "#56B4E9", "#009E73", "#F0E442"
@@ -288,28 +289,30 @@ def pipeline(preset=None):
             va="center")
     _box(ax, 0.2, 6.6, 3.4, 2.9, f"stage 1: BERT\nMLM from scratch\n{t.s1_steps:,} updates\n"
          f"{m.num_hidden_layers} layers\n(ch. 1)", GREY)
-    _arrow(ax, [(3.6, 8.6), (4.3, 8.6)])
-    _arrow(ax, [(3.6, 7.2), (4.3, 6.4)])
-    _box(ax, 4.3, 8.0, 3.3, 1.5, f"BERT, continued\nMLM, {t.s2_steps:,} updates\n"
-         "(ch. 2, the control)", SKY, size=SMALL)
-    _box(ax, 4.3, 5.3, 3.3, 2.2, f"Condenser\n{t.s2_steps:,} updates; head\nreads layer "
-         f"{m.skip_from}, {m.n_head_layers} head\nlayer{'s' * (m.n_head_layers != 1)} (ch. 2)",
-         BLUE, size=SMALL)
-    _arrow(ax, [(7.6, 6.7), (8.0, 7.9)])
-    _arrow(ax, [(7.6, 6.1), (8.0, 5.6)])
-    _box(ax, 8.0, 7.3, 4.0, 2.2, f"coCondenser: span pairs,\ncontrastive loss + MLM\n"
+    modified = MODIFIED_ARM in p.arms and p.modified_condenser
+    # the second column: the continuations of stage 1, each as many updates as the others
+    rows = [(8.2, 1.4, f"BERT, continued\n{t.s2_steps:,} updates of MLM\n(ch. 2, the control)", SKY),
+            (6.7, 1.4, f"Condenser, {t.s2_steps:,} updates\nhead: layer {m.skip_from}, "
+                       f"{m.n_head_layers} layer{'s' * (m.n_head_layers != 1)}\n(ch. 2)", BLUE)]
+    if modified:
+        change = "\n".join(f"{k}={v}" for k, v in dict(p.modified_condenser).items())
+        rows.append((5.2, 1.4, f"modified Condenser (a\ndeviation), {t.s2_steps:,} updates\n{change}", PURPLE))
+    for y, h, text, colour in rows:
+        _arrow(ax, [(3.6, max(min(y + h / 2, 9.2), 6.8)), (4.3, y + h / 2)])
+        _box(ax, 4.3, y, 3.5, h, text, colour, size=SMALL)
+    _arrow(ax, [(7.8, 7.6), (8.2, 8.0)])  # both from the Condenser, head included
+    _arrow(ax, [(7.8, 7.2), (8.2, 6.4)])
+    _box(ax, 8.2, 7.4, 3.8, 1.9, f"coCondenser: span pairs,\ncontrastive loss + MLM\n"
          f"{t.s3_steps:,} updates (ch. 3)", VERMILION, size=SMALL)
-    _box(ax, 8.0, 5.0, 4.0, 1.7, "ablations: contrastive\nonly, MLM only\n(ch. 3, 4)", ORANGE,
+    _box(ax, 8.2, 5.2, 3.8, 1.7, "ablations: contrastive\nonly, MLM only\n(ch. 3, 4)", ORANGE,
          size=SMALL)
     ax.text(12.2, 8.4, "every arm:\nhead dropped,\nthe backbone's\nlate [CLS] is\nthe vector",
             fontsize=SMALL, va="center")
-    # fine-tuning and search, right to left along the bottom
-    for x, y in ((1.9, 6.6), (5.95, 5.3), (10.0, 5.0)):
-        ax.plot([x, x], [y, 4.75], color="black", lw=1.4)
-    ax.plot([1.9, 10.0], [4.75, 4.75], color="black", lw=1.4)
-    _arrow(ax, [(1.9, 4.75), (1.9, 4.2)], lw=1.4)
-    ax.text(6.0, 4.5, f"each of the {len(p.arms)} pre-trained models (arms) is fine-tuned",
-            ha="center", va="center", fontsize=SMALL)
+    # every pre-trained model (stage 1 too) goes on to fine-tuning: one frame around them all
+    _box(ax, 0.05, 4.95, 14.85, 4.75, fill=False, color=GREY, dashed=True)
+    _arrow(ax, [(2.45, 4.95), (2.45, 4.2)], lw=1.4)
+    ax.text(2.7, 4.55, f"each of the {len(p.arms)} pre-trained models (arms) in the frame is fine-tuned",
+            ha="left", va="center", fontsize=SMALL)
     _box(ax, 0.2, 2.2, 4.5, 2.0, f"fine-tuning round 1\nnegatives from BM25\n"
          f"{p.train_sizes[0]} training queries,\nor all of them (ch. 4)", GREEN, size=SMALL)
     _arrow(ax, [(4.7, 3.2), (5.4, 3.2)])

@@ -15,7 +15,7 @@ import numpy as np
 
 from .registry import CLAIM, MAIN_ARMS, color, label
 from .rules import RELIANCE_THRESHOLD, gauge
-from .scorecard import claim_rows, scorecard
+from .scorecard import claim_rows, paper_text, scorecard
 
 
 def _fig(ax=None, figsize=(5.5, 3.6)):
@@ -203,7 +203,9 @@ def claim_table(results: Mapping, ids: Sequence[str]):
     table["compared"] = table["a"] + " vs " + table["b"]
     cols = ["claim", "setting", "compared", "ours (a vs b)", "difference", "spread", "detectable",
             "paper's effect here", "verdict"]
-    return table[[c for c in cols if c in table]].set_index(["claim", "setting"])
+    table = table[[c for c in cols if c in table]].set_index(["claim", "setting"])
+    # claims without a power analysis (C2-C6) have no detectable difference: a dash, not NaN
+    return table.astype(object).where(table.notna(), "–")
 
 
 def scorecard_table(results: Mapping):
@@ -244,9 +246,11 @@ def scorecard_html(results: Mapping) -> str:
     head = "".join(f"<th>{escape(h)}</th>" for h in ("Claim", "Models", "Verdict"))
     rows = []
     for cid, row in table.iterrows():
+        # results files written before the modified arm's claims had a source carry a bare "."
+        papers = paper_text(cid) if row["papers"] in ("", ".") else row["papers"]
         claim = (f"<details><summary><b>{escape(cid)}</b> {escape(row['claim'])}</summary>"
                  f"<p>{escape(row['statement'])}</p><p><b>This run:</b><br>{_lines(row['this run'])}</p>"
-                 f"<p><b>Papers:</b><br>{_lines(row['papers'])}</p></details>")
+                 f"<p><b>Papers:</b><br>{_lines(papers)}</p></details>")
         verdict = row["verdict"]
         css = "verdict-" + ("yes" if verdict == "reproduced" else "partly" if verdict.startswith("partly") else
                             "no" if verdict.startswith("not reproduced") else "other")
@@ -359,8 +363,9 @@ def plot_entropy(results: Mapping, arms: Sequence[str] = ("bert", "condenser", "
         ax.plot(layers, before, "o-", color=color(arm), label="pre-trained")
         if "after" in E[arm]:
             m, s = np.asarray(E[arm]["after"]["mean"]), np.asarray(E[arm]["after"]["std"])
-            ax.plot(layers, m, "s--", color="black", label="fine-tuned")
-            ax.fill_between(layers, m - s, m + s, color="black", alpha=0.15)
+            # the arm's own colour, dashed and hollow: black would be one arm's (BERT-continued's) colour
+            ax.plot(layers, m, "s--", color=color(arm), markerfacecolor="white", label="fine-tuned")
+            ax.fill_between(layers, m - s, m + s, color=color(arm), alpha=0.15)
         ax.set_title(label(arm))
         ax.set_xlabel("layer")
         ax.set_xticks(layers)

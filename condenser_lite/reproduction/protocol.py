@@ -511,7 +511,7 @@ def _assemble(preset: Preset, stages: dict, task: Task, bm25: dict, before: dict
             f"({heldout_set['n_masked']} masked tokens; for coCondenser stages too). The unigram entropy of those "
             f"tokens is {heldout_set['unigram_entropy']:.2f} nats.")
     if preset.sts.epochs_full < preset.sts.epochs_low_data or preset.micro_sts_pairs:
-        notes.append(f"STS-b 'full' trains on all {sts_total} pairs for {preset.sts.epochs_full:g} epoch(s) (the "
+        notes.append(f"STS-b 'full' trains on all {sts_total} pairs for {preset.sts.epochs_full:g} epoch{'' if preset.sts.epochs_full == 1 else 's'} (the "
                      f"small sizes for {preset.sts.epochs_low_data:g}); the paper trains 4 epochs: subsampled in time.")
     return {
         "protocol": "condenser_lite.protocol", "version": RESULTS_VERSION, "preset": preset.to_dict(),

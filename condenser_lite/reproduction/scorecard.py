@@ -115,7 +115,11 @@ PAPER_RESULTS: tuple[PaperTable | PaperFinding, ...] = (
 
 def paper_text(claim: str) -> str:
     """The papers' numbers (or finding) behind ``claim``, one source after another (chapter 8)."""
-    return "; ".join(r.text() for r in PAPER_RESULTS if r.claim == claim) + "."
+    sources = [r.text() for r in PAPER_RESULTS if r.claim == claim]
+    if not sources and claim.endswith("m") and claim[:-1] in {r.claim for r in PAPER_RESULTS}:
+        # C0m, C1m, C7m: the paper has no modified Condenser; its numbers are those of the claim asked
+        return f"none for this arm, a deviation of the book's; the paper's numbers for the faithful Condenser are {claim[:-1]}'s."
+    return "; ".join(sources) + "."
 
 
 def paper_gain(source: str, column: str, arm: str = "Condenser", base: str = "BERT") -> float:

@@ -332,3 +332,4 @@ def test_claim_rows_name_each_comparison():
     table = claim_table({**results, "claims": list(cl.values())}, ["C2", "C1m"])
     assert list(table.index.get_level_values(0).unique()) == ["C2", "C1m"]
     assert (table.loc["C2"]["verdict"] == "better").all()
+    assert not table.isna().any().any() and (table.loc["C2"]["detectable"] == "–").all()  # no NaN shown
