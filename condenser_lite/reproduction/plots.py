@@ -201,8 +201,9 @@ def claim_table(results: Mapping, ids: Sequence[str]):
     if table.empty:
         return table
     table["compared"] = table["a"] + " vs " + table["b"]
-    cols = ["claim", "setting", "compared", "ours (a vs b)", "difference", "spread", "detectable",
-            "paper's effect here", "verdict"]
+    # the verdict next to what is compared: on a narrow page the numbers behind it scroll, it does not
+    cols = ["claim", "setting", "compared", "verdict", "ours (a vs b)", "difference", "spread", "detectable",
+            "paper's effect here"]
     table = table[[c for c in cols if c in table]].set_index(["claim", "setting"])
     # claims without a power analysis (C2-C6) have no detectable difference: a dash, not NaN
     return table.astype(object).where(table.notna(), "–")
