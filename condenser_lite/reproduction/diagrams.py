@@ -12,6 +12,7 @@ Explained in chapters 2, 3 and 4 (``notebooks/02_condenser.ipynb`` ...).
 from __future__ import annotations
 
 from collections.abc import Sequence
+
 from .registry import MODIFIED_ARM
 
 # Okabe & Ito's colour-blind-safe palette (the light tints are for box fills)
@@ -274,7 +275,8 @@ def gradient_cache(preset=None, n_chunks: int = 3):
 
 def pipeline(preset=None):
     """The book's pipeline from pre-training to search, each box labelled with the chapter
-    that builds it: stage 1 BERT, then BERT-continued and Condenser, then coCondenser and its
+    that builds it: stage 1 BERT, then BERT-continued, Condenser and (where the preset has one) the
+    modified Condenser, then coCondenser and its
     two ablations on the target corpus, fine-tuning round 1 (BM25 negatives) and round 2
     (negatives mined by the round-1 retriever), encoding and search, and the metrics. The
     step counts and the split come from the preset. Shown in chapter 4,
