@@ -177,9 +177,10 @@ def describe(results: dict, committed: bool = True) -> str:
     where = f"results/{COMMITTED}.json, the committed run" if committed else "this re-run"
     n_pre = len(results["pretraining_seeds"])
     n_reused, work = prov.get("parts_reused") or 0, prov.get("work_cpu_seconds")
-    # a call that found stages in the cache took less than the run's work: say so, with the work
-    reused = (f" ({n_reused} cached stage{'s' * (n_reused != 1)} reused"
-              + (f"; {work / 3600:.1f} CPU-hours of work in all)" if work else ")") if n_reused else "")
+    reused = ""
+    if n_reused:  # the call took less than the run's work: say so, with the work
+        in_all = f"; {work / 3600:.1f} CPU-hours of work in all" if work else ""
+        reused = f" ({n_reused} cached stage{'s' * (n_reused != 1)} reused{in_all})"
     return (f"{where}: preset {results['preset']['name']}, {len(results['seeds'])} fine-tuning seeds, "
             f"{n_pre} pre-training seed{'s' * (n_pre != 1)}, commit {commit}, "
             f"{(prov.get('wall_seconds') or 0) / 60:.1f} min{reused}")

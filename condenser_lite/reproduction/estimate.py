@@ -242,7 +242,7 @@ def cached_stages(preset: Preset, plan: list[str], data_dir: str | None = None) 
         if arm in pretrained:
             continue
         for ps in arm_pretrain_seeds(preset, arm):
-            parent = PARENT[arm] if arm not in pretrained else None
+            parent = PARENT[arm]
             init = None
             if parent is not None:
                 init = pretrained.get(parent) or found.get((parent, ps))

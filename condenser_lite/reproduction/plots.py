@@ -15,7 +15,7 @@ import numpy as np
 
 from .registry import CLAIM, MAIN_ARMS, color, label
 from .rules import RELIANCE_THRESHOLD, gauge
-from .scorecard import claim_rows, paper_text, scorecard
+from .scorecard import claim_rows, scorecard
 
 
 def _fig(ax=None, figsize=(5.5, 3.6)):
@@ -210,8 +210,8 @@ def claim_table(results: Mapping, ids: Sequence[str]):
 
 
 def scorecard_table(results: Mapping):
-    """The claims (C0-C8, and C0m, C1m, C7m where a run has a modified Condenser) in plain words, one row each: ``claim`` (a short name), ``statement``
-    (what exactly is tested), ``models`` compared (a list), ``this run`` (the comparison, a
+    """The claims (C0-C8, and C0m, C1m, C7m where a run has a modified Condenser) in plain words,
+    one row each: ``claim`` (a short name), ``statement`` (what exactly is tested), ``models`` compared (a list), ``this run`` (the comparison, a
     sentence with our numbers), ``papers`` (their numbers) and ``verdict``. Chapter 8."""
     import pandas as pd
 
@@ -247,11 +247,9 @@ def scorecard_html(results: Mapping) -> str:
     head = "".join(f"<th>{escape(h)}</th>" for h in ("Claim", "Models", "Verdict"))
     rows = []
     for cid, row in table.iterrows():
-        # results files written before the modified arm's claims had a source carry a bare "."
-        papers = paper_text(cid) if row["papers"] in ("", ".") else row["papers"]
         claim = (f"<details><summary><b>{escape(cid)}</b> {escape(row['claim'])}</summary>"
                  f"<p>{escape(row['statement'])}</p><p><b>This run:</b><br>{_lines(row['this run'])}</p>"
-                 f"<p><b>Papers:</b><br>{_lines(papers)}</p></details>")
+                 f"<p><b>Papers:</b><br>{_lines(row['papers'])}</p></details>")
         verdict = row["verdict"]
         css = "verdict-" + ("yes" if verdict == "reproduced" else "partly" if verdict.startswith("partly") else
                             "no" if verdict.startswith("not reproduced") else "other")
@@ -469,7 +467,6 @@ def plot_gauges(results: Mapping, arms: Sequence[str] | None = None, gauges: Seq
     blocks' late [CLS] (``cls_cosine``), the pre-registered [CLS] reliance with its noise band and
     C0's threshold (``cls_reliance``, where logged). Each arm's first pre-training seed (the
     results keep one log per arm). Chapters 1 and 2."""
-
     unknown = [g for g in gauges if g not in GAUGES]
     if unknown or not gauges:
         raise ValueError(f"plot_gauges(gauges={list(gauges)}): choose from {list(GAUGES)}")
@@ -525,7 +522,7 @@ def plot_gain_vs_paper(results: Mapping, arms: Sequence[str] = ("condenser", "co
     MRR@10, Condenser table 5) and C7 (STS-b Spearman, Condenser table 1). Each of our sizes sits
     at the paper's column it is compared with (``scorecard.expected_gain``); error bars: our
     spread (std_a + std_b) over BERT's mean. Chapter 8."""
-    from .scorecard import EXPECTED_GAIN_SOURCE, PAPER_RESULTS, PaperTable, expected_gain
+    from .scorecard import EXPECTED_GAIN_SOURCE, expected_gain, paper_column
 
     fig, axes = panels(2, height=3.2)
     metric = results["preset"]["metrics"][0]
@@ -538,7 +535,6 @@ def plot_gain_vs_paper(results: Mapping, arms: Sequence[str] = ("condenser", "co
     for ax, (cid, title, by_arm, pick, unit) in zip(axes, panels_data):
         sizes = [s for s in by_arm["bert"]]
         ordered = sorted(sizes, key=int)
-        table = next(r for r in PAPER_RESULTS if isinstance(r, PaperTable) and r.source == EXPECTED_GAIN_SOURCE[cid])
         xs = np.arange(len(ordered))
         paper = [expected_gain(cid, s, ordered) for s in ordered]
         ax.plot([x for x, g in zip(xs, paper) if g is not None], [100 * g for g in paper if g is not None],
@@ -552,11 +548,10 @@ def plot_gain_vs_paper(results: Mapping, arms: Sequence[str] = ("condenser", "co
             ax.errorbar(xs + 0.12 * (j + 1), means, yerr=errs, fmt="o", capsize=3, color=color(arm),
                         label=f"ours, {label(arm)}")
         ax.axhline(0, color="grey", lw=0.6)
-        columns = table.columns if len(ordered) == len(table.columns) else \
-            [table.columns[0] if i == 0 else table.columns[-1] if i == len(ordered) - 1 else "-" for i in xs]
+        columns = [paper_column(cid, s, ordered) or "-" for s in ordered]
         ax.set_xticks(xs, [f"{s}\n(paper: {c})" for s, c in zip(ordered, columns)], fontsize=8)
         ax.set_xlabel(unit)
         ax.set_ylabel("gain over BERT (%)")
-        ax.set_title(f"{cid}: {title}\n(paper: {table.source})", fontsize=9)
+        ax.set_title(f"{cid}: {title}\n(paper: {EXPECTED_GAIN_SOURCE[cid]})", fontsize=9)
     legend_above(fig, axes[0], ncol=3)
     return fig

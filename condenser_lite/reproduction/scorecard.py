@@ -122,10 +122,15 @@ def paper_text(claim: str) -> str:
     return "; ".join(sources) + "."
 
 
+def paper_table(source: str) -> PaperTable:
+    """The ``PAPER_RESULTS`` table named ``source`` (e.g. ``"Condenser table 1"``). Chapters 7, 8."""
+    return next(r for r in PAPER_RESULTS if isinstance(r, PaperTable) and r.source == source)
+
+
 def paper_gain(source: str, column: str, arm: str = "Condenser", base: str = "BERT") -> float:
     """The paper's relative gain of ``arm`` over ``base`` in one column of a ``PAPER_RESULTS``
     table (e.g. ``paper_gain("Condenser table 5", "full")`` = 0.338 / 0.309 - 1). Chapter 8."""
-    table = next(r for r in PAPER_RESULTS if isinstance(r, PaperTable) and r.source == source)
+    table = paper_table(source)
     i = table.columns.index(column)
     return table.rows[arm][i] / table.rows[base][i] - 1
 
@@ -135,23 +140,24 @@ def paper_gain(source: str, column: str, arm: str = "Condenser", base: str = "BE
 EXPECTED_GAIN_SOURCE = {"C1": "Condenser table 5", "C7": "Condenser table 1"}
 
 
-def expected_gain(claim: str, size: str, sizes: Sequence[str]) -> float | None:
-    """The paper's relative gain expected at our training ``size`` (one of ``sizes``, the sizes
-    run): with as many sizes as the paper's table has columns, column by position (STS-b: 500, 1K,
-    full); otherwise our smallest size reads the table's first column (the paper's lowest-data
-    setting) and our largest its last ("full"), any other None. Chapter 8."""
-    source = EXPECTED_GAIN_SOURCE[claim]
-    columns = next(r for r in PAPER_RESULTS if isinstance(r, PaperTable) and r.source == source).columns
+def paper_column(claim: str, size: str, sizes: Sequence[str]) -> str | None:
+    """The column of the paper's table (``EXPECTED_GAIN_SOURCE[claim]``) our training ``size``
+    (one of ``sizes``, the sizes run) is compared with: with as many sizes as the table has
+    columns, column by position (STS-b: 500, 1K, full); otherwise our smallest size reads the
+    table's first column (the paper's lowest-data setting) and our largest its last ("full"),
+    any other None. Chapter 8."""
+    columns = paper_table(EXPECTED_GAIN_SOURCE[claim]).columns
     ordered = sorted(sizes, key=int)
     if len(ordered) == len(columns):
-        column = columns[ordered.index(size)]
-    elif size == ordered[0]:
-        column = columns[0]
-    elif size == ordered[-1]:
-        column = columns[-1]
-    else:
-        return None
-    return paper_gain(source, column)
+        return columns[ordered.index(size)]
+    return columns[0] if size == ordered[0] else columns[-1] if size == ordered[-1] else None
+
+
+def expected_gain(claim: str, size: str, sizes: Sequence[str]) -> float | None:
+    """The paper's relative gain expected at our training ``size``, read at ``paper_column``
+    (None where no column matches). Chapter 8."""
+    column = paper_column(claim, size, sizes)
+    return None if column is None else paper_gain(EXPECTED_GAIN_SOURCE[claim], column)
 
 
 def early_loss(results: Mapping, arm: str, label: str, frac: float = 0.25) -> dict | None:

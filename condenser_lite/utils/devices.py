@@ -149,12 +149,12 @@ def probe_bf16(shape: tuple[int, int, int] = PROBE_SHAPE, repeats: int = 15) -> 
         best = {fp32: float("inf"), bf16: float("inf")}
         for fn in best:
             fn()  # warm-up: kernel selection, allocation
-        for _ in range(repeats):
+        for i in range(repeats):
             for fn in best:
                 t0 = time.perf_counter()
                 fn()
                 best[fn] = min(best[fn], (time.perf_counter() - t0) * 1e3)
-            if best[bf16] > 3 * best[fp32] and _ >= 2:
+            if i >= 2 and best[bf16] > 3 * best[fp32]:
                 break  # clearly slow (emulated): no need to measure it precisely
     finally:
         torch.set_num_threads(threads)
