@@ -25,7 +25,7 @@ from transformers import PreTrainedModel
 from ..data.beir import corpus_columns, query_columns
 from ..data.tevatron import check_qrels
 from ..modeling.condenser import bert_of
-from ..utils.devices import is_xla
+from ..utils.devices import cuda_amp_dtype, is_xla
 from ..utils.errors import ConfigError, SchemaError
 from .biencoder import BiEncoder, cls_embedding, load_model_and_tokenizer, pad_batch, passage_strings, token_ids
 from .metrics import metric_depth, score_run, split_labels
@@ -44,8 +44,7 @@ def _pick_encoder(model: Any, side: str) -> nn.Module:
 
 def _autocast(device: torch.device, amp: bool | None):
     if device.type == "cuda" and amp is not False:
-        dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-        return torch.autocast("cuda", dtype=dtype)
+        return torch.autocast("cuda", dtype=cuda_amp_dtype())
     if is_xla(device) and amp is not False:  # TPUs compute in bf16
         return torch.autocast("xla", dtype=torch.bfloat16)
     return contextlib.nullcontext()

@@ -15,7 +15,9 @@ which imports ``torch_xla`` on first use. Tests replace ``xla`` with a stand-in 
 branching on a CPU; nothing here has run on a TPU (README, "What runs where").
 
 The precision a run computes in is chosen here too (``resolve_precision``): ``"auto"`` means bf16
-where the hardware runs it natively and faster, full precision elsewhere. On a CPU that is not a
+where the hardware runs it natively and faster, fp16 on a GPU whose tensor cores have no bf16
+(``cuda_amp_dtype``: a T4, Colab's free GPU, or a V100, where torch would emulate bf16 through
+fp32 arithmetic), full precision elsewhere. On a CPU that is not a
 property of the instruction set alone: a bf16 autocast matrix multiply is 2-3x faster than fp32
 on CPUs with bf16 units (``avx512_bf16``, AMX) and about 25x *slower* on one with AVX2 only,
 where it is emulated. So ``cpu_precision`` reads the CPU's flags and then times a few
@@ -199,10 +201,22 @@ def cpu_precision() -> CpuPrecision:
     return choice
 
 
+def cuda_amp_dtype() -> torch.dtype:
+    """The autocast dtype of the current GPU: bf16 where its tensor cores compute it (compute
+    capability 8.0 and later: A100, L4, H100), else fp16 (a T4 or V100). Not
+    ``torch.cuda.is_bf16_supported()``, which is also true where bf16 is only emulated, through
+    fp32 arithmetic at a fraction of the fp16 rate. Chapter 2 (the training loop)."""
+    if torch.version.hip:  # ROCm GPUs compute bf16
+        return torch.bfloat16
+    major, _ = torch.cuda.get_device_capability()
+    return torch.bfloat16 if major >= 8 else torch.float16
+
+
 def resolve_precision(mixed_precision: str, device: Any = None) -> str:
     """The precision a run computes in: ``mixed_precision`` itself unless it is ``"auto"``, which
-    means bf16 on a TPU and on a GPU that supports it, and on a CPU where ``cpu_precision`` finds
-    bf16 native and faster; full precision (``"no"``) otherwise. The CPU's choice is printed once
+    means bf16 on a TPU, on a GPU with bf16 tensor cores and on a CPU where ``cpu_precision``
+    finds bf16 native and faster; fp16 on an older GPU (``cuda_amp_dtype``: Colab's T4); full
+    precision (``"no"``) otherwise. The CPU's choice is printed once
     per process. Cache keys and checkpoints use the resolved value, so a run made in bf16 is
     never reused or resumed as an fp32 one. Chapter 2 (the training loop)."""
     if mixed_precision not in PRECISIONS:
@@ -215,7 +229,7 @@ def resolve_precision(mixed_precision: str, device: Any = None) -> str:
     if kind in (None, "xla") and xla.available():
         return "bf16"
     if kind in (None, "cuda") and torch.cuda.is_available():
-        return "bf16" if torch.cuda.is_bf16_supported() else "no"
+        return "bf16" if cuda_amp_dtype() == torch.bfloat16 else "fp16"
     if kind not in (None, "cpu"):
         return "no"
     choice = cpu_precision()

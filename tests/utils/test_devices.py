@@ -150,3 +150,24 @@ def test_the_probe_runs_on_one_thread_and_gives_the_threads_back():
         torch.Tensor.__matmul__ = real
         torch.set_num_threads(before)
     assert seen and set(seen) == {1} and fp32 > 0 and bf16 > 0
+
+
+@pytest.mark.parametrize("capability, expected, dtype", [
+    ((7, 5), "fp16", torch.float16),    # T4 (Colab's free GPU): bf16 would be emulated through fp32
+    ((7, 0), "fp16", torch.float16),    # V100
+    ((8, 0), "bf16", torch.bfloat16),   # A100
+    ((9, 0), "bf16", torch.bfloat16),   # H100
+])
+def test_auto_on_a_gpu_takes_its_tensor_cores_precision(fresh, capability, expected, dtype):
+    from condenser_lite.retrieval import search
+
+    fresh.setattr(torch.cuda, "is_available", lambda: True)
+    fresh.setattr(torch.cuda, "get_device_capability", lambda *a: capability)
+    fresh.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)  # what torch says on a T4 too
+    fresh.setattr(devices.xla, "available", lambda: False)
+    fresh.setattr(devices, "probe_bf16", _no_probe)
+    assert devices.cuda_amp_dtype() == dtype
+    assert resolve_precision("auto") == expected == resolve_precision("auto", "cuda")
+    assert resolve_precision("no") == "no"  # an explicit choice stays
+    fresh.setattr(torch, "autocast", lambda device_type, dtype: (device_type, dtype))
+    assert search._autocast(torch.device("cuda"), None) == ("cuda", dtype)  # encoding computes in the same
