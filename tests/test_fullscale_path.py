@@ -207,3 +207,26 @@ def test_nq_through_the_command_line_reports_dpr_top_k_accuracy(mirror, small_st
         top5 = sorted(run[q], key=lambda d: -run[q][d])[:5]
         assert first_hit[q] is None and any(WHO in texts[d] for d in top5)
     assert printed["Top-100"] <= 16 / 20  # 4 questions have no answer any passage matches
+
+
+def test_colab_budget_protocol_on_the_local_scifact(small_standins, tmp_path):
+    """The ``colab`` preset's own code path: the published checkpoints (stand-ins) fine-tuned on
+    SciFact with the paper's web-search recipe and judged by the scorecard, nothing pre-trained;
+    cut to a slice of SciFact and STS-b and one epoch for this CPU."""
+    from locations import MIRROR
+
+    preset = get_preset("colab").replace(
+        pretrained=small_standins, train_sizes=(8, None), sts_sizes=(16, None), entropy_texts=8, micro_corpus=40,
+        micro_train_queries=16, micro_test_queries=10, micro_sts_pairs=32, seeds=(0, 1, 2),
+        **{"finetune.epochs_round1": 1.0, "finetune.epochs_round2": 1.0, "sts.epochs_full": 1.0,
+           "sts.epochs_low_data": 1.0})
+    results = run_protocol(preset, data_dir=str(MIRROR), workers=1, verbose=False)
+    assert results["task"]["name"] == "scifact" and results["task"]["train_queries"] == 16
+    assert not (tmp_path / "cache" / "checkpoints").exists()  # nothing was pre-trained
+    for arm in ("bert", "condenser", "cocondenser"):
+        assert results["arms"][arm]["checkpoint"] == small_standins[arm]
+        assert set(results["retrieval"][arm]["round1"]) == {"8", "16"}
+        assert results["retrieval"][arm]["round2"]["16"]["nDCG@10"]["n"] == 3  # three seeds: a spread
+    claims = {c["id"]: c for c in results["claims"]}
+    assert claims["C0"]["status"] == "not measured"  # no pre-training gauges from a published checkpoint
+    assert claims["C2"]["status"] in STATUSES and claims["C2"]["status"] not in ("not measured", ONE_SEED)

@@ -10,6 +10,10 @@ corpus; an STS-b run likewise. The probes write into a scratch folder that is de
 afterwards; the tokenizer, the task and its BM25 negatives, which the run needs anyway, are
 cached as usual. ``--dry-run`` prints the estimate and stops. Explained in chapter 4
 (``notebooks/04_finetune.ipynb``, "The protocol") and on the study page.
+
+For a machine you do not have (the ``colab`` preset's T4), ``estimate_by_flops`` computes
+instead: the FLOPs of every fine-tuning, encoding and STS-b run of the protocol, from the same
+job graph and step counts, at an assumed sustained rate.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..training.accounting import layer_params
 from ..training.finetune import round_loop_config
 from ..training.pretraining import StageConfig, is_done, pretrain, read_log, stage_folder
 from ..utils.cache import CACHE_ENV, cache_dir
@@ -66,6 +71,7 @@ class Estimate:
     precision: str
     probe_seconds: float
     notes: list[str] = field(default_factory=list)
+    basis: str | None = None  # how a computed (not measured) estimate was made
 
     @property
     def total_seconds(self) -> float:
@@ -79,7 +85,8 @@ class Estimate:
         return {"preset": self.preset, "workers": self.workers, "precision": self.precision,
                 "probe_seconds": round(self.probe_seconds, 1), "total_seconds": round(self.total_seconds),
                 "parts": [{"name": p.name, "count": p.count, "seconds_each": round(p.seconds_each, 1),
-                           "how": p.how, "serial": p.serial} for p in self.parts], "notes": self.notes}
+                           "how": p.how, "serial": p.serial} for p in self.parts], "notes": self.notes,
+                "basis": self.basis}
 
 
 def _minutes(seconds: float) -> str:
@@ -91,8 +98,11 @@ def _minutes(seconds: float) -> str:
 def format_estimate(est: Estimate) -> str:
     """The estimate as a table, one line per kind of part, and the total. Chapter 4."""
     precision = "fp32" if est.precision == "no" else est.precision
-    lines = [f"estimate for the {est.preset!r} preset on this machine ({est.workers} worker(s), pre-training "
-             f"in {precision}; measured in {est.probe_seconds:.0f} s):"]
+    if est.basis:
+        lines = [f"estimate for the {est.preset!r} preset, {est.basis}:"]
+    else:
+        lines = [f"estimate for the {est.preset!r} preset on this machine ({est.workers} worker(s), pre-training "
+                 f"in {precision}; measured in {est.probe_seconds:.0f} s):"]
     for p in est.parts:
         lines.append(f"  {p.name:<42} {p.count:>3} x {p.seconds_each:>7.1f} s = {_minutes(p.seconds):>9}"
                      f"   ({p.how})")
@@ -330,3 +340,73 @@ def _sts_parts(preset: Preset, jobs: Mapping[tuple, Any], probes: Mapping[str, s
         out.append(Part(f"STS-b, {label} pairs", count, fixed + steps * per_update,
                         f"{per_update:.3f} s/update x {steps}"))
     return out
+
+
+# A T4 (Colab's free GPU) computes 65 TFLOP/s in fp16 at its tensor cores' peak (NVIDIA's data
+# sheet); BERT-base training in PyTorch reaches a fraction of that. 12 TFLOP/s (18% of the peak)
+# is an assumption, not a measurement: ``experiments --dry-run`` on the T4 times the real parts.
+T4_TFLOPS = 12.0
+
+
+def _forward_flops(shape: Mapping[str, int], rows: int, length: int) -> float:
+    """Forward FLOPs of the encoder on ``rows`` sequences padded to ``length`` tokens: 2 per
+    weight per position plus attention's two T x T products (``accounting.stage_flops``)."""
+    d, f, layers = shape["hidden_size"], shape["intermediate_size"], shape["num_hidden_layers"]
+    return float(layers * (2 * layer_params(d, f) * rows * length + 4 * d * rows * length**2))
+
+
+def estimate_by_flops(preset: Preset | str, data_dir: str | None = None, tflops: float = T4_TFLOPS) -> Estimate:
+    """The wall time of ``run_protocol(preset)`` on one accelerator computing ``tflops`` TFLOP/s,
+    for a preset whose arms are all published checkpoints (the ``colab`` preset): every
+    fine-tuning round (3x the forward FLOPs of its steps: forward + backward), every corpus
+    encoding (round 2 encodes twice: mining with round 1's retriever, then its own search), every
+    STS-b run and the attention entropy, counted from the protocol's job graph with every
+    sequence padded to its limit (an upper bound). Work on the CPU (BM25, downloads) and
+    pre-training stages are not counted: a preset that pre-trains is refused. Chapter 4."""
+    from .protocol import job_graph
+
+    preset = get_preset(preset)
+    own = [arm for arm in preset.arms if arm not in (preset.pretrained or {})]
+    if own:
+        raise ConfigError(f"estimate_by_flops counts fine-tuning only, but the {preset.name!r} preset pre-trains "
+                          f"{own}: time it on the machine with `experiments --preset {preset.name} --dry-run`")
+    shape = {k: getattr(preset.model, k) for k in ("hidden_size", "intermediate_size", "num_hidden_layers")}
+    task = load_task(preset, data_dir)
+    sts_train, sts_test = sts_data(preset, data_dir)
+    plan = needed_arms(preset.arms, dict(preset.pretrained or {}))
+    jobs = job_graph(preset, plan, len(task.train), len(sts_train), [], data_dir)
+    rate = tflops * 1e12
+    ft, sts = preset.finetune, preset.sts
+    encode = (_forward_flops(shape, task.info["corpus"], ft.p_max_len)
+              + _forward_flops(shape, task.info["eval_queries"], ft.q_max_len)) / rate
+    step = 3 * (_forward_flops(shape, ft.batch_size, ft.q_max_len)
+                + _forward_flops(shape, ft.batch_size * ft.train_n_passages, ft.p_max_len)) / rate
+    kinds: dict[tuple, int] = {}  # (kind, round, size) / (kind, size) / (kind,) -> how many
+    for key in jobs:
+        if key[0] == "pretrain":  # a published arm's "stage" is its Hub id
+            continue
+        kind = {"finetune": key[:1] + key[2:4], "sts": key[:1] + key[2:3]}.get(key[0], key[:1])
+        kinds[kind] = kinds.get(kind, 0) + 1
+    parts = []
+    for kind, n in kinds.items():
+        if kind[0] == "finetune":
+            round_number, label = kind[1], kind[2]
+            steps = round_loop_config(ft, "-", round_number, int(label)).max_steps
+            encodings = 2 if round_number == 2 else 1
+            parts.append(Part(f"fine-tune, round {round_number}, {label} queries", n,
+                              steps * step + encodings * encode,
+                              f"{steps} updates x {step:.2f} s + {encodings} x {encode:.0f} s encoding"))
+        elif kind[0] == "sts":
+            size = int(kind[1])
+            epochs = sts.epochs_full if size >= len(sts_train) else sts.epochs_low_data
+            steps = max(1, int(epochs * size / sts.batch_size))
+            seconds = (3 * steps * _forward_flops(shape, 2 * sts.batch_size, sts.max_len)
+                       + _forward_flops(shape, 2 * len(sts_test), sts.max_len)) / rate
+            parts.append(Part(f"STS-b, {size} pairs", n, seconds, f"{steps} updates + encoding the test pairs"))
+        else:
+            seconds = _forward_flops(shape, preset.entropy_texts, preset.entropy_max_len) / rate
+            parts.append(Part("attention entropy", n, seconds, f"{preset.entropy_texts} texts, forward only"))
+    notes = [f"computed, not measured: {tflops:g} TFLOP/s assumed; BM25 and downloads (CPU) not counted; "
+             f"`experiments --preset {preset.name} --dry-run` on the GPU measures"]
+    return Estimate(preset.name, parts, 1, "fp16 or bf16", 0.0, notes,
+                    basis=f"computed from the FLOPs of its parts at {tflops:g} TFLOP/s")

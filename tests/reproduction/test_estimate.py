@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from locations import MIRROR
+from locations import MIRROR, ROOT
 
 from condenser_lite.cli import main
 from condenser_lite.reproduction.estimate import Estimate, Part, format_estimate
@@ -75,3 +75,44 @@ def test_cached_stages_follows_each_seeds_chain(micro_run, monkeypatch, tmp_path
     assert set(found) == everything and all(f.is_dir() for f in found.values())
     monkeypatch.setenv("CONDENSER_LITE_CACHE", str(tmp_path / "empty"))
     assert cached_stages(preset, plan) == {}
+
+
+def test_forward_flops_are_torchs_flop_count_of_the_encoder():
+    """The per-sequence cost ``estimate_by_flops`` multiplies out is what torch's own FLOP
+    counter sees in a BERT forward pass (every matmul: the layers' weights and attention)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+    from transformers import BertConfig, BertModel
+
+    from condenser_lite.reproduction.estimate import _forward_flops
+
+    shape = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 3}
+    model = BertModel(BertConfig(vocab_size=100, num_attention_heads=4, attn_implementation="eager", **shape),
+                      add_pooling_layer=False).eval()
+    counter = FlopCounterMode(display=False)
+    with counter, torch.no_grad():
+        model(input_ids=torch.ones(5, 24, dtype=torch.long))
+    assert counter.get_total_flops() == _forward_flops(shape, rows=5, length=24)
+
+
+def test_the_colab_budget_fits_one_free_colab_session(cache):
+    """The ``colab`` preset is sized to fit a free Colab session by computation: at the assumed
+    T4 rate its parts take under two hours; three times the epochs would not fit, and a preset
+    that pre-trains is sent to ``--dry-run``, which measures."""
+    from condenser_lite.reproduction.estimate import T4_TFLOPS, estimate_by_flops
+    from condenser_lite.reproduction.presets import get_preset
+    from condenser_lite.utils.errors import ConfigError
+
+    est = estimate_by_flops("colab")
+    assert est.total_seconds < 2 * 3600 and f"{T4_TFLOPS:g} TFLOP/s" in est.basis
+    runs = {p.name: p.count for p in est.parts}
+    assert runs["fine-tune, round 1, 100 queries"] == runs["fine-tune, round 2, 809 queries"] == 3 * 3  # arms x seeds
+    assert runs["STS-b, 500 pairs"] == 9 and runs["attention entropy"] == 3
+    longer = get_preset("colab").replace(**{"finetune.epochs_round1": 15.0, "finetune.epochs_round2": 15.0})
+    assert estimate_by_flops(longer).total_seconds > 2 * 3600
+    assert "computed from the FLOPs" in format_estimate(est)
+    quoted = f"about {est.total_seconds / 3600:.1f} hours"  # what the README and the intro say
+    for page in ("README.md", "book/intro.md"):
+        assert quoted in " ".join((ROOT / page).read_text().split()), page
+    with pytest.raises(ConfigError, match="--dry-run"):
+        estimate_by_flops("small")
