@@ -33,22 +33,27 @@ def stage_flops(method: str, shape: Mapping, counts: Mapping, grad_cache_passes:
     A forward pass costs 2 FLOPs per weight per position it touches, plus attention's two
     T x T products (4 d T^2 per row and layer); the backward pass about twice the forward, so
 
-        FLOPs ~ 3 x [ (L + h) x (2 (4d^2 + 2df) x positions + 4 d x pairs)
-                      + k x 2 (d^2 + dV) x masked ]
+        FLOPs ~ 3 x [ (L + h + c) x (2 (4d^2 + 2df) x positions + 4 d x pairs)
+                      + 2 (d^2 + dV) x (masked + m_head) ]
                 + g x L x (2 (4d^2 + 2df) x positions + 4 d x pairs)
 
-    with h = 0 and k = 1 for plain MLM, h = ``n_head_layers`` and k = 2 (the late and the head
-    MLM losses through the shared output layer, d^2 transform + dV decoder, at masked positions
-    only) for ``condenser`` and ``cocondenser``, and g = ``grad_cache_passes``: the gradient
-    cache's extra forward pass without gradients (coCondenser eq. 10), 1 when it is on. The
-    embedding lookup and the contrastive loss ((2n)^2 d per step) are negligible and left out.
-    Explained in chapter 4.
+    with h = c = m_head = 0 for plain MLM; for ``condenser`` and ``cocondenser`` h =
+    ``n_head_layers`` and m_head the masked tokens of the head's MLM loss (both losses go through
+    the shared output layer, d^2 transform + dV decoder, at masked positions only): the same
+    tokens as the late loss (``counts["head_masked"]`` absent), or those of the head's own, more
+    heavily masked copy of the block (the modified Condenser, E5), whose early layers then run
+    too: c = ``shape["head_copy_layers"]`` (its ``skip_from``). g = ``grad_cache_passes``: the
+    gradient cache's extra forward pass without gradients (coCondenser eq. 10), 1 when it is on.
+    The embedding lookup and the contrastive loss ((2n)^2 d per step) are negligible and left
+    out. Explained in chapter 4.
     """
     d, f, L, V = (int(shape[k]) for k in ("hidden_size", "intermediate_size", "num_hidden_layers", "vocab_size"))
     h = int(shape.get("n_head_layers", 0)) if method != "mlm" else 0
+    c = int(shape.get("head_copy_layers", 0)) if method != "mlm" else 0
+    head_masked = 0 if method == "mlm" else counts.get("head_masked", counts["masked"])
     per_layer = 2 * layer_params(d, f) * counts["positions"] + 4 * d * counts["pairs"]
-    outputs = (1 if method == "mlm" else 2) * 2 * (d * d + d * V) * counts["masked"]
-    return float(3 * ((L + h) * per_layer + outputs) + grad_cache_passes * L * per_layer)
+    outputs = 2 * (d * d + d * V) * (counts["masked"] + head_masked)
+    return float(3 * ((L + h + c) * per_layer + outputs) + grad_cache_passes * L * per_layer)
 
 
 def stage_compute(log: Iterable[Mapping], method: str, shape: Mapping, sequences_per_step: int,
@@ -61,6 +66,7 @@ def stage_compute(log: Iterable[Mapping], method: str, shape: Mapping, sequences
     average several steps (``log_every``); its counts are weighted by the steps it covers.
     Explained in chapter 4."""
     totals = dict.fromkeys(COUNTS, 0.0)
+    head_masked = 0.0  # the head's own masked copy (E5), where the stage logs one
     steps, cpu = 0, 0.0
     for rec in log:
         if "tokens" not in rec:
@@ -69,8 +75,11 @@ def stage_compute(log: Iterable[Mapping], method: str, shape: Mapping, sequences
         covered = rec["step"] - steps
         for k in COUNTS:
             totals[k] += rec[k] * covered
+        head_masked += rec.get("head_masked", rec["masked"]) * covered
         steps, cpu = rec["step"], rec.get("cpu", cpu)
     out = {"steps": steps, "sequences": steps * sequences_per_step, **{k: int(round(v)) for k, v in totals.items()}}
+    if any("head_masked" in rec for rec in log):
+        totals["head_masked"] = out["head_masked"] = int(round(head_masked))
     out["flops"] = stage_flops(method, shape, totals, grad_cache_passes=1 if grad_cache else 0)
     out["cpu_seconds"] = round(cpu, 2)
     out["wall_seconds"] = None if wall_seconds is None else round(wall_seconds, 2)

@@ -543,6 +543,8 @@ def counted(step_fn, grad_accum: int):
         metrics.update(tokens=float(batch["attention_mask"].sum()) * scale, positions=float(rows * length * scale),
                        pairs=float(rows * length * length * scale),
                        masked=float((batch["labels"] != -100).sum()) * scale if "labels" in batch else 0.0)
+        if "head_labels" in batch:  # the head's own masked copy (E5): its early layers and MLM loss
+            metrics["head_masked"] = float((batch["head_labels"] != -100).sum()) * scale
         return metrics
 
     return step
@@ -626,6 +628,8 @@ def pretrain(
         shape = {k: getattr(model.config, k)
                  for k in ("hidden_size", "intermediate_size", "num_hidden_layers", "vocab_size")}
         shape["n_head_layers"] = getattr(model, "n_head_layers", 0)
+        if cfg.head_mlm_probability:  # the head reads its own masked copy: its early layers run again
+            shape["head_copy_layers"] = cfg.skip_from
         grad_cache = cfg.method == "cocondenser" and cfg.chunk_size is not None and cfg.chunk_size < rows
         record = {"key": key, "settings": settings, "config": dataclasses.asdict(cfg), "steps": result.step,
                   "wall_time": result.wall_time, "skipped_documents": n_skipped, "documents": n_documents,

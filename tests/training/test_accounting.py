@@ -58,6 +58,20 @@ def test_cocondenser_step_with_and_without_the_gradient_cache(chunk_size):
     assert stage_flops("cocondenser", SHAPE, counts(b), grad_cache_passes=passes) == pytest.approx(got, rel=0.02)
 
 
+def test_the_heads_own_masked_copy_is_counted():
+    """The modified Condenser (E5): the head reads a more heavily masked copy of the block, so
+    the early layers run on it too and the head's MLM loss covers its masked tokens."""
+    m, b = model("condenser"), batch()
+    head_labels = torch.full_like(b["labels"], -100)
+    head_labels[:, 2:14] = b["input_ids"][:, 2:14]  # 12 masked tokens a row against the late loss's 4
+    copy = {**b, "head_input_ids": b["input_ids"].clone(), "head_labels": head_labels}
+    got = measured(lambda: m(**copy).loss.backward())
+    shape = {**SHAPE, "head_copy_layers": 2}  # skip_from
+    assert stage_flops("condenser", shape, {**counts(b), "head_masked": int((head_labels != -100).sum())}) == (
+        pytest.approx(got, rel=0.02))
+    assert stage_flops("condenser", SHAPE, counts(b)) < 0.9 * got  # without the copy: undercounted
+
+
 def test_a_condenser_step_costs_more_than_an_mlm_step():
     b = counts(batch())
     assert stage_flops("condenser", SHAPE, b) > 1.3 * stage_flops("mlm", SHAPE, b)
@@ -73,3 +87,9 @@ def test_stage_totals_and_cumulative():
     assert cumulative([out, None]) is None  # a published checkpoint: its cost is unknown
     with pytest.raises(ValueError, match="re-run the stage"):
         stage_compute([{"step": 1, "loss": 1.0}], "mlm", SHAPE, 3)
+    # the head's own copy (E5): its masked tokens are totalled and counted in the FLOPs
+    copy = [{**rec, "head_masked": 3 * rec["masked"]} for rec in log]
+    shape = {**SHAPE, "head_copy_layers": 2}
+    e5 = stage_compute(copy, "condenser", shape, sequences_per_step=3)
+    assert e5["head_masked"] == 24 and e5["flops"] == stage_flops("condenser", shape, {**e5, "head_masked": 24})
+    assert e5["flops"] > stage_compute(log, "condenser", SHAPE, sequences_per_step=3)["flops"]
