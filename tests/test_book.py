@@ -103,6 +103,49 @@ def test_chapter_conventions(chapter):
             assert {"check", "hide-cell"} <= set(tags), f"claim checks are tagged: {cell.source[:40]!r}"
 
 
+def _names(source: str) -> tuple[set[str], set[str]]:
+    """The names a cell binds (assignments, definitions, imports) and the names it reads."""
+    import ast
+
+    tree, bound = ast.parse(source), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            bound.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return bound, {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def names_from_removed_cells(nb) -> dict[str, int]:
+    """``{name: code cell index}`` of names that a cell the reader sees (or can unfold) reads but
+    only a removed cell (``remove-cell``/``remove-input``) before it defines."""
+    shown, removed, found = set(), {}, {}
+    for i, cell in enumerate(c for c in nb.cells if c.cell_type == "code"):
+        bound, read = _names(cell.source)
+        if {"remove-cell", "remove-input"} & set(cell.metadata.get("tags", [])):
+            removed.update(dict.fromkeys(bound - shown, i))
+            continue
+        found.update({n: i for n in (read - bound - shown) & set(removed)})
+        shown |= bound
+    return found
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_a_shown_cell_reads_only_names_the_reader_can_see(chapter):
+    """A reader who unfolds a check or a solution can follow every name it reads: the cells that
+    define them are shown or foldable (``hide-cell``), never removed."""
+    found = names_from_removed_cells(jupytext.read(NOTEBOOKS / f"{chapter}.md"))
+    assert not found, f"names defined only in removed cells: {found} (tag their cells hide-cell instead)"
+
+
+def test_hidden_names_check_sees_a_removed_definition():
+    nb = jupytext.reads("```{code-cell} ipython3\n:tags: [remove-cell]\n\nbest = 1\n```\n\n"
+                        "```{code-cell} ipython3\nprint(best)\n```\n", fmt="md:myst")
+    assert names_from_removed_cells(nb) == {"best": 1}
+
+
 def test_no_machine_paths_in_outputs():
     for chapter in CHAPTERS:
         nb = nbformat.read(NOTEBOOKS / f"{chapter}.ipynb", as_version=4)

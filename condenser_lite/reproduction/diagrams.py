@@ -293,7 +293,7 @@ def pipeline(preset=None):
          f"{m.num_hidden_layers} layers\n(ch. 1)", GREY)
     modified = MODIFIED_ARM in p.arms and p.modified_condenser
     # the second column: the continuations of stage 1, each as many updates as the others
-    rows = [(8.2, 1.4, f"BERT, continued\n{t.s2_steps:,} updates of MLM\n(ch. 2, the control)", SKY),
+    rows = [(8.2, 1.4, f"BERT-continued\n{t.s2_steps:,} updates of MLM\n(ch. 2, the control)", SKY),
             (6.7, 1.4, f"Condenser, {t.s2_steps:,} updates\nhead: layer {m.skip_from}, "
                        f"{m.n_head_layers} layer{'s' * (m.n_head_layers != 1)}\n(ch. 2)", BLUE)]
     if modified:

@@ -459,19 +459,24 @@ GAUGE_TITLES = {"mlm_loss": "Does the model learn language?", "cls_swap_gap": "D
                 "cls_cosine": "How alike are the [CLS] vectors?", "cls_reliance": "Does the head rely on [CLS]?"}
 
 
-def plot_gauges(results: Mapping, arms: Sequence[str] | None = None, gauges: Sequence[str] = tuple(GAUGES)):
+def plot_gauges(results: Mapping, arms: Sequence[str] | None = None, gauges: Sequence[str] = tuple(GAUGES),
+                zoom: bool = False):
     """The held-out gauges logged during pre-training, against the cumulative pre-training step
     (a continuing arm starts where its parent ended), one panel per name in ``gauges``: the
     held-out MLM loss with the unigram entropy of the same tokens (``mlm_loss``), the [CLS]-swap
     gap with its noise band (``cls_swap_gap``, Condenser-family arms), the mean cosine between
     blocks' late [CLS] (``cls_cosine``), the pre-registered [CLS] reliance with its noise band and
     C0's threshold (``cls_reliance``, where logged). Each arm's first pre-training seed (the
-    results keep one log per arm). Chapters 1 and 2."""
+    results keep one log per arm). ``zoom``: one more panel, the MLM loss over the continuations
+    alone (from where the first continuing arm starts), which the whole axis squeezes into its
+    last part. Chapters 1 and 2."""
     unknown = [g for g in gauges if g not in GAUGES]
-    if unknown or not gauges:
-        raise ValueError(f"plot_gauges(gauges={list(gauges)}): choose from {list(GAUGES)}")
-    fig, grid = panels(len(gauges))
+    if unknown or not gauges or (zoom and "mlm_loss" not in gauges):
+        raise ValueError(f"plot_gauges(gauges={list(gauges)}, zoom={zoom}): choose from {list(GAUGES)} "
+                         "(zoom needs mlm_loss)")
+    fig, grid = panels(len(gauges) + zoom)
     ax = dict(zip(gauges, grid))
+    curves = []  # (steps, MLM losses, style, where the arm starts) for the zoom
     for arm in arms or results["arms"]:
         entry = results["arms"][arm]
         log = [r for r in entry.get("pretrain_log") or [] if "eval_mlm_loss" in r]
@@ -484,6 +489,7 @@ def plot_gauges(results: Mapping, arms: Sequence[str] | None = None, gauges: Seq
         for name in ("mlm_loss", "cls_cosine"):
             if name in ax:
                 ax[name].plot(steps, [r[f"eval_{name}"] for r in log], **style)
+        curves.append((steps, [r["eval_mlm_loss"] for r in log], style, offset))
         if "cls_reliance" in ax:  # undefined evaluations (no deficit) are left out of the log
             rel = [(x, r["eval_cls_reliance"], r.get("eval_cls_reliance_noise", 0.0))
                    for x, r in zip(steps, log) if "eval_cls_reliance" in r]
@@ -506,10 +512,24 @@ def plot_gauges(results: Mapping, arms: Sequence[str] | None = None, gauges: Seq
 
         ax["cls_reliance"].axhline(0, color="black", lw=0.8)
         ax["cls_reliance"].axhline(RELIANCE_THRESHOLD, color="black", ls=":", lw=1, label="C0's threshold")
+    if zoom:
+        ax["zoom"] = z = grid[-1]
+        runs = [(offset, steps[-1]) for steps, _, _, offset in curves if offset > 0]
+        if runs:
+            first, last = min(o for o, _ in runs), max(e for _, e in runs)
+            start = first - 0.15 * (last - first)  # and the parent's last evaluations before it
+            shown = []
+            for steps, loss, style, _ in curves:
+                keep = [(x, y) for x, y in zip(steps, loss) if x >= start]
+                if keep:
+                    z.plot(*zip(*keep), **style)
+                    shown += [y for _, y in keep]
+            pad = 0.1 * (max(shown) - min(shown) or 1.0)
+            z.set_ylim(min(shown) - pad, max(shown) + pad)
     for name, a in ax.items():
         a.set_xlabel("pre-training update (cumulative)")
-        a.set_title(GAUGE_TITLES.get(name, GAUGES[name]))
-        a.set_ylabel(GAUGES[name])
+        a.set_title("The continuations, closer" if name == "zoom" else GAUGE_TITLES.get(name, GAUGES[name]))
+        a.set_ylabel(GAUGES["mlm_loss" if name == "zoom" else name])
         a.ticklabel_format(axis="y", useOffset=False)
         thousands(a)
     legend_above(fig, grid[0])

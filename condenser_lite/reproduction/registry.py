@@ -30,7 +30,7 @@ class Arm:
 # Okabe-Ito colours: told apart by readers with colour-blindness too
 ARM_LIST = (
     Arm("bert", "BERT", "#7f7f7f", None, "main", "MLM from scratch on the general corpus (stage 1)"),
-    Arm("bert_cont", "BERT, continued", "#000000", "bert", "main",
+    Arm("bert_cont", "BERT-continued", "#000000", "bert", "main",
         "stage 1 + as many more MLM updates as the Condenser stage: the equal-step control"),
     Arm("condenser", "Condenser", "#0072b2", "bert", "main", "stage 1 + Condenser pre-training, a fresh head"),
     Arm("cocondenser", "coCondenser", "#d55e00", "condenser", "main",
@@ -52,7 +52,7 @@ PARENT = {a.name: a.parent for a in ARM_LIST}
 
 
 def label(arm: str) -> str:
-    """The arm's name in the book ("BERT, continued"); an unknown name as it is. Chapter 4."""
+    """The arm's name in the book ("BERT-continued"); an unknown name as it is. Chapter 4."""
     return ARM[arm].label if arm in ARM else arm
 
 

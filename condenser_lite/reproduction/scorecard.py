@@ -230,8 +230,8 @@ def _c0(results: Mapping, arm: str = "condenser") -> dict:
 
     ctl = label("bert_cont")
 
-    def num(x, digits=3):
-        return "undefined" if x is None else f"{x:.{digits}f}"
+    def num(x, digits=4):  # reliances are thousandths of a nat: four decimals, never "-0.0000"
+        return "undefined" if x is None else f"{round(x, digits) + 0.0:.{digits}f}"
 
     words = (f"reliance of the {name}'s head per pre-training seed {', '.join(num(r) for r in reliance)} "
              f"(mean {num(summary['mean'])}, noise {num(summary['noise'])} over {summary['noise_covers'] or 'nothing'}; "
@@ -532,7 +532,7 @@ def claim_numbers(claim: Mapping) -> str:
         where = " ".join(p for p in path if p not in ("by_size", "round2_vs_round1", "bert_minus_condenser"))
         power = "" if c.get("mdd") is None else f", detectable {c['mdd']:.3f}" + (
             "" if c.get("expected") is None else f", paper's gain here {c['expected']:.3f}")
-        lines.append(f"{where}: {c['a']:.3f} vs {c['b']:.3f} (diff {c['diff']:+.3f}, spread {c['spread']:.3f}{power}) "
+        lines.append(f"{where}: {c['a']:.3f} vs {c['b']:.3f} (diff {round(c['diff'], 3) + 0.0:+.3f}, spread {c['spread']:.3f}{power}) "
                      f"{c['verdict']}")
     ours = claim.get("ours", {})
     if isinstance(ours, Mapping) and ours.get("narrowing") is not None:

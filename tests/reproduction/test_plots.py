@@ -2,6 +2,7 @@
 the micro run's results file."""
 
 import json
+import math
 
 import matplotlib
 import pytest
@@ -79,6 +80,24 @@ def test_plot_gauges_draws_the_panels_asked_for():
     assert len(plots.plot_gauges(results).axes) == 4
     with pytest.raises(ValueError, match="choose from"):
         plots.plot_gauges(results, gauges=["loss"])
+
+
+def test_the_zoom_panel_shows_the_continuations_alone():
+    """The whole axis squeezes a continuation into its last part; the zoom shows it from
+    where it starts (and the parent's last evaluations), scaled to those losses only."""
+    bert = [{"step": s, "eval_mlm_loss": 4.0 + 5.0 * math.exp(-s / 2000)} for s in range(500, 12001, 500)]
+    cont = [{"step": s, "eval_mlm_loss": 4.0 - s / 10000} for s in range(500, 3001, 500)]
+    stage1 = {"stage": {"steps": 12000}, "cumulative": {"steps": 12000}}
+    results = {"arms": {"bert": {"pretrain_log": bert, "compute": stage1}, "bert_cont": {
+        "pretrain_log": cont, "compute": {"stage": {"steps": 3000}, "cumulative": {"steps": 15000}}}}}
+    fig = plots.plot_gauges(results, gauges=["mlm_loss"], zoom=True)
+    whole, zoom = fig.axes
+    assert len(whole.lines) == len(zoom.lines) == 2 and zoom.get_title() == "The continuations, closer"
+    assert min(min(line.get_xdata()) for line in zoom.lines) >= 12000 - 0.15 * 3000  # only where they run
+    assert zoom.get_ylim()[1] < 5.0 < whole.get_ylim()[1]  # BERT's early losses are off the zoom's scale
+    plt.close(fig)
+    with pytest.raises(ValueError, match="zoom needs mlm_loss"):
+        plots.plot_gauges(results, gauges=["cls_cosine"], zoom=True)
 
 
 def test_gauge_table_one_column_per_arm_blank_where_not_measured():

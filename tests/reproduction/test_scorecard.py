@@ -163,8 +163,8 @@ def registered(condenser=(0.3, 0.25), cocondenser=(0.3, 0.3), late=(4.0, 4.0), c
 def test_c0_by_the_pre_registered_rule():
     ok = claims(registered())["C0"]
     assert ok["status"] == "reproduced" and ok["ours"]["rules"] == PRE_REGISTERED_RULES
-    assert ok["ours"]["reliance"] == pytest.approx([0.3, 0.25]) and ok["arms"] == ["Condenser", "BERT, continued"]
-    assert "BERT, continued" in ok["comparison"] and ok["ours"]["cls_cosine"]["bert_cont"] == [0.8, 0.8]
+    assert ok["ours"]["reliance"] == pytest.approx([0.3, 0.25]) and ok["arms"] == ["Condenser", "BERT-continued"]
+    assert "BERT-continued" in ok["comparison"] and ok["ours"]["cls_cosine"]["bert_cont"] == [0.8, 0.8]
     one_low = claims(registered(condenser=(0.3, 0.19)))["C0"]
     assert one_low["ours"]["relies"] is False and one_low["status"] == "partly reproduced"
     worse_backbone = claims(registered(late=(4.0, 4.08)))["C0"]
@@ -324,9 +324,9 @@ def test_claim_rows_name_each_comparison():
     rows = claim_rows(cl["C1m"])
     assert [(r["setting"], r["a"], r["b"]) for r in rows] == [
         ("100 training queries", "modified Condenser", "BERT"), ("100 training queries", "modified Condenser",
-                                                                 "BERT, continued"),
+                                                                 "BERT-continued"),
         (f"{FULL} training queries", "modified Condenser", "BERT"),
-        (f"{FULL} training queries", "modified Condenser", "BERT, continued")]
+        (f"{FULL} training queries", "modified Condenser", "BERT-continued")]
     assert rows[0]["ours (a vs b)"] == "0.401 vs 0.301" and rows[0]["verdict"] == "reproduced"
     assert "detectable" in rows[0] and "paper's effect here" in rows[0]
     table = claim_table({**results, "claims": list(cl.values())}, ["C2", "C1m"])
