@@ -188,7 +188,7 @@ def describe(results: dict, committed: bool = True) -> str:
 
 def setup(full: object = False, preset: object = None, seed: object = 0, max_steps: object = None,
           workers: object = None, cache_dir: object = None, data_dir: object = None,
-          figures_dir: object = "figures", threads: int = 1) -> Chapter:
+          figures_dir: object = "figures", threads: int = 1, remade_by: str | None = None) -> Chapter:
     """Parse a chapter's papermill parameters and prepare the run; the first call of every chapter.
 
     ``preset`` None (or ``"none"``) reads the committed results; a preset name (``rerun_presets()``)
@@ -197,11 +197,18 @@ def setup(full: object = False, preset: object = None, seed: object = 0, max_ste
     thread counts and the chapters' printed numbers should repeat; one, because the live cells'
     small models gain little from a second thread and lose much when the machine is busy (two
     threads then wait on each other at every operation: 10 fine-tuning steps of chapter 4 took
-    2.8 s with one thread and 37.5 s with two on a loaded 2-core machine). Errors name the
-    parameter and what to pass. Explained in the introduction (``book/intro.md``).
+    2.8 s with one thread and 37.5 s with two on a loaded 2-core machine). ``remade_by``: the
+    command that remakes a page's own results (the study and mechanism pages), which the
+    protocol's ``full`` and ``preset`` cannot re-run: passing either is then an error, not a
+    silent no-op. Errors name the parameter and what to pass. Explained in the introduction
+    (``book/intro.md``).
     """
     chapter_full = parse_bool(full, "full")
     unset = preset is None or str(preset).strip().lower() in ("", "none")  # papermill passes text
+    if remade_by and (chapter_full or not unset):
+        raise ValueError(f"parameter {'full' if chapter_full else 'preset'!r}: this page reads its own committed "
+                         f"results, which the protocol does not make; remake them with `{remade_by}` and "
+                         "execute the page again without it")
     chapter_preset = None if unset else parse_choice(
         preset, "preset", rerun_presets(), hint=f"None: the committed results/{COMMITTED}.json; full scale: -p full true")
     chapter_seed = parse_int(seed, "seed", minimum=0)
