@@ -27,6 +27,7 @@ import dataclasses
 import json
 import shutil
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -115,6 +116,10 @@ def pretrain_arm(arm: str, preset: Preset | str | None = None, init: str | None 
         cfg = cfg.replace(seed=seed)
     ckpt = pretrain(cfg, data_dir=data_dir, progress=False)
     record = json.loads((Path(ckpt) / "pretrain_config.json").read_text())
+    if cfg.head_mlm_probability and record["compute"] and "head_masked" not in record["compute"]:
+        warnings.warn(f"{ckpt} was pre-trained before compute accounting counted the head's own masked copy: its "
+                      "FLOPs leave that copy out (its early layers and the head's masked tokens); delete that "
+                      "folder to pre-train it again with the count", stacklevel=2)
     keep = ("step", "loss", "mlm_loss", "co_loss", "co_acc", "head_loss", "late_loss", "lr", "elapsed")
     log = [{k: v for k, v in r.items() if k in keep or k.startswith("eval_")} for r in read_log(ckpt)]
     return {"checkpoint": str(ckpt), "steps": record["steps"], "wall_time": record["wall_time"],

@@ -18,3 +18,26 @@ def test_modified_condenser_arm_is_the_condenser_stage_with_the_presets_changes(
     assert arm_config("bert", preset, None) == arm_config("bert", get_preset("small"), None)  # stage 1 shared
     with pytest.raises(ConfigError, match="modified_condenser"):
         get_preset("small", arms=("bert", MODIFIED_ARM), modified_condenser=None)
+
+
+@pytest.mark.parametrize("logged, warned", [(False, True), (True, False)])
+def test_a_cached_modified_stage_without_its_copys_count_is_named(tmp_path, monkeypatch, logged, warned):
+    """A modified-Condenser stage pre-trained before its head's masked copy was counted has
+    undercounted FLOPs: reusing it says so and how to redo it, instead of passing the number on."""
+    import json
+    import warnings
+
+    from condenser_lite.reproduction import arms
+
+    compute = {"steps": 1, "masked": 10, "flops": 1.0, **({"head_masked": 33} if logged else {})}
+    record = {"steps": 1, "wall_time": 1.0, "config": {}, "heldout": None, "heldout_set": None, "compute": compute,
+              "settings": {"mixed_precision": "no"}}
+    (tmp_path / "pretrain_config.json").write_text(json.dumps(record))
+    monkeypatch.setattr(arms, "pretrain", lambda *a, **k: tmp_path)
+    monkeypatch.setattr(arms, "read_log", lambda folder: [])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = arms.pretrain_arm("condenser_mod", "small", init="bert-checkpoint")
+    assert out["compute"] == compute
+    said = [str(w.message) for w in caught if "masked copy" in str(w.message)]
+    assert bool(said) == warned and all("delete that folder" in m for m in said)
