@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..training.accounting import layer_params
+from ..training.accounting import forward_flops
 from ..training.finetune import round_loop_config
 from ..training.pretraining import StageConfig, is_done, pretrain, read_log, stage_folder
 from ..utils.cache import CACHE_ENV, cache_dir
@@ -348,13 +348,6 @@ def _sts_parts(preset: Preset, jobs: Mapping[tuple, Any], probes: Mapping[str, s
 T4_TFLOPS = 12.0
 
 
-def _forward_flops(shape: Mapping[str, int], rows: int, length: int) -> float:
-    """Forward FLOPs of the encoder on ``rows`` sequences padded to ``length`` tokens: 2 per
-    weight per position plus attention's two T x T products (``accounting.stage_flops``)."""
-    d, f, layers = shape["hidden_size"], shape["intermediate_size"], shape["num_hidden_layers"]
-    return float(layers * (2 * layer_params(d, f) * rows * length + 4 * d * rows * length**2))
-
-
 def estimate_by_flops(preset: Preset | str, data_dir: str | None = None, tflops: float = T4_TFLOPS) -> Estimate:
     """The wall time of ``run_protocol(preset)`` on one accelerator computing ``tflops`` TFLOP/s,
     for a preset whose arms are all published checkpoints (the ``colab`` preset): every
@@ -377,10 +370,10 @@ def estimate_by_flops(preset: Preset | str, data_dir: str | None = None, tflops:
     jobs = job_graph(preset, plan, len(task.train), len(sts_train), [], data_dir)
     rate = tflops * 1e12
     ft, sts = preset.finetune, preset.sts
-    encode = (_forward_flops(shape, task.info["corpus"], ft.p_max_len)
-              + _forward_flops(shape, task.info["eval_queries"], ft.q_max_len)) / rate
-    step = 3 * (_forward_flops(shape, ft.batch_size, ft.q_max_len)
-                + _forward_flops(shape, ft.batch_size * ft.train_n_passages, ft.p_max_len)) / rate
+    encode = (forward_flops(shape, task.info["corpus"], ft.p_max_len)
+              + forward_flops(shape, task.info["eval_queries"], ft.q_max_len)) / rate
+    step = 3 * (forward_flops(shape, ft.batch_size, ft.q_max_len)
+                + forward_flops(shape, ft.batch_size * ft.train_n_passages, ft.p_max_len)) / rate
     kinds: dict[tuple, int] = {}  # (kind, round, size) / (kind, size) / (kind,) -> how many
     for key in jobs:
         if key[0] == "pretrain":  # a published arm's "stage" is its Hub id
@@ -400,11 +393,11 @@ def estimate_by_flops(preset: Preset | str, data_dir: str | None = None, tflops:
             size = int(kind[1])
             epochs = sts.epochs_full if size >= len(sts_train) else sts.epochs_low_data
             steps = max(1, int(epochs * size / sts.batch_size))
-            seconds = (3 * steps * _forward_flops(shape, 2 * sts.batch_size, sts.max_len)
-                       + _forward_flops(shape, 2 * len(sts_test), sts.max_len)) / rate
+            seconds = (3 * steps * forward_flops(shape, 2 * sts.batch_size, sts.max_len)
+                       + forward_flops(shape, 2 * len(sts_test), sts.max_len)) / rate
             parts.append(Part(f"STS-b, {size} pairs", n, seconds, f"{steps} updates + encoding the test pairs"))
         else:
-            seconds = _forward_flops(shape, preset.entropy_texts, preset.entropy_max_len) / rate
+            seconds = forward_flops(shape, preset.entropy_texts, preset.entropy_max_len) / rate
             parts.append(Part("attention entropy", n, seconds, f"{preset.entropy_texts} texts, forward only"))
     notes = [f"computed, not measured: {tflops:g} TFLOP/s assumed; BM25 and downloads (CPU) not counted; "
              f"`experiments --preset {preset.name} --dry-run` on the GPU measures"]

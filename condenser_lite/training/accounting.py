@@ -25,6 +25,21 @@ def layer_params(hidden_size: int, intermediate_size: int) -> int:
     return 4 * hidden_size**2 + 2 * hidden_size * intermediate_size
 
 
+def layer_flops(hidden_size: int, intermediate_size: int, positions: float, pairs: float) -> float:
+    """Forward FLOPs of one transformer layer over ``positions`` (rows x padded length) with
+    attention over ``pairs`` (rows x length^2): 2 per weight per position, plus attention's two
+    T x T products, 4 d per pair. Chapter 4."""
+    return 2 * layer_params(hidden_size, intermediate_size) * positions + 4 * hidden_size * pairs
+
+
+def forward_flops(shape: Mapping, rows: int, length: int) -> float:
+    """Forward FLOPs of the encoder's ``num_hidden_layers`` on ``rows`` sequences padded to
+    ``length`` tokens (encoding, or a fine-tuning step's forward pass). Chapter 4."""
+    layers = int(shape["num_hidden_layers"])
+    return float(layers * layer_flops(int(shape["hidden_size"]), int(shape["intermediate_size"]),
+                                      rows * length, rows * length**2))
+
+
 def stage_flops(method: str, shape: Mapping, counts: Mapping, grad_cache_passes: int = 0) -> float:
     """Training FLOPs of a stage (forward + backward) from its batch ``counts`` (``COUNTS``,
     summed over steps) and the model ``shape`` (``num_hidden_layers`` L, ``hidden_size`` d,
@@ -51,7 +66,7 @@ def stage_flops(method: str, shape: Mapping, counts: Mapping, grad_cache_passes:
     h = int(shape.get("n_head_layers", 0)) if method != "mlm" else 0
     c = int(shape.get("head_copy_layers", 0)) if method != "mlm" else 0
     head_masked = 0 if method == "mlm" else counts.get("head_masked", counts["masked"])
-    per_layer = 2 * layer_params(d, f) * counts["positions"] + 4 * d * counts["pairs"]
+    per_layer = layer_flops(d, f, counts["positions"], counts["pairs"])
     outputs = 2 * (d * d + d * V) * (counts["masked"] + head_masked)
     return float(3 * ((L + h + c) * per_layer + outputs) + grad_cache_passes * L * per_layer)
 

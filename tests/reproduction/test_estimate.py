@@ -78,13 +78,14 @@ def test_cached_stages_follows_each_seeds_chain(micro_run, monkeypatch, tmp_path
 
 
 def test_forward_flops_are_torchs_flop_count_of_the_encoder():
-    """The per-sequence cost ``estimate_by_flops`` multiplies out is what torch's own FLOP
-    counter sees in a BERT forward pass (every matmul: the layers' weights and attention)."""
+    """The per-sequence cost ``estimate_by_flops`` multiplies out (``accounting.forward_flops``)
+    is what torch's own FLOP counter sees in a BERT forward pass (every matmul: the layers'
+    weights and attention)."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
     from transformers import BertConfig, BertModel
 
-    from condenser_lite.reproduction.estimate import _forward_flops
+    from condenser_lite.training.accounting import forward_flops
 
     shape = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 3}
     model = BertModel(BertConfig(vocab_size=100, num_attention_heads=4, attn_implementation="eager", **shape),
@@ -92,7 +93,7 @@ def test_forward_flops_are_torchs_flop_count_of_the_encoder():
     counter = FlopCounterMode(display=False)
     with counter, torch.no_grad():
         model(input_ids=torch.ones(5, 24, dtype=torch.long))
-    assert counter.get_total_flops() == _forward_flops(shape, rows=5, length=24)
+    assert counter.get_total_flops() == forward_flops(shape, rows=5, length=24)
 
 
 def test_the_colab_budget_fits_one_free_colab_session(cache):
