@@ -228,5 +228,7 @@ def test_colab_budget_protocol_on_the_local_scifact(small_standins, tmp_path):
         assert set(results["retrieval"][arm]["round1"]) == {"8", "16"}
         assert results["retrieval"][arm]["round2"]["16"]["nDCG@10"]["n"] == 3  # three seeds: a spread
     claims = {c["id"]: c for c in results["claims"]}
-    assert claims["C0"]["status"] == "not measured"  # no pre-training gauges from a published checkpoint
+    assert claims["C0"]["status"] == claims["C3"]["status"] == "not measured"  # no gauges, no ablation arms
+    assert "C0m" not in claims and "C1m" not in claims  # no modified Condenser: its claims are absent
+    assert "BERT-continued not measured" in claims["C1"]["comparison"]  # what the intro says of colab
     assert claims["C2"]["status"] in STATUSES and claims["C2"]["status"] not in ("not measured", ONE_SEED)

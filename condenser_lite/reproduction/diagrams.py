@@ -273,6 +273,14 @@ def gradient_cache(preset=None, n_chunks: int = 3):
     return fig
 
 
+def _change_words(change: dict) -> str:
+    """A modified Condenser's change in a few words for a box (the mechanism page's variants)."""
+    known = {"head_mlm_probability": lambda v: f"head: {v:.0%}-masked copy",
+             "skip_from": lambda v: f"head: layer {v}" if v else "head: embeddings",
+             "detach_early": lambda v: "head: no gradient down" if v else "head: as the paper's"}
+    return ", ".join(known[k](v) if k in known else f"{k}={v}" for k, v in change.items())
+
+
 def pipeline(preset=None):
     """The book's pipeline from pre-training to search, each box labelled with the chapter
     that builds it: stage 1 BERT, then BERT-continued, Condenser and (where the preset has one) the
@@ -294,11 +302,10 @@ def pipeline(preset=None):
     modified = MODIFIED_ARM in p.arms and p.modified_condenser
     # the second column: the continuations of stage 1, each as many updates as the others
     rows = [(8.2, 1.4, f"BERT-continued\n{t.s2_steps:,} updates of MLM\n(ch. 2, the control)", SKY),
-            (6.7, 1.4, f"Condenser, {t.s2_steps:,} updates\nhead: layer {m.skip_from}, "
-                       f"{m.n_head_layers} layer{'s' * (m.n_head_layers != 1)}\n(ch. 2)", BLUE)]
+            (6.7, 1.4, f"Condenser\n{t.s2_steps:,} updates, head on\nlayer {m.skip_from} (ch. 2)", BLUE)]
     if modified:
-        change = "\n".join(f"{k}={v}" for k, v in dict(p.modified_condenser).items())
-        rows.append((5.2, 1.4, f"modified Condenser (a\ndeviation), {t.s2_steps:,} updates\n{change}", PURPLE))
+        rows.append((5.2, 1.4, f"modified Condenser\n{t.s2_steps:,} updates\n"
+                               f"{_change_words(dict(p.modified_condenser))}", PURPLE))
     for y, h, text, colour in rows:
         _arrow(ax, [(3.6, max(min(y + h / 2, 9.2), 6.8)), (4.3, y + h / 2)])
         _box(ax, 4.3, y, 3.5, h, text, colour, size=SMALL)

@@ -175,14 +175,13 @@ GAUGE_NAMES = {"mlm_loss": "held-out MLM loss", "head_loss": "head MLM loss", "c
 def gauge_table(results: Mapping, arms: Sequence[str], digits: int = 4):
     """The held-out gauges at the end of each arm's pre-training (``scorecard.gauge``: the mean
     over its pre-training seeds), one column per arm, one row per gauge (``GAUGE_NAMES``), as
-    text with ``digits`` significant digits; empty where an arm has no such gauge (BERT has no
-    head). Chapters 2 and 3."""
+    text with ``digits`` decimals (never in exponent form, never "-0.0000"); empty where an arm
+    has no such gauge (BERT has no head). Chapters 2 and 3."""
     import pandas as pd
-
 
     def text(arm: str, key: str) -> str:
         value = gauge(results, arm, key)
-        return "" if value is None else f"{value:.{digits}g}"
+        return "" if value is None else f"{round(value, digits) + 0.0:.{digits}f}"
 
     return pd.DataFrame({label(a): {name: text(a, key) for key, name in GAUGE_NAMES.items()} for a in arms}
                         ).rename_axis("end of pre-training")
@@ -190,9 +189,9 @@ def gauge_table(results: Mapping, arms: Sequence[str], digits: int = 4):
 
 def claim_table(results: Mapping, ids: Sequence[str]):
     """The comparisons behind the claims ``ids`` as one table (``scorecard.claim_rows``): per
-    claim and setting our two numbers, the difference, and the verdict; the pre-registered
-    claims also the smallest difference the run could detect and the paper's effect at our scale.
-    Chapters 4, 6, 7 and 8 show their claims with it."""
+    claim and setting the two models with our numbers, the verdict, the difference with its
+    spread; the pre-registered claims also the smallest difference the run could detect and the
+    paper's effect at our scale. Chapters 4, 6, 7 and 8 show their claims with it."""
     import pandas as pd
 
     claims = {c["id"]: c for c in results.get("claims") or scorecard(results)}
@@ -200,13 +199,19 @@ def claim_table(results: Mapping, ids: Sequence[str]):
     table = pd.DataFrame(rows)
     if table.empty:
         return table
-    table["compared"] = table["a"] + " vs " + table["b"]
-    # the verdict next to what is compared: on a narrow page the numbers behind it scroll, it does not
-    cols = ["claim", "setting", "compared", "verdict", "ours (a vs b)", "difference", "spread", "detectable",
-            "paper's effect here"]
-    table = table[[c for c in cols if c in table]].set_index(["claim", "setting"])
-    # claims without a power analysis (C2-C6) have no detectable difference: a dash, not NaN
-    return table.astype(object).where(table.notna(), "–")
+    # four narrow columns, so the table fits the page: who with which number, the verdict, the
+    # difference with its spread, and (pre-registered claims) what the run could detect beside
+    # the paper's effect at our scale; a dash where a claim has no power analysis (C2-C6)
+    ours = table["ours (a vs b)"].str.split(" vs ")
+    table["compared"] = [f"{a} {x} vs {b} {y}" for a, b, (x, y) in zip(table["a"], table["b"], ours)]
+    table["difference (spread)"] = [f"{round(d, 3) + 0.0:+.3f} ({s:.3f})"
+                                    for d, s in zip(table["difference"], table["spread"])]
+    if "detectable" in table:
+        table["detectable / paper's"] = [
+            "–" if pd.isna(m) else f"{m:.3f} / " + ("–" if pd.isna(e) else f"{e:.3f}")
+            for m, e in zip(table["detectable"], table["paper's effect here"])]
+    cols = ["claim", "setting", "compared", "verdict", "difference (spread)", "detectable / paper's"]
+    return table[[c for c in cols if c in table]].set_index(["claim", "setting"])
 
 
 def scorecard_table(results: Mapping):

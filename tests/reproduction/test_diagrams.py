@@ -79,5 +79,6 @@ def test_pipeline_names_every_stage_and_chapter():
                  "(ch. 1)", "(ch. 2", "(ch. 3)", "(ch. 4", "(ch. 5)", "(ch. 7)", "(ch. 8)"):
         assert must in text, must
     # the small preset has a modified Condenser arm: drawn with its change; a preset without one is not
-    assert "modified Condenser" in text and "head_mlm_probability=0.5" in text
+    assert "modified Condenser" in text and "head: 50%-masked copy" in text
+    assert diagrams._change_words({"skip_from": 0}) == "head: embeddings"
     assert "modified Condenser" not in _text(diagrams.pipeline("tiny"))

@@ -109,9 +109,9 @@ def test_gauge_table_one_column_per_arm_blank_where_not_measured():
                                                                                "cls_cosine": 0.7}}]}}}
     table = plots.gauge_table(results, ["bert", "condenser"])
     assert list(table.columns) == ["BERT", "Condenser"] and list(table.index) == list(plots.GAUGE_NAMES.values())
-    assert table.loc["held-out MLM loss", "BERT"] == "6.543" and table.loc["[CLS]-swap gap", "BERT"] == ""
-    assert table.loc["held-out MLM loss", "Condenser"] == "6.6"  # the mean over pre-training seeds
-    assert table.loc["[CLS]-swap gap", "Condenser"] == "0.006173"
+    assert table.loc["held-out MLM loss", "BERT"] == "6.5432" and table.loc["[CLS]-swap gap", "BERT"] == ""
+    assert table.loc["held-out MLM loss", "Condenser"] == "6.6000"  # the mean over pre-training seeds
+    assert table.loc["[CLS]-swap gap", "Condenser"] == "0.0062"  # fixed decimals, no exponent
 
 
 def test_plot_gauges_draws_the_reliance_with_its_threshold():

@@ -332,4 +332,6 @@ def test_claim_rows_name_each_comparison():
     table = claim_table({**results, "claims": list(cl.values())}, ["C2", "C1m"])
     assert list(table.index.get_level_values(0).unique()) == ["C2", "C1m"]
     assert (table.loc["C2"]["verdict"] == "better").all()
-    assert not table.isna().any().any() and (table.loc["C2"]["detectable"] == "–").all()  # no NaN shown
+    assert not table.isna().any().any() and (table.loc["C2"]["detectable / paper's"] == "–").all()  # no NaN
+    assert table.loc["C1m"]["compared"].iloc[0] == "modified Condenser 0.401 vs BERT 0.301"
+    assert list(table.columns) == ["compared", "verdict", "difference (spread)", "detectable / paper's"]
