@@ -69,6 +69,7 @@ class Chapter:
     workers: int | None
     device: str
     figures: Path
+    reads: str = f"results/{COMMITTED}.json"  # the committed results the page shows
 
     @property
     def rerun(self) -> bool:
@@ -164,7 +165,7 @@ class Chapter:
 
         scale = ("full scale (the paper preset)" if self.full else
                  f"re-running the {self.preset} preset" if self.preset else
-                 f"committed results/{COMMITTED}.json")
+                 f"committed {self.reads}")
         return (f"{scale}, seed {self.seed}, device {self.device}; "
                 f"torch {torch.__version__}, transformers {transformers.__version__}")
 
@@ -188,7 +189,8 @@ def describe(results: dict, committed: bool = True) -> str:
 
 def setup(full: object = False, preset: object = None, seed: object = 0, max_steps: object = None,
           workers: object = None, cache_dir: object = None, data_dir: object = None,
-          figures_dir: object = "figures", threads: int = 1, remade_by: str | None = None) -> Chapter:
+          figures_dir: object = "figures", threads: int = 1, remade_by: str | None = None,
+          reads: str | None = None) -> Chapter:
     """Parse a chapter's papermill parameters and prepare the run; the first call of every chapter.
 
     ``preset`` None (or ``"none"``) reads the committed results; a preset name (``rerun_presets()``)
@@ -198,9 +200,9 @@ def setup(full: object = False, preset: object = None, seed: object = 0, max_ste
     small models gain little from a second thread and lose much when the machine is busy (two
     threads then wait on each other at every operation: 10 fine-tuning steps of chapter 4 took
     2.8 s with one thread and 37.5 s with two on a loaded 2-core machine). ``remade_by``: the
-    command that remakes a page's own results (the study and mechanism pages), which the
-    protocol's ``full`` and ``preset`` cannot re-run: passing either is then an error, not a
-    silent no-op. Errors name the parameter and what to pass. Explained in the introduction
+    command that remakes a page's own results file ``reads`` (the study and mechanism pages),
+    which the protocol's ``full`` and ``preset`` cannot re-run: passing either is then an
+    error, not a silent no-op. Errors name the parameter and what to pass. Explained in the introduction
     (``book/intro.md``).
     """
     chapter_full = parse_bool(full, "full")
@@ -235,7 +237,8 @@ def setup(full: object = False, preset: object = None, seed: object = 0, max_ste
     figures.mkdir(parents=True, exist_ok=True)
     _figures_inline()
     return Chapter(full=chapter_full, preset=chapter_preset, seed=chapter_seed, max_steps=steps,
-                   workers=n_workers, device=str(default_device()), figures=figures)
+                   workers=n_workers, device=str(default_device()), figures=figures,
+                   **({"reads": reads} if reads else {}))
 
 
 def glue(name: str, value: object, digits: int | None = None) -> None:

@@ -410,7 +410,7 @@ def plot_loss_curves(results: Mapping, size: str | None = None, arms: Sequence[s
     if log:
         log_axis(ax, "y")
     ax.set_xlabel("fine-tuning step")
-    ax.set_ylabel("contrastive loss (nats)")
+    ax.set_ylabel("fine-tuning loss (nats)")
     ax.legend(fontsize=8, frameon=False)
     return fig
 
