@@ -244,7 +244,8 @@ PAPER = Preset(
 # runs ({5, 10, 40}; 809 queries is close to its 1K). Two things differ from the papers, both
 # stated in the book: Luyu/co-condenser-marco was pre-trained on MS MARCO, so on SciFact it
 # measures transfer, not coCondenser's own recipe (pre-training on the target corpus); and the
-# attention entropy reads the general corpus's texts (WikiText-103 and news), not Wikipedia.
+# attention entropy reads the scaled-down corpus's texts (a Wikipedia sample, WikiText-2, news),
+# not the paper's Wikipedia.
 COLAB_RECIPE = dataclasses.replace(MSMARCO_RECIPE, epochs_round1=5, epochs_round2=5, mine_depth=100,
                                    embedding_dtype="float32")
 COLAB = dataclasses.replace(

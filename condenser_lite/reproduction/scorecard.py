@@ -118,8 +118,8 @@ def paper_text(claim: str) -> str:
     sources = [r.text() for r in PAPER_RESULTS if r.claim == claim]
     if not sources and claim.endswith("m") and claim[:-1] in {r.claim for r in PAPER_RESULTS}:
         # C0m, C1m, C7m: the paper has no modified Condenser; its numbers are those of the claim asked
-        return (f"none for this arm, which is the book's deviation; for the faithful Condenser, see "
-                f"{claim[:-1]}.")
+        # no "; " at the top level: the scorecard breaks the line there
+        return f"none for this arm, which is the book's deviation (for the faithful Condenser, see {claim[:-1]})."
     return "; ".join(sources) + "."
 
 
@@ -183,6 +183,8 @@ def _said(c: Mapping | None, a: str, b: str, digits: int = 3) -> str:
 
 
 def _claim(cid: str, statement: str, arms: Sequence[str], comparison: str, ours: Any, status: str) -> dict:
+    if statement.startswith("modified"):  # a sentence starts with a capital ("coCondenser" keeps its c)
+        statement = "M" + statement[1:]
     return {"id": cid, "statement": statement, "arms": [label(a) for a in arms], "comparison": comparison,
             "paper": paper_text(cid), "ours": ours, "status": status, "verdict": status}
 
