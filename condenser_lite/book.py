@@ -69,7 +69,7 @@ class Chapter:
     workers: int | None
     device: str
     figures: Path
-    reads: str = f"results/{COMMITTED}.json"  # the committed results the page shows
+    reads: str  # the committed results file the page shows
 
     @property
     def rerun(self) -> bool:
@@ -238,7 +238,7 @@ def setup(full: object = False, preset: object = None, seed: object = 0, max_ste
     _figures_inline()
     return Chapter(full=chapter_full, preset=chapter_preset, seed=chapter_seed, max_steps=steps,
                    workers=n_workers, device=str(default_device()), figures=figures,
-                   **({"reads": reads} if reads else {}))
+                   reads=reads or f"results/{COMMITTED}.json")
 
 
 def glue(name: str, value: object, digits: int | None = None) -> None:
@@ -247,7 +247,9 @@ def glue(name: str, value: object, digits: int | None = None) -> None:
     that many decimals (``0.50``, not ``0.5``; never ``-0.00``). Without MyST-NB (on Colab)
     nothing happens: the prose then shows the role itself. Introduction, "Running it"."""
     if digits is not None:
-        value = f"{round(float(value), digits) + 0.0:.{digits}f}"  # + 0.0: no "-0.00"
+        from .reproduction.scorecard import fixed
+
+        value = fixed(float(value), digits)
     try:
         from myst_nb import glue as myst_glue
     except ImportError:

@@ -24,6 +24,7 @@ import math
 import os
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -312,6 +313,13 @@ def _finetune_parts(preset: Preset, jobs: Mapping[tuple, Any], task, probes: Map
     return out
 
 
+def _sts_steps(sts, n: int, total: int) -> int:
+    """Updates of an STS-b run on ``n`` of the ``total`` training pairs (``arms.sts_arm``'s
+    epochs: ``epochs_full`` on all of them, ``epochs_low_data`` on fewer)."""
+    epochs = sts.epochs_full if n >= total else sts.epochs_low_data
+    return max(1, int(epochs * n / sts.batch_size))
+
+
 def _sts_parts(preset: Preset, jobs: Mapping[tuple, Any], probes: Mapping[str, str], data_dir: str | None,
                plan: list[str]) -> list[Part]:
     runs = [k for k in jobs if k[0] == "sts"]
@@ -334,9 +342,7 @@ def _sts_parts(preset: Preset, jobs: Mapping[tuple, Any], probes: Mapping[str, s
         by_size[k[2]] = by_size.get(k[2], 0) + 1
     out = []
     for label, count in by_size.items():
-        n = int(label)
-        epochs = sts.epochs_full if n >= total else sts.epochs_low_data
-        steps = max(1, int(epochs * n / sts.batch_size))
+        steps = _sts_steps(sts, int(label), total)
         out.append(Part(f"STS-b, {label} pairs", count, fixed + steps * per_update,
                         f"{per_update:.3f} s/update x {steps}"))
     return out
@@ -374,12 +380,10 @@ def estimate_by_flops(preset: Preset | str, data_dir: str | None = None, tflops:
               + forward_flops(shape, task.info["eval_queries"], ft.q_max_len)) / rate
     step = 3 * (forward_flops(shape, ft.batch_size, ft.q_max_len)
                 + forward_flops(shape, ft.batch_size * ft.train_n_passages, ft.p_max_len)) / rate
-    kinds: dict[tuple, int] = {}  # (kind, round, size) / (kind, size) / (kind,) -> how many
-    for key in jobs:
-        if key[0] == "pretrain":  # a published arm's "stage" is its Hub id
-            continue
-        kind = {"finetune": key[:1] + key[2:4], "sts": key[:1] + key[2:3]}.get(key[0], key[:1])
-        kinds[kind] = kinds.get(kind, 0) + 1
+    # how many jobs of each kind: (finetune, round, size), (sts, size), (entropy,); a published
+    # arm's "pretrain" job only names its Hub id
+    kinds = Counter(key[:1] + key[2:4] if key[0] == "finetune" else key[:1] + key[2:3] if key[0] == "sts"
+                    else key[:1] for key in jobs if key[0] != "pretrain")
     parts = []
     for kind, n in kinds.items():
         if kind[0] == "finetune":
@@ -391,8 +395,7 @@ def estimate_by_flops(preset: Preset | str, data_dir: str | None = None, tflops:
                               f"{steps} updates x {step:.2f} s + {encodings} x {encode:.0f} s encoding"))
         elif kind[0] == "sts":
             size = int(kind[1])
-            epochs = sts.epochs_full if size >= len(sts_train) else sts.epochs_low_data
-            steps = max(1, int(epochs * size / sts.batch_size))
+            steps = _sts_steps(sts, size, len(sts_train))
             seconds = (3 * steps * forward_flops(shape, 2 * sts.batch_size, sts.max_len)
                        + forward_flops(shape, 2 * len(sts_test), sts.max_len)) / rate
             parts.append(Part(f"STS-b, {size} pairs", n, seconds, f"{steps} updates + encoding the test pairs"))

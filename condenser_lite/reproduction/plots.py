@@ -15,7 +15,7 @@ import numpy as np
 
 from .registry import CLAIM, MAIN_ARMS, color, label
 from .rules import RELIANCE_THRESHOLD, gauge
-from .scorecard import claim_rows, scorecard
+from .scorecard import claim_rows, fixed, scorecard
 
 
 def _fig(ax=None, figsize=(5.5, 3.6)):
@@ -181,7 +181,7 @@ def gauge_table(results: Mapping, arms: Sequence[str], digits: int = 4):
 
     def text(arm: str, key: str) -> str:
         value = gauge(results, arm, key)
-        return "" if value is None else f"{round(value, digits) + 0.0:.{digits}f}"
+        return "" if value is None else fixed(value, digits)
 
     return pd.DataFrame({label(a): {name: text(a, key) for key, name in GAUGE_NAMES.items()} for a in arms}
                         ).rename_axis("end of pre-training")
@@ -202,9 +202,7 @@ def claim_table(results: Mapping, ids: Sequence[str]):
     # four narrow columns, so the table fits the page: who with which number, the verdict, the
     # difference with its spread, and (pre-registered claims) what the run could detect beside
     # the paper's effect at our scale; a dash where a claim has no power analysis (C2-C6)
-    ours = table["ours (a vs b)"].str.split(" vs ")
-    table["compared"] = [f"{a} {x} vs {b} {y}" for a, b, (x, y) in zip(table["a"], table["b"], ours)]
-    table["difference (spread)"] = [f"{round(d, 3) + 0.0:+.3f} ({s:.3f})"
+    table["difference (spread)"] = [f"{fixed(d, signed=True)} ({s:.3f})"
                                     for d, s in zip(table["difference"], table["spread"])]
     if "detectable" in table:
         table["detectable / paper's"] = [

@@ -171,6 +171,17 @@ def early_loss(results: Mapping, arm: str, label: str, frac: float = 0.25) -> di
     return stats(vals)
 
 
+def fixed(value: float, digits: int = 3, signed: bool = False) -> str:
+    """``value`` with ``digits`` decimals (``signed``: with its sign, ``+0.012``), never
+    ``-0.000``: a tiny negative rounds to zero. Chapter 8."""
+    return f"{round(value, digits) + 0.0:{'+' if signed else ''}.{digits}f}"
+
+
+def _sentence(text: str) -> str:
+    """``text`` starting with a capital: a claim about the "modified Condenser" is a sentence too."""
+    return text[:1].upper() + text[1:]
+
+
 def _said(c: Mapping | None, a: str, b: str, digits: int = 3) -> str:
     """One comparison in words: ``a 0.123 vs b 0.100 (better)``; a power-aware one adds the
     smallest difference the run could detect and the paper's effect at our scale."""
@@ -183,8 +194,6 @@ def _said(c: Mapping | None, a: str, b: str, digits: int = 3) -> str:
 
 
 def _claim(cid: str, statement: str, arms: Sequence[str], comparison: str, ours: Any, status: str) -> dict:
-    if statement.startswith("modified"):  # a sentence starts with a capital ("coCondenser" keeps its c)
-        statement = "M" + statement[1:]
     return {"id": cid, "statement": statement, "arms": [label(a) for a in arms], "comparison": comparison,
             "paper": paper_text(cid), "ours": ours, "status": status, "verdict": status}
 
@@ -233,8 +242,8 @@ def _c0(results: Mapping, arm: str = "condenser") -> dict:
 
     ctl = label("bert_cont")
 
-    def num(x, digits=4):  # reliances are thousandths of a nat: four decimals, never "-0.0000"
-        return "undefined" if x is None else f"{round(x, digits) + 0.0:.{digits}f}"
+    def num(x):  # reliances are thousandths of a nat: four decimals
+        return "undefined" if x is None else fixed(x, 4)
 
     words = (f"reliance of the {name}'s head per pre-training seed {', '.join(num(r) for r in reliance)} "
              f"(mean {num(summary['mean'])}, noise {num(summary['noise'])} over {summary['noise_covers'] or 'nothing'}; "
@@ -440,7 +449,7 @@ def _c1(results: Mapping, arm: str, rules: str) -> dict:
         status = claim_status([*beats_small, ahead])
     words = "; ".join(f"{main_m} at {s} training queries: " + ", ".join(
         _said(per_size[s][b], name, label(b)) for b in ("bert", "bert_cont")) for s in sizes)
-    statement = (f"{name} beats both BERT arms as a retriever initialiser, most at the smallest training size, the "
+    statement = (f"{_sentence(name)} beats both BERT arms as a retriever initialiser, most at the smallest training size, the "
                  "gap narrowing with more data (round 1, BM25 negatives).")
     if arm != "condenser":
         statement += " The paper's claim C1, asked of the deviation the mechanism page chose."
@@ -466,7 +475,7 @@ def _c7(results: Mapping, arm: str, rules: str) -> dict:
 
     c7 = {s: {b: c7_compare(s, b) for b in ("bert", "bert_cont")} for s in low}
     parts = [c for s in low for c in c7[s].values()]
-    statement = (f"{name} beats BERT on STS-b with little training data (the smallest two sizes); "
+    statement = (f"{_sentence(name)} beats BERT on STS-b with little training data (the smallest two sizes); "
                  "'matches' shows as 'within spread' in ours.")
     if arm != "condenser":
         statement += " The paper's claim C7, asked of the deviation the mechanism page chose."
@@ -517,6 +526,7 @@ def claim_rows(claim: Mapping) -> list[dict]:
     for path, c in _compares(claim.get("ours", {})):
         setting, a, b = _sides(claim["id"], path, claim.get("arms", []))
         row = {"setting": setting, "a": a, "b": b, "ours (a vs b)": f"{c['a']:.3f} vs {c['b']:.3f}",
+               "compared": f"{a} {c['a']:.3f} vs {b} {c['b']:.3f}",
                "difference": round(c["diff"], 3), "spread": round(c["spread"], 3)}
         if "mdd" in c:
             row["detectable"] = None if c["mdd"] is None else round(c["mdd"], 3)
@@ -535,7 +545,7 @@ def claim_numbers(claim: Mapping) -> str:
         where = " ".join(p for p in path if p not in ("by_size", "round2_vs_round1", "bert_minus_condenser"))
         power = "" if c.get("mdd") is None else f", detectable {c['mdd']:.3f}" + (
             "" if c.get("expected") is None else f", paper's gain here {c['expected']:.3f}")
-        lines.append(f"{where}: {c['a']:.3f} vs {c['b']:.3f} (diff {round(c['diff'], 3) + 0.0:+.3f}, spread {c['spread']:.3f}{power}) "
+        lines.append(f"{where}: {c['a']:.3f} vs {c['b']:.3f} (diff {fixed(c['diff'], signed=True)}, spread {c['spread']:.3f}{power}) "
                      f"{c['verdict']}")
     ours = claim.get("ours", {})
     if isinstance(ours, Mapping) and ours.get("narrowing") is not None:

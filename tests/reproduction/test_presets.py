@@ -98,8 +98,9 @@ def test_the_small_presets_modified_condenser_is_the_mechanism_studys_choice():
 def test_the_colab_preset_is_the_small_runs_protocol_on_the_published_checkpoints():
     """``colab`` pre-trains nothing (every arm is a published checkpoint, the ``paper`` preset's),
     and asks the committed small run's questions: same task, training sizes, seeds, metrics and
-    STS-b sizes, so the scorecard judges the same claims; its recipe is the paper's web-search one
-    (Condenser appendix A.1) for 5 epochs a round, in the GPU's own precision."""
+    STS-b sizes, so the scorecard judges the claims that compare its three models; its recipe is
+    the paper's MS MARCO one (Condenser appendix A.1) for 5 epochs a round, in the GPU's own
+    precision."""
     colab, small, paper = get_preset("colab"), get_preset("small"), get_preset("paper")
     assert set(colab.arms) == set(colab.pretrained) and dict(colab.pretrained) == dict(paper.pretrained)
     assert needed_arms(colab.arms, colab.pretrained) == list(colab.arms) and colab.model == paper.model
