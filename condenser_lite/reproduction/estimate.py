@@ -364,6 +364,9 @@ def estimate_by_flops(preset: Preset | str, data_dir: str | None = None, tflops:
     pre-training stages are not counted: a preset that pre-trains is refused. Chapter 4."""
     from .protocol import job_graph
 
+    if not isinstance(tflops, (int, float)) or not math.isfinite(tflops) or tflops <= 0:
+        raise ConfigError(f"tflops={tflops!r}: give the accelerator's sustained rate in TFLOP/s, a positive "
+                          f"number (a T4 in fp16: about {T4_TFLOPS:g})")
     preset = get_preset(preset)
     own = [arm for arm in preset.arms if arm not in (preset.pretrained or {})]
     if own:

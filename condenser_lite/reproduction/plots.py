@@ -195,6 +195,12 @@ def claim_table(results: Mapping, ids: Sequence[str]):
     import pandas as pd
 
     claims = {c["id"]: c for c in results.get("claims") or scorecard(results)}
+    # a registered claim this run does not make (C1m without a modified Condenser) is left out;
+    # an id the book does not know, or one id passed as a bare string, is a mistake
+    unknown = [cid for cid in ids if cid not in CLAIM] if not isinstance(ids, str) else [ids]
+    if unknown:
+        raise ValueError(f"claim_table(ids={ids!r}): {unknown} not among the book's claims {sorted(CLAIM)}; "
+                         "pass a list of them, e.g. ['C1', 'C2']")
     rows = [{"claim": cid, **r} for cid in ids if cid in claims for r in claim_rows(claims[cid])]
     table = pd.DataFrame(rows)
     if table.empty:
@@ -529,6 +535,8 @@ def plot_gauges(results: Mapping, arms: Sequence[str] | None = None, gauges: Seq
                     shown += [y for _, y in keep]
             pad = 0.1 * (max(shown) - min(shown) or 1.0)
             z.set_ylim(min(shown) - pad, max(shown) + pad)
+        else:  # say so rather than leave an empty frame
+            z.text(0.5, 0.5, "no continuing arm\nin this figure", ha="center", va="center", transform=z.transAxes)
     for name, a in ax.items():
         a.set_xlabel("pre-training update (cumulative)")
         a.set_title("The continuations, closer" if name == "zoom" else GAUGE_TITLES.get(name, GAUGES[name]))

@@ -117,3 +117,6 @@ def test_the_colab_budget_fits_one_free_colab_session(cache):
         assert quoted in " ".join((ROOT / page).read_text().split()), page
     with pytest.raises(ConfigError, match="--dry-run"):
         estimate_by_flops("small")
+    for rate in (0, -1, float("nan")):
+        with pytest.raises(ConfigError, match="a positive number"):
+            estimate_by_flops("colab", tflops=rate)

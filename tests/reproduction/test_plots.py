@@ -98,6 +98,9 @@ def test_the_zoom_panel_shows_the_continuations_alone():
     plt.close(fig)
     with pytest.raises(ValueError, match="zoom needs mlm_loss"):
         plots.plot_gauges(results, gauges=["cls_cosine"], zoom=True)
+    alone = plots.plot_gauges({"arms": {"bert": results["arms"]["bert"]}}, gauges=["mlm_loss"], zoom=True)
+    assert "no continuing arm" in alone.axes[1].texts[0].get_text()  # not an empty frame
+    plt.close(alone)
 
 
 def test_gauge_table_one_column_per_arm_blank_where_not_measured():

@@ -335,3 +335,6 @@ def test_claim_rows_name_each_comparison():
     assert not table.isna().any().any() and (table.loc["C2"]["detectable / paper's"] == "–").all()  # no NaN
     assert table.loc["C1m"]["compared"].iloc[0] == "modified Condenser 0.401 vs BERT 0.301"
     assert list(table.columns) == ["compared", "verdict", "difference (spread)", "detectable / paper's"]
+    for bad in (["C1m", "C99"], "C1m"):  # an unknown id, or one id as a bare string: named, not dropped
+        with pytest.raises(ValueError, match="not among the book's claims"):
+            claim_table({**results, "claims": list(cl.values())}, bad)
