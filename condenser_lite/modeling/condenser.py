@@ -31,6 +31,7 @@ from .loading import (
     HEAD_FILE,
     MLM_DROPS,
     from_checkpoint,
+    hub_file,
     read_condenser_config,
     read_head_state,
 )
@@ -38,6 +39,9 @@ from .loading import (
 # Paper settings for bert-base-uncased (12 layers): head reads the output of layer 6,
 # 2 head layers, backbone MLM kept as the "semantic constraint" (section 3.4).
 PAPER_CONDENSER = dict(skip_from=6, n_head_layers=2, late_mlm=True, head_weight=1.0, late_weight=1.0)
+# what the head reads in the late CLS's place: the late CLS (the paper), or a learned constant (a control)
+HEAD_CLS_SOURCES = ("late", "constant")
+CONSTANT_KEY = "head_cls_constant"  # its entry in the head's weights file
 
 
 def tiny_bert_config(vocab_size: int = 8192, **overrides) -> BertConfig:
@@ -206,6 +210,10 @@ class Condenser(nn.Module):
     early states of a more heavily masked copy of the block and the labels of every
     position masked there, as RetroMAE's decoder (Xiao et al., 2022).
 
+    One control cuts the bottleneck instead: ``head_cls="constant"`` feeds the head a learned,
+    input-independent vector where it reads the late CLS, so the head keeps its targets and its
+    compute but can learn nothing from the late layers (the no-bottleneck control of chapter 8).
+
     Explained in chapter 2, `notebooks/02_condenser.ipynb`.
     """
 
@@ -218,6 +226,7 @@ class Condenser(nn.Module):
         head_weight: float = 1.0,
         late_weight: float = 1.0,
         detach_early: bool = False,
+        head_cls: str = "late",
     ):
         super().__init__()
         if not isinstance(backbone, BertForMaskedLM):
@@ -233,6 +242,8 @@ class Condenser(nn.Module):
             )
         if not isinstance(n_head_layers, int) or n_head_layers < 1:
             raise ValueError(f"n_head_layers={n_head_layers!r} must be an int >= 1.")
+        if head_cls not in HEAD_CLS_SOURCES:
+            raise ValueError(f"head_cls={head_cls!r} must be one of {HEAD_CLS_SOURCES}")
         if head_weight < 0 or late_weight < 0:
             raise ValueError(f"head_weight={head_weight} and late_weight={late_weight} must be >= 0.")
         self.backbone = backbone
@@ -247,6 +258,10 @@ class Condenser(nn.Module):
         self.head = nn.ModuleList([BertLayer(backbone.config) for _ in range(n_head_layers)])
         # BERT's own init: normal(0, initializer_range) weights, zero biases, LayerNorm 1/0.
         self.head.apply(backbone._init_weights)
+        self.head_cls = head_cls
+        if head_cls == "constant":  # drawn like an embedding row: what a [CLS] input looks like at the start
+            self.head_cls_constant = nn.Parameter(
+                torch.randn(backbone.config.hidden_size) * backbone.config.initializer_range)
 
     @property
     def config(self) -> BertConfig:
@@ -261,6 +276,7 @@ class Condenser(nn.Module):
             late_weight=self.late_weight,
             # a variant's field only where it is on, so the paper's Condenser saves what it always did
             **({"detach_early": True} if self.detach_early else {}),
+            **({"head_cls": self.head_cls} if self.head_cls != "late" else {}),
         )
 
     # ---- forward -------------------------------------------------------------------
@@ -275,6 +291,8 @@ class Condenser(nn.Module):
         """
         if late_cls.dim() == 2:
             late_cls = late_cls.unsqueeze(1)
+        if self.head_cls == "constant":  # the control without a bottleneck: nothing of the input reaches it
+            late_cls = self.head_cls_constant.to(early_tokens.dtype).expand(early_tokens.shape[0], 1, -1)
         hidden = torch.cat([late_cls, early_tokens], dim=1)
         # Built for whichever attention implementation is active (additive float
         # mask for eager, boolean for sdpa, None when nothing is padded).
@@ -345,6 +363,7 @@ class Condenser(nn.Module):
         head_weight: float = 1.0,
         late_weight: float = 1.0,
         detach_early: bool = False,
+        head_cls: str = "late",
         **load_kwargs,
     ) -> "Condenser":
         """Start a Condenser from a plain MLM checkpoint with a fresh head (paper section 3.4).
@@ -354,7 +373,7 @@ class Condenser(nn.Module):
         the "BERT" arm.
         """
         backbone = as_backbone(model, **load_kwargs)
-        return cls(backbone, skip_from, n_head_layers, late_mlm, head_weight, late_weight, detach_early)
+        return cls(backbone, skip_from, n_head_layers, late_mlm, head_weight, late_weight, detach_early, head_cls)
 
     @classmethod
     def from_pretrained(
@@ -376,7 +395,7 @@ class Condenser(nn.Module):
         """
         if head not in ("load", "random"):
             raise ValueError(f"head={head!r} must be 'load' or 'random'.")
-        allowed = {*PAPER_CONDENSER, "detach_early"}
+        allowed = {*PAPER_CONDENSER, "detach_early", "head_cls"}
         unknown = set(overrides) - allowed
         if unknown:
             raise TypeError(f"unknown Condenser argument(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
@@ -397,6 +416,12 @@ class Condenser(nn.Module):
         settings.setdefault("skip_from", backbone.config.num_hidden_layers // 2)
         settings.setdefault("n_head_layers", PAPER_CONDENSER["n_head_layers"])
         model = cls(backbone, **settings)
+        if state is not None and model.head_cls == "constant":
+            raw = torch.load(hub_file(name_or_dir, HEAD_FILE), map_location="cpu", weights_only=True)
+            if CONSTANT_KEY not in raw:
+                raise CheckpointError(f"{name_or_dir!r} has no learned [CLS] constant ({CONSTANT_KEY}): it was not "
+                                      "trained with head_cls='constant'; load it with head_cls='late'")
+            model.head_cls_constant.data.copy_(raw[CONSTANT_KEY])
         if state is not None:
             missing, unexpected = model.head.load_state_dict(state, strict=False)
             if missing or unexpected:
@@ -417,6 +442,8 @@ class Condenser(nn.Module):
         if not kwargs.get("is_main_process", True):
             return
         head_state = {f"head.{k}": v.detach().cpu() for k, v in self.head.state_dict().items()}
+        if self.head_cls == "constant":  # read_head_state skips keys without "head.": loaded apart
+            head_state[CONSTANT_KEY] = self.head_cls_constant.detach().cpu()
         torch.save(head_state, os.path.join(save_directory, HEAD_FILE))
         with open(os.path.join(save_directory, CONDENSER_CONFIG_FILE), "w") as f:
             json.dump(self.condenser_config(), f, indent=2)

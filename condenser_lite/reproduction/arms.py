@@ -12,7 +12,10 @@ coCondenser step two spans per document (``training/accounting.py`` measures eac
    table 4's "+ contrastive loss") and ``co_mlm_only`` (``co_weight=0``: Condenser MLM on the
    target corpus, the Condenser preprint's "continue training");
 6. where a preset names it, ``condenser_mod``: arm 1 + ``s2_steps`` steps of a Condenser with
-   the preset's ``modified_condenser`` changes (a deviation the mechanism page chose).
+   the preset's ``modified_condenser`` changes (a deviation the mechanism page chose);
+7. its two controls: ``bert_cont_flops`` (arm 1 + MLM for the modified Condenser's FLOPs,
+   ``rules.EQUAL_FLOPS_RATIO`` x ``s2_steps`` updates) and ``condenser_mod_nocls`` (the
+   modified Condenser whose head reads a learned constant instead of the late [CLS]).
 
 Each arm is pre-trained through ``presets.stage_config`` (``pretrain_arm``), fine-tuned as a
 retriever through the recipe's ``finetune.finetune_round`` (``finetune_arm``), as an STS-b
@@ -48,6 +51,7 @@ from ..utils.cache import LOCK_FILE, cache_dir, run_cached, settings_hash
 from ..utils.devices import resolve_precision
 from .presets import Preset, get_preset, stage_config
 from .registry import ARMS, MODIFIED_ARM, PARENT
+from .rules import EQUAL_FLOPS_RATIO
 from .tasks import Task, sts_data
 
 # coCondenser's loss weights per arm (mlm_weight, co_weight): the ablations drop one term
@@ -76,6 +80,10 @@ def arm_config(arm: str, preset: Preset | str | None, init: str | None) -> Stage
         raise ValueError(f"arm {arm!r} continues another arm: pass its checkpoint as init")
     if arm == MODIFIED_ARM:  # the Condenser stage with the preset's deviation
         return stage_config(preset, "condenser", init, **dict(preset.modified_condenser or {}))
+    if arm == "bert_cont_flops":  # MLM for the modified Condenser's FLOPs (rules.EQUAL_FLOPS_RATIO)
+        return stage_config(preset, "mlm", init, max_steps=round(preset.pretraining.s2_steps * EQUAL_FLOPS_RATIO))
+    if arm == "condenser_mod_nocls":  # the modified Condenser, its head reading a learned constant
+        return stage_config(preset, "condenser", init, **dict(preset.modified_condenser or {}), head_cls="constant")
     if arm in CO_WEIGHTS:
         mlm_weight, co_weight = CO_WEIGHTS[arm]
         return stage_config(preset, "cocondenser", init, mlm_weight=mlm_weight, co_weight=co_weight)

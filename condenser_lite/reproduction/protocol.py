@@ -204,10 +204,13 @@ def _single_seed(preset: Preset) -> bool:
 
 def arm_pretrain_seeds(preset: Preset, arm: str) -> tuple[int, ...]:
     """The pre-training seeds ``arm`` runs with: every one of ``preset.pretraining_seeds`` for a
-    main arm (or the modified Condenser), the first only for an ablation or a published
+    main arm (the modified Condenser and its controls too), the first
+    ``preset.ablation_pretrain_seeds`` for an ablation, the first only for a published
     checkpoint. Chapter 4."""
     seeds = preset.pretraining_seeds
-    return seeds if arm not in ABLATION_ARMS and arm not in (preset.pretrained or {}) else seeds[:1]
+    if arm in (preset.pretrained or {}):
+        return seeds[:1]
+    return seeds[:preset.ablation_pretrain_seeds] if arm in ABLATION_ARMS else seeds
 
 
 def job_graph(preset: Preset, plan: list[str], total: int, sts_total: int, texts: list[str],
@@ -487,9 +490,10 @@ def _assemble(preset: Preset, stages: dict, task: Task, bm25: dict, before: dict
     heldout_set = stages[(needed_arms(preset.arms, dict(preset.pretrained or {}))[0], ps0)].get("heldout_set")
     spread = ("fine-tuning seeds only (training-set sample, data order, negatives, dropout): every arm is "
               "pre-trained once, with seed %d" % ps0 if len(pseeds) == 1 else
-              "fine-tuning seeds and, for the main arms (%s), pre-training seeds %s (pooled: every fine-tuning seed "
-              "on every pre-trained checkpoint); the ablations are pre-trained once, with seed %d"
-              % (", ".join(a for a in preset.arms if a not in ABLATION_ARMS), ", ".join(map(str, pseeds)), ps0))
+              "fine-tuning seeds and, for the main arms (%s), pre-training seeds %s (every fine-tuning seed "
+              "on every pre-trained checkpoint); the ablations are pre-trained with seeds %s"
+              % (", ".join(a for a in preset.arms if a not in ABLATION_ARMS), ", ".join(map(str, pseeds)),
+                 ", ".join(map(str, pseeds[:preset.ablation_pretrain_seeds]))))
     notes = [
         f"The seed spread covers {spread}.",
         "Arms 2 (bert_cont) and 3 (condenser) both continue arm 1 with a fresh warm-up and linear decay over "

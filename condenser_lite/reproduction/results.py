@@ -28,7 +28,7 @@ import condenser_lite
 from ..utils.errors import DataSourceError, SchemaError
 from .jobs import load_average
 from .presets import Preset
-from .rules import PRE_REGISTRATION_COMMIT, gauge, head_arms, pretraining_runs, reliance_by_seed, reliance_summary
+from .rules import PRE_REGISTRATION_COMMIT, RULES_V2_COMMIT, RULES_VERSION, gauge, head_arms, pretraining_runs, reliance_by_seed, reliance_summary
 
 RESULTS_VERSION = 4  # 4: the preset under "preset" (3: "budget")
 REPO_ROOT = Path(__file__).resolve().parents[2]  # condenser_lite/reproduction/results.py -> the repository
@@ -99,7 +99,10 @@ def provenance(preset: Preset, command: str | None, started: str, wall_seconds: 
             "wall_seconds": wall_seconds, "cpu_seconds": cpu_seconds, "parts": dict(parts),
             "parts_reused": parts_reused, "work_cpu_seconds": work_cpu_seconds, "machine": machine(load_start),
             "python": env["python"], "condenser_lite": env["condenser_lite"], "packages": env["packages"],
-            "pre_registration": {"commit": PRE_REGISTRATION_COMMIT, "in_history": in_history}}
+            "pre_registration": {"commit": PRE_REGISTRATION_COMMIT, "in_history": in_history},
+            "rules": {"version": RULES_VERSION, "commit": RULES_V2_COMMIT,
+                      "in_history": None if head is None or RULES_V2_COMMIT is None else
+                      git("merge-base", "--is-ancestor", RULES_V2_COMMIT, "HEAD") is not None}}
 
 
 # ---- the headline and the committed results -----------------------------------------------------------

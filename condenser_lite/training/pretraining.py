@@ -40,7 +40,7 @@ from ..data.packing import heldout_split, mlm_eval_batches, pack_blocks
 from ..data.sources import PRETRAINING_SOURCES, data_id, load_pretraining_corpus
 from ..data.tevatron import TEVATRON_TASKS, load_tevatron_corpus
 from ..data.tokenizer import load_tokenizer, tiny_tokenizer, tokenizer_key
-from ..modeling.condenser import BertMLM, Condenser, tiny_bert_config
+from ..modeling.condenser import HEAD_CLS_SOURCES, BertMLM, Condenser, tiny_bert_config
 from ..modeling.gauges import cls_cosine, cls_reliance_gauge, cls_swap_gap, heldout_mlm_loss, unigram_entropy
 from ..modeling.gradcache import cocondenser_step
 from ..modeling.loading import check_checkpoint, checkpoint_key, has_head, read_condenser_config
@@ -137,7 +137,7 @@ DONE_FILE = "pretrain_config.json"  # written last: a stage folder without it is
 BOOKKEEPING = ("save_every",)  # StageConfig fields that change neither the weights nor the log
 # Fields that join a stage's key only when set: at these values a stage computes what it did
 # before the fields existed, so it keeps the key it had then (and its cached result).
-KEYED_WHEN_SET = {"head_mlm_probability": None, "detach_early": False}
+KEYED_WHEN_SET = {"head_mlm_probability": None, "detach_early": False, "head_cls": "late"}
 TARGET_CORPORA = {**TEVATRON_TASKS, "wikipedia-nq": TEVATRON_TASKS["nq"]}  # the tasks' names, and the old one
 
 
@@ -180,6 +180,7 @@ class StageConfig:
     # deviations of the Condenser stage that the mechanism page tries (None/False: the paper's)
     head_mlm_probability: float | None = None  # E5: the head reads a copy with this share masked
     detach_early: bool = False  # E3: no gradient from the head into the early layers
+    head_cls: str = "late"  # "constant": the head reads a learned constant, not the late CLS (a control)
     dropout: float = _MODEL.dropout  # of a model built from scratch (a checkpoint keeps its own)
     attn_implementation: str = _MODEL.attn_implementation
     # masking and packing
@@ -220,9 +221,12 @@ class StageConfig:
             raise ConfigError(f"dropout={self.dropout!r} must be in [0, 1)")
         if self.method == "cocondenser" and self.corpus == "general":
             raise ConfigError("coCondenser pre-trains on a target corpus: set corpus='scifact' (or 'msmarco', ...)")
-        if (self.head_mlm_probability is not None or self.detach_early) and self.method != "condenser":
-            raise ConfigError(f"head_mlm_probability and detach_early change a Condenser stage; method={self.method!r} "
-                              "has no such stage: leave them at None and False")
+        if (self.head_mlm_probability is not None or self.detach_early or self.head_cls != "late") \
+                and self.method != "condenser":
+            raise ConfigError(f"head_mlm_probability, detach_early and head_cls change a Condenser stage; "
+                              f"method={self.method!r} has no such stage: leave them at None, False and 'late'")
+        if self.head_cls not in HEAD_CLS_SOURCES:
+            raise ConfigError(f"head_cls={self.head_cls!r} must be one of {HEAD_CLS_SOURCES}")
         if self.head_mlm_probability is not None and not self.mlm_probability < self.head_mlm_probability < 1:
             raise ConfigError(f"head_mlm_probability={self.head_mlm_probability} must be above mlm_probability="
                               f"{self.mlm_probability} and below 1")
@@ -345,7 +349,8 @@ def build_model(cfg: StageConfig, tokenizer):
     set_step_seed(cfg.seed, 0)  # the training loop seeds steps 1, 2, ...
 
     condenser_kw = dict(skip_from=cfg.skip_from, n_head_layers=cfg.n_head_layers, late_mlm=cfg.late_mlm,
-                        **({"detach_early": True} if cfg.detach_early else {}))
+                        **({"detach_early": True} if cfg.detach_early else {}),
+                        **({"head_cls": cfg.head_cls} if cfg.head_cls != "late" else {}))
     if cfg.init is None and cfg.method != "mlm" and cfg.resolved_head == "load":
         raise ConfigError("head='load' needs an init checkpoint that has a Condenser head")
     if cfg.method == "cocondenser":

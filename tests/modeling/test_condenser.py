@@ -273,3 +273,48 @@ def test_from_bert_continues_a_plain_mlm_model(tmp_path):
         c = Condenser.from_bert(source, skip_from=2).eval()
         torch.testing.assert_close(c(**batch).late_loss, mlm(**batch).loss)
     assert BertMLM.from_pretrained(tmp_path).config.num_hidden_layers == 4
+
+
+def test_the_no_bottleneck_control_reads_a_learned_constant_not_the_late_cls(tmp_path):
+    """head_cls="constant": the head's output does not react to the late CLS (the perturbation that
+    moves every position of the paper's head, test_head_sees_late_cls_but_not_late_tokens), the
+    constant learns from the head's loss, and it survives a save and load."""
+    m = make_condenser(head_cls="constant").eval()
+    batch = make_batch()
+    head_out = []
+    m.head[-1].register_forward_hook(lambda module, args, output: head_out.append(output))
+    base = m(**batch)
+
+    def hook(module, args, output):
+        output = output.clone()
+        output[:, :1] += torch.randn(output[:, :1].shape, generator=torch.Generator().manual_seed(0))
+        return output
+
+    handle = m.backbone.bert.encoder.layer[-1].register_forward_hook(hook)
+    out = m(**batch)
+    handle.remove()
+    assert torch.equal(head_out[1], head_out[0]) and torch.equal(out.head_loss, base.head_loss)
+    m.train()
+    m(**batch).head_loss.backward()
+    assert m.head_cls_constant.grad is not None and m.head_cls_constant.grad.abs().sum() > 0
+    assert m.condenser_config()["head_cls"] == "constant" and "head_cls" not in make_condenser().condenser_config()
+    m.eval().save_pretrained(tmp_path)
+    loaded = Condenser.from_pretrained(tmp_path).eval()
+    assert loaded.head_cls == "constant" and torch.equal(loaded.head_cls_constant, m.head_cls_constant)
+    with torch.no_grad():
+        assert torch.equal(loaded(**batch).head_loss, m(**batch).head_loss)
+    with pytest.raises(ValueError, match="head_cls"):
+        make_condenser(head_cls="mean")
+
+
+def test_the_reliance_gauge_reads_zero_for_the_no_bottleneck_control():
+    """What the control is for: its head cannot read [CLS], so swapping in another document's
+    [CLS] changes nothing and the reliance gauge reads exactly 0."""
+    from condenser_lite.modeling.gauges import cls_reliance_gauge
+    from toy_models import make_batch as mb
+
+    m = make_condenser(head_cls="constant").eval()
+    batches = [{**mb(seed=s), "doc_id": torch.arange(4) + 4 * s} for s in range(2)]
+    g = cls_reliance_gauge(m, [batches])
+    assert g["own_loss"] == pytest.approx(g["ablated_loss"], abs=1e-6) and g["reliance"] in (0.0, None)
+    assert g["own_loss"] == pytest.approx(g["zero_loss"], abs=1e-6)
