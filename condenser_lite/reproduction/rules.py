@@ -399,9 +399,8 @@ MODIFIED_CHOICE_SEEDS = (42, 43)
 EQUAL_FLOPS_RATIO = 1.8196
 EQUAL_FLOPS_STEPS = round(3000 * EQUAL_FLOPS_RATIO)
 FLOPS_MATCH = 0.05  # the equal-compute control counts as matched where its FLOPs are within 5%
-# The commit that fixed version 2 (its message starts "Pre-register: rules version 2"); None until
-# the commit after it records it.
-RULES_V2_COMMIT: str | None = None
+# The commit that fixed version 2 (its message starts "Pre-register: rules version 2").
+RULES_V2_COMMIT: str | None = "d199379665bfdfdfb7ae2d9fb9cddeca5f60843a"
 RULES_V2 = ("rules version 2: the pre-trained model as the unit, fine-tuning seeds averaged; one-sided paired "
             f"t-test at {ALPHA_ONE_SIDED:.0%} over pre-training seeds, Welch's where unpaired"
             + (f" (commit {RULES_V2_COMMIT[:7]})" if RULES_V2_COMMIT else ""))
