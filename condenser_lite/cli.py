@@ -316,6 +316,23 @@ def _experiments(args: argparse.Namespace) -> None:
     print(f"wall time {results['wall_time']['total']:.0f}s; results: {args.out or 'the cache (pass --out)'}")
 
 
+def _merge(args: argparse.Namespace) -> None:
+    from pathlib import Path
+
+    from .reproduction.merge import merge_results, read_part
+    from .reproduction.protocol import check_out_path
+    from .reproduction.scorecard import format_scorecard
+
+    parts = [read_part(p) for p in args.parts]
+    check_out_path(args.out, (parts[0].get("preset") or {}).get("name"))
+    merged = merge_results(parts, names=[str(p) for p in args.parts],
+                           command=shlex.join(["python", "-m", "condenser_lite", *args.argv]))
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(merged, indent=1))
+    print(format_scorecard(merged))
+    print(f"merged {len(parts)} parts, pre-training seeds {merged['pretraining_seeds']}: {args.out}")
+
+
 def _release(args: argparse.Namespace) -> None:
     import os
     from pathlib import Path
@@ -440,6 +457,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="the folder (default: results/checkpoints/<preset>/)")
     p.add_argument("--replace", action="store_true", help="replace the checkpoints already in that folder")
     p.set_defaults(handler=_release)
+
+    p = sub.add_parser("merge", parents=[common], help="one results file from runs of a preset on different "
+                       "pre-training seeds (experiments --set pretrain_seeds=[...] --out part.json)")
+    p.add_argument("parts", nargs="+", help="the parts' results files")
+    p.add_argument("--out", required=True, help="the merged results file (e.g. results/small.json)")
+    p.set_defaults(handler=_merge)
     return ap
 
 

@@ -488,38 +488,10 @@ def _assemble(preset: Preset, stages: dict, task: Task, bm25: dict, before: dict
         if others:
             arms[arm]["other_pretraining_seeds"] = others
     heldout_set = stages[(needed_arms(preset.arms, dict(preset.pretrained or {}))[0], ps0)].get("heldout_set")
-    spread = ("fine-tuning seeds only (training-set sample, data order, negatives, dropout): every arm is "
-              "pre-trained once, with seed %d" % ps0 if len(pseeds) == 1 else
-              "fine-tuning seeds and, for the main arms (%s), pre-training seeds %s (every fine-tuning seed "
-              "on every pre-trained checkpoint); the ablations are pre-trained with seeds %s"
-              % (", ".join(a for a in preset.arms if a not in ABLATION_ARMS), ", ".join(map(str, pseeds)),
-                 ", ".join(map(str, pseeds[:preset.ablation_pretrain_seeds]))))
-    notes = [
-        f"The seed spread covers {spread}.",
-        "Arms 2 (bert_cont) and 3 (condenser) both continue arm 1 with a fresh warm-up and linear decay over "
-        "s2_steps; arm 4 and the ablations likewise over s3_steps. The arms take equal steps of the same batch "
-        "size on the same data order: equal steps, not equal compute. " + _compute_note(arms),
-        "Spread = sample standard deviation over seeds; a difference counts when |mean_a - mean_b| > std_a + std_b "
-        "(the mean +- std intervals do not overlap); from a single seed no difference is called.",
-        "Dense models read the first p_max_len tokens of each document; BM25 'full' reads everything, BM25 "
-        "'truncated' reads the same tokens as the dense models.",
-        "Ablations (co_contrastive_only, co_mlm_only) are fine-tuned in round 1 only; the paper's table 4 "
-        "compares retrievers trained with hard negatives.",
-    ]
-    if _single_seed(preset):
-        notes.append(ONE_SEED_WARNING[0].upper() + ONE_SEED_WARNING[1:] + ".")
-    if heldout_set:
-        notes.append(
-            f"Held-out gauges: pre-training never sees {preset.pretraining.heldout_fraction:.0%} of the general "
-            f"corpus's documents; every stage is scored on the same {heldout_set['n_blocks']} masked blocks of them "
-            f"({heldout_set['n_masked']} masked tokens; for coCondenser stages too). The unigram entropy of those "
-            f"tokens is {heldout_set['unigram_entropy']:.2f} nats.")
-    if preset.sts.epochs_full < preset.sts.epochs_low_data or preset.micro_sts_pairs:
-        notes.append(f"STS-b 'full' trains on all {sts_total} pairs for {preset.sts.epochs_full:g} epoch{'' if preset.sts.epochs_full == 1 else 's'} (the "
-                     f"small sizes for {preset.sts.epochs_low_data:g}); the paper trains 4 epochs: subsampled in time.")
+    notes_ = notes(preset, arms, heldout_set, sts_total)
     return {
         "protocol": "condenser_lite.protocol", "version": RESULTS_VERSION, "preset": preset.to_dict(),
-        "seeds": list(preset.seeds), "pretraining_seeds": list(pseeds), "environment": environment(), "notes": notes,
+        "seeds": list(preset.seeds), "pretraining_seeds": list(pseeds), "environment": environment(), "notes": notes_,
         "task": {"name": task.name, "split": task.split, **task.info},
         "train_sizes": sorted({int(label) for arm in r1 for label in r1[arm]}),
         "sts_sizes": sorted({int(label) for arm in sts for label in sts[arm]}),
@@ -534,6 +506,44 @@ def _assemble(preset: Preset, stages: dict, task: Task, bm25: dict, before: dict
         "finetune_wall_time": {arm: {label: [r["wall_time"]["total"] for r in runs] for label, runs in r1[arm].items()}
                                for arm in preset.arms},
     }
+
+
+def notes(preset: Preset, arms: Mapping[str, dict], heldout_set: Mapping | None, sts_total: int) -> list[str]:
+    """The results file's notes on what its numbers mean: the spread, the arms' steps and compute,
+    the rules, what the dense models and BM25 read, the held-out gauges. Chapter 8."""
+    pseeds, ps0 = preset.pretraining_seeds, preset.pretraining_seeds[0]
+    spread = ("fine-tuning seeds only (training-set sample, data order, negatives, dropout): every arm is "
+              "pre-trained once, with seed %d" % ps0 if len(pseeds) == 1 else
+              "fine-tuning seeds and, for the main arms (%s), pre-training seeds %s (every fine-tuning seed "
+              "on every pre-trained checkpoint); the ablations are pre-trained with seeds %s"
+              % (", ".join(a for a in preset.arms if a not in ABLATION_ARMS), ", ".join(map(str, pseeds)),
+                 ", ".join(map(str, pseeds[:preset.ablation_pretrain_seeds]))))
+    out = [
+        f"The seed spread covers {spread}.",
+        "Arms 2 (bert_cont) and 3 (condenser) both continue arm 1 with a fresh warm-up and linear decay over "
+        "s2_steps; arm 4 and the ablations likewise over s3_steps. The arms take equal steps of the same batch "
+        "size on the same data order: equal steps, not equal compute. " + _compute_note(arms),
+        "Spread = sample standard deviation over every run (pre-training and fine-tuning seeds). Verdicts "
+        "(rules version 2): each pre-trained model's fine-tuning runs are averaged into one number, and two arms "
+        "are compared by a one-sided paired t-test at 5% over pre-training seeds; from one pre-trained model a "
+        "side no difference is called.",
+        "Dense models read the first p_max_len tokens of each document; BM25 'full' reads everything, BM25 "
+        "'truncated' reads the same tokens as the dense models.",
+        "Ablations (co_contrastive_only, co_mlm_only) are fine-tuned in round 1 only; the paper's table 4 "
+        "compares retrievers trained with hard negatives.",
+    ]
+    if _single_seed(preset):
+        out.append(ONE_SEED_WARNING[0].upper() + ONE_SEED_WARNING[1:] + ".")
+    if heldout_set:
+        out.append(
+            f"Held-out gauges: pre-training never sees {preset.pretraining.heldout_fraction:.0%} of the general "
+            f"corpus's documents; every stage is scored on the same {heldout_set['n_blocks']} masked blocks of them "
+            f"({heldout_set['n_masked']} masked tokens; for coCondenser stages too). The unigram entropy of those "
+            f"tokens is {heldout_set['unigram_entropy']:.2f} nats.")
+    if preset.sts.epochs_full < preset.sts.epochs_low_data or preset.micro_sts_pairs:
+        out.append(f"STS-b 'full' trains on all {sts_total} pairs for {preset.sts.epochs_full:g} epoch{'' if preset.sts.epochs_full == 1 else 's'} (the "
+                     f"small sizes for {preset.sts.epochs_low_data:g}); the paper trains 4 epochs: subsampled in time.")
+    return out
 
 
 def _compute_note(arms: Mapping[str, dict]) -> str:
