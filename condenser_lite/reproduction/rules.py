@@ -496,11 +496,11 @@ def rules_version(results: Mapping) -> int:
     return int(get_path(results, "provenance", "rules", "version") or 1)
 
 
-def judged_seeds(results: Mapping, arm: str) -> list:
+def judged_seeds(results: Mapping, arm: str, version: int | None = None) -> list:
     """The pre-training seeds on which C0 is judged for ``arm``: every seed, except for the
     modified Condenser under version 2, which is judged only on seeds the choice never saw
-    (not in ``MODIFIED_CHOICE_SEEDS``). Chapter 8."""
+    (not in ``MODIFIED_CHOICE_SEEDS``); ``version``: the rules' version (default: the file's). Chapter 8."""
     seeds = arm_seeds(results, arm)
-    if arm == "condenser_mod" and rules_version(results) >= 2:
+    if arm == "condenser_mod" and (rules_version(results) if version is None else version) >= 2:
         return [s for s in seeds if s not in MODIFIED_CHOICE_SEEDS]
     return seeds

@@ -284,13 +284,13 @@ def _c0_old(results: Mapping) -> dict:
         claim_status([gap_part, cos_part]))
 
 
-def _c0(results: Mapping, arm: str = "condenser") -> dict:
+def _c0(results: Mapping, arm: str = "condenser", version: int = 1) -> dict:
     """C0 by the pre-registered ``c0_rule``: ``arm``'s reliance on every pre-training seed, its late
     MLM loss against BERT-continued's and the cosine half against BERT-continued (C0m for the
     modified Condenser, judged alike)."""
     name = label(arm)
     # rules version 2 judges the modified Condenser on the seeds its choice never saw (judged_seeds)
-    seeds, keep = arm_seeds(results, arm), judged_seeds(results, arm)
+    seeds, keep = arm_seeds(results, arm), judged_seeds(results, arm, version)
     pick = [i for i, s in enumerate(seeds) if s in keep]
     runs = [r for i, r in enumerate(reliance_by_seed(results, arm)) if i in pick]
     held = [r.get("heldout") or {} for i, r in enumerate(pretraining_runs(results, arm)) if i in pick]
@@ -374,7 +374,7 @@ def scorecard(results: Mapping, version: int | None = None) -> list[dict]:
     rules = (RULES_V2 if version >= 2 else PRE_REGISTERED_RULES) if pre_registered(results) else OLD_RULES
     claims.append(_c0(results) if pre_registered(results) else _c0_old(results))
     if MODIFIED_ARM in results.get("arms", {}) and pre_registered(results):
-        claims.append(_c0(results, MODIFIED_ARM))
+        claims.append(_c0(results, MODIFIED_ARM, version))
 
     # C1: Condenser beats both BERT arms, most at the smallest size, gap narrowing with data; and
     # the same claim for the modified Condenser where the run has one (C1m, judged alike).

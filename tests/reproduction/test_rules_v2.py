@@ -138,3 +138,17 @@ def test_the_pooled_rule_of_version_1_calls_better_too_often(committed_component
     sd_b, sd_w, runs = committed_components
     rate = false_better_rate(old_rule, sd_b, sd_w, 2, runs)
     assert rate > ALPHA_ONE_SIDED + 3 * math.sqrt(0.05 * 0.95 / 20000), rate
+
+
+def test_c0m_is_judged_only_on_the_seeds_the_choice_never_saw():
+    from condenser_lite.reproduction.rules import MODIFIED_CHOICE_SEEDS, judged_seeds
+
+    results = {"arms": {"condenser_mod": {"seed": 42, "other_pretraining_seeds": [{"seed": s} for s in (43, 44, 45)]},
+                        "condenser": {"seed": 42, "other_pretraining_seeds": [{"seed": 43}]}},
+               "provenance": {"rules": {"version": 2}}}
+    assert MODIFIED_CHOICE_SEEDS == (42, 43)
+    assert judged_seeds(results, "condenser_mod") == [44, 45]
+    assert judged_seeds(results, "condenser") == [42, 43]  # the faithful arm was never chosen
+    assert judged_seeds(results, "condenser_mod", version=1) == [42, 43, 44, 45]
+    del results["provenance"]  # a file made before version 2 is judged by version 1
+    assert judged_seeds(results, "condenser_mod") == [42, 43, 44, 45]
