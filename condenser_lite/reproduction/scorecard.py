@@ -456,8 +456,7 @@ def _c4(results: Mapping, arm: str, main_m: str, full: str | None) -> dict:
     """C4 (C4m): round 2 with hard negatives mined by the arm's own round-1 retriever improves the
     pre-trained arms without collapse. Chapter 4."""
     retrieval = results.get("retrieval", {})
-    others = [a for a in MAIN_ARMS if a != "condenser"] + ([arm] if arm != "condenser" else [])
-    shown = ["condenser", *others] if arm == "condenser" else [arm, "bert"]
+    shown = list(MAIN_ARMS) if arm == "condenser" else ["bert", arm]
     c4 = {a: _compare(get_path(retrieval, a, "round2", full, main_m), get_path(retrieval, a, "round1", full, main_m))
           for a in shown}
     judged = ("condenser", "cocondenser") if arm == "condenser" else (arm,)
