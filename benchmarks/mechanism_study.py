@@ -26,6 +26,18 @@ at retrieval. The parts (`PARTS`):
   masked (`head_mlm_probability = 0.5`) and predicts all of them, as RetroMAE's decoder
   (Xiao et al., 2022); the backbone's input and late MLM loss stay the faithful ones.
 
+The scaling part asks of the faithful Condenser when its head starts to read [CLS], by the rules
+pre-registered for it (`rules.scaling_trend`, `rules.SCALING_RULE_COMMIT`), on the pre-training
+seeds `rules.SCALING_SEEDS`:
+
+* training length: E0 (3,000 updates), E1 (12,000) and L48 (48,000: sixteen times the preset's),
+  all from the preset's stage-1 models;
+* S1X4: the preset's Condenser stage from a stage 1 four times as long (48,000 updates);
+* W256: the preset's shape at hidden size 256 (FFN 1,024), its own stage 1, the preset's stage.
+
+`--dry-run` times a few updates of every stage a call would train and prints the projection;
+a part run on new seeds joins the seeds the file already has for it.
+
 E3-E5 run as the protocol's `condenser_mod` arm (`Preset.modified_condenser`), so the stage of
 the deviation `rules.choose_modified` picks is the very one a later `experiments --preset
 small` with that modification reuses. The stages are the protocol's own (`arms.pretrain_arm`,
@@ -51,6 +63,10 @@ sys.path.insert(0, str(ROOT))
 SEEDS = (42, 43)
 E1_FACTOR = 4  # E1's Condenser stage and control: four times the preset's (small: 12,000 updates)
 E5_HEAD_MLM_PROBABILITY = 0.5  # RetroMAE's decoder masks 50-70%; the lower end
+L48_FACTOR = 16  # the longest Condenser stage of the training-length series: 48,000 updates in small
+S1_FACTOR = 4  # S1X4's stage 1: four times the preset's (48,000 updates in small)
+W256 = {"hidden_size": 256, "intermediate_size": 1024}  # four heads of 64: the width series' model
+SCALING_PARTS = ("e0", "e1", "l48", "s1x4", "w256")  # the points of the scaling figure
 PARTS = {  # part: (what it is, the preset's changes, the Condenser stage's changes: a deviation if any)
     "e0": ("the preset's Condenser stage", lambda p: {}, None),
     "e1": (f"a Condenser stage {E1_FACTOR} times as long", lambda p: {"s2_steps": E1_FACTOR * p.get("s2_steps")},
@@ -61,7 +77,13 @@ PARTS = {  # part: (what it is, the preset's changes, the Condenser stage's chan
     "e4": ("the head reading the embeddings (skip_from = 0; a deviation)", lambda p: {}, {"skip_from": 0}),
     "e5": (f"the head reading a copy with {E5_HEAD_MLM_PROBABILITY:.0%} of its tokens masked (a deviation)",
            lambda p: {}, {"head_mlm_probability": E5_HEAD_MLM_PROBABILITY}),
+    "l48": (f"a Condenser stage {L48_FACTOR} times as long", lambda p: {"s2_steps": L48_FACTOR * p.get("s2_steps")},
+            None),
+    "s1x4": (f"the preset's Condenser stage from a stage 1 {S1_FACTOR} times as long",
+             lambda p: {"s1_steps": S1_FACTOR * p.get("s1_steps")}, None),
+    "w256": ("the preset's Condenser stage on a model of hidden size 256 (its own stage 1)", lambda p: dict(W256), None),
 }
+SERIES = {"training length": ("e0", "e1", "l48"), "stage-1 length": ("s1x4",), "width": ("w256",)}
 GAUGES = ("mlm_loss", "head_loss", "cls_cosine", "cls_swap_gap", "cls_swap_noise", "cls_reliance",
           "cls_reliance_noise", "cls_reliance_mask_spread", "cls_reliance_zero", "cls_reliance_mean",
           "reliance_own_loss", "reliance_ablated_loss", "reliance_zero_loss", "reliance_mean_loss",
@@ -100,24 +122,98 @@ def summarise(stage: dict) -> dict:
     curve = [{"step": r["step"], **{k[len("eval_"):]: r[k] for k in r if k.startswith("eval_")
                                      and k[len("eval_"):] in GAUGES}}
              for r in stage["log"] if any(k.startswith("eval_") for k in r)]
+    compute = stage.get("compute") or {}
     return {"checkpoint_key": Path(stage["checkpoint"]).name, "steps": stage["steps"], "precision": stage.get("precision"),
             "final": {k: heldout.get(k) for k in GAUGES if k in heldout}, "curve": curve,
-            "cpu_seconds": (stage.get("compute") or {}).get("cpu_seconds"), "wall_seconds": stage.get("wall_time")}
+            "flops": compute.get("flops"), "cpu_seconds": compute.get("cpu_seconds"), "wall_seconds": stage.get("wall_time")}
 
 
-def judge(done: dict, condenser: str, seeds) -> dict:
-    """Per seed the stages' summaries (the part's Condenser under ``"condenser"``), and C0 by the
-    pre-registered rule over the seeds."""
+def per_seed_summaries(done: dict, condenser: str, seeds) -> dict:
+    """Per seed the stages' summaries, the part's Condenser under ``"condenser"``."""
+    return {str(s): {arm: summarise(done[(stage, s)]) for arm, stage in
+                     (("bert", "bert"), ("bert_cont", "bert_cont"), ("condenser", condenser))} for s in seeds}
+
+
+def judge(per_seed: dict) -> dict:
+    """C0 by the pre-registered rule over the seeds of ``per_seed`` (seed order), from the final
+    gauges each summary keeps."""
     from condenser_lite.reproduction.rules import c0_rule, reliance_summary, run_reliance
 
-    per_seed = {str(s): {arm: summarise(done[(stage, s)]) for arm, stage in
-                         (("bert", "bert"), ("bert_cont", "bert_cont"), ("condenser", condenser))} for s in seeds}
-    cond = [done[(condenser, s)]["heldout"] for s in seeds]
-    cont = [done[("bert_cont", s)]["heldout"] for s in seeds]
+    seeds = sorted(per_seed, key=int)
+    cond = [per_seed[s]["condenser"]["final"] for s in seeds]
+    cont = [per_seed[s]["bert_cont"]["final"] for s in seeds]
     reliance = [run_reliance(h) for h in cond]
     c0 = c0_rule([r["reliance"] if r else None for r in reliance], [h["mlm_loss"] for h in cond],
                  [h["mlm_loss"] for h in cont], [h["cls_cosine"] for h in cond], [h["cls_cosine"] for h in cont])
-    return {"per_seed": per_seed, "c0": c0, "reliance": reliance_summary([r or {} for r in reliance])}
+    return {"per_seed": {s: per_seed[s] for s in seeds}, "c0": c0,
+            "reliance": reliance_summary([r or {} for r in reliance])}
+
+
+def scaling(study: dict) -> dict | None:
+    """The scaling part's summary by the pre-registered rules: each point's reliance per seed and
+    its Condenser stage's FLOPs, whether it reads [CLS] (C0's ``relies``), the training-length
+    trend (``rules.scaling_trend``) and the other series against the training-length point of
+    the same length (``rules.unit_test``); None until the training-length series has its three
+    points on the same seeds."""
+    import math
+
+    from condenser_lite.reproduction.rules import run_reliance, scaling_trend, unit_test
+
+    points = {}
+    for part in SCALING_PARTS:
+        entry = study.get(part)
+        if not entry or any(v["condenser"].get("flops") is None for v in entry["per_seed"].values()):
+            continue  # a part summarised before its stages' FLOPs were recorded is re-run for the figure
+        points[part] = {"series": next(s for s, ps in SERIES.items() if part in ps), "steps": None,
+                        "per_seed": {seed: {"reliance": (run_reliance(v["condenser"]["final"]) or {}).get("reliance"),
+                                            "log_flops": math.log10(v["condenser"]["flops"]),
+                                            "steps": v["condenser"]["steps"]}
+                                     for seed, v in entry["per_seed"].items()},
+                        "reads_cls": entry["c0"]["relies"]}
+    length = [p for p in SERIES["training length"] if p in points]
+    seeds = [set(points[p]["per_seed"]) for p in length]
+    if len(length) < len(SERIES["training length"]) or any(s != seeds[0] for s in seeds):
+        return {"points": points, "trend": None}
+    trend = scaling_trend([{"seed": seed, **v} for p in length for seed, v in points[p]["per_seed"].items()])
+    versus = {}
+    for part in ("s1x4", "w256"):
+        if part in points and set(points[part]["per_seed"]) == set(points["e0"]["per_seed"]):
+            order = sorted(points[part]["per_seed"], key=int)
+            get = lambda p: {"seeds": order, "means": [points[p]["per_seed"][s]["reliance"] or 0.0 for s in order]}
+            versus[part] = unit_test(get(part), get("e0"))
+    return {"points": points, "trend": trend, "versus_e0": versus}
+
+
+def estimate(parts: dict, data_dir: str | None, workers: int) -> list[tuple[str, int, float]]:
+    """``(stage, how many, seconds each)`` for every stage the parts would train that the cache
+    lacks, each timed for a few updates on one thread (as the workers run them): the part's stage 1
+    once, its Condenser and control from the probe's checkpoint."""
+    import tempfile
+
+    from condenser_lite.reproduction.arms import arm_config
+    from condenser_lite.reproduction.estimate import stage_seconds, time_stage
+    from condenser_lite.reproduction.jobs import num_threads, quiet
+    from condenser_lite.training.pretraining import stage_done, stage_folder
+
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="mechanism-estimate-") as tmp, quiet(), num_threads(1):
+        for part, (part_set, condenser, seeds) in parts.items():
+            first = arm_config("bert", part_set, None)
+            timing = time_stage(first, Path(tmp) / part / "bert", data_dir)
+            todo = {arm: 0 for arm in ("bert", condenser, "bert_cont")}
+            for s in seeds:
+                s1 = first.replace(seed=s)
+                todo["bert"] += not stage_done(s1, data_dir=data_dir)
+                init = str(stage_folder(s1, data_dir)) if stage_done(s1, data_dir=data_dir) else None
+                for arm in (condenser, "bert_cont"):
+                    todo[arm] += init is None or not stage_done(arm_config(arm, part_set, init).replace(seed=s),
+                                                                data_dir=data_dir)
+            rows.append((f"{part}: stage 1", todo["bert"], stage_seconds(first, timing)))
+            for arm in (condenser, "bert_cont"):
+                cfg = arm_config(arm, part_set, timing["checkpoint"])
+                probe = time_stage(cfg, Path(tmp) / part / arm, data_dir)
+                rows.append((f"{part}: {arm}", todo[arm], stage_seconds(cfg, probe)))
+    return rows
 
 
 def main() -> None:
@@ -128,17 +224,29 @@ def main() -> None:
     ap.add_argument("--data-dir", default=None, help="data mirror (default: $CONDENSER_LITE_DATA or the Hub)")
     ap.add_argument("--preset", default="small", help="the preset whose Condenser is studied")
     ap.add_argument("--out", default=str(ROOT / "results" / "mechanism.json"))
+    ap.add_argument("--dry-run", action="store_true", help="time a few updates of each stage to train, print the "
+                    "projected hours, stop")
     a = ap.parse_args()
 
     from condenser_lite.reproduction.jobs import load_average, run_jobs
     from condenser_lite.reproduction.presets import get_preset
     from condenser_lite.reproduction.results import environment, git, machine, now
-    from condenser_lite.reproduction.rules import MODIFIED_RULE_COMMIT, PRE_REGISTRATION_COMMIT, choose_modified
+    from condenser_lite.reproduction.rules import (MODIFIED_RULE_COMMIT, PRE_REGISTRATION_COMMIT, SCALING_RULE_COMMIT,
+                                                   choose_modified)
 
     out = Path(a.out)
     study = json.loads(out.read_text()) if out.exists() else {}
     preset = get_preset(a.preset)
     seeds = tuple(int(s) for s in a.seeds.split(","))
+    if a.dry_run:
+        parts = {part: (*part_preset(part, preset), seeds) for part in a.only or list(PARTS)}
+        rows = estimate(parts, a.data_dir, a.workers)
+        for name, n, seconds in rows:
+            print(f"  {name:<36} {n} x {seconds / 60:6.1f} min")
+        total = sum(n * s for _, n, s in rows)
+        print(f"  total: {total / 3600:.1f} h of one-thread work, about {total / 3600 / a.workers:.1f} h on "
+              f"{a.workers} workers (stages wait for their stage 1)")
+        return
     env = environment()
     for part in a.only or list(PARTS):
         started, t0, load_start = now(), time.perf_counter(), load_average()
@@ -146,20 +254,28 @@ def main() -> None:
         done = run_jobs(part_jobs(part_set, condenser, seeds, a.data_dir), a.workers,
                         on_done=lambda key, r: print(f"[{part} {time.perf_counter() - t0:7.0f}s] {key}: "
                                                      f"{r['steps']} updates", flush=True))
+        per_seed, part_seeds, before = per_seed_summaries(done, condenser, seeds), list(seeds), []
+        old = study.get(part)
+        if old and not set(old["seeds"]) & set(seeds):  # new seeds join the part's others, each run's record kept
+            per_seed = {**old["per_seed"], **per_seed}
+            part_seeds = sorted({*old["seeds"], *seeds})
+            before = [*old.get("provenance_of_other_seeds", []), {"seeds": old["seeds"], **old["provenance"]}]
         # the tree counts as dirty for any change but this file, which the earlier parts rewrote
         status = git("status", "--porcelain", "--untracked-files=no", "--", ".", f":(exclude){out.resolve()}")
-        study[part] = {"what": PARTS[part][0], "seeds": list(seeds), "modified_condenser": PARTS[part][2],
-                       **judge(done, condenser, seeds),
+        study[part] = {"what": PARTS[part][0], "seeds": part_seeds, "modified_condenser": PARTS[part][2],
+                       **judge(per_seed),
                        "provenance": {"commit": git("rev-parse", "HEAD"), "dirty": None if status is None else bool(status),
                                       "pre_registration_commit": PRE_REGISTRATION_COMMIT,
                                       "command": shlex.join(["python", *sys.argv]), "started": started,
                                       "finished": now(), "wall_seconds": round(time.perf_counter() - t0, 1),
                                       "machine": machine(load_start), "python": env["python"],
-                                      "packages": env["packages"]}}
+                                      "packages": env["packages"], "seeds": list(seeds)},
+                       **({"provenance_of_other_seeds": before} if before else {})}
         print(json.dumps({part: {"c0": study[part]["c0"]["status"], "reliance": study[part]["reliance"]}}, indent=1))
         # the pre-registered choice among the deviations measured so far
         study["modified"] = {**choose_modified({p: v["c0"] for p, v in study.items() if p in PARTS}),
                              "rule_commit": MODIFIED_RULE_COMMIT}
+        study["scaling"] = {**scaling(study), "rule_commit": SCALING_RULE_COMMIT}
         # written after every part, so a later part's failure loses nothing measured before it
         study.update(study="mechanism", preset=preset.name)
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -4,14 +4,16 @@
 * ``presets.py``: every setting, as named presets (``micro``, ``tiny``, ``small``, ``paper``) and
   the stages they define;
 * ``arms.py``: the arms (BERT, BERT-continued, Condenser, coCondenser, the ablations, a modified
-  Condenser) and what the protocol does to each;
+  Condenser and its two controls) and what the protocol does to each;
 * ``tasks.py``: the data the arms are evaluated on;
 * ``jobs.py``: the job runner (one-thread worker processes, results on disk);
 * ``protocol.py``: the whole scaled-down reproduction as one job graph;
+* ``merge.py``: one results file from runs of a preset on different pre-training seeds;
 * ``estimate.py``: the projected wall time, measured before long work;
 * ``results.py``: the results file as evidence: provenance, headline, reading it back;
 * ``rules.py``: the rules that turn numbers into verdicts, the pre-registered ones among them;
-* ``scorecard.py``: the papers' claims C0-C8 (C0m, C1m, C7m for a modified Condenser) and their numbers, judged by those rules;
+* ``scorecard.py``: the papers' claims C0-C8 (and the modified Condenser's C0m-C8m and Am) and their numbers,
+  judged by those rules;
 * ``plots.py``, ``diagrams.py``: the book's figures and tables, and its diagrams;
 * ``release.py``: the committed checkpoints of a run.
 

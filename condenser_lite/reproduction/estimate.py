@@ -162,7 +162,9 @@ def time_stage(cfg: StageConfig, scratch: Path, data_dir: str | None = None,
     return {"per_update": per_update, "setup": setup, "evaluation": evaluation, "checkpoint": str(folder)}
 
 
-def _stage_seconds(cfg: StageConfig, timing: Mapping[str, Any]) -> float:
+def stage_seconds(cfg: StageConfig, timing: Mapping[str, Any]) -> float:
+    """A whole stage's projected seconds from ``time_stage``'s probe: setup, its updates, its
+    held-out evaluations. Chapter 4."""
     steps = _updates(cfg)
     evals = 1 if cfg.eval_every is None else math.ceil(steps / cfg.eval_every)
     return timing["setup"] + steps * timing["per_update"] + evals * timing["evaluation"]
@@ -173,7 +175,7 @@ def estimate_stage(cfg: StageConfig, data_dir: str | None = None, threads: int |
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="condenser-lite-estimate-") as tmp, num_threads(threads), quiet():
         timing = time_stage(cfg, Path(tmp) / "stage", data_dir)
-    part = Part(f"{cfg.method} stage", 1, _stage_seconds(cfg, timing),
+    part = Part(f"{cfg.method} stage", 1, stage_seconds(cfg, timing),
                 f"{timing['per_update']:.3f} s/update x {_updates(cfg)}", serial=True)
     return Estimate(f"{cfg.method} stage", [part], 1, resolve_precision(cfg.mixed_precision),
                     time.perf_counter() - t0, _load_note())
@@ -220,7 +222,7 @@ def estimate_protocol(preset: Preset | str | None = "tiny", data_dir: str | None
                 timings[arm] = time_stage(cfg, scratch / arm, data_dir)
             probes[arm] = timings[arm]["checkpoint"]
             real = arm_config(arm, preset, None) if first else cfg
-            seconds = _stage_seconds(real, timings[arm])
+            seconds = stage_seconds(real, timings[arm])
             todo = [ps for ps in arm_pretrain_seeds(preset, arm) if (arm, ps) not in cached]
             if first:
                 ps0 = preset.pretraining_seeds[0]

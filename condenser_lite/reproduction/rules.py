@@ -504,3 +504,69 @@ def judged_seeds(results: Mapping, arm: str, version: int | None = None) -> list
     if arm == "condenser_mod" and (rules_version(results) if version is None else version) >= 2:
         return [s for s in seeds if s not in MODIFIED_CHOICE_SEEDS]
     return seeds
+
+
+# ---- The faithful Condenser against scale: when does its head start to read [CLS]? ---------------
+#
+# Fixed before the runs it judges (``SCALING_RULE_COMMIT``), for the mechanism study's scaling part
+# (``benchmarks/mechanism_study.py``, parts "l12"/"l48"/"s1x4"/"w256" beside E0 and E1):
+# 1. Each point is a faithful Condenser stage on SCALING_SEEDS with its equal-step BERT-continued
+#    control from the same stage-1 model; its reliance is the gauge's final value (``run_reliance``)
+#    and it "reads [CLS]" where ``c0_rule``'s ``relies`` holds: reliance >= RELIANCE_THRESHOLD on
+#    every seed with the late MLM loss within LATE_LOSS_MARGIN nats of the control's.
+# 2. The x axis is log10 of the Condenser stage's own FLOPs (``accounting.stage_flops``).
+# 3. The trend, for the series "training length" (Condenser stages of 3,000, 12,000 and 48,000
+#    updates from the same stage-1 models): per seed, the least-squares slope of reliance on log10
+#    FLOPs; their mean with a two-sided 95% t-interval over seeds; the line through the mean point
+#    (mean log10 FLOPs, mean reliance) with that slope. Where the interval's lower end is above 0,
+#    the FLOPs at which the line reaches RELIANCE_THRESHOLD, with the interval the slope's limits
+#    give; otherwise the trend is called flat and reported as a bound: the fewest FLOPs at which a
+#    line with the interval's upper slope would reach the threshold (none if that slope is <= 0).
+# 4. The other series (stage 1 four times as long; hidden size 256 with its own stage 1), each at
+#    the preset's Condenser length, are compared with the training-length series' point of the same
+#    length by a one-sided paired t-test over seeds (``unit_test``: is the reliance higher?).
+SCALING_SEEDS = (42, 43, 44)
+SCALING_RULE_COMMIT: str | None = None  # the commit that fixed these rules, recorded by the one after it
+SCALING_CONFIDENCE = 0.95
+
+
+def scaling_trend(points: Sequence[Mapping], threshold: float = RELIANCE_THRESHOLD,
+                  confidence: float = SCALING_CONFIDENCE) -> dict:
+    """The pre-registered trend of reliance against log10 FLOPs (rule 3 above). ``points``: one
+    per seed and stage, ``{"seed", "log_flops", "reliance"}`` (an undefined reliance counts as 0:
+    a head that never trails its backbone reads nothing). Returns per-seed ``slopes``, their
+    ``mean_slope`` and ``slope_interval``, the mean point (``x_mean``, ``r_mean``), ``flat``, and
+    ``crossing_log_flops`` with ``crossing_interval`` (log10 FLOPs; None where no line reaches
+    the threshold) or, for a flat trend, ``bound_log_flops``. Explained on the page "When does the
+    head need [CLS]?" (``notebooks/10_mechanism.md``)."""
+    by_seed: dict[Any, list[tuple[float, float]]] = {}
+    for p in points:
+        by_seed.setdefault(p["seed"], []).append((float(p["log_flops"]), float(p["reliance"] or 0.0)))
+    slopes = {}
+    for seed, xy in by_seed.items():
+        if len({x for x, _ in xy}) < 2:
+            raise ValueError(f"seed {seed} has points at fewer than two FLOPs: no slope")
+        x, y = np.asarray(xy).T
+        slopes[seed] = float(np.polyfit(x, y, 1)[0])
+    s = np.asarray(list(slopes.values()))
+    n = s.size
+    mean = float(s.mean())
+    if n < 2:
+        raise ValueError("the trend needs at least two pre-training seeds")
+    half = float(scipy_stats.t.ppf(0.5 + confidence / 2, n - 1) * s.std(ddof=1) / math.sqrt(n))
+    lo, hi = mean - half, mean + half
+    xs = np.asarray([x for xy in by_seed.values() for x, _ in xy])
+    rs = np.asarray([r for xy in by_seed.values() for _, r in xy])
+    x_mean, r_mean = float(xs.mean()), float(rs.mean())
+
+    def reach(slope: float) -> float | None:
+        return None if slope <= 0 else x_mean + (threshold - r_mean) / slope
+
+    flat = lo <= 0
+    out = {"slopes": {str(k): round(v, 6) for k, v in slopes.items()}, "mean_slope": round(mean, 6),
+           "slope_interval": [round(lo, 6), round(hi, 6)], "confidence": confidence, "x_mean": round(x_mean, 4),
+           "r_mean": round(r_mean, 6), "threshold": threshold, "flat": flat}
+    if flat:
+        return {**out, "crossing_log_flops": None, "crossing_interval": None, "bound_log_flops": reach(hi)}
+    return {**out, "crossing_log_flops": reach(mean), "crossing_interval": [reach(hi), reach(lo)],
+            "bound_log_flops": None}

@@ -1,0 +1,95 @@
+"""The scaling part of the mechanism study: the pre-registered trend of reliance against log
+FLOPs (rules.scaling_trend) checked against a least-squares fit by scipy, and the study's parts
+and summary on made-up gauges (benchmarks/mechanism_study.py)."""
+
+import importlib.util
+import json
+import math
+
+import numpy as np
+import pytest
+from locations import ROOT
+from scipy import stats as scipy_stats
+
+from condenser_lite.reproduction.rules import RELIANCE_THRESHOLD, SCALING_SEEDS, scaling_trend
+
+pytestmark = pytest.mark.unit
+
+
+def study_module():
+    spec = importlib.util.spec_from_file_location("mechanism_study", ROOT / "benchmarks" / "mechanism_study.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def points(slopes, xs=(13.0, 13.6, 14.2), base=0.0):
+    return [{"seed": seed, "log_flops": x, "reliance": base + b * (x - xs[0]) + 0.01 * ((i + k) % 2)}
+            for k, (seed, b) in enumerate(slopes.items()) for i, x in enumerate(xs)]
+
+
+def test_the_trend_is_the_mean_of_per_seed_least_squares_slopes_with_a_t_interval():
+    pts = points({42: 0.10, 43: 0.14, 44: 0.12})
+    trend = scaling_trend(pts)
+    per_seed = {s: scipy_stats.linregress([p["log_flops"] for p in pts if p["seed"] == s],
+                                          [p["reliance"] for p in pts if p["seed"] == s]).slope for s in (42, 43, 44)}
+    assert trend["slopes"] == {str(s): pytest.approx(b, abs=1e-6) for s, b in per_seed.items()}
+    s = np.array(list(per_seed.values()))
+    half = scipy_stats.t.ppf(0.975, 2) * s.std(ddof=1) / math.sqrt(3)
+    assert trend["slope_interval"] == [pytest.approx(s.mean() - half, abs=1e-6), pytest.approx(s.mean() + half, abs=1e-6)]
+    assert not trend["flat"]
+    x = trend["crossing_log_flops"]  # the line through the mean point reaches the threshold there
+    assert trend["r_mean"] + trend["mean_slope"] * (x - trend["x_mean"]) == pytest.approx(RELIANCE_THRESHOLD, abs=1e-4)
+    lo, hi = trend["crossing_interval"]
+    assert lo < x < hi
+
+
+def test_a_flat_trend_is_reported_as_a_bound():
+    trend = scaling_trend(points({42: 0.02, 43: -0.03, 44: 0.01}))
+    assert trend["flat"] and trend["crossing_log_flops"] is None
+    hi = trend["slope_interval"][1]
+    assert trend["bound_log_flops"] == pytest.approx(trend["x_mean"] + (RELIANCE_THRESHOLD - trend["r_mean"]) / hi)
+    nothing = scaling_trend(points({42: -0.05, 43: -0.06, 44: -0.04}))
+    assert nothing["flat"] and nothing["bound_log_flops"] is None  # no slope in the interval rises
+    with pytest.raises(ValueError, match="two pre-training seeds"):
+        scaling_trend(points({42: 0.1}))
+
+
+def test_the_scaling_parts_are_the_registered_points():
+    from condenser_lite.reproduction.presets import get_preset
+
+    study = study_module()
+    small = get_preset("small")
+    assert SCALING_SEEDS == (42, 43, 44)
+    steps = {p: study.part_preset(p, small)[0].pretraining.s2_steps for p in study.SERIES["training length"]}
+    assert steps == {"e0": 3000, "e1": 12000, "l48": 48000}
+    s1x4, arm = study.part_preset("s1x4", small)
+    assert (s1x4.pretraining.s1_steps, s1x4.pretraining.s2_steps, arm) == (48000, 3000, "condenser")
+    w = study.part_preset("w256", small)[0]
+    assert (w.model.hidden_size, w.model.intermediate_size, w.pretraining.s2_steps) == (256, 1024, 3000)
+
+
+def fake_part(flops, reliance_by_seed, relies):
+    per_seed = {}
+    for seed, r in reliance_by_seed.items():
+        own, late = 5.0 - 0.2 * r, 4.8  # ablated 5.0: reliance = (5.0 - own) / (5.0 - late) = r
+        final = {"reliance_own_loss": own, "reliance_ablated_loss": 5.0, "reliance_late_loss": late,
+                 "reliance_zero_loss": 5.0, "reliance_mean_loss": 5.0, "mlm_loss": late, "cls_cosine": 0.5}
+        per_seed[seed] = {"condenser": {"final": final, "flops": flops, "steps": 1},
+                          "bert_cont": {"final": {"mlm_loss": late, "cls_cosine": 0.6}}}
+    return {"seeds": [int(s) for s in per_seed], "per_seed": per_seed, "c0": {"relies": relies}}
+
+
+def test_the_study_summary_reads_the_points_and_fits_the_training_length_series():
+    study = study_module()
+    fake = {"e0": fake_part(1e13, {"42": 0.0, "43": 0.01, "44": 0.0}, False),
+            "e1": fake_part(4e13, {"42": 0.05, "43": 0.08, "44": 0.04}, False),
+            "l48": fake_part(1.6e14, {"42": 0.15, "43": 0.2, "44": 0.12}, False),
+            "w256": fake_part(3e13, {"42": 0.0, "43": 0.0, "44": 0.02}, False)}
+    out = study.scaling(fake)
+    assert set(out["points"]) == {"e0", "e1", "l48", "w256"}
+    assert out["points"]["e1"]["per_seed"]["43"]["reliance"] == pytest.approx(0.08)
+    assert out["trend"]["mean_slope"] > 0 and set(out["versus_e0"]) == {"w256"}
+    assert json.loads(json.dumps(out)) == out  # what the results file stores
+    partial = study.scaling({k: v for k, v in fake.items() if k != "l48"})
+    assert partial["trend"] is None  # the training-length series needs its three points
