@@ -526,7 +526,7 @@ def judged_seeds(results: Mapping, arm: str, version: int | None = None) -> list
 #    the preset's Condenser length, are compared with the training-length series' point of the same
 #    length by a one-sided paired t-test over seeds (``unit_test``: is the reliance higher?).
 SCALING_SEEDS = (42, 43, 44)
-SCALING_RULE_COMMIT: str | None = None  # the commit that fixed these rules, recorded by the one after it
+SCALING_RULE_COMMIT = "9ab310ba47451c5ea041c8ad7c20b7b2cfcfa681"  # the commit that fixed these rules
 SCALING_CONFIDENCE = 0.95
 
 

@@ -43,7 +43,8 @@ def test_compare_and_status_rules():
 PRE_REGISTERED = {PRE_REGISTRATION_COMMIT: ("RELIANCE_THRESHOLD", "LATE_LOSS_MARGIN", "ALPHA", "POWER"),
                   MODIFIED_RULE_COMMIT: ("MODIFIED_FLOOR",),
                   rules.RULES_V2_COMMIT: ("ALPHA_ONE_SIDED", "MODIFIED_CHOICE_SEEDS", "EQUAL_FLOPS_RATIO",
-                                          "FLOPS_MATCH", "RULES_VERSION")}
+                                          "FLOPS_MATCH", "RULES_VERSION"),
+                  rules.SCALING_RULE_COMMIT: ("SCALING_SEEDS", "SCALING_CONFIDENCE", "RELIANCE_THRESHOLD")}
 
 
 def committed_value(commit: str, name: str):
