@@ -22,8 +22,9 @@ HEADLINE = {"mlm_loss", "unigram_entropy", "cls_swap_gap", "cls_swap_noise", "nd
 
 
 def protocol_files() -> list[Path]:
-    """The committed results files the protocol wrote (the study's own files are skipped)."""
-    return [p for p in sorted(RESULTS_DIR.glob("*.json"))
+    """The committed results files the protocol wrote, and the parts a merged one is made of
+    (``results/parts/``: runs on some pre-training seeds); the study's own files are skipped."""
+    return [p for p in [*sorted(RESULTS_DIR.glob("*.json")), *sorted(RESULTS_DIR.glob("parts/*.json"))]
             if json.loads(p.read_text()).get("protocol") == "condenser_lite.protocol"]
 
 
