@@ -13,8 +13,8 @@ Your own data: ``--data`` / ``--task`` take a BEIR name or the path of a folder 
 (``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv``); ``pretrain --corpus`` also takes a
 ``.jsonl`` of documents or a text file with one document per line (README, "Adapt to your own corpus").
 
-Every sub-command reads the same named presets as the notebooks (``presets.PRESETS``: micro,
-tiny, paper/full): ``pretrain --preset tiny`` runs the stage the book's arms run
+Every sub-command reads the same named presets as the notebooks (``presets.PRESETS``; ``--help``
+names them): ``pretrain --preset tiny`` runs the stage the book's arms run
 (``presets.stage_config``), ``finetune`` the same recipe through the same two-round function
 (``finetune.two_round``), ``experiments --preset`` the whole protocol. ``--set key=value``
 overrides any field (``--set lr=1e-4 --set chunk_size=64``; a preset's component fields are
@@ -27,12 +27,14 @@ import argparse
 import dataclasses
 import json
 import logging
+import os
 import re
 import shlex
 import sys
 import types
 import typing
 import warnings
+from pathlib import Path
 from typing import Any
 
 from .data.tevatron import tevatron_name
@@ -45,6 +47,14 @@ from .utils.errors import ConfigError, UserError
 # `--help` answers at once instead of after loading torch, transformers and faiss.
 
 PRESET_NAMES = sorted([*PRESETS, *ALIASES])
+
+
+def preset_list() -> str:
+    """The registry's presets in its order, each with its aliases: ``micro, ..., paper (alias full)``."""
+    aliases = {name: [a for a, target in ALIASES.items() if target == name] for name in PRESETS}
+    return ", ".join(name + (f" (alias {', '.join(aliases[name])})" if aliases[name] else "") for name in PRESETS)
+
+
 METRICS_HELP = ("ir_measures names (nDCG@10 RR@10 R@1000) or Top-k answer accuracy (NQ); default: msmarco RR@10 "
                 "R@1000, nq Top-5 Top-20 Top-100, else nDCG@10 RR@10 R@100")
 
@@ -142,18 +152,72 @@ def stage_config_from_args(args: argparse.Namespace):
 
 def _absolute(source: str) -> str:
     """A data path made absolute (so cache keys and worker processes see one name); names stay."""
-    from pathlib import Path
-
     from .data.beir import is_path
 
     return str(Path(source).expanduser().resolve()) if is_path(source) else source
+
+
+def check_writable(flag: str, path: str | os.PathLike | None, folder: bool = False) -> None:
+    """Refuse, before any work, an output path that cannot be written: one whose folder on the way
+    is a file, a folder without write permission, a file given where a folder is asked for (or an
+    existing file that cannot be replaced). Root writes anywhere, so only the first holds for it."""
+    if path is None:
+        return
+    target = Path(path).expanduser().absolute()
+    if target.exists():
+        if folder and not target.is_dir():
+            raise ConfigError(f"{flag} {path} is a file, not a folder; give a folder path")
+        if not os.access(target, os.W_OK):
+            raise ConfigError(f"{flag} {path} cannot be written (no write permission); choose a path you can write to")
+        return
+    parent = target.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ConfigError(f"{flag} {path}: {parent} is a file, not a folder; choose another path, or move that file")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ConfigError(f"{flag} {path}: {parent} cannot be written (no write permission); choose a folder you can "
+                          "write to")
+
+
+def _model_tokenizer(model: str, lengths: dict[str, int | None]):
+    """The tokenizer of a model folder or Hub id, once the checkpoint is known to be a BERT-family
+    encoder that takes these token ``lengths`` and this tokenizer's ids: a wrong model is refused
+    before any data are read."""
+    from .data.tokenizer import load_tokenizer
+    from .modeling.loading import check_checkpoint, check_lengths, check_vocabulary, encoder_config
+
+    check_checkpoint(model)  # a missing folder is named as the model's, not as its tokenizer's
+    tokenizer = load_tokenizer(model)
+    config = encoder_config(model)
+    check_lengths(config, model, lengths)
+    check_vocabulary(config, tokenizer, model)
+    return tokenizer
+
+
+def _check_head_depth(cfg) -> None:
+    """A Condenser head reads layer ``skip_from`` of the backbone: an ``--init`` with fewer layers
+    is refused before the estimate (the model would refuse it later, with a traceback)."""
+    config = Path(cfg.init or "").expanduser() / "config.json"
+    if cfg.method == "mlm" or cfg.init is None or not config.is_file():
+        return
+    try:
+        layers = json.loads(config.read_text(encoding="utf-8")).get("num_hidden_layers")
+    except (OSError, ValueError, AttributeError):
+        return  # a damaged config: loading the checkpoint names it
+    if isinstance(layers, int) and cfg.skip_from >= layers:
+        raise ConfigError(f"--init {cfg.init} has {layers} layers, but the Condenser head reads layer "
+                          f"skip_from={cfg.skip_from}; pass --set skip_from={layers - 1} (or lower), or an --init with "
+                          "more layers")
 
 
 def _pretrain(args: argparse.Namespace) -> None:
     from .reproduction.estimate import estimate_stage, format_estimate
     from .training.pretraining import pretrain, stage_done
 
+    check_writable("--output-dir", args.output_dir, folder=True)
     cfg = stage_config_from_args(args)
+    _check_head_depth(cfg)
     if args.dry_run or (args.restart or not stage_done(cfg, args.output_dir, args.data_dir)):
         print(format_estimate(estimate_stage(cfg, args.data_dir)), flush=True)
         if args.dry_run:
@@ -204,22 +268,25 @@ def _recipe(args: argparse.Namespace) -> FinetuneConfig:
     """The fine-tuning recipe: ``--preset`` (a preset or a data set's recipe), by default the
     data set's at the papers' scale (msmarco, nq) or the scaled-down book's (BEIR sets)."""
     name = args.preset or (args.data if args.data in RETRIEVAL_RECIPES else "tiny")
+    if name not in PRESETS and name not in ALIASES and name not in RETRIEVAL_RECIPES:
+        raise ConfigError(f"--preset {name}: no such preset or recipe; choose one of {preset_list()} or a data set's "
+                          f"recipe: {', '.join(RETRIEVAL_RECIPES)}")
     return parse_overrides(finetune_recipe(name), args.set)
 
 
 def _finetune(args: argparse.Namespace) -> None:
     from .data.tevatron import sample_queries
-    from .data.tokenizer import load_tokenizer
     from .training.finetune import finetune_round, two_round
 
+    check_writable("--output-dir", args.output_dir, folder=True)
     recipe = _recipe(args)
     for flag, value in (("--max-steps", args.max_steps), ("--train-size", args.train_size)):
         if value is not None and value < 1:  # 0 must not mean "the recipe's"
             raise ConfigError(f"{flag} {value}: give a count >= 1, or leave {flag} out for the recipe's")
+    tok = _model_tokenizer(args.init, {"--set q_max_len": recipe.q_max_len, "--set p_max_len": recipe.p_max_len})
     train = training_set(args.data, args.data_dir, recipe.n_bm25_negatives)
     if args.train_size is not None:
         train = sample_queries(train, args.train_size, seed=args.seed)
-    tok = load_tokenizer(args.init)
     overrides = dict(progress=True, resume=not args.restart)
     if args.max_steps is not None:
         overrides["max_steps"] = args.max_steps
@@ -234,13 +301,14 @@ def _finetune(args: argparse.Namespace) -> None:
 def _encode(args: argparse.Namespace) -> None:
     import numpy as np
 
-    from .data.tokenizer import load_tokenizer
     from .retrieval.biencoder import BiEncoder
     from .retrieval.search import encode_corpus
 
+    check_writable("--out", args.out)
+    tokenizer = _model_tokenizer(args.model, {"--p-max-len": args.p_max_len})
     data = eval_set(args.data, args.split, args.data_dir)
-    embs, ids = encode_corpus(BiEncoder.from_pretrained(args.model), data.corpus, load_tokenizer(args.model),
-                              args.p_max_len, batch_size=args.batch_size)
+    embs, ids = encode_corpus(BiEncoder.from_pretrained(args.model), data.corpus, tokenizer, args.p_max_len,
+                              batch_size=args.batch_size)
     np.savez(args.out, embeddings=embs, ids=np.array(ids))
     print(f"{len(ids)} passages x {embs.shape[1]} dims -> {args.out}")
 
@@ -253,8 +321,6 @@ def _run_tag(args: argparse.Namespace) -> str:
             raise ConfigError(f"--tag {args.tag!r}: a run tag is one word (the file's sixth field); "
                               "e.g. --tag cocondenser-r2")
         return args.tag
-    from pathlib import Path
-
     model = Path(args.model).expanduser()
     name = (model.resolve() if model.is_dir() else model).name  # '.' -> the folder's own name
     return re.sub(r"\s+", "_", name) or "condenser_lite"
@@ -264,10 +330,12 @@ def _search(args: argparse.Namespace) -> None:
     from .retrieval.runfiles import write_trec_run
     from .retrieval.search import evaluate_retriever
 
-    _run_tag(args)  # a bad --tag is refused before the corpus is encoded
+    _run_tag(args)  # a bad --tag, --out or model is refused before the corpus is encoded
+    check_writable("--out", args.out)
+    tokenizer = _model_tokenizer(args.model, {"--q-max-len": args.q_max_len, "--p-max-len": args.p_max_len})
     data = eval_set(args.data, args.split, args.data_dir)
     metrics = metrics_for(args)  # the run is as deep as the deepest of them (--k, at least 100)
-    result = evaluate_retriever(args.model, data, split=args.split, q_max_len=args.q_max_len,
+    result = evaluate_retriever(args.model, data, split=args.split, tokenizer=tokenizer, q_max_len=args.q_max_len,
                                 p_max_len=args.p_max_len, k=args.k, metrics=metrics, batch_size=args.batch_size,
                                 index_type=args.index)
     if args.out:
@@ -301,8 +369,9 @@ def _experiments(args: argparse.Namespace) -> None:
     except ValueError:
         raise ConfigError(f"--seeds {args.seeds!r}: give at least one seed, comma-separated integers, e.g. "
                           "--seeds 0,1,2") from None
-    if args.out is not None:
-        check_out_path(args.out, preset.name)  # before the estimate: a wrong --out costs nothing
+    if args.out is not None:  # before the estimate: a wrong --out costs nothing
+        check_out_path(args.out, preset.name)
+        check_writable("--out", args.out)
     if args.dry_run or not (cached_results(preset, args.data_dir, seeds).exists() and not args.force):
         from .reproduction.estimate import estimate_protocol, format_estimate
 
@@ -317,12 +386,11 @@ def _experiments(args: argparse.Namespace) -> None:
 
 
 def _merge(args: argparse.Namespace) -> None:
-    from pathlib import Path
-
     from .reproduction.merge import merge_results, read_part
     from .reproduction.protocol import check_out_path
     from .reproduction.scorecard import format_scorecard
 
+    check_writable("--out", args.out)
     parts = [read_part(p) for p in args.parts]
     check_out_path(args.out, (parts[0].get("preset") or {}).get("name"))
     merged = merge_results(parts, names=[str(p) for p in args.parts],
@@ -334,11 +402,9 @@ def _merge(args: argparse.Namespace) -> None:
 
 
 def _release(args: argparse.Namespace) -> None:
-    import os
-    from pathlib import Path
-
     from .reproduction.release import export_checkpoints, record_checkpoints
 
+    check_writable("--out", args.out, folder=True)
     path = Path(args.results)
     try:
         results = json.loads(path.read_text(encoding="utf-8"))
@@ -358,7 +424,7 @@ def _release(args: argparse.Namespace) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m condenser_lite", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m condenser_lite", description=f"{__doc__}\nPresets: {preset_list()}.",
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--debug", action="store_true", help="show the traceback of a known error too, and "
                     "transformers' model-loading bar and load report")
@@ -375,9 +441,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--method", choices=["mlm", "condenser", "cocondenser"], default="condenser")
     p.add_argument("--preset", choices=PRESET_NAMES, default="tiny", help="named settings (presets.PRESETS)")
     p.add_argument("--init", help="starting checkpoint folder or Hub id (default: from scratch; paper: the published one)")
-    p.add_argument("--corpus", help="MLM/Condenser: general | wikipedia. coCondenser: the target corpus, scifact (or "
-                   "another BEIR name) | msmarco | wikipedia-nq | a PATH: a BEIR folder, a .jsonl of documents "
-                   "(text, optional title) or a text file with one document per line")
+    p.add_argument("--corpus", help="what to pre-train on. MLM/Condenser: general (default) | wikipedia, or your own "
+                   "corpus as below (held-out gauges still read the general corpus's held-out set). coCondenser: the "
+                   "target corpus, scifact (or another BEIR name) | msmarco | wikipedia-nq | a PATH: a BEIR folder, a "
+                   ".jsonl of documents (text, optional title) or a text file with one document per line")
     p.add_argument("--min-span", type=int, help="coCondenser: shortest span in tokens; a document needs 2 x min_span "
                    "tokens or it is skipped (tiny: 16, paper: 8)")
     p.add_argument("--output-dir", help="default: a cache folder named by the settings' hash")
@@ -397,8 +464,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("finetune", parents=[common], help="fine-tune a dense retriever (round 1, or both rounds with --rounds 2)")
     p.add_argument("--init", required=True, help="pre-trained checkpoint folder or Hub id")
     p.add_argument("--output-dir", required=True)
-    p.add_argument("--preset", help="a preset (micro | tiny | paper) or a data set's recipe (msmarco | nq); "
-                   "default: msmarco / nq for those data sets, tiny otherwise")
+    p.add_argument("--preset", help=f"a preset: {preset_list()}; or a data set's recipe: "
+                   f"{', '.join(RETRIEVAL_RECIPES)}. Default: msmarco / nq for those data sets, tiny otherwise")
     p.add_argument("--rounds", type=int, choices=[1, 2], default=1)
     p.add_argument("--train-size", type=int, help="a seeded sample of this many training queries")
     p.add_argument("--max-steps", type=int, help="stop after this many updates (smoke runs)")

@@ -855,3 +855,148 @@ def test_ctrl_c_during_finetune_then_the_same_command_gives_the_uninterrupted_re
     assert [k for k in whole if not torch.equal(whole[k], cut[k])] == []
     search = ["search", "--data-dir", beir, "--p-max-len", "64", "--model"]
     assert cli([*search, tmp_path / "whole"], capsys)[1] == cli([*search, tmp_path / "cut"], capsys)[1]
+
+
+# ---- inputs readers bring: their corpus, their model folder, their output paths ------------------
+
+def gpt2_folder(retriever: Path, folder: Path) -> Path:
+    """A decoder checkpoint (GPT-2) with a tokenizer beside it: loads, but is no retriever."""
+    from transformers import GPT2Config, GPT2Model
+
+    GPT2Model(GPT2Config(n_layer=1, n_embd=32, n_head=2)).save_pretrained(folder)
+    for f in retriever.iterdir():
+        if f.name.startswith(("tokenizer", "vocab", "special_tokens")):
+            shutil.copy(f, folder / f.name)
+    return folder
+
+
+def test_a_document_without_a_text_key_is_said(beir, retriever, tmp_path, capsys):
+    """Before: a record with no `text` key (or an empty one) was encoded from its title without a word."""
+    root = tmp_path / "mirror"
+    shutil.copytree(beir, root)
+    path = root / "scifact" / "corpus.jsonl"
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    del records[4]["text"]
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    code, _, err = cli(["search", "--model", retriever, "--data-dir", root, "--p-max-len", "64"], capsys)
+    assert code == 0, err
+    assert "warning: 1 of the corpus's 12 documents have no 'text' (e.g. ids ['p4'] at rows [4]): they are " \
+           "encoded from their title alone" in err
+
+
+def test_a_model_of_another_architecture_is_refused(beir, retriever, tmp_path, capsys):
+    """Before: a GPT-2 folder was searched with (exit 0, one score for every document)."""
+    gpt2 = gpt2_folder(retriever, tmp_path / "gpt2")
+    for command in (["search", "--model", gpt2, "--data-dir", beir],
+                    ["finetune", "--init", gpt2, *FINETUNE, "--data-dir", beir, "--output-dir", tmp_path / "ft"]):
+        line = one_error_line(cli(command, capsys))
+        assert f"{gpt2} holds a gpt2 model (GPT2Model), not a BERT-family encoder" in line
+        assert not (tmp_path / "ft").exists()
+
+
+def test_lengths_above_the_models_position_limit_are_one_line(beir, retriever, tmp_path, capsys):
+    """Before: a ValueError traceback (search: after reading the data; finetune: after building
+    the BM25 negatives)."""
+    line = one_error_line(cli(["search", "--model", retriever, "--data-dir", beir, "--p-max-len", "1000"], capsys))
+    assert line == (f"error: --p-max-len=1000 exceeds the position limit of {retriever} (max_position_embeddings="
+                    "128); use 128 or less")
+    line = one_error_line(cli(["finetune", "--init", retriever, *FINETUNE, "--set", "p_max_len=1000", "--data-dir",
+                               beir, "--output-dir", tmp_path / "ft"], capsys))
+    assert "--set p_max_len=1000 exceeds the position limit" in line and not (tmp_path / "ft").exists()
+
+
+def _not_reached(*args, **kwargs):
+    raise AssertionError("the command went on past a bad --out")
+
+
+def test_an_out_path_that_cannot_be_written_is_refused_first(beir, retriever, tmp_path, monkeypatch, capsys):
+    """Before: `experiments` measured its estimate and ran, then a traceback (NotADirectoryError,
+    FileExistsError, PermissionError); `search`, `encode` and `finetune` encoded or trained first."""
+    from condenser_lite.reproduction import estimate, merge, protocol
+
+    monkeypatch.setenv("CONDENSER_LITE_CACHE", str(tmp_path / "cache"))
+    for module, name in ((protocol, "cached_results"), (protocol, "run_protocol"), (estimate, "estimate_protocol"),
+                         (estimate, "estimate_stage"), (merge, "read_part")):
+        monkeypatch.setattr(module, name, _not_reached)
+    blocker = tmp_path / "notes.txt"
+    blocker.write_text("a file where a folder should be")
+    cases = {
+        ("experiments", "--preset", "micro", "--out", blocker / "micro.json"): "--out",
+        ("experiments", "--preset", "micro", "--dry-run", "--out", blocker / "micro.json"): "--out",
+        ("merge", "a.json", "b.json", "--out", blocker / "small.json"): "--out",
+        ("search", "--model", retriever, "--data-dir", beir, "--p-max-len", "64", "--out", blocker / "r.trec"): "--out",
+        ("encode", "--model", retriever, "--data-dir", beir, "--out", blocker / "e.npz"): "--out",
+        ("finetune", "--init", retriever, *FINETUNE, "--data-dir", beir, "--output-dir", blocker / "ft"): "--output-dir",
+        ("pretrain", "--preset", "micro", "--output-dir", blocker / "p"): "--output-dir",
+    }
+    for args, flag in cases.items():
+        line = one_error_line(cli(list(args), capsys))
+        assert line.startswith(f"error: {flag} {blocker}/") and f"{blocker} is a file, not a folder" in line, line
+    if os.geteuid() != 0:  # root writes into a read-only folder anyway
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o555)
+        line = one_error_line(cli(["experiments", "--preset", "micro", "--out", locked / "micro.json"], capsys))
+        assert f"{locked} cannot be written" in line
+
+
+def test_a_run_file_from_another_tool_with_spaces_in_document_ids(retriever, tmp_path, capsys):
+    """Before: `expected 6 fields ..., got 8`, with no fix named; ids with spaces are legal in BEIR."""
+    data = write_beir(tmp_path / "titles", {"p1": "Tour de France:12", "p3": "Mount  Etna"}) / "scifact"
+    run = tmp_path / "other_tool.trec"
+    run.write_text("d1 Q0 Tour de France:12 1 9.5 bm25\nd1 Q0 p0 2 3.0 bm25\n"
+                   "d2\tQ0\tMount  Etna\t1\t8.0\tbm25\nd3 Q0 p11 1 7.0 bm25\n", encoding="utf-8")
+    code, out, err = cli(["evaluate", "--run", run, "--data", data, "--metrics", "RR@2"], capsys)
+    assert code == 0, err
+    assert json.loads(out) == {"RR@2": 1.0}
+    run.write_text("query one Q0 p1 1 9.5 bm25\n")
+    line = one_error_line(cli(["evaluate", "--run", run, "--data", data], capsys))
+    assert "the query id holds whitespace" in line and "%20" in line
+
+
+def test_an_unknown_finetune_preset_is_one_line(beir, retriever, tmp_path, capsys):
+    """Before: a ValueError traceback."""
+    line = one_error_line(cli(["finetune", "--init", retriever, "--data-dir", beir, "--preset", "nosuch",
+                               "--output-dir", tmp_path / "ft"], capsys))
+    assert line == ("error: --preset nosuch: no such preset or recipe; choose one of micro, tiny, small, colab, paper "
+                    "(alias full) or a data set's recipe: msmarco, nq")
+
+
+def test_a_tokenizer_of_another_model_is_refused(beir, retriever, tmp_path, capsys):
+    """Before: `IndexError: index out of range in self` from the embedding layer, a traceback."""
+    from condenser_lite.data.tokenizer import train_wordpiece
+
+    mixed = tmp_path / "mixed"
+    shutil.copytree(retriever, mixed)
+    for f in mixed.iterdir():
+        if f.name.startswith(("tokenizer", "vocab", "special_tokens")):
+            f.unlink()
+    texts = [f"{r['title']} {r['text']}" for r in rows("corpus.jsonl")] + [" ".join(f"w{i}" for i in range(2000))]
+    train_wordpiece(texts * 3, vocab_size=1000, save_dir=mixed, min_frequency=1)  # the model's embeddings: 300
+    for command in (["search", "--model", mixed, "--data-dir", beir, "--p-max-len", "64"],
+                    ["finetune", "--init", mixed, *FINETUNE, "--data-dir", beir, "--output-dir", tmp_path / "ft"]):
+        line = one_error_line(cli(command, capsys))
+        assert f"the tokenizer in {mixed} has" in line and "the model's embeddings hold 300" in line, line
+
+
+def test_a_corpus_line_that_is_not_a_json_object_is_named(tmp_path, capsys):
+    """Before: `cannot read docs.jsonl (ArrowInvalid: JSON parse error: Column() changed from object to
+    string in row 0); the file is cut short or not in its format`."""
+    from condenser_lite.data.beir import load_documents
+
+    path = tmp_path / "docs.jsonl"
+    path.write_text('{"text": "one document"}\n"a string"\n{"text": "another"}\n')
+    with pytest.raises(SchemaError, match=r"docs.jsonl:2 is not a JSON object \('\"a string\"'\); write one object "
+                                          r"a line, such as \{\"text\": \"...\", \"title\": \"...\"\}"):
+        load_documents(path)
+    path.write_text('{"text": "one document"}\n{"text": "cut\n')  # not JSON at all: the parser's reason, as before
+    with pytest.raises(DataSourceError, match=r"docs.jsonl \(ArrowInvalid: JSON parse error.*cut short"):
+        load_documents(path)
+
+
+def test_a_condenser_head_deeper_than_the_init_is_one_line(retriever, tmp_path, capsys):
+    """Before: `ValueError: skip_from=2 must be an int with 0 <= skip_from < num_hidden_layers=2`, a
+    traceback after the estimate started."""
+    line = one_error_line(cli(["pretrain", "--method", "condenser", "--preset", "micro", "--init", retriever,
+                               "--output-dir", tmp_path / "p"], capsys))
+    assert line == (f"error: --init {retriever} has 2 layers, but the Condenser head reads layer skip_from=2; pass "
+                    "--set skip_from=1 (or lower), or an --init with more layers")

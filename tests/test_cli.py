@@ -120,3 +120,17 @@ def test_evaluate_refuses_a_cutoff_deeper_than_the_run(tmp_path, capsys):
     # a run that ranks the whole (12-passage) corpus is complete at any cutoff
     run.write_text("".join(f"d1 Q0 p{i} {i + 1} {12.0 - i} x\n" for i in range(12)))
     main(["evaluate", "--run", str(run), "--metrics", "RR@10", "R@1000", *common])
+
+
+def test_help_lists_the_presets_of_the_registry():
+    """The presets named in `--help` are the registry's, whatever it holds."""
+    from condenser_lite.reproduction.presets import ALIASES, PRESETS
+
+    parser = build_parser()
+    top = " ".join(parser.format_help().split())
+    subs = parser._subparsers._group_actions[0].choices
+    finetune = " ".join(subs["finetune"].format_help().split())
+    for name in [*PRESETS, *ALIASES]:
+        assert name in top and name in finetune
+    assert "micro, tiny, small, colab, paper (alias full)" in top
+    assert "paper/full" not in top and "(micro | tiny | paper)" not in finetune

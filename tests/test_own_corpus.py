@@ -120,3 +120,25 @@ def test_task_cache_key_follows_the_folder_content_not_its_timestamps(tmp_path):
     with (folder / "qrels" / "test.tsv").open("a") as f:
         f.write("q17\td02\t1\n")
     assert data_location(None, str(folder)) != key
+
+
+@pytest.mark.protocol  # pre-trains two short stages
+@pytest.mark.skipif(not MIRROR.exists(), reason="the held-out gauges read the general corpus of ../shared/data")
+def test_pretrain_mlm_and_condenser_on_your_own_corpus(condenser_dir, tmp_path, monkeypatch, capsys):
+    """`pretrain --method mlm|condenser --corpus FILE_OR_FOLDER` trains on those documents (before:
+    a ValueError traceback, only coCondenser read a reader's corpus); the held-out gauges still
+    read the general corpus's held-out set, so they compare with the book's stages."""
+    monkeypatch.setenv("CONDENSER_LITE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("CONDENSER_LITE_DATA", str(MIRROR))
+    lines = tmp_path / "my_text.txt"
+    lines.write_text("\n".join(json.loads(r)["text"] for r in (FOLDER / "corpus.jsonl").read_text().splitlines()))
+    common = ["--init", str(condenser_dir), "--set", "max_steps=2", "--set", "batch_size=4", "--set", "save_every=null",
+              "--set", "eval_blocks=8"]
+    for method, corpus in (("mlm", lines), ("condenser", FOLDER)):
+        out = tmp_path / method
+        main(["pretrain", "--method", method, "--corpus", str(corpus), *common, "--output-dir", str(out)])
+        record = json.loads((out / DONE_FILE).read_text())
+        assert record["steps"] == 2 and record["config"]["corpus"] == str(corpus.resolve())
+        assert str(corpus.resolve()) in record["settings"]["data"]  # the key hashes the reader's corpus
+        assert record["heldout"]["mlm_loss"] > 0 and record["heldout_set"]["sections"] > 0
+    assert "Traceback" not in capsys.readouterr().err

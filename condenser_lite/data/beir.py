@@ -9,14 +9,19 @@ Explained in chapter 4, `notebooks/04_finetune.ipynb` (and chapter 3 for `load_d
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import json
+import logging
 import os
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
+import datasets
+import pyarrow as pa
 import pyarrow.compute as pc
 from datasets import Dataset, Features, Value
 
@@ -147,16 +152,75 @@ def _beir_folder_files(folder: Path, hint: str) -> dict[str, Path]:
     return files  # type: ignore[return-value]
 
 
+@contextlib.contextmanager
+def _quiet_reads() -> Iterator[None]:
+    """Hide datasets' ``Generating train split`` bar, drawn once per file of a folder, unless the
+    library's logger is at DEBUG (``--debug``) or ``HF_DATASETS_DISABLE_PROGRESS_BARS=0`` asks
+    for it; bars drawn outside the reads (the library's own) are left as they were."""
+    if (datasets.are_progress_bars_disabled() or datasets.config.HF_DATASETS_DISABLE_PROGRESS_BARS is False
+            or logging.getLogger("condenser_lite").isEnabledFor(logging.DEBUG)):
+        yield
+        return
+    datasets.disable_progress_bars()
+    try:
+        yield
+    finally:
+        datasets.enable_progress_bars()
+
+
+def _first_bad_json_line(path: Path) -> SchemaError | None:
+    """The first line of a JSON-lines file that is JSON but not an object (a list, a string), as
+    an error naming it; None otherwise (a line that is not JSON at all is the parser's to name).
+    Read only after a failed load."""
+    import gzip
+
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8-sig", errors="replace") as f:
+        for n, line in enumerate(f, start=1):
+            try:
+                value = json.loads(line) if line.strip() else {}
+            except ValueError:
+                return None
+            if not isinstance(value, dict):
+                shown = line.strip() if len(line.strip()) <= 40 else line.strip()[:37] + "..."
+                return SchemaError(f"{path}:{n} is not a JSON object ({shown!r}); write one object a line, such as "
+                                   '{"text": "...", "title": "..."}')
+    return None
+
+
+def _not_a_parse_report(record: logging.LogRecord) -> bool:
+    return not str(record.msg).startswith("Failed to load JSON")
+
+
+def _read_json_lines(spec: DataSpec, path: Path) -> Dataset:
+    """A JSON-lines file through `read_dataset`, quietly; a line that is not a JSON object is named.
+    datasets' own log line about a parse failure is dropped: the error raised here names it."""
+    report = logging.getLogger("datasets.packaged_modules.json.json")
+    report.addFilter(_not_a_parse_report)
+    try:
+        with _quiet_reads():
+            return read_dataset(spec, True, "json", data_files=str(path), split="train")
+    except DataSourceError as err:
+        bad = _first_bad_json_line(path) if path.is_file() and path.stat().st_size else None
+        if bad is None:
+            raise
+        raise bad from err
+    finally:
+        report.removeFilter(_not_a_parse_report)
+
+
 def _read_beir_folder(spec: DataSpec, folder: Path,
                       hint: str) -> tuple[Dataset, Dataset, dict[str, Dataset], dict[str, str]]:
     """A BEIR folder's tables, each file read through `read_dataset` (so an empty, cut-short or
-    non-UTF-8 file is a DataSourceError naming it)."""
+    non-UTF-8 file is a DataSourceError naming it, and a line that is not a JSON object a
+    SchemaError naming the line)."""
     files = _beir_folder_files(folder, hint)
-    corpus = read_dataset(spec, True, "json", data_files=str(files["corpus"]), split="train")
-    queries = read_dataset(spec, True, "json", data_files=str(files["queries"]), split="train")
-    qrels = {role.split("/", 1)[1]: read_dataset(spec, True, "csv", data_files=str(path), delimiter="\t",
-                                                 split="train", **_qrels_layout(path))
-             for role, path in files.items() if role.startswith("qrels/")}
+    corpus = _read_json_lines(spec, files["corpus"])
+    queries = _read_json_lines(spec, files["queries"])
+    with _quiet_reads():
+        qrels = {role.split("/", 1)[1]: read_dataset(spec, True, "csv", data_files=str(path), delimiter="\t",
+                                                     split="train", **_qrels_layout(path))
+                 for role, path in files.items() if role.startswith("qrels/")}
     return corpus, queries, qrels, {k: str(v) for k, v in files.items()}
 
 
@@ -222,7 +286,7 @@ def load_documents(source: str | os.PathLike, data_dir: str | os.PathLike | None
                               "or a text file with one document per line")
     if path.name.endswith((".jsonl", ".jsonl.gz", ".json")):
         spec = DataSpec(path.name, str(path), {}, description=f"documents in {path}")
-        ds = read_dataset(spec, True, "json", data_files=str(path), split="train")
+        ds = _read_json_lines(spec, path)
         check_fields(ds.column_names, ["text"], str(path))
         id_col = "_id" if "_id" in ds.column_names else "docid" if "docid" in ds.column_names else None
         ids = [str(i) if x is None else str(x) for i, x in enumerate(ds[id_col] if id_col else [None] * len(ds))]
@@ -238,6 +302,7 @@ def load_documents(source: str | os.PathLike, data_dir: str | os.PathLike | None
         ids, titles = [str(i) for i in range(len(texts))], [""] * len(texts)
     if not texts:
         raise SchemaError(f"corpus {path} holds no document; write one document per line (or per JSON row)")
+    _check_texts(ids, titles, texts, use="pre-trained on")
     return Dataset.from_dict({"_id": ids, "title": titles, "text": texts})
 
 
@@ -274,7 +339,10 @@ def corpus_columns(corpus: Any, lazy: bool = False) -> tuple[list[str], Sequence
     if hasattr(corpus, "column_names"):  # datasets.Dataset: columnar access is fast
         ids = [str(x) for x in corpus[id_col]]
         if lazy and ids:
-            return ids, corpus["title"] if "title" in names else [""] * len(ids), corpus["text"]
+            titles = corpus["title"] if "title" in names else [""] * len(ids)
+            empty = _blank_rows(corpus)
+            _report_missing_texts(ids, empty, [str(titles[i] or "") for i in empty], len(ids))
+            return ids, titles, corpus["text"]
         texts = [str(x or "") for x in corpus["text"]]
         titles = [str(x or "") for x in corpus["title"]] if "title" in names else [""] * len(ids)
     else:
@@ -289,20 +357,41 @@ def corpus_columns(corpus: Any, lazy: bool = False) -> tuple[list[str], Sequence
 MAX_MISSING_TEXT = 0.5  # share of documents without text above which a corpus is refused
 
 
-def _check_texts(ids: list[str], titles: list[str], texts: list[str]) -> tuple[list[str], list[str], list[str]]:
-    """Say how many documents have no text, and which (their title alone gets encoded); refuse a
+def _check_texts(ids: list[str], titles: list[str], texts: list[str],
+                 use: str = "encoded from") -> tuple[list[str], list[str], list[str]]:
+    """Say how many documents have no text, and which (their title alone gets ``use``d); refuse a
     corpus where most have none (the text is in another field)."""
     empty = [i for i, t in enumerate(texts) if not t.strip()]
-    if empty:
-        where = f"e.g. ids {[ids[i] for i in empty[:5]]} at rows {empty[:5]}"
-        if len(empty) > MAX_MISSING_TEXT * len(texts):
-            raise SchemaError(f"{len(empty)} of the corpus's {len(texts)} documents have no 'text' ({where}); is the "
-                              "text in another field? Each row needs 'text' (and may have 'title')")
-        untitled = sum(1 for i in empty if not titles[i].strip())
-        warnings.warn(f"{len(empty)} of the corpus's {len(texts)} documents have no 'text' ({where}): they are "
-                      "encoded from their title alone" + (f"; {untitled} without a title either, as an empty passage"
-                                                          if untitled else ""), stacklevel=3)
+    _report_missing_texts(ids, empty, [titles[i] for i in empty], len(texts), use)
     return ids, titles, texts
+
+
+def _blank_rows(corpus: Dataset) -> list[int]:
+    """Rows of a ``Dataset`` whose ``text`` is missing (no key, null) or blank, read column-wise
+    from Arrow, so a corpus of millions is checked without a Python string per passage."""
+    column = corpus.with_format("arrow")["text"]  # a selection's rows, in its order
+    if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+        try:
+            column = pc.cast(column, pa.string())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # lists, objects: as text, row by row
+            return [i for i, t in enumerate(corpus["text"]) if not str(t or "").strip()]
+    blank = pc.or_kleene(pc.equal(pc.utf8_length(column), 0), pc.utf8_is_space(column)).fill_null(True)
+    return pc.indices_nonzero(blank).to_pylist()
+
+
+def _report_missing_texts(ids: Sequence[str], empty: list[int], empty_titles: list[str], n: int,
+                          use: str = "encoded from") -> None:
+    if not empty:
+        return
+    where = f"e.g. ids {[ids[i] for i in empty[:5]]} at rows {empty[:5]}"
+    if len(empty) > MAX_MISSING_TEXT * n:
+        raise SchemaError(f"{len(empty)} of the corpus's {n} documents have no 'text' ({where}); is the "
+                          "text in another field? Each row needs 'text' (and may have 'title')")
+    untitled = sum(1 for t in empty_titles if not t.strip())
+    left = "as an empty passage" if use.startswith("encoded") else "nothing to learn from"
+    warnings.warn(f"{len(empty)} of the corpus's {n} documents have no 'text' ({where}): they are "
+                  f"{use} their title alone" + (f"; {untitled} without a title either, {left}" if untitled else ""),
+                  stacklevel=4)
 
 
 def corpus_texts(corpus: Any, wanted: Iterable[str]) -> dict[str, str]:

@@ -18,16 +18,17 @@ import json
 import logging
 import os
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import torch
 from safetensors import SafetensorError
-from transformers import AutoConfig, AutoModel, PreTrainedModel
+from transformers import AutoConfig, AutoModel, PretrainedConfig, PreTrainedModel
+from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES
 from transformers.utils import logging as hf_logging
 
 from ..utils.cache import content_id
-from ..utils.errors import CheckpointError
+from ..utils.errors import CheckpointError, ConfigError
 
 HEAD_FILE = "condenser_head.pt"
 # The authors' checkpoints (github luyug/Condenser, e.g. Hub `Luyu/co-condenser-marco`)
@@ -110,6 +111,22 @@ def _quiet_loading() -> Iterator[None]:
             set_hook(previous)
 
 
+def _check_model_type(model_class, name_or_dir: str | os.PathLike) -> None:
+    """Refuse a local checkpoint of another architecture than ``model_class`` reads (a GPT-2
+    folder as ``BertForMaskedLM``): transformers would load it with random weights and a warning."""
+    want = getattr(getattr(model_class, "config_class", None), "model_type", "")
+    path = Path(name_or_dir).expanduser() / "config.json"
+    if not want or not path.is_file():
+        return
+    try:
+        found = json.loads(path.read_text(encoding="utf-8")).get("model_type")
+    except (OSError, ValueError, AttributeError):
+        return  # a damaged config: from_pretrained's error names it
+    if found and found != want:
+        raise CheckpointError(f"{name_or_dir} holds a {found} model, but {model_class.__name__} needs a {want} "
+                              f"checkpoint; pass a {want} checkpoint folder or Hub id")
+
+
 def from_checkpoint(model_class, name_or_dir: str | os.PathLike, dropped: tuple[str, ...] = (), **kwargs):
     """``model_class.from_pretrained(name_or_dir, **kwargs)`` with errors that name the checkpoint
     (``CheckpointError``: a missing folder, a damaged weights file), without transformers' loading
@@ -118,6 +135,7 @@ def from_checkpoint(model_class, name_or_dir: str | os.PathLike, dropped: tuple[
     only weights that are really missing (left at random initialisation) or unexpected are
     reported, in one warning. Chapter 4."""
     check_checkpoint(name_or_dir)
+    _check_model_type(model_class, name_or_dir)
     try:
         with _quiet_loading():
             model, info = model_class.from_pretrained(name_or_dir, output_loading_info=True, **kwargs)
@@ -147,6 +165,56 @@ def dropout_kwargs(dropout: float | None) -> dict:
     return {"hidden_dropout_prob": dropout, "attention_probs_dropout_prob": dropout}
 
 
+def is_encoder(config: PretrainedConfig) -> bool:
+    """Whether a checkpoint is a BERT-family encoder: a model type pre-trained by masked language
+    modelling (bert, roberta, electra, ...: it reads the text both ways, so the first token's
+    vector can stand for the whole), neither a decoder nor an encoder-decoder. A decoder's first
+    token sees only itself: every passage would get the same vector. Chapter 4."""
+    return (config.model_type in MODEL_FOR_MASKED_LM_MAPPING_NAMES and not getattr(config, "is_decoder", False)
+            and not getattr(config, "is_encoder_decoder", False))
+
+
+def encoder_config(name_or_dir: str | os.PathLike) -> PretrainedConfig:
+    """The config of a checkpoint (an untied retriever's ``query/`` one), or ``CheckpointError``
+    when it cannot be read or is not a BERT-family encoder (``is_encoder``). Chapter 4."""
+    check_checkpoint(name_or_dir)
+    path = Path(name_or_dir).expanduser()
+    source = path / "query" if (path / "query" / "config.json").is_file() and not (path / "config.json").is_file() \
+        else name_or_dir
+    try:
+        config = AutoConfig.from_pretrained(source)
+    except (OSError, ValueError) as err:
+        raise CheckpointError(f"cannot read the config of {name_or_dir} ({type(err).__name__}: {err})") from err
+    if not is_encoder(config):
+        kinds = ", ".join(config.architectures or []) or type(config).__name__
+        raise CheckpointError(f"{name_or_dir} holds a {config.model_type} model ({kinds}), not a BERT-family encoder: "
+                              "a retriever reads the first token's vector of a model that reads the text both ways "
+                              "(bert, roberta, electra, ...); pass a BERT-family checkpoint folder or Hub id")
+    return config
+
+
+def check_lengths(config: PretrainedConfig, name: str | os.PathLike, lengths: Mapping[str, int | None]) -> None:
+    """Refuse (``ConfigError``) token lengths above the model's position limit, each named as
+    given in ``lengths`` (``{"--p-max-len": 512}``, ``{"p_max_len": 512}``). Chapter 4."""
+    limit = getattr(config, "max_position_embeddings", None)
+    over = {k: v for k, v in lengths.items() if v is not None and limit is not None and v > limit}
+    if over:
+        named = " and ".join(f"{k}={v}" for k, v in over.items())
+        raise ConfigError(f"{named} {'exceeds' if len(over) == 1 else 'exceed'} the position limit of {name} "
+                          f"(max_position_embeddings={limit}); use {limit} or less")
+
+
+def check_vocabulary(config: PretrainedConfig, tokenizer, name: str | os.PathLike) -> None:
+    """Refuse (``CheckpointError``) a tokenizer with more tokens than the model has embeddings:
+    its ids beyond them would stop the model with an IndexError mid-run. Chapter 4."""
+    size = getattr(config, "vocab_size", None)
+    if size is not None and len(tokenizer) > size:
+        raise CheckpointError(f"the tokenizer in {name} has {len(tokenizer)} tokens, but the model's embeddings hold "
+                              f"{size} (config vocab_size): the tokenizer files belong to another model. Copy the "
+                              "tokenizer files of the checkpoint the model was trained from into the folder, or save "
+                              "that tokenizer there with tokenizer.save_pretrained(folder)")
+
+
 def load_encoder(name_or_dir: str | os.PathLike, **kwargs) -> PreTrainedModel:
     """The plain encoder of a pre-trained checkpoint (a `BertModel` for BERT/Condenser).
 
@@ -155,15 +223,12 @@ def load_encoder(name_or_dir: str | os.PathLike, **kwargs) -> PreTrainedModel:
     is left out (retrieval uses the raw last-layer CLS).
 
     Dropping a pre-training checkpoint's MLM head is expected here and not reported; weights
-    that are really missing are (``from_checkpoint``).
+    that are really missing are (``from_checkpoint``). A checkpoint that is not a BERT-family
+    encoder is refused (``encoder_config``).
 
     Explained in chapter 4, `notebooks/04_finetune.ipynb`.
     """
-    check_checkpoint(name_or_dir)
-    try:
-        config = AutoConfig.from_pretrained(name_or_dir)
-    except (OSError, ValueError) as err:
-        raise CheckpointError(f"cannot read the config of {name_or_dir} ({type(err).__name__}: {err})") from err
+    config = encoder_config(name_or_dir)  # a decoder (GPT-2, ...) is refused, not searched with
     if config.model_type == "bert":
         kwargs.setdefault("add_pooling_layer", False)
     return from_checkpoint(AutoModel, name_or_dir, ENCODER_DROPS, **kwargs)

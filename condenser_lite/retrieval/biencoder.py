@@ -23,7 +23,7 @@ from torch import nn
 
 from ..data.tokenizer import load_tokenizer
 from ..modeling.gradcache import gather_with_grad, gradient_cache, step_hooks, world_info
-from ..modeling.loading import check_checkpoint, dropout_kwargs, load_encoder
+from ..modeling.loading import check_checkpoint, check_vocabulary, dropout_kwargs, load_encoder
 from ..modeling.losses import retrieval_loss
 from ..utils.devices import default_device
 from ..utils.errors import SchemaError
@@ -258,7 +258,8 @@ def load_model_and_tokenizer(
     if isinstance(model, (str, os.PathLike)):
         check_checkpoint(model)  # a missing folder is named as the model's, not as its tokenizer's
         tokenizer = load_tokenizer(tokenizer if tokenizer is not None else model)
-        model = (model_class or BiEncoder).from_pretrained(model)
+        name, model = model, (model_class or BiEncoder).from_pretrained(model)
+        check_vocabulary(model.config, tokenizer, name)  # else an IndexError in the embeddings, mid-run
         if device is None:
             device = default_device()
     if tokenizer is None:

@@ -2,8 +2,9 @@
 
 A run file has six whitespace-separated fields a line (``qid Q0 docid rank score tag``), so ids
 with whitespace (legal in a BEIR corpus) are percent-encoded on the way out (``trec_id``) and
-decoded on the way in (``from_trec_id``); ``check_run`` refuses a run that does not belong to the
-corpus and split it is scored on. Explained in chapter 4, ``notebooks/04_finetune.ipynb``.
+decoded on the way in (``from_trec_id``); another tool's run with unescaped document ids holding
+whitespace is read too, since its fields stay unambiguous. ``check_run`` refuses a run that does
+not belong to the corpus and split it is scored on. Explained in chapter 4, ``notebooks/04_finetune.ipynb``.
 """
 
 from __future__ import annotations
@@ -68,9 +69,38 @@ def write_trec_run(run: Mapping[str, Mapping[str, float]], path: str | os.PathLi
                 f.write(f"{qid} Q0 {trec_id(d)} {rank} {float(s)!r} {tag}\n")
 
 
+_ITERATION = ("Q0", "0")  # the second field as TREC tools write it
+# qid, the iteration field, the document id (whatever lies between), rank, score, tag
+_LINE = re.compile(r"\s*(\S+)\s+(\S+)\s+(.+?)\s+(\S+)\s+(\S+)\s+(\S+)\s*")
+
+
+def _run_fields(line: str, where: str) -> tuple[str, str, str]:
+    """``(qid, docid, score)`` of a run line, ids decoded. More than six fields are read when the
+    line is unambiguous: another tool's unescaped document id with whitespace (a BEIR id such as
+    ``Tour de France:12``) lies between ``Q0`` and the last three fields, rank, score and tag."""
+    parts = line.split()
+    if len(parts) == 6:
+        return from_trec_id(parts[0]), from_trec_id(parts[2]), parts[4]
+    shape = f"expected 6 fields 'qid Q0 docid rank score tag', got {len(parts)}: {line.strip()!r}"
+    if len(parts) < 6:
+        raise SchemaError(f"{where}: {shape}")
+    if parts[1] not in _ITERATION:
+        raise SchemaError(f"{where}: {shape}; the second field is {parts[1]!r}, not Q0, so the query id holds "
+                          "whitespace and where it ends is ambiguous: write query ids without whitespace, e.g. "
+                          "percent-encoded as write_trec_run does ('query one' -> 'query%20one')")
+    if not re.fullmatch(r"[+-]?\d+", parts[-3]):
+        raise SchemaError(f"{where}: {shape}; the rank {parts[-3]!r} is not an integer, so the fields cannot be told "
+                          "apart: write the run with one-word tags and ids without whitespace (or percent-encoded)")
+    match = _LINE.fullmatch(line)
+    return from_trec_id(match.group(1)), from_trec_id(match.group(3)), match.group(5)
+
+
 def read_trec_run(path: str | os.PathLike) -> dict[str, dict[str, float]]:
     """Read a TREC run file back into ``{qid: {docid: score}}`` (chapter 4), ids decoded by
     ``from_trec_id`` (the original ids of a run ``write_trec_run`` wrote).
+
+    A document id with whitespace that another tool wrote unescaped is read as it is
+    (``_run_fields``); a query id with whitespace is ambiguous and refused.
 
     Refuses, naming the file and line (``SchemaError``): a line without the six fields, a score
     that is not a finite number, a (query, document) pair listed twice (the second would silently
@@ -90,10 +120,7 @@ def read_trec_run(path: str | os.PathLike) -> dict[str, dict[str, float]]:
                                   f"{err.start + 1}); write the run file as UTF-8") from None
         if not line.strip():
             continue
-        parts = line.split()
-        if len(parts) != 6:
-            raise SchemaError(f"{path}:{n}: expected 6 fields 'qid Q0 docid rank score tag', got {len(parts)}: {line.strip()!r}")
-        qid, docid, raw = from_trec_id(parts[0]), from_trec_id(parts[2]), parts[4]
+        qid, docid, raw = _run_fields(line, f"{path}:{n}")
         try:
             score = float(raw)
         except ValueError:

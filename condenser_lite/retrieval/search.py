@@ -85,7 +85,8 @@ def encode(
     encoder = _pick_encoder(model_or_dir, side)
     limit = getattr(encoder.config, "max_position_embeddings", None)
     if limit is not None and max_len > limit:
-        raise ValueError(f"encode: max_len={max_len} exceeds the model's max_position_embeddings={limit}; use max_len <= {limit}")
+        raise ConfigError(f"encode: max_len={max_len} exceeds the model's max_position_embeddings={limit}; use max_len "
+                          f"<= {limit} (command line: --p-max-len / --q-max-len)")
     if device is not None:
         encoder.to(device)
     dev = next(encoder.parameters()).device

@@ -387,12 +387,15 @@ def general_sections(heldout_fraction: float | None, data_dir: str | None = None
 
 
 def general_blocks(cfg: StageConfig, tokenizer, data_dir: str | None = None, corpus: Dataset | None = None):
-    """The general corpus's training sections (held-out documents excluded, ``general_sections``;
-    then the first ``corpus_limit``) packed into ``[CLS] ... [SEP]`` blocks (MLM and Condenser
-    stages). Chapter 2."""
+    """The blocks an MLM or Condenser stage trains on, ``[CLS] ... [SEP]`` packed
+    (``packing.pack_blocks``): the general corpus's training sections (held-out documents
+    excluded, ``general_sections``; then the first ``corpus_limit``), or a reader's own corpus
+    (``cfg.corpus`` a path or a retrieval corpus's name: ``target_documents``), all of it, each
+    title a sentence of its own. Either way the held-out gauges read the general corpus's
+    held-out set, so a stage on your corpus compares with the book's. Chapter 2."""
     if cfg.corpus not in ("general", "wikipedia"):
-        raise ValueError(f"MLM/Condenser stages read corpus='general' (or 'wikipedia' at full scale), got {cfg.corpus!r}")
-    if cfg.corpus == "wikipedia":
+        train = _titled(target_documents(cfg, data_dir))
+    elif cfg.corpus == "wikipedia":
         if cfg.heldout_fraction is not None:
             raise ValueError("held-out evaluation reads the scaled-down general corpus, not streamed Wikipedia: "
                              "set heldout_fraction=None at full scale")
@@ -406,8 +409,17 @@ def general_blocks(cfg: StageConfig, tokenizer, data_dir: str | None = None, cor
     return pack_blocks(train, tokenizer, max_len=cfg.max_len, short_seq_prob=cfg.short_seq_prob, seed=cfg.seed)
 
 
+def _titled(docs: Dataset) -> Dataset:
+    """Documents as one ``text`` each, the title (where there is one) on a line of its own before
+    the text: packing splits sentences at line breaks, so a title never runs into the text."""
+    texts = [f"{title.strip()}\n{text or ''}" if title and title.strip() else text or ""
+             for title, text in zip(docs["title"], docs["text"])]
+    return Dataset.from_dict({"text": texts})
+
+
 def target_documents(cfg: StageConfig, data_dir: str | None = None):
-    """The target search corpus coCondenser pre-trains on (rows with ``title`` and ``text``):
+    """The target search corpus coCondenser pre-trains on, or a reader's own corpus an MLM or
+    Condenser stage does (rows with ``title`` and ``text``):
     ``msmarco`` / ``wikipedia-nq`` (Tevatron's passage collections), a BEIR name, or a path
     (a BEIR folder, a ``.jsonl`` of documents, a text file with one document per line:
     ``beir.load_documents``). Chapter 3."""

@@ -95,3 +95,40 @@ def test_beir_schema_error_names_field_and_file(tmp_path):
     with pytest.raises(data.SchemaError, match="no field 'title'") as err:
         beir.load_beir("scifact", data_dir=tmp_path)
     assert str(d / "corpus.jsonl") in str(err.value)
+
+
+def test_documents_without_text_are_said_however_the_corpus_is_read(tmp_path):
+    """A record without a `text` key, with `text: null` or with blank text: counted and named
+    when a Dataset corpus is read lazily (as `search` and `finetune` read it) and when
+    `pretrain --corpus` reads a .jsonl of documents."""
+    from datasets import Dataset
+
+    rows = [{"_id": f"d{i}", "title": f"title {i}", "text": f"text {i}"} for i in range(6)]
+    rows[1]["text"], rows[3]["text"] = None, "  "
+    corpus = Dataset.from_list(rows)
+    with pytest.warns(UserWarning, match=r"2 of the corpus's 6 documents have no 'text' \(e.g. ids \['d1', 'd3'\]"):
+        ids, _, texts = beir.corpus_columns(corpus, lazy=True)
+    assert ids == [f"d{i}" for i in range(6)] and texts[0] == "text 0"
+    with pytest.warns(UserWarning, match=r"1 of the corpus's 3 documents have no 'text' \(e.g. ids \['d1'\] at "
+                                         r"rows \[2\]"):
+        beir.corpus_columns(corpus.select([4, 0, 1]), lazy=True)  # a selection: rows of the selection
+    path = tmp_path / "docs.jsonl"
+    path.write_text('{"title": "a", "text": "one"}\n{"title": "only a title"}\n{"title": "c", "text": "three"}\n')
+    with pytest.warns(UserWarning, match=r"1 of the corpus's 3 documents have no 'text' \(e.g. ids \['1'\] at rows "
+                                         r"\[1\]\): they are pre-trained on their title alone"):
+        docs = beir.load_documents(path)
+    assert docs["text"] == ["one", "", "three"]
+
+
+def test_reading_a_beir_folder_draws_no_progress_bars(tmp_path, capfd):
+    """datasets' `Generating train split` bar, once per file, said nothing; bars stay on after."""
+    import datasets
+
+    folder = tmp_path / "mine"
+    shutil.copytree(FIXTURES / "bike_beir", folder)
+    with (folder / "corpus.jsonl").open("a") as f:  # new content: datasets generates the split again
+        f.write('{"_id": "fresh", "title": "t", "text": "a document no cache has seen"}\n')
+    capfd.readouterr()
+    beir.load_beir(folder)
+    assert "Generating" not in capfd.readouterr().err
+    assert datasets.is_progress_bar_enabled()

@@ -27,3 +27,17 @@ def test_trec_run_round_trip(tmp_path):
     path.write_text("q1 Q0 d1 1\n")
     with pytest.raises(ValueError, match="6 fields"):
         read_trec_run(path)
+
+
+def test_another_tools_run_with_spaces_in_document_ids(tmp_path):
+    """A BEIR set whose ids are article titles (`Tour de France:12`) in a run another tool wrote
+    unescaped: the query id, Q0 and the last three fields leave the document id unambiguous."""
+    path = tmp_path / "run.trec"
+    path.write_text("q1 Q0 Tour de France:12 1 9.5 bm25\nq1\tQ0\tMount  Etna\t2\t3.0\tbm25\nq2 0 a b 1 1 x\n")
+    assert read_trec_run(path) == {"q1": {"Tour de France:12": 9.5, "Mount  Etna": 3.0}, "q2": {"a b": 1.0}}
+    path.write_text("query one Q0 d1 1 9.5 bm25\n")  # where the query id ends cannot be known
+    with pytest.raises(SchemaError, match=r"run.trec:1: .*the query id holds whitespace.*query%20one"):
+        read_trec_run(path)
+    path.write_text("q1 Q0 d 1 2.0 my run\n")  # a tag with a space: the rank field is not an integer
+    with pytest.raises(SchemaError, match=r"run.trec:1: expected 6 fields.*rank '2.0' is not an integer"):
+        read_trec_run(path)

@@ -256,3 +256,45 @@ def test_continuing_a_saved_head_with_another_shape_is_refused_naming_the_fix():
         build_model(asked, None)
     model = build_model(asked.replace(skip_from=1, n_head_layers=1), None)
     assert (model.skip_from, model.n_head_layers) == (1, 1)
+
+
+def _fixed_tokenizer(tmp_path):
+    from transformers import BertTokenizerFast
+
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *"abcdefghijklmnopqrstuvwxyz", "the", "##s"]
+    (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    return BertTokenizerFast(vocab_file=str(tmp_path / "vocab.txt"))
+
+
+def test_general_stage_keys_stay_as_they_were(tmp_path, monkeypatch):
+    """Stages on the general corpus keep the keys (and cached results) they had before a reader's
+    own corpus could be pre-trained on with MLM or Condenser. Pinned on the local mirror, a fixed
+    vocabulary and bf16 ("auto" resolves by machine)."""
+    from condenser_lite.reproduction.presets import stage_config
+    from condenser_lite.training import pretraining
+
+    monkeypatch.setattr(pretraining, "resolve_precision", lambda precision: "bf16")
+    tok = _fixed_tokenizer(tmp_path)
+    keys = {m: stage_key(stage_config("small", m), tok, str(MIRROR)) for m in ("mlm", "condenser")}
+    assert keys == {"mlm": "5a6830c7c1b8", "condenser": "42d905ab2487"}
+
+
+def test_an_mlm_stage_on_a_readers_corpus_packs_it_and_keys_it_by_content(env, tokenizer_dir, tmp_path):
+    """`pretrain --method mlm|condenser --corpus FILE`: its documents (title as a first sentence)
+    packed as the general corpus is; the key follows the file's content."""
+    from condenser_lite.data.tokenizer import load_tokenizer
+    from condenser_lite.training.pretraining import general_blocks
+
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text("".join(json.dumps({"title": f"Bicycle {i}", "text": "A chain drives the rear wheel. " * 12})
+                            + "\n" for i in range(5)))
+    cfg = tiny(tokenizer_dir, method="mlm", corpus=str(docs), corpus_limit=None)
+    tok = load_tokenizer(tokenizer_dir)
+    blocks = general_blocks(cfg, tok)
+    assert len(blocks) >= 5 and all(len(b["input_ids"]) <= 64 for b in blocks)
+    first = tok.decode(blocks[0]["input_ids"])
+    assert first.startswith("[CLS] bicycle 0 a chain drives")
+    key = stage_key(cfg, tok)
+    with docs.open("a") as f:
+        f.write(json.dumps({"text": "One more document."}) + "\n")
+    assert stage_key(cfg, tok) != key
