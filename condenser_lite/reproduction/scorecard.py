@@ -704,7 +704,9 @@ def _sides(cid: str, path: tuple, arms: Sequence[str]) -> tuple[str, str, str]:
 def claim_rows(claim: Mapping) -> list[dict]:
     """One row per comparison behind a claim, for a table beside the prose: the setting, our two
     numbers, their difference and spread, for the pre-registered claims the smallest difference
-    the run could detect and the paper's effect at our scale, and the verdict. Chapter 8."""
+    the run could detect and the paper's effect at our scale, for a comparison tested over
+    pre-trained models (rules version 2) each model's difference and the one-sided p, and the
+    verdict. Chapter 8."""
     rows = []
     for path, c in _compares(claim.get("ours", {})):
         setting, a, b = _sides(claim["id"], path, claim.get("arms", []))
@@ -714,6 +716,10 @@ def claim_rows(claim: Mapping) -> list[dict]:
         if "mdd" in c:
             row["detectable"] = None if c["mdd"] is None else round(c["mdd"], 3)
             row["paper's effect here"] = None if c.get("expected") is None else round(c["expected"], 3)
+        if "p" in c:  # rules version 2: the test over pre-trained models, and each model's difference
+            row["per pre-trained model (a - b)"] = ", ".join(
+                f"{seed}: {fixed(d, signed=True)}" for seed, d in (c.get("per_seed") or {}).items()) or "unpaired"
+            row["p (one-sided)"] = None if c["p"] is None else round(c["p"], 3)
         row["verdict"] = c["verdict"]
         rows.append(row)
     return rows

@@ -196,3 +196,9 @@ def test_rules_version_2_run_with_the_modified_condenser_and_its_controls(tokeni
     for c in claims.values():
         assert {c["status"], c["verdict"]} <= set(STATUSES), (c["id"], c["status"])
     assert set(claims["Am"]["ours"]["settings"]) >= {"nDCG@10 at 8 training queries"}
+    from condenser_lite.reproduction.scorecard import claim_rows
+
+    rows = claim_rows(claims["C1m"])
+    for r in rows:  # each pre-trained model's difference and the test over them
+        assert r["per pre-trained model (a - b)"].startswith("42: ") and ", 44: " in r["per pre-trained model (a - b)"]
+        assert 0 <= r["p (one-sided)"] <= 1
