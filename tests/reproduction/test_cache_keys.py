@@ -13,8 +13,7 @@ from condenser_lite.reproduction.arms import arm_config
 from condenser_lite.reproduction.presets import get_preset
 from condenser_lite.training.pretraining import stage_key
 
-pytestmark = [pytest.mark.protocol,
-              pytest.mark.skipif(not MIRROR.exists(), reason="local data mirror ../shared/data not found")]
+needs_mirror = pytest.mark.skipif(not MIRROR.exists(), reason="local data mirror ../shared/data not found")
 
 
 def recorded_stage_1() -> list[tuple[str, dict, int, str]]:
@@ -33,6 +32,8 @@ def recorded_stage_1() -> list[tuple[str, dict, int, str]]:
     return rows
 
 
+@pytest.mark.protocol
+@needs_mirror
 @pytest.mark.parametrize("where, changes, seed, folder", recorded_stage_1(),
                          ids=lambda x: str(x) if not isinstance(x, dict) else ",".join(x) or "small")
 def test_the_recorded_stage_1_keys_are_todays(where, changes, seed, folder, monkeypatch):
