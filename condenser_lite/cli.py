@@ -402,16 +402,12 @@ def _merge(args: argparse.Namespace) -> None:
 
 
 def _release(args: argparse.Namespace) -> None:
+    from .reproduction.merge import read_part
     from .reproduction.release import export_checkpoints, record_checkpoints
 
     check_writable("--out", args.out, folder=True)
     path = Path(args.results)
-    try:
-        results = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise ConfigError(f"{path}: not a readable results file ({err}); give the file `experiments --out` wrote") from None
-    if not isinstance(results, dict) or results.get("protocol") != "condenser_lite.protocol":
-        raise ConfigError(f"{path} is not a protocol results file; give the file `experiments --out` wrote")
+    results = read_part(path)
     record = export_checkpoints(results, out_dir=args.out, replace=args.replace)
     # the results file gains the record and nothing else; written whole or not at all
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")

@@ -34,14 +34,15 @@ PER_RUN = ("retrieval", "sts", "nb_recall", "loss_curves", "finetune_wall_time")
 
 
 def read_part(path: str | os.PathLike) -> dict:
-    """A part's results file, checked where it enters: a readable protocol results file."""
+    """A results file a command reads (a part to merge, a run to release), checked where it
+    enters: a readable protocol results file. Chapter 8."""
     path = Path(path)
     try:
         results = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
-        raise ConfigError(f"{path}: not a readable results file ({err}); give files `experiments --out` wrote") from None
+        raise ConfigError(f"{path}: not a readable results file ({err}); give a file `experiments --out` wrote") from None
     if not isinstance(results, dict) or results.get("protocol") != "condenser_lite.protocol":
-        raise ConfigError(f"{path} is not a protocol results file; give files `experiments --out` wrote")
+        raise ConfigError(f"{path} is not a protocol results file; give a file `experiments --out` wrote")
     return results
 
 
