@@ -164,7 +164,7 @@ def scaling(study: dict) -> dict | None:
         entry = study.get(part)
         if not entry or any(v["condenser"].get("flops") is None for v in entry["per_seed"].values()):
             continue  # a part summarised before its stages' FLOPs were recorded is re-run for the figure
-        points[part] = {"series": next(s for s, ps in SERIES.items() if part in ps), "steps": None,
+        points[part] = {"series": next(s for s, ps in SERIES.items() if part in ps),
                         "per_seed": {seed: {"reliance": (run_reliance(v["condenser"]["final"]) or {}).get("reliance"),
                                             "log_flops": math.log10(v["condenser"]["flops"]),
                                             "steps": v["condenser"]["steps"]}
@@ -219,7 +219,8 @@ def estimate(parts: dict, data_dir: str | None, workers: int) -> list[tuple[str,
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", choices=sorted(PARTS), action="append", help="run these parts (default: all)")
-    ap.add_argument("--seeds", default=",".join(map(str, SEEDS)), help="pre-training seeds, comma-separated")
+    ap.add_argument("--seeds", help="pre-training seeds, comma-separated (default: 42,43; the scaling parts "
+                    "L48, S1X4 and W256: rules.SCALING_SEEDS)")
     ap.add_argument("--workers", type=int, default=2, help="one-thread worker processes")
     ap.add_argument("--data-dir", default=None, help="data mirror (default: $CONDENSER_LITE_DATA or the Hub)")
     ap.add_argument("--preset", default="small", help="the preset whose Condenser is studied")
@@ -237,9 +238,14 @@ def main() -> None:
     out = Path(a.out)
     study = json.loads(out.read_text()) if out.exists() else {}
     preset = get_preset(a.preset)
-    seeds = tuple(int(s) for s in a.seeds.split(","))
+    from condenser_lite.reproduction.rules import SCALING_SEEDS
+
+    def part_seeds(part: str) -> tuple[int, ...]:
+        if a.seeds:
+            return tuple(int(s) for s in a.seeds.split(","))
+        return SCALING_SEEDS if part in SCALING_PARTS and part not in ("e0", "e1") else SEEDS
     if a.dry_run:
-        parts = {part: (*part_preset(part, preset), seeds) for part in a.only or list(PARTS)}
+        parts = {part: (*part_preset(part, preset), part_seeds(part)) for part in a.only or list(PARTS)}
         rows = estimate(parts, a.data_dir, a.workers)
         for name, n, seconds in rows:
             print(f"  {name:<36} {n} x {seconds / 60:6.1f} min")
@@ -251,18 +257,19 @@ def main() -> None:
     for part in a.only or list(PARTS):
         started, t0, load_start = now(), time.perf_counter(), load_average()
         part_set, condenser = part_preset(part, preset)
+        seeds = part_seeds(part)
         done = run_jobs(part_jobs(part_set, condenser, seeds, a.data_dir), a.workers,
                         on_done=lambda key, r: print(f"[{part} {time.perf_counter() - t0:7.0f}s] {key}: "
                                                      f"{r['steps']} updates", flush=True))
-        per_seed, part_seeds, before = per_seed_summaries(done, condenser, seeds), list(seeds), []
+        per_seed, all_seeds, before = per_seed_summaries(done, condenser, seeds), list(seeds), []
         old = study.get(part)
         if old and not set(old["seeds"]) & set(seeds):  # new seeds join the part's others, each run's record kept
             per_seed = {**old["per_seed"], **per_seed}
-            part_seeds = sorted({*old["seeds"], *seeds})
+            all_seeds = sorted({*old["seeds"], *seeds})
             before = [*old.get("provenance_of_other_seeds", []), {"seeds": old["seeds"], **old["provenance"]}]
         # the tree counts as dirty for any change but this file, which the earlier parts rewrote
         status = git("status", "--porcelain", "--untracked-files=no", "--", ".", f":(exclude){out.resolve()}")
-        study[part] = {"what": PARTS[part][0], "seeds": part_seeds, "modified_condenser": PARTS[part][2],
+        study[part] = {"what": PARTS[part][0], "seeds": all_seeds, "modified_condenser": PARTS[part][2],
                        **judge(per_seed),
                        "provenance": {"commit": git("rev-parse", "HEAD"), "dirty": None if status is None else bool(status),
                                       "pre_registration_commit": PRE_REGISTRATION_COMMIT,

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..utils.errors import ConfigError
 from .protocol import arm_pretrain_seeds, notes
-from .presets import Preset, get_preset
+from .presets import Preset
 from .results import RESULTS_VERSION, git, headline, now
 from .rules import stats
 from .scorecard import scorecard
@@ -193,7 +193,7 @@ def merge_results(parts: Sequence[Mapping], names: Sequence[str] | None = None, 
     parts, names = [parts[i] for i in order], [names[i] for i in order]
     _check_parts(parts, names)
     seeds = tuple(s for p in parts for s in p["pretraining_seeds"])
-    preset = get_preset(Preset(**{**_dataclass_fields(parts[0]["preset"]), "pretrain_seeds": seeds}))
+    preset = Preset(**{**_dataclass_fields(parts[0]["preset"]), "pretrain_seeds": seeds})
     for arm in parts[0]["arms"]:
         have = [s for p in parts if arm in p["arms"] for s in _seeds_of(p, arm)]
         if have != list(arm_pretrain_seeds(preset, arm)):

@@ -483,13 +483,6 @@ def unit_test(a: Mapping, b: Mapping, expected: float | None = None, alpha: floa
             "mdd": round(mdd, 4), "verdict": verdict}
 
 
-def pooled_rule(a_values: Sequence[float], b_values: Sequence[float]) -> str:
-    """Version 1's verdict on two sets of runs pooled over pre-training and fine-tuning seeds
-    (``compare``: better where the difference of means exceeds std_a + std_b): kept to show, in
-    chapter 8 and its test, how often it calls a difference that is not there."""
-    return compare(stats(a_values), stats(b_values))["verdict"]
-
-
 def rules_version(results: Mapping) -> int:
     """The version of the rules a results file was made under (its provenance's ``rules``; files
     made before version 2 carry none and are judged by version 1). Chapter 8."""
