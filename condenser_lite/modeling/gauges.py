@@ -110,15 +110,14 @@ def heldout_mlm_loss(model: nn.Module, batches: Iterable[Mapping[str, torch.Tens
         sums = {"mlm_loss": 0.0, "head_loss": 0.0}
         count = 0
         for batch in batches:
-            out = bert(batch["input_ids"], attention_mask=batch["attention_mask"],
-                       output_hidden_states=skip_from is not None)
-            ce, _ = masked_token_losses(head, out.last_hidden_state, batch["labels"])
+            ids, mask, labels = _inputs(model, batch)
+            out = bert(ids, attention_mask=mask, output_hidden_states=skip_from is not None)
+            ce, _ = masked_token_losses(head, out.last_hidden_state, labels)
             sums["mlm_loss"] += float(ce.sum())
             count += len(ce)
             if skip_from is not None:
-                hh = model.head_forward(out.last_hidden_state[:, :1], out.hidden_states[skip_from][:, 1:],
-                                        batch["attention_mask"])
-                sums["head_loss"] += float(masked_token_losses(head, hh, batch["labels"])[0].sum())
+                hh = model.head_forward(out.last_hidden_state[:, :1], out.hidden_states[skip_from][:, 1:], mask)
+                sums["head_loss"] += float(masked_token_losses(head, hh, labels)[0].sum())
         if count == 0:
             raise ValueError("the held-out batches have no masked token; build them with packing.mlm_eval_batches")
         keys = ("mlm_loss", "head_loss") if skip_from is not None else ("mlm_loss",)
@@ -167,6 +166,13 @@ def _eval_mode(model: nn.Module):
         model.train(was_training)
 
 
+def _inputs(model: nn.Module, batch: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
+    """A held-out batch's ``input_ids``, ``attention_mask`` and ``labels`` on the model's device:
+    the batches stay on the CPU (they are built once and reused), the model may sit on a GPU."""
+    device = next(model.parameters()).device
+    return tuple(batch[k].to(device) for k in ("input_ids", "attention_mask", "labels"))
+
+
 def _require_head(model: nn.Module, name: str) -> None:
     if not hasattr(model, "head_forward") or not hasattr(model, "skip_from"):
         raise TypeError(f"{name} needs a Condenser (head_forward, skip_from), got {type(model).__name__}")
@@ -180,14 +186,15 @@ def head_block_losses(model: nn.Module, batch: Mapping[str, torch.Tensor],
     (early tokens, masks) the same; plus each block's masked-token count. The one procedure behind
     ``cls_swap_gap``, ``cls_reliance_gauge`` and the study's ablations. Chapter 2."""
     bert, mlm = bert_of(model), mlm_head_of(model)
-    ids, mask, labels = batch["input_ids"], batch["attention_mask"], batch["labels"]
+    ids, mask, labels = _inputs(model, batch)
     B = ids.shape[0]
     out = bert(ids, attention_mask=mask, output_hidden_states=True)
     cls, early = out.last_hidden_state[:, :1], out.hidden_states[model.skip_from][:, 1:]
 
     def per_block(hidden):
         ce, row = masked_token_losses(mlm, hidden, labels)
-        return torch.zeros(B, dtype=torch.float64).index_add_(0, row, ce.double()), row
+        row = row.cpu()  # per-block sums on the CPU, where the gauges' statistics run
+        return torch.zeros(B, dtype=torch.float64).index_add_(0, row, ce.double().cpu()), row
 
     late, row = per_block(out.last_hidden_state)
     own, _ = per_block(model.head_forward(cls, early, mask))
@@ -272,14 +279,14 @@ def other_document_partners(doc_ids: torch.Tensor, generator: torch.Generator | 
 
 def _mean_other_cls(pool_cls: torch.Tensor, pool_doc_ids: torch.Tensor, doc_ids: torch.Tensor) -> torch.Tensor:
     """Per block, the mean late [CLS] of the pool's blocks of other documents (a generic [CLS])."""
-    w = (doc_ids[:, None] != pool_doc_ids[None, :]).to(pool_cls.dtype)
+    w = (doc_ids[:, None] != pool_doc_ids[None, :]).to(pool_cls.device, pool_cls.dtype)
     return (w @ pool_cls.flatten(1) / w.sum(1, keepdim=True)).view(len(doc_ids), *pool_cls.shape[1:])
 
 
 def _late_cls_pool(model: nn.Module, batches: Sequence[Mapping[str, torch.Tensor]]) -> tuple[torch.Tensor, torch.Tensor]:
     """Every block's late [CLS] (``[N, 1, H]``, as the head reads it) and document id, over ``batches``."""
     bert = bert_of(model)
-    cls = [bert(b["input_ids"], attention_mask=b["attention_mask"]).last_hidden_state[:, :1] for b in batches]
+    cls = [bert(ids, attention_mask=mask).last_hidden_state[:, :1] for ids, mask, _ in (_inputs(model, b) for b in batches)]
     return torch.cat(cls), torch.cat([b["doc_id"] for b in batches])
 
 
@@ -325,7 +332,8 @@ def cls_reliance_gauge(model: nn.Module, draws: Sequence[Sequence[Mapping[str, t
                 docs = batch["doc_id"]
                 partners = other_document_partners(docs, g, pool_docs)
                 late, own, alt, n = head_block_losses(model, batch, lambda cls: [
-                    pool_cls[partners], torch.zeros_like(cls), _mean_other_cls(pool_cls, pool_docs, docs)])
+                    pool_cls[partners.to(pool_cls.device)], torch.zeros_like(cls),
+                    _mean_other_cls(pool_cls, pool_docs, docs)])
                 for k, v in zip(sums, (late, own, *alt, n)):
                     per[k].append(v)
             for k in sums:
@@ -370,8 +378,8 @@ def cls_cosine(model: nn.Module, batches: Iterable[Mapping[str, torch.Tensor]]) 
     model.eval()
     try:
         bert = bert_of(model)
-        cls = torch.cat([bert(b["input_ids"], attention_mask=b["attention_mask"]).last_hidden_state[:, 0].double()
-                         for b in batches])
+        cls = torch.cat([bert(ids, attention_mask=mask).last_hidden_state[:, 0].double()
+                         for ids, mask, _ in (_inputs(model, b) for b in batches)])
         n = len(cls)
         if n < 2:
             raise ValueError(f"cls_cosine needs at least 2 blocks, got {n}")

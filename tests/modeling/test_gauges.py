@@ -304,3 +304,18 @@ def test_a_batch_of_one_document_takes_its_partners_from_the_other_batches(draws
     assert (pool[p] == 1).all()
     with pytest.raises(SchemaError, match="another document"):
         cls_reliance_gauge(trained(BlindHead), [[{**b, "doc_id": torch.zeros_like(b["doc_id"])} for b in draws[0]]])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU: the held-out batches stay on the CPU")
+def test_gauges_of_a_model_on_a_gpu_match_the_cpus(draws):
+    """Held-out batches live on the CPU; a model trained on a GPU is gauged where it sits, and
+    every gauge a stage logs agrees with the same model's on the CPU."""
+    from condenser_lite.training.pretraining import stage_gauges
+
+    model = trained(Condenser)
+    on_cpu = stage_gauges(model, draws[0], draws[1:])
+    on_gpu = stage_gauges(model.to("cuda"), draws[0], draws[1:])
+    assert on_gpu.keys() == on_cpu.keys()
+    for k in on_cpu:
+        assert on_gpu[k] == pytest.approx(on_cpu[k], rel=1e-3, abs=1e-4), k
+    assert all(t.device.type == "cpu" for b in draws[0] for t in b.values())
