@@ -8,10 +8,17 @@ indexing and scoring.
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Mapping
 from typing import Any
 
-import bm25s
+# bm25s runs a JAX top-k at import wherever JAX is installed (Colab, many GPU images): on a GPU
+# that claims most of the GPU's memory before torch asks for any, or stops the import where JAX's
+# CUDA backend cannot start. BM25 is CPU work here, so JAX stays on the CPU unless the user chose.
+if "jax" not in sys.modules:
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+import bm25s  # noqa: E402
 import datasets
 
 from ..data.beir import BeirData, corpus_columns, load_beir, query_columns

@@ -78,3 +78,19 @@ def test_bm25_scifact_matches_beir():
     assert 0.65 < plain["nDCG@10"] < 0.675 and plain["R@100"] > 0.85  # measured 0.662 / 0.876
     stemmed = evaluate_run(qrels, bm25_search(beir.corpus, queries, k=100, stem=True), ("nDCG@10", "R@100"))
     assert stemmed["nDCG@10"] > plain["nDCG@10"] and stemmed["R@100"] > plain["R@100"]  # measured 0.686 / 0.913
+
+
+@pytest.mark.parametrize("chosen", [None, "cuda"])
+def test_bm25_keeps_jax_on_the_cpu_unless_the_user_chose(chosen):
+    """bm25s runs JAX at import: on a GPU with JAX installed that would take the GPU's memory
+    from torch, so importing the book's BM25 points JAX at the CPU, unless JAX_PLATFORMS is set."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "JAX_PLATFORMS"}
+    if chosen:
+        env["JAX_PLATFORMS"] = chosen
+    code = "import os, condenser_lite.retrieval.bm25; print(os.environ.get('JAX_PLATFORMS'))"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == (chosen or "cpu")
