@@ -901,7 +901,7 @@ def _data_summaries(study: dict) -> dict:
 
 # The study's choice (notebooks/09_study.md): the tiny shape with the fastest levers and no
 # dropout, the best held-out loss per CPU second of the sweep; the long run trains it, and the
-# `small` preset (condenser_lite/presets.py) is sized from it.
+# `small` preset (condenser_lite/reproduction/presets.py) is sized from it.
 RECOMMENDED = BASE.replace(dropout=0.0)
 RECOMMENDATION: dict = {
     "preset": "small",

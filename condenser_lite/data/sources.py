@@ -16,7 +16,7 @@ Decisions worth knowing (the book repeats them):
 
 * Pre-training rows are *sections* of articles, cut and cleaned by `data/wikitext.py` (which also
   says why WikiText's `<unk>` becomes `[UNK]`); the counts of kept and dropped sections are
-  logged and stored as JSON in `dataset.info.description`.
+  logged (once per process) and stored as JSON in `dataset.info.description`.
 * The Wikipedia and news samples of the scaled-down corpus are not on the Hub; without a mirror
   they are downloaded from the gensim repository on GitHub, where they are test data.
 * `full=True` streams the full-scale corpora (`wikimedia/wikipedia` 20231101.en,
@@ -40,7 +40,7 @@ import datasets
 from datasets import Dataset, Features, IterableDataset, Value
 
 from ..utils.cache import content_id
-from ..utils.errors import ConfigError, DataSourceError, SchemaError  # noqa: F401  (data.DataSourceError, as before)
+from ..utils.errors import ConfigError, DataSourceError, SchemaError
 from .wikitext import (
     SectionStats,
     emit_sections,
@@ -118,8 +118,8 @@ REGISTRY: dict[str, DataSpec] = {
         description="STS benchmark (English) sentence pairs, score in [0, 1]",
         license="CC BY-SA 4.0 scores",
     ),
-    # Tevatron's repos are script-based, which `datasets` no longer runs: we read their JSON
-    # files directly (hf://), with the same "json" builder that reads the mirror files.
+    # Tevatron's repos are script-based, which `datasets` 4.0 and later does not run: we read their
+    # JSON files directly (hf://), with the same "json" builder that reads the mirror files.
     "Tevatron/msmarco-passage": DataSpec(
         "Tevatron/msmarco-passage", "Tevatron/msmarco-passage",
         {"train": "msmarco-passage/train.jsonl", "dev": "msmarco-passage/dev.jsonl",
@@ -395,6 +395,22 @@ def _full_generator(source: str, root: str | None) -> Iterator[dict]:
         yield from _TINY_LOADERS[source](mirror)[0]
 
 
+_REPORTED: set[tuple] = set()  # the loading summaries this process has logged
+
+
+def _report_once(source: str, root: Path | None, stats: SectionStats) -> None:
+    """Log one source's kept and dropped counts the first time this process loads it from
+    ``root``: a run loads the corpus once per stage and for the tokenizer and the held-out set,
+    and the counts are the same each time (every load stores them in ``info.description``)."""
+    key = (source, str(root), tuple(sorted(vars(stats).items())))
+    if key in _REPORTED:
+        return
+    _REPORTED.add(key)
+    logger.info("%s: %d documents -> %d sections, %d words (dropped %d short, %d reference-like)",
+                source, stats.documents, stats.sections, stats.words, stats.dropped_short,
+                stats.dropped_boilerplate)
+
+
 def load_pretraining_corpus(sources: Iterable[str] = PRETRAINING_SOURCES,
                             data_dir: str | os.PathLike | None = None,
                             full: bool = False) -> Dataset | IterableDataset:
@@ -405,8 +421,8 @@ def load_pretraining_corpus(sources: Iterable[str] = PRETRAINING_SOURCES,
     of the mirror: `enwiki` (Wikipedia XML export), `news` (Lee corpus), `wikitext`
     (WikiText-2 validation+test). With `full=True` the enwiki and wikitext sources become
     `wikimedia/wikipedia` 20231101.en and WikiText-103 raw, streamed: an `IterableDataset`.
-    Per-source counts (kept and dropped sections, words) are logged and stored as JSON in
-    `dataset.info.description` (tiny scale only).
+    Per-source counts (kept and dropped sections, words) are logged once per process (the first
+    load from each mirror) and stored as JSON in `dataset.info.description` (tiny scale only).
     Explained in chapter 1, `notebooks/01_readiness.ipynb`; used in chapters 2 and 3.
     """
     if isinstance(sources, str) or not tuple(sources):
@@ -425,9 +441,7 @@ def load_pretraining_corpus(sources: Iterable[str] = PRETRAINING_SOURCES,
         r, stats = _TINY_LOADERS[s](root)
         rows += r
         report[s] = vars(stats)
-        logger.info("%s: %d documents -> %d sections, %d words (dropped %d short, %d reference-like)",
-                    s, stats.documents, stats.sections, stats.words, stats.dropped_short,
-                    stats.dropped_boilerplate)
+        _report_once(s, root, stats)
     info = datasets.DatasetInfo(description=json.dumps(report), features=SECTION_FEATURES)
     return Dataset.from_list(rows, features=SECTION_FEATURES, info=info)
 

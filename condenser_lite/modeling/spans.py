@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["tokenize_documents", "SpanPairs", "EpochSpanPairs", "build_span_pairs", "SpanPairCollator"]
+__all__ = ["tokenize_documents", "SpanPairs", "EpochSpanPairs", "SpanPairCollator"]
 
 
 def tokenize_documents(
@@ -90,7 +90,8 @@ class EpochSpanPairs(Sequence):
 
 
 class SpanPairs:
-    """Draws two random spans per document, a fresh draw per epoch: ``pairs(epoch)``.
+    """Draws two random spans per document, a fresh draw per epoch: calling it, ``pairs(epoch)``,
+    gives that epoch's pairs (so the object itself is the training loop's ``data``).
 
     ``documents``: token ids per document (``tokenize_documents``), without special tokens.
     Each span holds at most ``span_len = max_len - 2`` tokens (CLS and SEP are added later). For a
@@ -114,8 +115,9 @@ class SpanPairs:
     of fewer than 16 tokens skipped) instead of the scaled-down default 16.
 
     The draw for an epoch depends only on ``(seed, epoch)`` (its own numpy generator, not the
-    global RNG), so a resumed run sees the same spans. ``pairs(epoch)`` returns a sequence of
-    ``{"spans": [ids_1, ids_2]}`` in document order; the training loop shuffles it.
+    global RNG), so a resumed run sees the same spans. Calling the object, ``pairs(epoch)``, returns
+    that epoch's ``EpochSpanPairs``: a sequence of ``{"spans": [ids_1, ids_2]}`` in document order
+    (``draw(epoch)`` gives the bare span bounds); the training loop shuffles it.
     Explained in chapter 3, ``notebooks/03_cocondenser.ipynb``.
     """
 
@@ -194,14 +196,6 @@ class SpanPairs:
     def __call__(self, epoch: int) -> EpochSpanPairs:
         starts, lens = self.draw(epoch)
         return EpochSpanPairs(self._flat, self._doc_start, starts, lens)
-
-
-def build_span_pairs(
-    documents: Sequence[Sequence[int]], epoch: int, max_len: int = 128, min_span: int = 16, seed: int = 0
-) -> list[dict[str, list[list[int]]]]:
-    """One epoch of span pairs as a plain list (``list(SpanPairs(...)(epoch))``).
-    Explained in chapter 3, ``notebooks/03_cocondenser.ipynb``."""
-    return list(SpanPairs(documents, max_len=max_len, min_span=min_span, seed=seed)(epoch))
 
 
 class SpanPairCollator:

@@ -6,6 +6,7 @@ states and ``state.json`` (the step, the epoch and the settings the run depends 
 filled in a temporary folder and swapped in by renames, so a kill at any moment leaves one
 complete checkpoint; ``state.json`` is written last, so a folder without it is incomplete.
 A damaged or incomplete checkpoint is a ``CheckpointError`` that says how to restart.
+``save_model`` writes a finished model's folder without transformers' progress bar.
 Explained in chapter 2, `notebooks/02_condenser.ipynb` (exact resume), with ``loop.train``.
 """
 
@@ -17,7 +18,7 @@ import pickle
 import random
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import torch
@@ -75,6 +76,34 @@ def save_checkpoint(out_dir: Path, accelerator: Accelerator, model: nn.Module, o
         shutil.rmtree(old)
 
 
+@contextlib.contextmanager
+def no_transformers_bars() -> Iterator[None]:
+    """transformers' progress bars (and huggingface_hub's, which it switches with them) off for the
+    block, as they were afterwards. ``save_pretrained`` draws a "Writing model shards" bar even for
+    the one shard of a small model: after the loop's own bar it only adds noise."""
+    from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+    from transformers.utils import logging as hf_logging
+
+    bars, hub_bars = hf_logging.is_progress_bar_enabled(), not are_progress_bars_disabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if bars:
+            hf_logging.enable_progress_bar()  # turns huggingface_hub's on too
+        if hub_bars:
+            enable_progress_bars()
+        elif bars:
+            disable_progress_bars()
+
+
+def save_model(model: nn.Module, folder: str | Path) -> None:
+    """``model.save_pretrained(folder)`` without transformers' progress bar (``no_transformers_bars``):
+    how a finished stage saves its model. Chapter 2."""
+    with no_transformers_bars():
+        model.save_pretrained(folder)
+
+
 def rng_state() -> dict:
     """Python's, NumPy's and torch's global RNG states as tensors, lists and numbers only, so that
     ``torch.load(weights_only=True)`` reads them back: a checkpoint never needs a full pickle, which
@@ -87,25 +116,16 @@ def rng_state() -> dict:
             "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
 
 
-# An older rng.pt holds NumPy's key array as an ndarray: these rebuild an array and nothing else,
-# so such checkpoints still resume, read with weights_only=True.
-_reconstruct = (np._core if hasattr(np, "_core") else np.core).multiarray._reconstruct  # NumPy 2 / 1
-_NUMPY_ARRAY_GLOBALS = [np.ndarray, np.dtype, type(np.dtype(np.uint32)), _reconstruct,
-                        (_reconstruct, "numpy.core.multiarray._reconstruct")]  # as NumPy 1 named it
-
-
 def restore_rng(ckpt: Path) -> None:
-    """Set the global RNGs to the states of ``ckpt``'s ``rng.pt`` (``rng_state``'s, or an older
-    version's), if it has one; a file holding anything else is refused (``load_part``)."""
+    """Set the global RNGs to the states ``rng_state`` saved in ``ckpt``'s ``rng.pt``, if it has
+    one (exact resume does not need it); a file holding anything else is refused (``load_part``)."""
     if not (ckpt / RNG_FILE).exists():
         return
-    allow = getattr(torch.serialization, "safe_globals", None)  # torch >= 2.5; before, old files are refused
-    with allow(_NUMPY_ARRAY_GLOBALS) if allow else contextlib.nullcontext():
-        rng = load_part(ckpt, RNG_FILE)
+    rng = load_part(ckpt, RNG_FILE)
     version, keys, gauss = rng["python"]
-    random.setstate((version, tuple(np.asarray(keys).tolist()), gauss))
+    random.setstate((version, tuple(keys.tolist()), gauss))
     name, np_keys, *rest = rng["numpy"]
-    np.random.set_state((name, np.asarray(np_keys).astype(np.uint32), *rest))
+    np.random.set_state((name, np_keys.numpy().astype(np.uint32), *rest))
     torch.set_rng_state(rng["torch"])
     if rng["cuda"] and torch.cuda.is_available() and len(rng["cuda"]) == torch.cuda.device_count():
         torch.cuda.set_rng_state_all(rng["cuda"])

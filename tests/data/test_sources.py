@@ -112,6 +112,18 @@ def test_pretraining_sources_subset_and_unknown(mirror):
         data.load_pretraining_corpus("enwiki")
 
 
+def test_loading_summary_is_logged_once_per_process(mirror, caplog, monkeypatch):
+    """A run loads the corpus at every stage; its per-source counts are logged the first time
+    only, and every load still carries them in ``info.description``."""
+    monkeypatch.setattr(data, "_REPORTED", set())
+    with caplog.at_level("INFO", logger=data.logger.name):
+        first, second = data.load_pretraining_corpus(["news"]), data.load_pretraining_corpus(["news"])
+    lines = [r.getMessage() for r in caplog.records if "documents ->" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].startswith("news: 300 documents -> 300 sections, ")
+    assert json.loads(first.info.description) == json.loads(second.info.description)
+    assert json.loads(second.info.description)["news"]["documents"] == 300
+
+
 # ---- errors that say what to do ----------------------------------------------------------------
 
 def test_offline_without_mirror_names_hub_id_and_fix(offline):
