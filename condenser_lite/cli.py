@@ -213,6 +213,7 @@ def _check_head_depth(cfg) -> None:
 
 def _pretrain(args: argparse.Namespace) -> None:
     from .reproduction.estimate import estimate_stage, format_estimate
+    from .reproduction.health import stage_check
     from .training.pretraining import pretrain, stage_done
 
     check_writable("--output-dir", args.output_dir, folder=True)
@@ -222,9 +223,10 @@ def _pretrain(args: argparse.Namespace) -> None:
         print(format_estimate(estimate_stage(cfg, args.data_dir)), flush=True)
         if args.dry_run:
             return
-    # documents too short for two coCondenser spans are warned about (one line, on stderr)
+    # documents too short for two coCondenser spans are warned about (one line, on stderr);
+    # every held-out evaluation is judged against the committed runs (one line each)
     out = pretrain(cfg, output_dir=args.output_dir, data_dir=args.data_dir, progress=True,
-                   restart=args.restart)
+                   restart=args.restart, check=stage_check(cfg))
     print(out)
 
 

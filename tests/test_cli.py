@@ -134,3 +134,13 @@ def test_help_lists_the_presets_of_the_registry():
         assert name in top and name in finetune
     assert "micro, tiny, small, colab, paper (alias full)" in top
     assert "paper/full" not in top and "(micro | tiny | paper)" not in finetune
+
+
+@pytest.mark.parametrize("setting", ["max_steps=0", "grad_accum=0"])
+def test_a_stage_of_no_updates_is_refused_before_the_estimate(setting, capsys):
+    """``--set max_steps=0`` would be estimated as nothing to do and fail after loading the data:
+    refused at once, one line naming the setting."""
+    with pytest.raises(SystemExit, match="^1$"):
+        main(["pretrain", "--preset", "small", "--method", "mlm", "--set", setting, "--dry-run"])
+    captured = capsys.readouterr()
+    assert f"StageConfig.{setting.split('=')[0]}=0 must be > 0" in captured.err and "estimate" not in captured.out

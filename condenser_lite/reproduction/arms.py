@@ -49,6 +49,7 @@ from ..training.pretraining import StageConfig, pretrain, read_log
 from ..training.similarity import evaluate_sts, finetune_sts, sample_pairs
 from ..utils.cache import LOCK_FILE, cache_dir, run_cached, settings_hash
 from ..utils.devices import resolve_precision
+from .health import stage_check
 from .presets import Preset, get_preset, stage_config
 from .registry import ARMS, MODIFIED_ARM, PARENT
 from .rules import EQUAL_FLOPS_RATIO
@@ -113,7 +114,8 @@ def pretrain_arm(arm: str, preset: Preset | str | None = None, init: str | None 
     "wall_time", "config", "log", "heldout", "heldout_set", "compute", "seed"}``: ``log`` holds the
     per-step losses and, at evaluation steps, the held-out gauges (``eval_*``); ``heldout`` the
     final gauges, ``heldout_set`` the evaluation set's counts and unigram entropy, ``compute``
-    the stage's own cost (``accounting.stage_compute``), ``precision`` what it computed in. An arm in ``preset.pretrained`` is taken
+    the stage's own cost (``accounting.stage_compute``), ``precision`` what it computed in, ``health``
+    its held-out evaluations against the committed runs (``health.stage_check``). An arm in ``preset.pretrained`` is taken
     as it is (nothing measured). Explained in chapter 2 (``notebooks/02_condenser.ipynb``) and chapter 3."""
     preset = get_preset(preset)
     if preset.pretrained and arm in preset.pretrained:
@@ -122,7 +124,7 @@ def pretrain_arm(arm: str, preset: Preset | str | None = None, init: str | None 
     cfg = arm_config(arm, preset, init)
     if seed is not None:
         cfg = cfg.replace(seed=seed)
-    ckpt = pretrain(cfg, data_dir=data_dir, progress=False)
+    ckpt = pretrain(cfg, data_dir=data_dir, progress=False, check=stage_check(cfg))
     record = json.loads((Path(ckpt) / "pretrain_config.json").read_text())
     if cfg.head_mlm_probability and record["compute"] and "head_masked" not in record["compute"]:
         warnings.warn(f"{ckpt} was pre-trained before compute accounting counted the head's own masked copy: its "
@@ -133,7 +135,7 @@ def pretrain_arm(arm: str, preset: Preset | str | None = None, init: str | None 
     return {"checkpoint": str(ckpt), "steps": record["steps"], "wall_time": record["wall_time"],
             "config": record["config"], "log": log, "heldout": record["heldout"],
             "heldout_set": record["heldout_set"], "compute": record["compute"], "seed": cfg.seed,
-            "precision": record["settings"].get("mixed_precision")}
+            "precision": record["settings"].get("mixed_precision"), "health": record.get("health")}
 
 
 def pretrain_arms(preset: Preset | str | None = None, data_dir: str | None = None,

@@ -437,23 +437,28 @@ def plot_sts(results: Mapping, arms: Sequence[str] | None = None, ax=None):
     return fig
 
 
-def plot_pretrain_losses(results: Mapping, arms: Sequence[str] | None = None, window: int = 10, ax=None):
-    """Pre-training loss per step of each arm's own stage (MLM terms only, so the stages are
-    comparable: Condenser's head and late MLM are averaged). Chapter 4."""
-    fig, ax = _fig(ax)
-    for arm in arms or results["arms"]:
-        log = results["arms"][arm].get("pretrain_log") or []
-        if not log:
-            continue
-        if "mlm_loss" in log[0]:
-            ys = [r["mlm_loss"] / 2 for r in log]  # coCondenser stages: head + late MLM
-        elif "head_loss" in log[0]:
-            ys = [(r["head_loss"] + r["late_loss"]) / 2 for r in log]
-        else:
-            ys = [r["loss"] for r in log]
-        ax.plot([r["step"] for r in log], smooth(ys, window), color=color(arm), label=label(arm))
-    ax.set_xlabel("step of the arm's own stage")
-    ax.set_ylabel("MLM loss (nats)")
+def plot_health(reference: Mapping[str, Sequence[Mapping]], runs: Mapping[str, Sequence[Mapping]],
+                gauge_name: str = "mlm_loss", ax=None):
+    """A reader's runs against the committed ones (chapter 2): the band where one more committed
+    seed should fall (``health.bands``, shaded), each committed seed's curve (grey), and each of
+    ``runs`` (``{name: [{"step", gauge_name, "health"}]}``), a cross where it left the band."""
+    from .health import bands
+
+    fig, ax = _fig(ax, figsize=(FIGURE_WIDTH, 3.6))
+    table = bands(reference, gauge_name)
+    ax.fill_between([b.step for b in table], [b.low for b in table], [b.high for b in table], color="0.85",
+                    label=f"committed runs' band ({table[0].n if table else 0} seeds)")
+    for i, rows in enumerate(reference.values()):
+        pts = [(r["step"], r[gauge_name]) for r in rows if r.get(gauge_name) is not None]
+        ax.plot(*zip(*pts), color="0.45", lw=0.8, label="a committed seed" if i == 0 else None)
+    for i, (name, rows) in enumerate(runs.items()):
+        c = f"C{i}"
+        ax.plot([r["step"] for r in rows], [r[gauge_name] for r in rows], color=c, lw=1.5, label=name)
+        for r in rows:
+            out = r.get("health") in ("above", "below")
+            ax.plot(r["step"], r[gauge_name], "x" if out else "o", color=c, ms=7 if out else 4)
+    ax.set_xlabel("update")
+    ax.set_ylabel(GAUGES[gauge_name])
     ax.legend(fontsize=8, frameon=False)
     return fig
 

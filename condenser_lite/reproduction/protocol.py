@@ -193,8 +193,17 @@ def _describe(key: tuple, result: Any) -> str:
     if key[0] == "sts":
         return f"{key}: Spearman {result['spearman']:.3f} ({result['wall_time']:.0f}s)"
     if key[0] == "pretrain":
-        return f"{key}: {result['steps']} steps ({result['wall_time'] or 0:.0f}s)"
+        return f"{key}: {result['steps']} steps ({result['wall_time'] or 0:.0f}s){_health_note(result.get('health'))}"
     return f"{key} done"
+
+
+def _health_note(summary: Mapping | None) -> str:
+    """A stage's held-out evaluations against the committed runs, in a few words."""
+    if not summary or not summary["evaluations"] or summary["no_reference"] == summary["evaluations"]:
+        return ""
+    outside = ", ".join(f"{o['health']} at {o['step']:,}" for o in summary["outside"][:3])
+    return (f"; health: {summary['within']} of {summary['evaluations']} evaluations within the committed runs' band"
+            + (f" ({outside})" if outside else ""))
 
 
 def _single_seed(preset: Preset) -> bool:
@@ -432,7 +441,11 @@ def _arm_entry(preset: Preset, stages: Mapping[tuple, dict], arm: str, ps: int, 
         a = None if preset.pretrained and a in preset.pretrained else PARENT[a]
     entry = {"seed": stage["seed"], "checkpoint": stage["checkpoint"], "pretrain_steps": stage["steps"],
              "pretrain_wall_time": stage["wall_time"], "heldout": stage.get("heldout"),
-             "compute": {"stage": stage.get("compute"), "cumulative": cumulative([s.get("compute") for s in chain])}}
+             "compute": {"stage": stage.get("compute"), "cumulative": cumulative([s.get("compute") for s in chain])},
+             # every held-out evaluation of every seed: the reference band of health.stage_check
+             "heldout_curve": [{k: v for k, v in r.items() if k == "step" or k.startswith("eval_")}
+                               for r in stage["log"] if any(k.startswith("eval_") for k in r)],
+             "health": stage.get("health")}
     if with_log:
         entry["pretrain_log"] = binned_log(stage["log"])
     return entry

@@ -38,6 +38,7 @@ from ..retrieval.search import encode, encode_corpus, search_indices
 from ..utils.cache import output_lock
 from ..utils.checks import check_positive
 from ..utils.errors import ConfigError
+from .checkpoint import save_model
 from .loop import TrainConfig, train
 
 
@@ -102,7 +103,7 @@ def finetune_retriever(
                                       temperature=temperature, dropout=dropout)
     limit = getattr(model.config, "max_position_embeddings", None)
     if limit is not None and max(q_max_len, p_max_len) > limit:
-        raise ValueError(
+        raise ConfigError(
             f"q_max_len={q_max_len} / p_max_len={p_max_len} exceed the checkpoint's max_position_embeddings={limit}; "
             f"use lengths <= {limit}"
         )
@@ -111,7 +112,7 @@ def finetune_retriever(
     with output_lock(cfg.output_dir):
         result = train(model, train_dataset, cfg, collate_fn=collator, step_fn=step_fn, depends_on=depends_on)
         model.train_result = result  # history and log path, for the loss-curve chapter
-        model.save_pretrained(cfg.output_dir)
+        save_model(model, cfg.output_dir)
         tokenizer.save_pretrained(cfg.output_dir)
     return model
 

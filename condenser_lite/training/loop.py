@@ -58,7 +58,6 @@ from ..utils.errors import CheckpointError, ConfigError, DivergedError
 from .checkpoint import CHECKPOINT, load_part, read_state, recover_checkpoint, restore_rng, save_checkpoint
 
 logger = logging.getLogger(__name__)
-MIXED_PRECISION = PRECISIONS
 # "linear": warm-up then linear decay to 0 (BERT; with warmup_ratio=0.5 the triangular
 # "one-cycle" of Cramming); "constant": warm-up then a constant rate.
 SCHEDULES = ("linear", "constant")
@@ -67,8 +66,6 @@ SCHEDULES = ("linear", "constant")
 # another kernel schedule) only change bookkeeping or speed.
 RUN_FIELDS = ("max_steps", "epochs", "batch_size", "grad_accum", "lr", "weight_decay",
               "warmup_ratio", "max_grad_norm", "mixed_precision", "seed", "schedule")
-# Run fields added after checkpoints were written: a checkpoint without one used this value.
-_RUN_FIELD_DEFAULTS = {"schedule": "linear"}
 _RESERVED = ("step", "epoch", "lr", "elapsed", "cpu")  # log keys that metrics may not overwrite
 
 
@@ -133,8 +130,8 @@ class TrainConfig:
             raise bad("warmup_ratio", "it must be in [0, 1)")
         if self.max_grad_norm is not None and not self.max_grad_norm > 0:
             raise bad("max_grad_norm", "use None (no clipping) or a value > 0")
-        if self.mixed_precision not in MIXED_PRECISION:
-            raise bad("mixed_precision", f"choose one of {MIXED_PRECISION}")
+        if self.mixed_precision not in PRECISIONS:
+            raise bad("mixed_precision", f"choose one of {PRECISIONS}")
         if self.seed < 0:
             raise bad("seed", "it must be >= 0")
         if self.log_every < 1:
@@ -301,6 +298,7 @@ def train(model: nn.Module, data: Sequence | Callable[[int], Sequence], cfg: Tra
           collate_fn: Callable[[list], dict], step_fn: Callable[..., dict] | None = None,
           accelerator: Accelerator | None = None,
           eval_fn: Callable[[nn.Module], Mapping[str, float]] | None = None,
+          on_eval: Callable[[int, Mapping[str, float]], Mapping[str, Any] | None] | None = None,
           depends_on: Mapping[str, Any] | None = None) -> TrainResult:
     """Train ``model`` on ``data`` with AdamW and linear warmup/decay; resumable, deterministic.
 
@@ -329,6 +327,8 @@ def train(model: nn.Module, data: Sequence | Callable[[int], Sequence], cfg: Tra
       precision (the mixed-precision wrapper of ``forward`` is bypassed); its values join that
       step's log line as ``eval_<name>`` (a step with an evaluation always writes a line). The
       study page (``notebooks/09_study.md``) logs held-out MLM loss and the Condenser gauges this way.
+      ``on_eval(step, values)``, on the main process after each evaluation, gets the step and
+      those ``eval_*`` values; what it returns joins the same line (``pretrain``'s health verdict).
     * ``output_dir/checkpoint/`` is written every ``save_every`` steps, at the end and on
       Ctrl-C (KeyboardInterrupt, re-raised afterwards). With ``resume=True`` a checkpoint
       there is continued exactly; it must agree with ``cfg``'s computing fields and with
@@ -342,7 +342,8 @@ def train(model: nn.Module, data: Sequence | Callable[[int], Sequence], cfg: Tra
     * Distributed: pass ``accelerator=``; ``batch_size`` is global and each process takes an
       equal contiguous slice of every step's examples (DDP; FSDP/DeepSpeed not supported).
 
-    The trained model is left in place (call ``model.save_pretrained`` yourself); the final
+    The trained model is left in place (save it yourself: ``checkpoint.save_model`` is
+    ``model.save_pretrained`` without transformers' progress bar); the final
     step and wall time also go to ``output_dir/train_state.json``.
     """
     if (eval_fn is None) != (cfg.eval_every is None):
@@ -363,7 +364,7 @@ def train(model: nn.Module, data: Sequence | Callable[[int], Sequence], cfg: Tra
     # Only the main process writes the folder, so only it takes the lock (the others wait for
     # it at the first barrier).
     with output_lock(out_dir) if acc.is_main_process else contextlib.nullcontext():
-        return _train(model, data, cfg, acc, collate_fn, step_fn, eval_fn, depends_on)
+        return _train(model, data, cfg, acc, collate_fn, step_fn, eval_fn, on_eval, depends_on)
 
 
 def _jsonable(value: Any) -> Any:
@@ -373,6 +374,7 @@ def _jsonable(value: Any) -> Any:
 
 def _train(model: nn.Module, data: Any, cfg: TrainConfig, acc: Accelerator, collate_fn: Callable[[list], dict],
            step_fn: Callable[..., dict] | None, eval_fn: Callable[[nn.Module], Mapping[str, float]] | None,
+           on_eval: Callable[[int, Mapping[str, float]], Mapping[str, Any] | None] | None,
            depends_on: Mapping[str, Any] | None) -> TrainResult:
     out_dir = Path(cfg.output_dir)
     world, rank = acc.num_processes, acc.process_index
@@ -398,8 +400,7 @@ def _train(model: nn.Module, data: Any, cfg: TrainConfig, acc: Accelerator, coll
     state = None
     if cfg.resume and ckpt.exists():
         state = read_state(ckpt)
-        saved_run = {**_RUN_FIELD_DEFAULTS, **state["run"]}
-        diff = settings_diff(saved_run, run, "checkpoint") + settings_diff(state.get("depends_on", {}), identity,
+        diff = settings_diff(state["run"], run, "checkpoint") + settings_diff(state.get("depends_on", {}), identity,
                                                                            "checkpoint")
         if diff:
             raise CheckpointError(
@@ -563,6 +564,8 @@ def _train(model: nn.Module, data: Any, cfg: TrainConfig, acc: Accelerator, coll
                            "cpu": round(cpu_now(), 3)}
                     if evaluated:
                         rec.update(evaluate())
+                        if on_eval is not None and acc.is_main_process:
+                            rec.update(on_eval(step, {k: v for k, v in rec.items() if k.startswith("eval_")}) or {})
                     history.append(rec)
                     if acc.is_main_process:
                         with log_path.open("a") as f:

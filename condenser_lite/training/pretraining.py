@@ -28,12 +28,13 @@ import logging
 import os
 import shutil
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from datasets import Dataset
+from tqdm import tqdm
 
 from ..data.beir import load_documents
 from ..data.packing import heldout_split, mlm_eval_batches, pack_blocks
@@ -51,6 +52,7 @@ from ..utils.checks import check_positive, check_types
 from ..utils.devices import resolve_precision
 from ..utils.errors import CheckpointError, ConfigError
 from .accounting import stage_compute
+from .checkpoint import save_model
 from .loop import TrainConfig, set_step_seed, train
 
 
@@ -210,7 +212,7 @@ class StageConfig:
 
     def __post_init__(self) -> None:
         check_types(self)
-        check_positive(self, "lr", "batch_size", "min_span", "max_len", "epochs")
+        check_positive(self, "lr", "batch_size", "grad_accum", "min_span", "max_len", "epochs", "max_steps")
         if self.method not in METHODS:
             raise ConfigError(f"method={self.method!r} is not one of {METHODS}")
         if self.head not in (None, "load", "random"):
@@ -588,6 +590,7 @@ def pretrain(
     data_dir: str | None = None,
     progress: bool | None = None,
     restart: bool = False,
+    check: Callable[[int, Mapping[str, float]], dict] | None = None,
 ) -> Path:
     """Run one pre-training stage (or reuse it from the cache) and return its checkpoint folder.
 
@@ -599,7 +602,10 @@ def pretrain(
     ``stage_settings``, else ``CheckpointError`` names the differing ones (``restart=True``
     replaces it; so it does an unfinished one). The folder is locked while the stage runs
     (``cache.output_lock``): a second process asking for it waits, then reuses it.
-    Explained in chapter 2 (``notebooks/02_condenser.ipynb``).
+    ``check`` (``health.stage_check``) judges every held-out evaluation against the committed
+    runs: its line is printed (logged without ``progress``), its verdict joins the log line and the
+    stage's record keeps the updates outside the band. Explained in chapter 2
+    (``notebooks/02_condenser.ipynb``).
     """
     if cfg.init is not None:
         check_checkpoint(cfg.init)
@@ -628,19 +634,25 @@ def pretrain(
         eval_fn = functools.partial(stage_gauges, batches=heldout["batches"],
                                     mask_draws=heldout.get("mask_draws", ())) if heldout else None
         tcfg = stage_loop_config(cfg, out / "train", progress, evaluate=heldout is not None, resume=not restart)
+        on_eval = None
+        if check is not None and heldout is not None:
+            if hasattr(check, "check_heldout"):
+                check.check_heldout(heldout["info"])
+            on_eval = functools.partial(_health, check, progress)
         if cfg.method == "cocondenser":
             pairs = span_pairs(cfg, tokenizer, data_dir)
             step_fn = functools.partial(cocondenser_step, chunk_size=cfg.chunk_size,
                                         mlm_weight=cfg.mlm_weight, co_weight=cfg.co_weight)
             result = train(model, pairs, tcfg, collate_fn=SpanPairCollator(mlm_collator),
-                           step_fn=counted(step_fn, cfg.grad_accum), eval_fn=eval_fn, depends_on=settings)
+                           step_fn=counted(step_fn, cfg.grad_accum), eval_fn=eval_fn, on_eval=on_eval,
+                           depends_on=settings)
             n_skipped, n_documents, rows = pairs.n_skipped, pairs.n_documents, 2 * cfg.batch_size
         else:
             blocks = general_blocks(cfg, tokenizer, data_dir, corpus)
             result = train(model, blocks, tcfg, collate_fn=mlm_collator, step_fn=counted(mlm_step, cfg.grad_accum),
-                           eval_fn=eval_fn, depends_on=settings)
+                           eval_fn=eval_fn, on_eval=on_eval, depends_on=settings)
             n_skipped, n_documents, rows = 0, 0, cfg.batch_size
-        model.save_pretrained(out)
+        save_model(model, out)
         tokenizer.save_pretrained(out)
         shape = {k: getattr(model.config, k)
                  for k in ("hidden_size", "intermediate_size", "num_hidden_layers", "vocab_size")}
@@ -652,11 +664,33 @@ def pretrain(
                   "wall_time": result.wall_time, "skipped_documents": n_skipped, "documents": n_documents,
                   "heldout": final_gauges(result.history), "heldout_set": heldout["info"] if heldout else None,
                   "compute": stage_compute(result.history, cfg.method, shape, rows, grad_cache, result.wall_time),
-                  "threads": torch.get_num_threads()}
+                  "threads": torch.get_num_threads(),
+                  "health": _health_summary(result.history) if on_eval else None}
         (out / DONE_FILE).write_text(json.dumps(record, indent=2, default=str))
         # the optimizer state is only needed to resume an unfinished stage
         shutil.rmtree(out / "train" / "checkpoint", ignore_errors=True)
     return out
+
+
+def _health(check: Callable, progress: bool | None, step: int, values: Mapping[str, float]) -> dict:
+    """One held-out evaluation judged by ``check``: its line shown, its verdict for the log."""
+    verdict = dict(check(step, {k.removeprefix("eval_"): v for k, v in values.items()}))
+    line = verdict.pop("line", None)
+    if line:
+        if progress:
+            tqdm.write(line)
+        else:
+            logger.info(line)
+    return verdict
+
+
+def _health_summary(history: Sequence[Mapping]) -> dict:
+    """A stage's health verdicts: how many evaluations fell within the band, and the updates that did not."""
+    judged = [r for r in history if "health" in r]
+    return {"evaluations": len(judged), "within": sum(r["health"] == "within" for r in judged),
+            "outside": [{"step": r["step"], "health": r["health"], "excess": r.get("health_excess")}
+                        for r in judged if r["health"] in ("above", "below")],
+            "no_reference": sum(r["health"] == "none" for r in judged)}
 
 
 def _check_stage_record(out: Path, key: str, settings: dict) -> None:

@@ -155,7 +155,7 @@ def test_plots_and_tables_from_results(micro_run, tmp_path):
     table = plots.compute_table(results)
     assert list(table.index) == [registry.label(a) for a in STANDARD_ARMS] and (table["TFLOPs"] >= 0).all()
     for name in ("plot_low_data", "plot_rounds", "plot_nb_recall", "plot_entropy", "plot_loss_curves", "plot_sts",
-                 "plot_pretrain_losses", "plot_gauges"):
+                 "plot_gauges"):
         path = plots.save(getattr(plots, name)(results), tmp_path / f"{name}.png")
         assert path.stat().st_size > 1000, name
     # the scorecard page's numbers: one line per comparison, each naming its verdict

@@ -1,0 +1,270 @@
+"""Is my pre-training healthy? A stage's held-out gauges against the committed runs (chapter 2).
+
+Every stage of the committed ``small`` run logged, at each held-out evaluation, the held-out MLM
+loss and, for the Condenser family, the [CLS] reliance, on several pre-training seeds. For a
+reader's stage that trains the same model on the same corpus with the same masking as one of
+those arms, ``stage_check`` builds a ``StageCheck``; at each evaluation it says whether the
+reader's numbers fall inside the band the committed seeds predict for one more seed, and, where
+they do not, which of the reader's training settings differ from the committed stage's (the first
+suspects). Where the shape, the corpus, the masking or the starting model differ, there is no
+reference, and it says so rather than judge.
+
+The band at update ``s`` is a prediction interval for one more pre-training seed: the committed
+seeds' mean at ``s`` plus or minus ``t(0.975, n-1) * sd * sqrt(1 + 1/n)`` (``n`` seeds; linear
+between evaluations), and never narrower than ``FLOOR`` (runs on other CPUs differ in the last
+digits). Two seeds give a wide band (``t`` = 12.7); five give a usable one (2.78).
+
+    >>> check = stage_check(stage_config("small", "mlm"))      # doctest: +SKIP
+    >>> check(500, {"mlm_loss": 6.71})["line"]                  # doctest: +SKIP
+    'health at update 500: held-out MLM loss 6.710, within the committed runs' band (6.52 to 6.95; ...)'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from scipy import stats
+
+from .presets import get_preset
+from .registry import ARMS, PARENT
+from .results import results_dir
+
+REFERENCE_PRESET = "small"  # the committed run whose curves are the reference
+GAUGES = {"mlm_loss": "held-out MLM loss", "cls_reliance": "[CLS] reliance"}
+FLOOR = {"mlm_loss": 0.02, "cls_reliance": 0.02}  # the narrowest half-width of a band
+CONFIDENCE = 0.95
+# settings that change how a stage trains, not what it learns from or its shape: a difference
+# here is compared, and named as a first suspect when the run leaves the band, in this order
+# (the learning rate and the batch move a loss curve most)
+TRAINING_FIELDS = ("lr", "batch_size", "grad_accum", "warmup_ratio", "weight_decay", "max_grad_norm",
+                   "mixed_precision", "max_steps", "epochs")
+# settings that change neither: the replicate, where the model starts (checked on its own), the
+# bookkeeping, and exact reformulations of the same computation
+NEUTRAL_FIELDS = ("seed", "init", "head", "save_every", "eval_every", "chunk_size", "attn_implementation")
+ADVICE = {"above": "check the learning rate, the masking and the corpus",
+          "below": "lower than every committed run: check that no held-out text is in the training data"}
+
+
+@dataclasses.dataclass
+class Band:
+    """The committed runs at one update: ``low`` to ``high``, from ``n`` seeds."""
+    step: int
+    low: float
+    high: float
+    n: int
+
+
+def prediction_band(values: Sequence[float], gauge: str) -> tuple[float, float] | None:
+    """``(low, high)``: where one more seed's value should fall, from ``values`` (one per seed);
+    None with fewer than two seeds (no spread to go on)."""
+    n = len(values)
+    if n < 2:
+        return None
+    mean = sum(values) / n
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    half = max(stats.t.ppf(0.5 + CONFIDENCE / 2, n - 1) * sd * math.sqrt(1 + 1 / n), FLOOR[gauge])
+    return mean - half, mean + half
+
+
+def _curve_rows(run: Mapping) -> list[dict]:
+    """A run's held-out evaluations as ``{"step", gauge: value}`` rows."""
+    rows = run.get("heldout_curve") or [r for r in run.get("pretrain_log") or []
+                                        if any(k.startswith("eval_") for k in r)]
+    return [{"step": r["step"], **{k.removeprefix("eval_"): v for k, v in r.items() if k.startswith("eval_")}}
+            for r in rows]
+
+
+def reference_curves(folder: str | Path | None = None,
+                     preset: str = REFERENCE_PRESET) -> dict[str, dict[str, list[dict]]]:
+    """``{arm: {checkpoint key: rows}}``: every committed held-out curve of the ``preset`` run, one
+    per pre-training seed, from ``results/<preset>.json`` (and its parts, ``results/parts/``) and
+    the mechanism study's ``e0`` part (the preset's own stages), each stage once."""
+    from .rules import pretraining_runs
+
+    folder = Path(folder or results_dir())
+    out: dict[str, dict[str, list[dict]]] = {}
+    files = [folder / f"{preset}.json", *sorted((folder / "parts").glob(f"{preset}-*.json"))]
+    for path in files:
+        if not path.is_file():
+            continue
+        results = json.loads(path.read_text())
+        for arm in results.get("arms", {}):
+            for run in pretraining_runs(results, arm):
+                rows = _curve_rows(run)
+                if rows and run.get("checkpoint"):
+                    out.setdefault(arm, {})[Path(run["checkpoint"]).name] = rows
+    study = folder / "mechanism.json"
+    if study.is_file():
+        data = json.loads(study.read_text())
+        if data.get("preset") == preset and "e0" in data:
+            for per_arm in data["e0"]["per_seed"].values():
+                for arm, run in per_arm.items():
+                    if arm in ARMS and run.get("curve"):
+                        out.setdefault(arm, {})[run["checkpoint_key"]] = run["curve"]
+    return out
+
+
+def committed_heldout(folder: str | Path | None = None, preset: str = REFERENCE_PRESET) -> dict | None:
+    """The committed run's held-out set (``results/<preset>.json``'s ``heldout``: blocks, masked
+    tokens, unigram entropy), or None where the file is absent."""
+    path = Path(folder or results_dir()) / f"{preset}.json"
+    return json.loads(path.read_text()).get("heldout") if path.is_file() else None
+
+
+def bands(curves: Mapping[str, list[dict]], gauge: str) -> list[Band]:
+    """The band at every update where at least two committed seeds evaluated ``gauge``."""
+    by_step: dict[int, list[float]] = {}
+    for rows in curves.values():
+        for r in rows:
+            if r.get(gauge) is not None:
+                by_step.setdefault(r["step"], []).append(r[gauge])
+    out = []
+    for step in sorted(by_step):
+        band = prediction_band(by_step[step], gauge)
+        if band:
+            out.append(Band(step, float(band[0]), float(band[1]), n=len(by_step[step])))
+    return out
+
+
+def band_at(table: Sequence[Band], step: int) -> Band | None:
+    """The band at ``step``: as committed where the runs evaluated there, linear between two
+    evaluations, None outside them."""
+    for lo, hi in zip(table, table[1:]):
+        if lo.step <= step <= hi.step:
+            w = (step - lo.step) / (hi.step - lo.step)
+            return Band(step, lo.low + w * (hi.low - lo.low), lo.high + w * (hi.high - lo.high), min(lo.n, hi.n))
+    return next((b for b in table if b.step == step), None)
+
+
+def _differences(cfg, ref) -> tuple[list[str], list[str]]:
+    """``(training, other)``: the settings of ``cfg`` that differ from ``ref``'s, as
+    ``"name value (committed: value)"``, split into training settings and the rest."""
+    training, other = [], []
+    for f in dataclasses.fields(cfg):
+        a, b = getattr(cfg, f.name), getattr(ref, f.name)
+        if f.name in NEUTRAL_FIELDS or a == b:
+            continue
+        (training if f.name in TRAINING_FIELDS else other).append(f"{f.name} {a!r} (committed: {b!r})")
+    training.sort(key=lambda d: TRAINING_FIELDS.index(d.split(" ", 1)[0]))
+    return training, other
+
+
+def _init_config(init: str | None) -> dict | None:
+    """The stage settings a starting checkpoint was pre-trained with (its ``pretrain_config.json``),
+    or None for a model this library did not pre-train."""
+    record = Path(init or "") / "pretrain_config.json"
+    if not init or not record.is_file():
+        return None
+    return json.loads(record.read_text()).get("config")
+
+
+class StageCheck:
+    """A stage's held-out gauges against the committed runs of ``arm`` (None: no reference, and
+    ``reason`` says why). Call it with an update and the gauges logged there; it returns
+    ``{"health": "within" | "above" | "below" | "none", "line": one line to print}`` and, outside
+    the band, ``"health_excess"`` (nats beyond it)."""
+
+    def __init__(self, arm: str | None, curves: Mapping[str, list[dict]] | None = None,
+                 suspects: Sequence[str] = (), reason: str | None = None, heldout: Mapping | None = None,
+                 preset: str = REFERENCE_PRESET):
+        self.arm, self.suspects, self.reason, self.heldout = arm, list(suspects), reason, heldout
+        self.preset = preset
+        self.bands = {g: bands(curves, g) for g in GAUGES} if curves else {}
+        self.seeds = len(curves or {})
+        self._said_none = False
+
+    def check_heldout(self, info: Mapping | None) -> None:
+        """No reference where the stage's held-out set is not the committed one (another corpus,
+        another split, another tokenizer): its blocks, masked tokens or unigram entropy differ."""
+        committed = self.heldout
+        if self.arm is None or not committed:
+            return
+        keys = ("n_blocks", "n_masked", "unigram_entropy")
+        if not info or any(not math.isclose(info.get(k) or 0, committed.get(k) or 0, rel_tol=1e-9, abs_tol=0)
+                           or info.get(k) is None for k in keys):
+            seen = ", ".join(f"{k} {(info or {}).get(k)} (committed: {committed.get(k)})" for k in keys)
+            self.arm, self.reason = None, f"the held-out set is not the committed run's ({seen})"
+
+    def __call__(self, step: int, gauges: Mapping[str, float]) -> dict[str, Any]:
+        if self.arm is None:
+            line = None if self._said_none else f"health: no committed run to compare with: {self.reason}"
+            self._said_none = True
+            return {"health": "none", "line": line}
+        parts, verdict, excess = [], "within", 0.0
+        for gauge, name in GAUGES.items():
+            value = gauges.get(gauge)
+            band = band_at(self.bands.get(gauge, []), step) if value is not None else None
+            if band is None:
+                continue
+            where = "within" if band.low <= value <= band.high else "above" if value > band.high else "below"
+            text = f"{name} {value:.3f}, {where} the committed runs' band ({band.low:.3f} to {band.high:.3f}"
+            if where != "within":
+                gap = value - band.high if where == "above" else band.low - value
+                text += f"; {gap:.3f} {'nats ' if gauge == 'mlm_loss' else ''}{'above' if where == 'above' else 'below'} it"
+                if gauge == "mlm_loss":  # the loss decides the verdict; reliance is reported beside it
+                    verdict, excess = where, value - band.high if where == "above" else value - band.low
+            parts.append(text + ")")
+        if not parts:
+            return {"health": "none", "line": f"health at update {step:,}: no committed evaluation at this update "
+                                              f"(the committed {self.arm} stage evaluated every "
+                                              f"{self._spacing()} updates up to {self._last():,})"}
+        line = (f"health at update {step:,}: " + "; ".join(parts)
+                + f" [{self.arm} stage, {self.seeds} seeds of `{self.preset}`]")
+        if verdict != "within":
+            line += f": {ADVICE[verdict]}"
+            if self.suspects:
+                line += "; first suspects, settings that differ from the committed stage: " + ", ".join(self.suspects)
+        elif self.suspects:
+            line += "; settings that differ from the committed stage: " + ", ".join(self.suspects)
+        out = {"health": verdict, "line": line}
+        if verdict != "within":
+            out["health_excess"] = round(float(excess), 4)
+        return out
+
+    def _spacing(self) -> int:
+        steps = [b.step for b in self.bands.get("mlm_loss", [])]
+        return steps[1] - steps[0] if len(steps) > 1 else 0
+
+    def _last(self) -> int:
+        return max((b.step for b in self.bands.get("mlm_loss", [])), default=0)
+
+
+def stage_check(cfg, folder: str | Path | None = None, preset: str = REFERENCE_PRESET) -> StageCheck:
+    """The ``StageCheck`` for a stage's settings ``cfg`` (``pretraining.StageConfig``): against the
+    committed arm of ``preset`` (the ``small`` run) whose stage differs from it in training
+    settings at most (and, for a continuation, whose starting model is one of that preset's), or
+    without a reference. ``folder``: the results folder (default: the repository's)."""
+    from .arms import arm_config  # the arms pre-train through this check
+
+    curves = reference_curves(folder, preset)
+    name, preset = preset, get_preset(preset)
+    init = _init_config(cfg.init)
+    best: tuple[int, str, list[str]] | None = None
+    closest: tuple[int, str, list[str]] | None = None
+    for arm in ARMS:
+        if arm not in curves or (PARENT[arm] is None) != (cfg.init is None):
+            continue
+        ref = arm_config(arm, preset, None if PARENT[arm] is None else "init")
+        training, other = _differences(cfg, ref)
+        if PARENT[arm] is not None:  # a continuation: it must start from a stage like the committed parent's
+            parent = arm_config(PARENT[arm], preset, None if PARENT[PARENT[arm]] is None else "init")
+            if init is None:
+                other.append(f"init {cfg.init} (not a stage this library pre-trained)")
+            else:
+                started = type(cfg)(**{k: v for k, v in init.items() if k in {f.name for f in dataclasses.fields(cfg)}})
+                other += [f"init: {d}" for d in sum(_differences(started, parent), [])]
+        if not other and (best is None or len(training) < best[0]):
+            best = (len(training), arm, training)
+        if closest is None or len(other) < closest[0]:
+            closest = (len(other), arm, other)
+    if best is not None:
+        return StageCheck(best[1], curves[best[1]], best[2], heldout=committed_heldout(folder, name), preset=name)
+    if closest is None:
+        return StageCheck(None, reason="the committed results hold no held-out curve of such a stage "
+                                       f"({'from scratch' if cfg.init is None else 'a continuation'})")
+    return StageCheck(None, reason=f"closest committed stage {closest[1]} differs in " + "; ".join(closest[2][:3]))
