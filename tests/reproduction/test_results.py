@@ -74,7 +74,7 @@ def check(results: dict) -> None:
 
 @pytest.mark.parametrize("path", protocol_files(), ids=lambda p: p.name)
 def test_committed_results(path):
-    results = load_results(path.stem)
+    results = load_results(path.stem, folder=path.parent)  # results/ or results/parts/
     check(results)
 
 
