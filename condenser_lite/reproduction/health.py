@@ -47,7 +47,8 @@ TRAINING_FIELDS = ("lr", "batch_size", "grad_accum", "warmup_ratio", "weight_dec
 # bookkeeping, and exact reformulations of the same computation
 NEUTRAL_FIELDS = ("seed", "init", "head", "save_every", "eval_every", "chunk_size", "attn_implementation")
 ADVICE = {"above": "check the learning rate, the masking and the corpus",
-          "below": "lower than every committed run: check that no held-out text is in the training data"}
+          "below": "lower than the committed runs: a shorter schedule (its warm-up ends sooner) does this early on; "
+                   "where no setting differs, check that no held-out text is in the training data"}
 
 
 @dataclasses.dataclass

@@ -55,7 +55,7 @@ def test_verdicts_name_the_band_and_the_first_suspects():
     assert above["health"] == "above" and above["health_excess"] > 1.0
     assert "check the learning rate" in above["line"] and "first suspects" in above["line"]
     below = check(500, {"mlm_loss": 5.0})
-    assert below["health"] == "below" and "held-out text" in below["line"]
+    assert below["health"] == "below" and "shorter schedule" in below["line"] and "held-out text" in below["line"]
     assert check(5000, {"mlm_loss": 3.0})["health"] == "none"
 
 
