@@ -438,18 +438,30 @@ def plot_sts(results: Mapping, arms: Sequence[str] | None = None, ax=None):
 
 
 def plot_health(reference: Mapping[str, Sequence[Mapping]], runs: Mapping[str, Sequence[Mapping]],
-                gauge_name: str = "mlm_loss", ax=None):
+                gauge_name: str = "mlm_loss"):
     """A reader's runs against the committed ones (chapter 2): the band where one more committed
     seed should fall (``health.bands``, shaded), each committed seed's curve (grey), and each of
-    ``runs`` (``{name: [{"step", gauge_name, "health"}]}``), a cross where it left the band."""
+    ``runs`` (``{name: [{"step", gauge_name, "health"}]}``), a cross where it left the band; the
+    whole stage on the left, the updates the runs cover on the right."""
+    fig, axes = panels(2, height=3.2)
+    last = max(r["step"] for rows in runs.values() for r in rows)
+    for ax, upto in zip(axes, (None, last)):
+        _health_panel(ax, reference, runs, gauge_name, upto)
+    axes[0].legend(fontsize=8, frameon=False)
+    axes[1].set_title(f"the first {last:,} updates", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def _health_panel(ax, reference, runs, gauge_name, upto):
     from .health import bands
 
-    fig, ax = _fig(ax, figsize=(FIGURE_WIDTH, 3.6))
-    table = bands(reference, gauge_name)
+    table = [b for b in bands(reference, gauge_name) if upto is None or b.step <= upto]
     ax.fill_between([b.step for b in table], [b.low for b in table], [b.high for b in table], color="0.85",
                     label=f"committed runs' band ({table[0].n if table else 0} seeds)")
     for i, rows in enumerate(reference.values()):
-        pts = [(r["step"], r[gauge_name]) for r in rows if r.get(gauge_name) is not None]
+        pts = [(r["step"], r[gauge_name]) for r in rows
+               if r.get(gauge_name) is not None and (upto is None or r["step"] <= upto)]
         ax.plot(*zip(*pts), color="0.45", lw=0.8, label="a committed seed" if i == 0 else None)
     for i, (name, rows) in enumerate(runs.items()):
         c = f"C{i}"
@@ -459,8 +471,6 @@ def plot_health(reference: Mapping[str, Sequence[Mapping]], runs: Mapping[str, S
             ax.plot(r["step"], r[gauge_name], "x" if out else "o", color=c, ms=7 if out else 4)
     ax.set_xlabel("update")
     ax.set_ylabel(GAUGES[gauge_name])
-    ax.legend(fontsize=8, frameon=False)
-    return fig
 
 
 GAUGES = {  # the held-out gauges plot_gauges can draw: log key -> axis label

@@ -181,3 +181,17 @@ def test_gain_vs_paper_sets_ours_beside_the_papers(micro_run):
     bert, cd = (results["retrieval"][a]["round1"][sizes[0]]["nDCG@10"]["mean"] for a in ("bert", "condenser"))
     ours = [c for c in c1.containers][0]  # the Condenser's error bars
     assert ours[0].get_ydata()[0] == pytest.approx(100 * (cd / bert - 1))
+
+
+def test_plot_health_draws_the_band_the_seeds_and_the_runs_whole_and_zoomed():
+    reference = {k: [{"step": s, "mlm_loss": 7 - s / 1000 + d} for s in (500, 1000, 1500, 2000)]
+                 for k, d in (("a", 0.0), ("b", 0.05), ("c", 0.1))}
+    runs = {"mine": [{"step": 500, "mlm_loss": 7.6, "health": "above"},
+                     {"step": 1000, "mlm_loss": 6.0, "health": "within"}]}
+    fig = plots.plot_health(reference, runs)
+    whole, zoom = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(whole.collections) == len(zoom.collections) == 1  # the band
+    labels = [ln.get_label() for ln in whole.lines if not ln.get_label().startswith("_")]
+    assert labels == ["a committed seed", "mine"] and len(whole.lines) == 3 + 1 + 2  # seeds, run, its markers
+    assert max(zoom.lines[0].get_xdata()) == 1000 and max(whole.lines[0].get_xdata()) == 2000
+    assert zoom.get_title() == "the first 1,000 updates"
