@@ -138,19 +138,6 @@ def pretrain_arm(arm: str, preset: Preset | str | None = None, init: str | None 
             "precision": record["settings"].get("mixed_precision"), "health": record.get("health")}
 
 
-def pretrain_arms(preset: Preset | str | None = None, data_dir: str | None = None,
-                  seed: int | None = None) -> dict[str, dict]:
-    """Pre-train (or reuse) every arm of ``preset`` and the parents they continue, in order, with
-    pre-training ``seed`` (None: the preset's); returns ``{arm: pretrain_arm(...)}``.
-    Explained in chapters 2 and 3."""
-    preset = get_preset(preset)
-    out: dict[str, dict] = {}
-    for arm in needed_arms(preset.arms, dict(preset.pretrained or {})):
-        parent = PARENT[arm]
-        out[arm] = pretrain_arm(arm, preset, out[parent]["checkpoint"] if parent in out else None, data_dir, seed)
-    return out
-
-
 # ---- retrieval ---------------------------------------------------------------------------------
 
 

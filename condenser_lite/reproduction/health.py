@@ -46,6 +46,10 @@ TRAINING_FIELDS = ("lr", "batch_size", "grad_accum", "warmup_ratio", "weight_dec
 # settings that change neither: the replicate, where the model starts (checked on its own), the
 # bookkeeping, and exact reformulations of the same computation
 NEUTRAL_FIELDS = ("seed", "init", "head", "save_every", "eval_every", "chunk_size", "attn_implementation")
+# settings a method never reads (a BERT stage has no head; only coCondenser cuts spans)
+UNREAD_FIELDS = {"mlm": ("skip_from", "n_head_layers", "late_mlm", "head_mlm_probability", "detach_early", "head_cls",
+                         "mlm_weight", "co_weight", "min_span"),
+                 "condenser": ("mlm_weight", "co_weight", "min_span"), "cocondenser": ()}
 ADVICE = {"above": "check the learning rate, the masking and the corpus",
           "below": "lower than the committed runs: a shorter schedule (its warm-up ends sooner) does this early on; "
                    "where no setting differs, check that no held-out text is in the training data"}
@@ -148,7 +152,7 @@ def _differences(cfg, ref) -> tuple[list[str], list[str]]:
     training, other = [], []
     for f in dataclasses.fields(cfg):
         a, b = getattr(cfg, f.name), getattr(ref, f.name)
-        if f.name in NEUTRAL_FIELDS or a == b:
+        if f.name in NEUTRAL_FIELDS or f.name in UNREAD_FIELDS.get(cfg.method, ()) or a == b:
             continue
         (training if f.name in TRAINING_FIELDS else other).append(f"{f.name} {a!r} (committed: {b!r})")
     training.sort(key=lambda d: TRAINING_FIELDS.index(d.split(" ", 1)[0]))

@@ -84,6 +84,8 @@ def test_the_committed_small_run_is_the_reference_of_its_own_stages():
     assert fast.arm == "bert" and fast.suspects[0].startswith("lr 0.1") and fast.suspects[1].startswith("max_steps")
     wide = stage_check(stage_config(small, "mlm").replace(hidden_size=256, intermediate_size=1024))
     assert wide.arm is None and "hidden_size 256 (committed: 128)" in wide.reason
+    # a BERT stage reads no head setting: a head elsewhere in the layers is no difference
+    assert stage_check(stage_config(small, "mlm").replace(skip_from=2, n_head_layers=2)).suspects == []
     # a continuation from a model this library did not pre-train has no reference
     other = stage_check(stage_config(small, "condenser", init="bert-base-uncased"))
     assert other.arm is None and "not a stage this library pre-trained" in other.reason
