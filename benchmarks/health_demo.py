@@ -37,6 +37,8 @@ RUNS = {"healthy": {}, "lr_x100": {"lr_factor": 100}}
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=STEPS, help=f"updates per run (default {STEPS})")
+    ap.add_argument("--preset", default="small", help="the preset whose first stage runs (default small: the one "
+                    "the committed runs are the reference of)")
     ap.add_argument("--data-dir", default=None, help="data mirror (default: $CONDENSER_LITE_DATA or the Hub)")
     ap.add_argument("--out", default=str(ROOT / "results" / "health.json"))
     a = ap.parse_args()
@@ -48,7 +50,7 @@ def main() -> None:
     from condenser_lite.training.pretraining import pretrain, read_log
     from condenser_lite.utils.errors import DivergedError
 
-    preset = get_preset("small")
+    preset = get_preset(a.preset)
     base = stage_config(preset, "mlm")
     started, t0, load_start = now(), time.perf_counter(), load_average()
     runs = {}
@@ -63,12 +65,14 @@ def main() -> None:
                 log = read_log(out)
             except DivergedError as e:  # a broken run may stop: the file says where
                 diverged, log = str(e), read_log(Path(tmp) / name / "train")
+        lines = stage_check(cfg)  # a fresh check: its lines as a reader's run printed them
         evaluations = [{"step": r["step"], "mlm_loss": r["eval_mlm_loss"], "health": r.get("health"),
                         "health_excess": r.get("health_excess"),
-                        "line": check(r["step"], {"mlm_loss": r["eval_mlm_loss"]})["line"]}
+                        "line": lines(r["step"], {"mlm_loss": r["eval_mlm_loss"]})["line"]}
                        for r in log if "eval_mlm_loss" in r]
         for e in evaluations:
-            print(e["line"], flush=True)
+            if e["line"]:
+                print(e["line"], flush=True)
         runs[name] = {"lr": cfg.lr, "max_steps": cfg.max_steps, "reference_arm": check.arm,
                       "suspects": check.suspects, "evaluations": evaluations, "diverged": diverged,
                       "train_loss": [{"step": r["step"], "loss": r["loss"]} for r in log if r["step"] % 25 == 0],

@@ -26,6 +26,8 @@ SMOKE = {  # script: arguments of a short run on micro settings, and what its ou
     "bench_retrieval.py": (["--quick", "--repeats", "1", "--threads", "1"], "BM25: SciFact test nDCG@10"),
     "mechanism_study.py": (["--preset", "micro", "--seeds", "1,2", "--workers", "1", "--out", "mechanism.json"],
                            "wrote mechanism.json"),
+    "health_demo.py": (["--preset", "micro", "--steps", "4", "--out", "health.json"],
+                       ("health: no committed run to compare with", "wrote health.json")),
 }
 
 
