@@ -443,13 +443,13 @@ def plot_health(reference: Mapping[str, Sequence[Mapping]], runs: Mapping[str, S
     seed should fall (``health.bands``, shaded), each committed seed's curve (grey), and each of
     ``runs`` (``{name: [{"step", gauge_name, "health"}]}``), a cross where it left the band; the
     whole stage on the left, the updates the runs cover on the right."""
-    fig, axes = panels(2, height=3.2)
+    fig, axes = panels(2, height=3.6)
     last = max(r["step"] for rows in runs.values() for r in rows)
     for ax, upto in zip(axes, (None, last)):
         _health_panel(ax, reference, runs, gauge_name, upto)
-    axes[0].legend(fontsize=8, frameon=False)
     axes[1].set_title(f"the first {last:,} updates", fontsize=9)
-    fig.tight_layout()
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=2, fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.14, 1, 1))  # the legend below both panels, clear of the curves
     return fig
 
 
