@@ -11,6 +11,7 @@
 * ``merge.py``: one results file from runs of a preset on different pre-training seeds;
 * ``estimate.py``: the projected wall time, measured before long work;
 * ``results.py``: the results file as evidence: provenance, headline, reading it back;
+* ``health.py``: a reader's pre-training stage against the committed seeds' held-out curves;
 * ``rules.py``: the rules that turn numbers into verdicts, the pre-registered ones among them;
 * ``scorecard.py``: the papers' claims C0-C8 (and the modified Condenser's C0m-C8m and Am) and their numbers,
   judged by those rules;

@@ -31,7 +31,7 @@ import json
 import shutil
 import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +49,6 @@ from ..training.pretraining import StageConfig, pretrain, read_log
 from ..training.similarity import evaluate_sts, finetune_sts, sample_pairs
 from ..utils.cache import LOCK_FILE, cache_dir, run_cached, settings_hash
 from ..utils.devices import resolve_precision
-from .health import stage_check
 from .presets import Preset, get_preset, stage_config
 from .registry import ARMS, MODIFIED_ARM, PARENT
 from .rules import EQUAL_FLOPS_RATIO
@@ -108,14 +107,16 @@ def needed_arms(arms: Sequence[str], pretrained: Mapping[str, str]) -> list[str]
 
 
 def pretrain_arm(arm: str, preset: Preset | str | None = None, init: str | None = None,
-                 data_dir: str | None = None, seed: int | None = None) -> dict:
+                 data_dir: str | None = None, seed: int | None = None,
+                 check: Callable[[StageConfig], Any] | None = None) -> dict:
     """Pre-train (or reuse from the cache) one arm's last stage from ``init`` (its parent's
     checkpoint) with pre-training ``seed`` (None: the preset's); returns ``{"checkpoint", "steps",
     "wall_time", "config", "log", "heldout", "heldout_set", "compute", "seed"}``: ``log`` holds the
     per-step losses and, at evaluation steps, the held-out gauges (``eval_*``); ``heldout`` the
     final gauges, ``heldout_set`` the evaluation set's counts and unigram entropy, ``compute``
     the stage's own cost (``accounting.stage_compute``), ``precision`` what it computed in, ``health``
-    its held-out evaluations against the committed runs (``health.stage_check``). An arm in ``preset.pretrained`` is taken
+    its held-out evaluations against the committed runs (``check(cfg)``, the protocol's
+    ``health.stage_check``; None: not judged). An arm in ``preset.pretrained`` is taken
     as it is (nothing measured). Explained in chapter 2 (``notebooks/02_condenser.ipynb``) and chapter 3."""
     preset = get_preset(preset)
     if preset.pretrained and arm in preset.pretrained:
@@ -124,7 +125,7 @@ def pretrain_arm(arm: str, preset: Preset | str | None = None, init: str | None 
     cfg = arm_config(arm, preset, init)
     if seed is not None:
         cfg = cfg.replace(seed=seed)
-    ckpt = pretrain(cfg, data_dir=data_dir, progress=False, check=stage_check(cfg))
+    ckpt = pretrain(cfg, data_dir=data_dir, progress=False, check=check(cfg) if check else None)
     record = json.loads((Path(ckpt) / "pretrain_config.json").read_text())
     if cfg.head_mlm_probability and record["compute"] and "head_masked" not in record["compute"]:
         warnings.warn(f"{ckpt} was pre-trained before compute accounting counted the head's own masked copy: its "

@@ -244,7 +244,7 @@ def stage_check(cfg, folder: str | Path | None = None, preset: str = REFERENCE_P
     committed arm of ``preset`` (the ``small`` run) whose stage differs from it in training
     settings at most (and, for a continuation, whose starting model is one of that preset's), or
     without a reference. ``folder``: the results folder (default: the repository's)."""
-    from .arms import arm_config  # the arms pre-train through this check
+    from .arms import arm_config
 
     curves = reference_curves(folder, preset)
     name, preset = preset, get_preset(preset)

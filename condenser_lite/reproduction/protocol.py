@@ -38,6 +38,7 @@ from ..utils.cache import cache_dir, settings_hash
 from ..utils.devices import cpu_precision, resolve_precision
 from ..utils.errors import ConfigError
 from .arms import arm_config, entropy_before, finetune_arm, load_run, needed_arms, pretrain_arm, sts_arm
+from .health import stage_check
 from .jobs import Job, Ref, default_workers, load_average, num_threads, quiet, run_jobs, threads_per_worker
 from .presets import Preset, get_preset
 from .registry import ABLATION_ARMS, PARENT
@@ -240,8 +241,8 @@ def job_graph(preset: Preset, plan: list[str], total: int, sts_total: int, texts
                 continue  # the first stage, run before the graph
             parent = PARENT[arm] if arm not in pretrained else None
             jobs[("pretrain", arm, ps)] = Job(pretrain_arm, dict(
-                arm=arm, preset=preset, data_dir=data_dir, init=checkpoint(parent, ps) if parent else None, seed=ps),
-                priority=0)
+                arm=arm, preset=preset, data_dir=data_dir, init=checkpoint(parent, ps) if parent else None, seed=ps,
+                check=stage_check), priority=0)
     for arm in preset.arms:
         if arm not in ABLATION_ARMS:
             for ps in arm_pretrain_seeds(preset, arm):
@@ -308,7 +309,8 @@ def _run(preset: Preset, data_dir: str | None, verbose: bool, workers: int, comm
     t = lap("setup", t)
     threads = _first_stage_threads(workers)
     with num_threads(threads):
-        done: dict[tuple, Any] = {("pretrain", first, ps0): pretrain_arm(first, preset, None, data_dir, ps0)}
+        done: dict[tuple, Any] = {("pretrain", first, ps0): pretrain_arm(first, preset, None, data_dir, ps0,
+                                                                         check=stage_check)}
     say(_describe(("pretrain", first, ps0), done[("pretrain", first, ps0)]))
     t = lap("pretrain_first_stage", t)
 
