@@ -115,22 +115,10 @@ def hf_trainer(config, blocks, tok, steps: int, batch: int, clock: str) -> float
 def preset_stage(preset: str, method: str, steps: int, clock: str) -> dict:
     """One stage of ``preset`` as ``pretraining.pretrain`` trains it, for ``steps`` steps, without
     its held-out evaluation or checkpoints: seconds and non-padding tokens per step."""
-    import functools
-
-    from condenser_lite.modeling.gradcache import cocondenser_step
     from condenser_lite.modeling.masking import MLMCollator
-    from condenser_lite.modeling.spans import SpanPairCollator
     from condenser_lite.reproduction.presets import stage_config
     from condenser_lite.training.loop import train
-    from condenser_lite.training.pretraining import (
-        build_model,
-        counted,
-        general_blocks,
-        get_tokenizer,
-        mlm_step,
-        span_pairs,
-        stage_loop_config,
-    )
+    from condenser_lite.training.pretraining import build_model, counted, get_tokenizer, stage_loop_config, stage_training
     from condenser_lite.utils.devices import resolve_precision
 
     cfg = stage_config(preset, method).replace(max_steps=steps, save_every=None)
@@ -139,14 +127,9 @@ def preset_stage(preset: str, method: str, steps: int, clock: str) -> dict:
     tok = get_tokenizer(cfg)
     model = build_model(cfg, tok)
     collator = MLMCollator(tok, mlm_probability=cfg.mlm_probability, head_mlm_probability=cfg.head_mlm_probability)
-    if method == "cocondenser":
-        data, collate = span_pairs(cfg, tok), SpanPairCollator(collator)
-        step_fn = functools.partial(cocondenser_step, chunk_size=cfg.chunk_size, mlm_weight=cfg.mlm_weight,
-                                    co_weight=cfg.co_weight)
-        rows = f"{cfg.batch_size} documents x 2 spans of <= {cfg.max_len} tokens"
-    else:
-        data, collate, step_fn = general_blocks(cfg, tok), collator, mlm_step
-        rows = f"{cfg.batch_size} blocks of <= {cfg.max_len} tokens"
+    data, collate, step_fn = stage_training(cfg, tok, collator)
+    rows = (f"{cfg.batch_size} documents x 2 spans of <= {cfg.max_len} tokens" if method == "cocondenser"
+            else f"{cfg.batch_size} blocks of <= {cfg.max_len} tokens")
     with tempfile.TemporaryDirectory() as d:
         train(model, data, stage_loop_config(cfg, d, progress=False), collate_fn=collate,
               step_fn=counted(step_fn, cfg.grad_accum))

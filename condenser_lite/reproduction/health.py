@@ -30,9 +30,11 @@ from typing import Any
 
 from scipy import stats
 
+from .arms import arm_config
 from .presets import get_preset
 from .registry import ARMS, PARENT
 from .results import results_dir
+from .rules import pretraining_runs
 
 REFERENCE_PRESET = "small"  # the committed run whose curves are the reference
 GAUGES = {"mlm_loss": "held-out MLM loss", "cls_reliance": "[CLS] reliance"}
@@ -89,8 +91,6 @@ def reference_curves(folder: str | Path | None = None,
     """``{arm: {checkpoint key: rows}}``: every committed held-out curve of the ``preset`` run, one
     per pre-training seed, from ``results/<preset>.json`` (and its parts, ``results/parts/``) and
     the mechanism study's ``e0`` part (the preset's own stages), each stage once."""
-    from .rules import pretraining_runs
-
     folder = Path(folder or results_dir())
     out: dict[str, dict[str, list[dict]]] = {}
     files = [folder / f"{preset}.json", *sorted((folder / "parts").glob(f"{preset}-*.json"))]
@@ -190,8 +190,8 @@ class StageCheck:
         if self.arm is None or not committed:
             return
         keys = ("n_blocks", "n_masked", "unigram_entropy")
-        if not info or any(not math.isclose(info.get(k) or 0, committed.get(k) or 0, rel_tol=1e-9, abs_tol=0)
-                           or info.get(k) is None for k in keys):
+        if not info or any(info.get(k) is None or not math.isclose(info[k], committed[k], rel_tol=1e-9)
+                           for k in keys):
             seen = ", ".join(f"{k} {(info or {}).get(k)} (committed: {committed.get(k)})" for k in keys)
             self.arm, self.reason = None, f"the held-out set is not the committed run's ({seen})"
 
@@ -244,8 +244,6 @@ def stage_check(cfg, folder: str | Path | None = None, preset: str = REFERENCE_P
     committed arm of ``preset`` (the ``small`` run) whose stage differs from it in training
     settings at most (and, for a continuation, whose starting model is one of that preset's), or
     without a reference. ``folder``: the results folder (default: the repository's)."""
-    from .arms import arm_config
-
     curves = reference_curves(folder, preset)
     name, preset = preset, get_preset(preset)
     init = _init_config(cfg.init)

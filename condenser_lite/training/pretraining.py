@@ -572,6 +572,18 @@ def counted(step_fn, grad_accum: int):
 # ---- running a stage -------------------------------------------------------------------------
 
 
+def stage_training(cfg: StageConfig, tokenizer, mlm_collator: MLMCollator, data_dir: str | None = None,
+                   corpus: Dataset | None = None):
+    """``(data, collate_fn, step_fn)`` of a stage: coCondenser's span pairs with the gradient-cache
+    step (``cocondenser_step``), or the packed blocks of an MLM or Condenser stage with the plain
+    step; what ``pretrain`` trains and ``benchmarks/bench_pretrain.py`` times. Chapters 2 and 3."""
+    if cfg.method == "cocondenser":
+        step_fn = functools.partial(cocondenser_step, chunk_size=cfg.chunk_size, mlm_weight=cfg.mlm_weight,
+                                    co_weight=cfg.co_weight)
+        return span_pairs(cfg, tokenizer, data_dir), SpanPairCollator(mlm_collator), step_fn
+    return general_blocks(cfg, tokenizer, data_dir, corpus), mlm_collator, mlm_step
+
+
 def stage_loop_config(cfg: StageConfig, output_dir: str | Path, progress: bool | None = None,
                  evaluate: bool = False, resume: bool = True):
     # without eval_every, evaluate after the last step only (the loop always evaluates there)
@@ -639,18 +651,12 @@ def pretrain(
             if hasattr(check, "check_heldout"):
                 check.check_heldout(heldout["info"])
             on_eval = functools.partial(_health, check, progress)
+        data, collate_fn, step_fn = stage_training(cfg, tokenizer, mlm_collator, data_dir, corpus)
+        result = train(model, data, tcfg, collate_fn=collate_fn, step_fn=counted(step_fn, cfg.grad_accum),
+                       eval_fn=eval_fn, on_eval=on_eval, depends_on=settings)
         if cfg.method == "cocondenser":
-            pairs = span_pairs(cfg, tokenizer, data_dir)
-            step_fn = functools.partial(cocondenser_step, chunk_size=cfg.chunk_size,
-                                        mlm_weight=cfg.mlm_weight, co_weight=cfg.co_weight)
-            result = train(model, pairs, tcfg, collate_fn=SpanPairCollator(mlm_collator),
-                           step_fn=counted(step_fn, cfg.grad_accum), eval_fn=eval_fn, on_eval=on_eval,
-                           depends_on=settings)
-            n_skipped, n_documents, rows = pairs.n_skipped, pairs.n_documents, 2 * cfg.batch_size
+            n_skipped, n_documents, rows = data.n_skipped, data.n_documents, 2 * cfg.batch_size
         else:
-            blocks = general_blocks(cfg, tokenizer, data_dir, corpus)
-            result = train(model, blocks, tcfg, collate_fn=mlm_collator, step_fn=counted(mlm_step, cfg.grad_accum),
-                           eval_fn=eval_fn, on_eval=on_eval, depends_on=settings)
             n_skipped, n_documents, rows = 0, 0, cfg.batch_size
         save_model(model, out)
         tokenizer.save_pretrained(out)
