@@ -185,7 +185,7 @@ def _model_tokenizer(model: str, lengths: dict[str, int | None]):
     encoder that takes these token ``lengths`` and this tokenizer's ids: a wrong model is refused
     before any data are read."""
     from .data.tokenizer import load_tokenizer
-    from .modeling.loading import check_checkpoint, check_lengths, check_vocabulary, encoder_config
+    from .utils.loading import check_checkpoint, check_lengths, check_vocabulary, encoder_config
 
     check_checkpoint(model)  # a missing folder is named as the model's, not as its tokenizer's
     tokenizer = load_tokenizer(model)

@@ -486,7 +486,7 @@ def test_loading_an_mlm_checkpoint_as_an_encoder_reports_only_real_gaps(tmp_path
 
     from transformers import BertConfig, BertForMaskedLM, BertModel
 
-    from condenser_lite.modeling.loading import load_encoder
+    from condenser_lite.utils.loading import load_encoder
 
     config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32)
     BertForMaskedLM(config).save_pretrained(tmp_path / "mlm")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from transformers import BertConfig, BertForMaskedLM
 
-from condenser_lite.modeling.condenser import Condenser
+from condenser_lite.modeling.condenser import Condenser, CondenserVariant
 
 # ---- a small Condenser ----------------------------------------------------------------------
 
@@ -27,11 +27,16 @@ def small_config(**overrides) -> BertConfig:
     return BertConfig(**kwargs)
 
 
-def make_condenser(seed=0, **kwargs) -> Condenser:
+def make_condenser(seed=0, model_class=Condenser, **kwargs) -> Condenser:
     torch.manual_seed(seed)
     kwargs.setdefault("skip_from", 2)
     kwargs.setdefault("n_head_layers", 2)
-    return Condenser.from_config(small_config(), **kwargs)
+    return model_class.from_config(small_config(), **kwargs)
+
+
+def make_variant(seed=0, **kwargs) -> CondenserVariant:
+    """The mechanism page's variants and chapter 8's control: ``make_condenser``'s model, switches on."""
+    return make_condenser(seed, CondenserVariant, **kwargs)
 
 
 def make_batch(seed=0, batch_size=4, length=16, lengths=None):

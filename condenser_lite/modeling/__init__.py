@@ -2,14 +2,14 @@
 
 * ``condenser.py``: the plain MLM baseline (``BertMLM``) and ``Condenser``, the backbone split
   at layer ``skip_from`` with a head that reads the *late* [CLS] beside the *early* token states
-  (Condenser section 3; chapter 2);
+  (Condenser section 3; chapter 2), and, apart at the end, ``CondenserVariant``: the mechanism
+  page's deviations and chapter 8's control without a bottleneck;
 * ``masking.py``: whole-word MLM masking, the objective both share (chapter 2);
 * ``spans.py``: coCondenser's two random spans per document (coCondenser section 3.2; chapter 3);
 * ``losses.py``: the losses the papers write down: span contrastive, retrieval, cosine (chapters 3, 4, 7);
 * ``gradcache.py``: the exact gradient cache and the coCondenser update on it (section 3.3; chapter 3);
 * ``gauges.py``: the lenses that ask whether [CLS] does its job: attention entropy, held-out MLM
-  loss, the [CLS]-swap gap and reliance (chapters 1, 2, 5);
-* ``loading.py``: checkpoint files, their errors and their names by content.
+  loss, the [CLS]-swap gap and reliance (chapters 1, 2, 5).
 
 May import: ``utils`` only. Everything else in the library builds on these.
 """

@@ -25,7 +25,7 @@ from transformers.masking_utils import create_bidirectional_mask
 from transformers.models.bert.modeling_bert import BertLayer
 
 from ..utils.errors import CheckpointError
-from .loading import (
+from ..utils.loading import (
     AUTHORS_HEAD_FILE,
     CONDENSER_CONFIG_FILE,
     HEAD_FILE,
@@ -39,9 +39,6 @@ from .loading import (
 # Paper settings for bert-base-uncased (12 layers): head reads the output of layer 6,
 # 2 head layers, backbone MLM kept as the "semantic constraint" (section 3.4).
 PAPER_CONDENSER = dict(skip_from=6, n_head_layers=2, late_mlm=True, head_weight=1.0, late_weight=1.0)
-# what the head reads in the late CLS's place: the late CLS (the paper), or a learned constant (a control)
-HEAD_CLS_SOURCES = ("late", "constant")
-CONSTANT_KEY = "head_cls_constant"  # its entry in the head's weights file
 
 
 def tiny_bert_config(vocab_size: int = 8192, **overrides) -> BertConfig:
@@ -203,19 +200,14 @@ class Condenser(nn.Module):
     `late_mlm` the backbone's own MLM loss is added (eq. 10-11), through the same
     MLM head `backbone.cls`, so the shared projection W of the paper is shared here.
 
-    Two more deviations the mechanism page tries, both off by default: ``detach_early``
-    (E3) stops the head's gradient at the early token states, so the early layers learn
-    only from the late MLM loss; ``head_input_ids``/``head_labels`` in ``forward`` (E5,
-    built by ``masking.MLMCollator(head_mlm_probability=...)``) give the head the
-    early states of a more heavily masked copy of the block and the labels of every
-    position masked there, as RetroMAE's decoder (Xiao et al., 2022).
-
-    One control cuts the bottleneck instead: ``head_cls="constant"`` feeds the head a learned,
-    input-independent vector where it reads the late CLS, so the head keeps its targets and its
-    compute but can learn nothing from the late layers (the no-bottleneck control of chapter 8).
+    The mechanism page's deviations and chapter 8's control without a bottleneck live apart, in
+    `CondenserVariant` at the end of this file; `from_pretrained` gives one back where the saved
+    ``condenser_config.json`` names its switches.
 
     Explained in chapter 2, `notebooks/02_condenser.ipynb`.
     """
+
+    SETTINGS = tuple(PAPER_CONDENSER)  # what condenser_config.json holds
 
     def __init__(
         self,
@@ -225,8 +217,6 @@ class Condenser(nn.Module):
         late_mlm: bool = True,
         head_weight: float = 1.0,
         late_weight: float = 1.0,
-        detach_early: bool = False,
-        head_cls: str = "late",
     ):
         super().__init__()
         if not isinstance(backbone, BertForMaskedLM):
@@ -242,8 +232,6 @@ class Condenser(nn.Module):
             )
         if not isinstance(n_head_layers, int) or n_head_layers < 1:
             raise ValueError(f"n_head_layers={n_head_layers!r} must be an int >= 1.")
-        if head_cls not in HEAD_CLS_SOURCES:
-            raise ValueError(f"head_cls={head_cls!r} must be one of {HEAD_CLS_SOURCES}")
         if head_weight < 0 or late_weight < 0:
             raise ValueError(f"head_weight={head_weight} and late_weight={late_weight} must be >= 0.")
         self.backbone = backbone
@@ -252,16 +240,11 @@ class Condenser(nn.Module):
         self.late_mlm = bool(late_mlm)
         self.head_weight = float(head_weight)
         self.late_weight = float(late_weight)
-        self.detach_early = bool(detach_early)
         # Same config object as the backbone, so switching the backbone's attention
         # implementation (e.g. to "eager") switches the head too.
         self.head = nn.ModuleList([BertLayer(backbone.config) for _ in range(n_head_layers)])
         # BERT's own init: normal(0, initializer_range) weights, zero biases, LayerNorm 1/0.
         self.head.apply(backbone._init_weights)
-        self.head_cls = head_cls
-        if head_cls == "constant":  # drawn like an embedding row: what a [CLS] input looks like at the start
-            self.head_cls_constant = nn.Parameter(
-                torch.randn(backbone.config.hidden_size) * backbone.config.initializer_range)
 
     @property
     def config(self) -> BertConfig:
@@ -274,9 +257,6 @@ class Condenser(nn.Module):
             late_mlm=self.late_mlm,
             head_weight=self.head_weight,
             late_weight=self.late_weight,
-            # a variant's field only where it is on, so the paper's Condenser saves what it always did
-            **({"detach_early": True} if self.detach_early else {}),
-            **({"head_cls": self.head_cls} if self.head_cls != "late" else {}),
         )
 
     # ---- forward -------------------------------------------------------------------
@@ -291,8 +271,6 @@ class Condenser(nn.Module):
         """
         if late_cls.dim() == 2:
             late_cls = late_cls.unsqueeze(1)
-        if self.head_cls == "constant":  # the control without a bottleneck: nothing of the input reaches it
-            late_cls = self.head_cls_constant.to(early_tokens.dtype).expand(early_tokens.shape[0], 1, -1)
         hidden = torch.cat([late_cls, early_tokens], dim=1)
         # Built for whichever attention implementation is active (additive float
         # mask for eager, boolean for sdpa, None when nothing is padded).
@@ -301,16 +279,29 @@ class Condenser(nn.Module):
             hidden = layer(hidden, mask)  # transformers 5: returns a Tensor, not a tuple
         return hidden
 
-    def early_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                     token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
-        """The output of layer ``skip_from`` alone (the embeddings and the early layers), for
-        the head's own copy of the block (variant E5). [B, T, H]"""
-        bert = self.backbone.bert
-        hidden = bert.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)
-        mask = create_bidirectional_mask(config=self.config, inputs_embeds=hidden, attention_mask=attention_mask)
-        for layer in bert.encoder.layer[: self.skip_from]:
-            hidden = layer(hidden, mask)
-        return hidden
+    def early_and_late(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                       token_type_ids: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The backbone's early token states (the output of layer ``skip_from``, eq. 6) and its
+        late ones (the last layer, eq. 7), each [B, T, H], from one pass."""
+        out = self.backbone.bert(
+            input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, output_hidden_states=True
+        )
+        # hidden_states[0] is the embedding output, so [skip_from] is the output of layer skip_from.
+        return out.hidden_states[self.skip_from], out.last_hidden_state
+
+    def condenser_loss(self, early: torch.Tensor, late: torch.Tensor, attention_mask: torch.Tensor | None,
+                       head_labels: torch.Tensor, late_labels: torch.Tensor) -> CondenserOutput:
+        """The head over [late CLS; early tokens] (eq. 8), its MLM loss (eq. 9) and, with
+        ``late_mlm``, the backbone's own (eq. 10), weighted into the total (eq. 11). In the
+        paper both losses predict the same masked tokens: ``head_labels`` is ``late_labels``."""
+        head_hidden = self.head_forward(late[:, :1], early[:, 1:], attention_mask)
+        head_loss = masked_lm_loss(self.backbone.cls, head_hidden, head_labels)
+        loss = self.head_weight * head_loss
+        late_loss = None
+        if self.late_mlm:
+            late_loss = masked_lm_loss(self.backbone.cls, late, late_labels)
+            loss = loss + self.late_weight * late_loss
+        return CondenserOutput(loss=loss, head_loss=head_loss, late_loss=late_loss, cls=late[:, 0])
 
     def forward(
         self,
@@ -318,33 +309,11 @@ class Condenser(nn.Module):
         attention_mask: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
         token_type_ids: torch.Tensor | None = None,
-        head_input_ids: torch.Tensor | None = None,
-        head_labels: torch.Tensor | None = None,
     ) -> CondenserOutput:
-        out = self.backbone.bert(
-            input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, output_hidden_states=True
-        )
-        # hidden_states[0] is the embedding output, so [skip_from] is the output of layer skip_from.
-        early = out.hidden_states[self.skip_from]
-        late = out.last_hidden_state
-        cls = late[:, 0]
+        early, late = self.early_and_late(input_ids, attention_mask, token_type_ids)
         if labels is None:
-            return CondenserOutput(loss=None, head_loss=None, late_loss=None, cls=cls)
-
-        if (head_input_ids is None) != (head_labels is None):
-            raise ValueError("pass head_input_ids and head_labels together (MLMCollator(head_mlm_probability=...)).")
-        if head_input_ids is not None:  # E5: the head reads a more heavily masked copy of the block
-            early = self.early_states(head_input_ids, attention_mask, token_type_ids)
-        if self.detach_early:  # E3: the head's loss does not train the early layers
-            early = early.detach()
-        head_hidden = self.head_forward(late[:, :1], early[:, 1:], attention_mask)
-        head_loss = masked_lm_loss(self.backbone.cls, head_hidden, labels if head_labels is None else head_labels)
-        loss = self.head_weight * head_loss
-        late_loss = None
-        if self.late_mlm:
-            late_loss = masked_lm_loss(self.backbone.cls, late, labels)
-            loss = loss + self.late_weight * late_loss
-        return CondenserOutput(loss=loss, head_loss=head_loss, late_loss=late_loss, cls=cls)
+            return CondenserOutput(loss=None, head_loss=None, late_loss=None, cls=late[:, 0])
+        return self.condenser_loss(early, late, attention_mask, labels, labels)
 
     # ---- construction --------------------------------------------------------------
 
@@ -354,26 +323,16 @@ class Condenser(nn.Module):
         return cls(BertForMaskedLM(config), **condenser_kwargs)
 
     @classmethod
-    def from_bert(
-        cls,
-        model: BertForMaskedLM | str | os.PathLike | nn.Module,
-        skip_from: int,
-        n_head_layers: int = 2,
-        late_mlm: bool = True,
-        head_weight: float = 1.0,
-        late_weight: float = 1.0,
-        detach_early: bool = False,
-        head_cls: str = "late",
-        **load_kwargs,
-    ) -> "Condenser":
+    def from_bert(cls, model: BertForMaskedLM | str | os.PathLike | nn.Module, skip_from: int,
+                  backbone_kwargs: dict | None = None, **condenser_kwargs) -> "Condenser":
         """Start a Condenser from a plain MLM checkpoint with a fresh head (paper section 3.4).
 
         `model` is a checkpoint dir / Hub id, a `BertForMaskedLM` or a `BertMLM`
         (used in place, not copied). This is how the "Condenser" arm continues from
-        the "BERT" arm.
+        the "BERT" arm. `condenser_kwargs`: n_head_layers, late_mlm, head_weight, late_weight;
+        `backbone_kwargs` go to `BertForMaskedLM.from_pretrained`.
         """
-        backbone = as_backbone(model, **load_kwargs)
-        return cls(backbone, skip_from, n_head_layers, late_mlm, head_weight, late_weight, detach_early, head_cls)
+        return cls(as_backbone(model, **(backbone_kwargs or {})), skip_from, **condenser_kwargs)
 
     @classmethod
     def from_pretrained(
@@ -395,10 +354,7 @@ class Condenser(nn.Module):
         """
         if head not in ("load", "random"):
             raise ValueError(f"head={head!r} must be 'load' or 'random'.")
-        allowed = {*PAPER_CONDENSER, "detach_early", "head_cls"}
-        unknown = set(overrides) - allowed
-        if unknown:
-            raise TypeError(f"unknown Condenser argument(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
+        cls.class_for(overrides)  # an unknown argument, before any file is read
 
         backbone = from_checkpoint(BertForMaskedLM, name_or_dir, MLM_DROPS, **(backbone_kwargs or {}))
         settings = dict(read_condenser_config(name_or_dir) or {})
@@ -415,22 +371,37 @@ class Condenser(nn.Module):
         settings.update(overrides)
         settings.setdefault("skip_from", backbone.config.num_hidden_layers // 2)
         settings.setdefault("n_head_layers", PAPER_CONDENSER["n_head_layers"])
-        model = cls(backbone, **settings)
-        if state is not None and model.head_cls == "constant":
-            raw = torch.load(hub_file(name_or_dir, HEAD_FILE), map_location="cpu", weights_only=True)
-            if CONSTANT_KEY not in raw:
-                raise CheckpointError(f"{name_or_dir!r} has no learned [CLS] constant ({CONSTANT_KEY}): it was not "
-                                      "trained with head_cls='constant'; load it with head_cls='late'")
-            model.head_cls_constant.data.copy_(raw[CONSTANT_KEY])
+        model = cls.class_for(settings)(backbone, **settings)
         if state is not None:
-            missing, unexpected = model.head.load_state_dict(state, strict=False)
-            if missing or unexpected:
-                raise CheckpointError(
-                    f"head weights in {name_or_dir!r} do not fit n_head_layers={model.n_head_layers} "
-                    f"({len(missing)} missing, e.g. {missing[:2]}; {len(unexpected)} unexpected, e.g. "
-                    f"{unexpected[:2]}); pass the n_head_layers it was saved with, or head='random'"
-                )
+            model.load_head(state, name_or_dir)
         return model
+
+    @classmethod
+    def class_for(cls, settings: dict) -> type["Condenser"]:
+        """The class that understands ``settings``: this one, or `CondenserVariant` where they
+        turn on a switch the paper's Condenser does not have (a saved variant names its switches
+        in ``condenser_config.json``, so it loads back as what it was trained as)."""
+        extra = set(settings) - set(cls.SETTINGS)
+        if not extra:
+            return cls
+        if issubclass(CondenserVariant, cls) and not extra - set(CondenserVariant.SETTINGS):
+            return CondenserVariant
+        raise TypeError(f"unknown Condenser argument(s) {sorted(extra)}; allowed: "
+                        f"{sorted({*cls.SETTINGS, *CondenserVariant.SETTINGS})}")
+
+    def load_head(self, state: dict[str, torch.Tensor], name_or_dir: str | os.PathLike) -> None:
+        """The head's weights from ``state`` (``read_head_state``), refused where they do not fit."""
+        missing, unexpected = self.head.load_state_dict(state, strict=False)
+        if missing or unexpected:
+            raise CheckpointError(
+                f"head weights in {name_or_dir!r} do not fit n_head_layers={self.n_head_layers} "
+                f"({len(missing)} missing, e.g. {missing[:2]}; {len(unexpected)} unexpected, e.g. "
+                f"{unexpected[:2]}); pass the n_head_layers it was saved with, or head='random'"
+            )
+
+    def head_state(self) -> dict[str, torch.Tensor]:
+        """What ``HEAD_FILE`` holds: the head's weights, keyed ``head.<name>``."""
+        return {f"head.{k}": v.detach().cpu() for k, v in self.head.state_dict().items()}
 
     def save_pretrained(self, save_directory: str | os.PathLike, **kwargs) -> None:
         """Backbone as a plain `BertForMaskedLM` checkpoint + `condenser_head.pt` + `condenser_config.json`.
@@ -441,9 +412,117 @@ class Condenser(nn.Module):
         self.backbone.save_pretrained(save_directory, **kwargs)
         if not kwargs.get("is_main_process", True):
             return
-        head_state = {f"head.{k}": v.detach().cpu() for k, v in self.head.state_dict().items()}
-        if self.head_cls == "constant":  # read_head_state skips keys without "head.": loaded apart
-            head_state[CONSTANT_KEY] = self.head_cls_constant.detach().cpu()
-        torch.save(head_state, os.path.join(save_directory, HEAD_FILE))
+        torch.save(self.head_state(), os.path.join(save_directory, HEAD_FILE))
         with open(os.path.join(save_directory, CONDENSER_CONFIG_FILE), "w") as f:
             json.dump(self.condenser_config(), f, indent=2)
+
+
+# ---- Not the paper's design: the mechanism page's variants and chapter 8's control -------------
+
+# what the head reads in the late CLS's place: the late CLS (the paper), or a learned constant (a control)
+HEAD_CLS_SOURCES = ("late", "constant")
+CONSTANT_KEY = "head_cls_constant"  # its entry in the head's weights file
+
+
+class CondenserVariant(Condenser):
+    """A `Condenser` with the switches the book tries beside the paper's design; with every switch
+    off it computes exactly what `Condenser` does.
+
+    * ``detach_early`` (the mechanism page's E3) stops the head's gradient at the early token
+      states, so the early layers learn only from the late MLM loss.
+    * ``head_input_ids``/``head_labels`` in ``forward`` (E5, built by
+      ``masking.MLMCollator(head_mlm_probability=...)``) give the head the early states of a more
+      heavily masked copy of the block and the labels of every position masked there, as
+      RetroMAE's decoder (Xiao et al., 2022). The modified Condenser of chapters 4 and 8 is E5.
+    * ``head_cls="constant"`` feeds the head a learned, input-independent vector where it reads
+      the late CLS: the head keeps its targets and its compute but can learn nothing from the
+      late layers (the control without a bottleneck, chapter 8).
+
+    >>> from condenser_lite.modeling.condenser import tiny_bert_config
+    >>> cut = CondenserVariant.from_config(tiny_bert_config(vocab_size=100), skip_from=1, n_head_layers=1,
+    ...                                    head_cls="constant")
+    >>> cut.condenser_config()["head_cls"]
+    'constant'
+
+    Explained on the mechanism page (`notebooks/10_mechanism.md`) and in chapter 8.
+    """
+
+    SETTINGS = (*Condenser.SETTINGS, "detach_early", "head_cls")
+
+    def __init__(
+        self,
+        backbone: BertForMaskedLM,
+        skip_from: int = 6,
+        n_head_layers: int = 2,
+        late_mlm: bool = True,
+        head_weight: float = 1.0,
+        late_weight: float = 1.0,
+        detach_early: bool = False,
+        head_cls: str = "late",
+    ):
+        if head_cls not in HEAD_CLS_SOURCES:
+            raise ValueError(f"head_cls={head_cls!r} must be one of {HEAD_CLS_SOURCES}")
+        super().__init__(backbone, skip_from, n_head_layers, late_mlm, head_weight, late_weight)
+        self.detach_early = bool(detach_early)
+        self.head_cls = head_cls
+        if head_cls == "constant":  # drawn like an embedding row: what a [CLS] input looks like at the start
+            self.head_cls_constant = nn.Parameter(
+                torch.randn(backbone.config.hidden_size) * backbone.config.initializer_range)
+
+    def condenser_config(self) -> dict:
+        # a switch's field only where it is on, so a variant with every switch off saves what Condenser does
+        return dict(super().condenser_config(),
+                    **({"detach_early": True} if self.detach_early else {}),
+                    **({"head_cls": self.head_cls} if self.head_cls != "late" else {}))
+
+    def head_forward(self, late_cls: torch.Tensor, early_tokens: torch.Tensor,
+                     attention_mask: torch.Tensor | None) -> torch.Tensor:
+        if self.head_cls == "constant":  # the control without a bottleneck: nothing of the input reaches it
+            late_cls = self.head_cls_constant.to(early_tokens.dtype).expand(early_tokens.shape[0], 1, -1)
+        return super().head_forward(late_cls, early_tokens, attention_mask)
+
+    def early_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                     token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """The output of layer ``skip_from`` alone (the embeddings and the early layers), for
+        the head's own copy of the block (E5). [B, T, H]"""
+        bert = self.backbone.bert
+        hidden = bert.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)
+        mask = create_bidirectional_mask(config=self.config, inputs_embeds=hidden, attention_mask=attention_mask)
+        for layer in bert.encoder.layer[: self.skip_from]:
+            hidden = layer(hidden, mask)
+        return hidden
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        head_input_ids: torch.Tensor | None = None,
+        head_labels: torch.Tensor | None = None,
+    ) -> CondenserOutput:
+        early, late = self.early_and_late(input_ids, attention_mask, token_type_ids)
+        if labels is None:
+            return CondenserOutput(loss=None, head_loss=None, late_loss=None, cls=late[:, 0])
+        if (head_input_ids is None) != (head_labels is None):
+            raise ValueError("pass head_input_ids and head_labels together (MLMCollator(head_mlm_probability=...)).")
+        if head_input_ids is not None:  # E5: the head reads a more heavily masked copy of the block
+            early = self.early_states(head_input_ids, attention_mask, token_type_ids)
+        if self.detach_early:  # E3: the head's loss does not train the early layers
+            early = early.detach()
+        return self.condenser_loss(early, late, attention_mask, labels if head_labels is None else head_labels, labels)
+
+    def load_head(self, state: dict[str, torch.Tensor], name_or_dir: str | os.PathLike) -> None:
+        if self.head_cls == "constant":  # read_head_state keeps only "head." keys: the constant is read apart
+            raw = torch.load(hub_file(name_or_dir, HEAD_FILE), map_location="cpu", weights_only=True)
+            if CONSTANT_KEY not in raw:
+                raise CheckpointError(f"{name_or_dir!r} has no learned [CLS] constant ({CONSTANT_KEY}): it was not "
+                                      "trained with head_cls='constant'; load it with head_cls='late'")
+            self.head_cls_constant.data.copy_(raw[CONSTANT_KEY])
+        super().load_head(state, name_or_dir)
+
+    def head_state(self) -> dict[str, torch.Tensor]:
+        state = super().head_state()
+        if self.head_cls == "constant":
+            state[CONSTANT_KEY] = self.head_cls_constant.detach().cpu()
+        return state

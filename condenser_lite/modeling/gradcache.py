@@ -45,13 +45,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-import torch.distributed as dist
 
 from ..utils import devices
 from ..utils.devices import is_xla
+from ..utils.distributed import all_reduce_sum, check_same_size, gather_with_grad, step_hooks, world_info
 from .losses import span_contrastive_accuracy, span_contrastive_loss
 
-__all__ = ["RandContext", "gather_with_grad", "world_info", "step_hooks", "gradient_cache", "cocondenser_step"]
+__all__ = ["RandContext", "gradient_cache", "cocondenser_step"]
 
 
 class RandContext:
@@ -93,65 +93,6 @@ class RandContext:
         self._fork = None
         if self.xla_device is not None:
             devices.xla.set_rng_state(self._xla_before, self.xla_device)
-
-
-def world_info() -> tuple[int, int]:
-    """``(world_size, rank)`` of the initialised ``torch.distributed`` group, else ``(1, 0)``."""
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_world_size(), dist.get_rank()
-    return 1, 0
-
-
-def gather_with_grad(x: torch.Tensor) -> torch.Tensor:
-    """All-gather ``x`` ``[m, ...]`` from every process into ``[world * m, ...]`` (rank order),
-    with this process's own slice replaced by ``x`` itself so gradients flow into it.
-
-    ``dist.all_gather`` returns plain tensors; the other processes' slices are constants here
-    (their gradients are computed by their own processes). Every process must pass the same shape.
-    Returns ``x`` unchanged when not running distributed.
-    Explained in chapter 3, ``notebooks/03_cocondenser.ipynb``.
-    """
-    world, rank = world_info()
-    if world == 1:
-        return x
-    parts = [torch.empty_like(x) for _ in range(world)]
-    dist.all_gather(parts, x.detach().contiguous())
-    parts[rank] = x
-    return torch.cat(parts, dim=0)
-
-
-def _all_reduce_sum(x: torch.Tensor) -> torch.Tensor:
-    if world_info()[0] > 1:
-        x = x.clone()
-        dist.all_reduce(x, op=dist.ReduceOp.SUM)
-    return x
-
-
-def _check_same_size(n_rows: int, device: torch.device) -> None:
-    world, _ = world_info()
-    if world == 1:
-        return
-    sizes = [torch.zeros(1, dtype=torch.long, device=device) for _ in range(world)]
-    dist.all_gather(sizes, torch.tensor([n_rows], dtype=torch.long, device=device))
-    sizes_list = [int(s) for s in sizes]
-    if len(set(sizes_list)) != 1:
-        raise ValueError(
-            f"every process must hold the same number of spans to gather them, got {sizes_list}; "
-            "drop the last incomplete batch (drop_last=True / accelerate's even_batches)"
-        )
-
-
-def step_hooks(model: torch.nn.Module, accelerator: Any = None) -> tuple[Callable, Callable, Callable]:
-    """``(autocast, backward, no_sync)`` for a training step, with or without ``accelerate``.
-
-    With an ``Accelerator``: its ``autocast()``, ``backward`` (loss scaling) and ``no_sync(model)``;
-    without: no autocast, ``loss.backward()``, and DDP's ``model.no_sync()`` when the model has
-    one. Explained in chapter 3, ``notebooks/03_cocondenser.ipynb``.
-    """
-    if accelerator is not None:
-        return accelerator.autocast, accelerator.backward, lambda: accelerator.no_sync(model)
-    no_sync = model.no_sync if hasattr(model, "no_sync") else contextlib.nullcontext
-    return contextlib.nullcontext, lambda loss: loss.backward(), no_sync
 
 
 def gradient_cache(
@@ -263,14 +204,14 @@ def cocondenser_step(
         raise ValueError(f"chunk_size must be >= 1 (or None for no gradient cache), got {chunk_size}")
     device = batch["input_ids"].device
     world, _ = world_info()
-    _check_same_size(n_rows, device)
+    check_same_size(n_rows, device)
 
     autocast, backward, no_sync = step_hooks(model, accelerator)
 
     labels = batch.get("labels")
     has_mlm = labels is not None
     # Masked tokens here and in the whole (global) batch: the MLM weight of each forward piece.
-    n_masked_total = _all_reduce_sum((labels != -100).sum()) if has_mlm else torch.zeros((), device=device)
+    n_masked_total = all_reduce_sum((labels != -100).sum()) if has_mlm else torch.zeros((), device=device)
     if has_mlm and int(n_masked_total) == 0:
         raise ValueError("labels mask no token in the whole batch; build batches with an MLM collator")
 
@@ -328,7 +269,7 @@ def cocondenser_step(
     # Global metrics: sum the processes' MLM shares (the contrastive loss is already global).
     local = torch.tensor([metrics_mlm] + [metrics_parts.get(k, 0.0) for k in ("head_loss", "late_loss")],
                          dtype=torch.float32, device=device)
-    mlm_value, head_value, late_value = (float(x) for x in _all_reduce_sum(local))
+    mlm_value, head_value, late_value = (float(x) for x in all_reduce_sum(local))
     metrics = {
         "loss": mlm_weight * mlm_value + co_weight * co_value,
         "mlm_loss": mlm_value,

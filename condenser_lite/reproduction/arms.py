@@ -40,7 +40,6 @@ import numpy as np
 from ..data.tevatron import sample_queries
 from ..data.tokenizer import load_tokenizer
 from ..modeling.gauges import cls_attention_entropy
-from ..modeling.loading import checkpoint_key, load_encoder
 from ..retrieval.metrics import metric_depth
 from ..retrieval.search import evaluate_retriever
 from ..training.finetune import finetune_round
@@ -49,6 +48,7 @@ from ..training.pretraining import StageConfig, pretrain, read_log
 from ..training.similarity import evaluate_sts, finetune_sts, sample_pairs
 from ..utils.cache import LOCK_FILE, cache_dir, run_cached, settings_hash
 from ..utils.devices import resolve_precision
+from ..utils.loading import checkpoint_key, load_encoder
 from .presets import Preset, get_preset, stage_config
 from .registry import ARMS, MODIFIED_ARM, PARENT
 from .rules import EQUAL_FLOPS_RATIO

@@ -25,8 +25,8 @@ import torch
 
 from ..data.tokenizer import load_tokenizer
 from ..modeling.condenser import BertMLM, Condenser
-from ..modeling.loading import checkpoint_key, has_head
 from ..utils.errors import CheckpointError, ConfigError
+from ..utils.loading import checkpoint_key, has_head
 from .registry import ABLATION_ARMS
 from .results import REPO_ROOT, RESULTS_DIR
 

@@ -22,11 +22,12 @@ import torch
 from torch import nn
 
 from ..data.tokenizer import load_tokenizer
-from ..modeling.gradcache import gather_with_grad, gradient_cache, step_hooks, world_info
-from ..modeling.loading import check_checkpoint, check_vocabulary, dropout_kwargs, load_encoder
+from ..modeling.gradcache import gradient_cache
 from ..modeling.losses import retrieval_loss
 from ..utils.devices import default_device
+from ..utils.distributed import gather_with_grad, step_hooks, world_info
 from ..utils.errors import SchemaError
+from ..utils.loading import check_checkpoint, check_vocabulary, dropout_kwargs, load_encoder
 
 
 def cls_embedding(encoder: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:

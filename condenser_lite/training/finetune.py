@@ -32,12 +32,12 @@ import pyarrow.compute as pc
 from ..data.beir import corpus_columns
 from ..data.tevatron import validate_training_schema
 from ..data.tokenizer import load_tokenizer, tokenizer_key
-from ..modeling.loading import checkpoint_key
 from ..retrieval.biencoder import BiEncoder, RetrievalCollator, load_model_and_tokenizer, retrieval_step
 from ..retrieval.search import encode, encode_corpus, search_indices
 from ..utils.cache import output_lock
 from ..utils.checks import check_positive
 from ..utils.errors import ConfigError
+from ..utils.loading import checkpoint_key
 from .checkpoint import save_model
 from .loop import TrainConfig, train
 

@@ -41,16 +41,16 @@ from ..data.packing import heldout_split, mlm_eval_batches, pack_blocks
 from ..data.sources import PRETRAINING_SOURCES, data_id, load_pretraining_corpus
 from ..data.tevatron import TEVATRON_TASKS, load_tevatron_corpus
 from ..data.tokenizer import load_tokenizer, tiny_tokenizer, tokenizer_key
-from ..modeling.condenser import HEAD_CLS_SOURCES, BertMLM, Condenser, tiny_bert_config
+from ..modeling.condenser import HEAD_CLS_SOURCES, BertMLM, Condenser, CondenserVariant, tiny_bert_config
 from ..modeling.gauges import cls_cosine, cls_reliance_gauge, cls_swap_gap, heldout_mlm_loss, unigram_entropy
 from ..modeling.gradcache import cocondenser_step
-from ..modeling.loading import check_checkpoint, checkpoint_key, has_head, read_condenser_config
 from ..modeling.masking import MLMCollator
 from ..modeling.spans import SpanPairCollator, SpanPairs, tokenize_documents
 from ..utils.cache import cache_dir, output_lock, settings_diff, settings_hash
 from ..utils.checks import check_positive, check_types
 from ..utils.devices import resolve_precision
 from ..utils.errors import CheckpointError, ConfigError
+from ..utils.loading import check_checkpoint, checkpoint_key, has_head, read_condenser_config
 from .accounting import stage_compute
 from .checkpoint import save_model
 from .loop import TrainConfig, set_step_seed, train
@@ -343,7 +343,8 @@ def _check_head_shape(cfg: StageConfig) -> None:
 
 
 def build_model(cfg: StageConfig, tokenizer):
-    """``BertMLM`` for ``mlm``, ``Condenser`` otherwise, from scratch or from ``cfg.init``.
+    """``BertMLM`` for ``mlm``, ``Condenser`` otherwise (``CondenserVariant`` where the stage turns
+    on a switch of the mechanism page or the control), from scratch or from ``cfg.init``.
 
     Random initial weights (a model from scratch, a fresh Condenser head) are drawn as "step 0"
     of the stage's seed: without it they came from torch's start-up seed, which differs in every
@@ -353,6 +354,8 @@ def build_model(cfg: StageConfig, tokenizer):
     condenser_kw = dict(skip_from=cfg.skip_from, n_head_layers=cfg.n_head_layers, late_mlm=cfg.late_mlm,
                         **({"detach_early": True} if cfg.detach_early else {}),
                         **({"head_cls": cfg.head_cls} if cfg.head_cls != "late" else {}))
+    # the head's own masked copy (E5) is a batch input only the variant's forward reads
+    condenser = CondenserVariant if cfg.head_mlm_probability is not None else Condenser.class_for(condenser_kw)
     if cfg.init is None and cfg.method != "mlm" and cfg.resolved_head == "load":
         raise ConfigError("head='load' needs an init checkpoint that has a Condenser head")
     if cfg.method == "cocondenser":
@@ -364,14 +367,14 @@ def build_model(cfg: StageConfig, tokenizer):
             max_position_embeddings=cfg.max_len, pad_token_id=tokenizer.pad_token_id,
             hidden_dropout_prob=cfg.dropout, attention_probs_dropout_prob=cfg.dropout,
         )
-        model = BertMLM.from_config(config) if cfg.method == "mlm" else Condenser.from_config(config, **condenser_kw)
+        model = BertMLM.from_config(config) if cfg.method == "mlm" else condenser.from_config(config, **condenser_kw)
     elif cfg.method == "mlm":
         model = BertMLM.from_pretrained(cfg.init)
     elif cfg.resolved_head == "load":
         _check_head_shape(cfg)
-        model = Condenser.from_pretrained(cfg.init, head="load", **condenser_kw)
+        model = condenser.from_pretrained(cfg.init, head="load", **condenser_kw)
     else:
-        model = Condenser.from_bert(cfg.init, **condenser_kw)
+        model = condenser.from_bert(cfg.init, **condenser_kw)
     # the kernel only (eager and sdpa agree to ~5e-7); the head's layers share the backbone's config
     model.backbone.set_attn_implementation(cfg.attn_implementation)
     return model

@@ -24,11 +24,11 @@ from scipy.stats import spearmanr
 from torch import nn
 
 from ..data.tokenizer import load_tokenizer
-from ..modeling.loading import dropout_kwargs, load_encoder
 from ..modeling.losses import cosine_regression_loss
 from ..retrieval.biencoder import cls_embedding, load_model_and_tokenizer, pad_batch, token_ids
 from ..retrieval.search import encode
 from ..utils.checks import check_positive
+from ..utils.loading import dropout_kwargs, load_encoder
 from .loop import train
 
 

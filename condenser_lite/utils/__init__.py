@@ -1,9 +1,14 @@
-"""What every layer shares: the known errors, settings checks, the cache and the devices.
+"""What every layer shares: the known errors, settings checks, the cache, the devices, checkpoint
+files and several processes.
 
 * ``errors.py``: the problems a user can fix, each named in one line;
 * ``checks.py``: settings' types and signs, checked where they enter;
 * ``cache.py``: the cache root, names by content, compute-once and the folder lock;
-* ``devices.py``: the device to run on, the precision ``"auto"`` means here, the TPU's few calls.
+* ``devices.py``: the device to run on, the precision ``"auto"`` means here, the TPU's few calls;
+* ``loading.py``: checkpoint files, loading them with errors that name the folder, naming them by
+  content (chapters 2, 4);
+* ``distributed.py``: this process's rank, gathering and summing across processes, a training
+  step's hooks with or without ``accelerate`` (chapter 3).
 
 May import: nothing of the library.
 """

@@ -3,11 +3,18 @@ checkpoint files themselves: test_loading.py)."""
 
 import pytest
 import torch
-from toy_models import make_batch, make_condenser, small_config
+from toy_models import make_batch, make_condenser, make_variant, small_config
 from transformers import BertForMaskedLM
 from transformers.masking_utils import create_bidirectional_mask
 
-from condenser_lite.modeling.condenser import PAPER_CONDENSER, BertMLM, Condenser, masked_lm_loss, tiny_bert_config
+from condenser_lite.modeling.condenser import (
+    PAPER_CONDENSER,
+    BertMLM,
+    Condenser,
+    CondenserVariant,
+    masked_lm_loss,
+    tiny_bert_config,
+)
 from condenser_lite.utils.errors import CheckpointError
 
 # ---- configuration and construction ----------------------------------------------
@@ -149,14 +156,14 @@ def test_detach_early_stops_the_heads_gradient_at_the_early_token_states():
     still trains the early layers. Off, the head's token inputs carry gradient."""
     batch = make_batch()
     for detach in (False, True):
-        m = make_condenser(detach_early=detach)
+        m = make_variant(detach_early=detach)
         seen = []
         head_forward = m.head_forward
         m.head_forward = lambda cls, early, mask: seen.append(early.requires_grad) or head_forward(cls, early, mask)
         m(**batch).loss.backward()
         assert seen == [not detach]
         assert _grad_norm(m.backbone.bert.encoder.layer[0]) > 0 and _grad_norm(m.head) > 0
-    only_head = make_condenser(detach_early=True, late_weight=0.0)
+    only_head = make_variant(detach_early=True, late_weight=0.0)
     only_head(**batch).loss.backward()
     with_tokens = make_condenser(late_weight=0.0)
     with_tokens(**batch).loss.backward()
@@ -167,7 +174,7 @@ def test_detach_early_stops_the_heads_gradient_at_the_early_token_states():
 def test_head_reads_its_own_copy_of_the_block_with_its_labels():
     """E5: the head's early states come from head_input_ids and its loss from head_labels; the
     backbone's late loss and [CLS] from input_ids alone. Equal inputs give the plain Condenser."""
-    m = make_condenser().eval()
+    m = make_variant().eval()
     batch = make_batch()
     with torch.no_grad():
         plain = m(**batch)
@@ -192,9 +199,32 @@ def test_head_reads_its_own_copy_of_the_block_with_its_labels():
 def test_variant_config_is_saved_only_where_it_is_on(tmp_path):
     plain = make_condenser()
     assert "detach_early" not in plain.condenser_config()  # the paper's Condenser saves what it always did
-    m = make_condenser(detach_early=True)
+    m = make_variant(detach_early=True)
     m.save_pretrained(tmp_path)
-    assert Condenser.from_pretrained(tmp_path).detach_early is True
+    loaded = Condenser.from_pretrained(tmp_path)  # a saved variant loads back as one
+    assert isinstance(loaded, CondenserVariant) and loaded.detach_early is True
+    assert type(Condenser.from_pretrained(tmp_path, detach_early=False)) is CondenserVariant
+    plain.save_pretrained(tmp_path / "plain")
+    assert type(Condenser.from_pretrained(tmp_path / "plain")) is Condenser
+    with pytest.raises(TypeError, match="unknown Condenser argument"):
+        Condenser.from_pretrained(tmp_path, detach_later=True)
+
+
+def test_a_variant_with_every_switch_off_is_the_papers_condenser():
+    """The variants live apart from the paper's forward; off, they change nothing: the same
+    initial weights (same seed) and the same losses to the bit. The paper's Condenser takes no
+    variant's switch or input."""
+    batch = make_batch()
+    plain, variant = make_condenser().eval(), make_variant().eval()
+    assert all(torch.equal(a, b) for a, b in zip(plain.state_dict().values(), variant.state_dict().values()))
+    with torch.no_grad():
+        a, b = plain(**batch), variant(**batch)
+    assert torch.equal(a.loss, b.loss) and torch.equal(a.head_loss, b.head_loss) and torch.equal(a.cls, b.cls)
+    assert plain.condenser_config() == variant.condenser_config()
+    with pytest.raises(TypeError):
+        plain(**batch, head_input_ids=batch["input_ids"], head_labels=batch["labels"])
+    with pytest.raises(TypeError):
+        make_condenser(detach_early=True)
 
 
 def test_masked_only_loss_equals_full_logits_loss():
@@ -279,7 +309,7 @@ def test_the_no_bottleneck_control_reads_a_learned_constant_not_the_late_cls(tmp
     """head_cls="constant": the head's output does not react to the late CLS (the perturbation that
     moves every position of the paper's head, test_head_sees_late_cls_but_not_late_tokens), the
     constant learns from the head's loss, and it survives a save and load."""
-    m = make_condenser(head_cls="constant").eval()
+    m = make_variant(head_cls="constant").eval()
     batch = make_batch()
     head_out = []
     m.head[-1].register_forward_hook(lambda module, args, output: head_out.append(output))
@@ -304,16 +334,17 @@ def test_the_no_bottleneck_control_reads_a_learned_constant_not_the_late_cls(tmp
     with torch.no_grad():
         assert torch.equal(loaded(**batch).head_loss, m(**batch).head_loss)
     with pytest.raises(ValueError, match="head_cls"):
-        make_condenser(head_cls="mean")
+        make_variant(head_cls="mean")
 
 
 def test_the_reliance_gauge_reads_zero_for_the_no_bottleneck_control():
     """What the control is for: its head cannot read [CLS], so swapping in another document's
     [CLS] changes nothing and the reliance gauge reads exactly 0."""
-    from condenser_lite.modeling.gauges import cls_reliance_gauge
     from toy_models import make_batch as mb
 
-    m = make_condenser(head_cls="constant").eval()
+    from condenser_lite.modeling.gauges import cls_reliance_gauge
+
+    m = make_variant(head_cls="constant").eval()
     batches = [{**mb(seed=s), "doc_id": torch.arange(4) + 4 * s} for s in range(2)]
     g = cls_reliance_gauge(m, [batches])
     assert g["own_loss"] == pytest.approx(g["ablated_loss"], abs=1e-6) and g["reliance"] in (0.0, None)

@@ -17,7 +17,8 @@ from _dist_worker import (
 )
 
 from condenser_lite.modeling import gradcache
-from condenser_lite.modeling.gradcache import RandContext, cocondenser_step, gather_with_grad
+from condenser_lite.modeling.gradcache import RandContext, cocondenser_step
+from condenser_lite.utils.distributed import gather_with_grad
 
 N_ROWS = 12
 SEED = 1234

@@ -10,7 +10,6 @@ from safetensors import safe_open
 from transformers import AutoModel, AutoTokenizer
 
 from condenser_lite.modeling.condenser import BertMLM, Condenser
-from condenser_lite.modeling.loading import checkpoint_key
 from condenser_lite.reproduction.release import (
     MAX_BYTES,
     export_checkpoints,
@@ -19,6 +18,7 @@ from condenser_lite.reproduction.release import (
     verify_checkpoints,
 )
 from condenser_lite.utils.errors import CheckpointError, ConfigError
+from condenser_lite.utils.loading import checkpoint_key
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from condenser_lite.modeling.condenser import BertMLM, Condenser, tiny_bert_config
+from condenser_lite.modeling.condenser import BertMLM, Condenser, CondenserVariant, tiny_bert_config
 from condenser_lite.modeling.gradcache import cocondenser_step
 from condenser_lite.training.accounting import cumulative, stage_compute, stage_flops
 
@@ -28,13 +28,13 @@ def counts(b: dict) -> dict:
             "masked": int((b["labels"] != -100).sum())}
 
 
-def model(method: str):
+def model(method: str, model_class=Condenser):
     torch.manual_seed(0)
     config = tiny_bert_config(vocab_size=SHAPE["vocab_size"], hidden_size=32, num_hidden_layers=4,
                               num_attention_heads=2, intermediate_size=64, max_position_embeddings=32)
     if method == "mlm":
         return BertMLM.from_config(config)
-    return Condenser.from_config(config, skip_from=2, n_head_layers=2)
+    return model_class.from_config(config, skip_from=2, n_head_layers=2)
 
 
 def measured(fn) -> int:
@@ -61,7 +61,7 @@ def test_cocondenser_step_with_and_without_the_gradient_cache(chunk_size):
 def test_the_heads_own_masked_copy_is_counted():
     """The modified Condenser (E5): the head reads a more heavily masked copy of the block, so
     the early layers run on it too and the head's MLM loss covers its masked tokens."""
-    m, b = model("condenser"), batch()
+    m, b = model("condenser", CondenserVariant), batch()
     head_labels = torch.full_like(b["labels"], -100)
     head_labels[:, 2:14] = b["input_ids"][:, 2:14]  # 12 masked tokens a row against the late loss's 4
     copy = {**b, "head_input_ids": b["input_ids"].clone(), "head_labels": head_labels}

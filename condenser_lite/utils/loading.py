@@ -27,8 +27,8 @@ from transformers import AutoConfig, AutoModel, PretrainedConfig, PreTrainedMode
 from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES
 from transformers.utils import logging as hf_logging
 
-from ..utils.cache import content_id
-from ..utils.errors import CheckpointError, ConfigError
+from .cache import content_id
+from .errors import CheckpointError, ConfigError
 
 HEAD_FILE = "condenser_head.pt"
 # The authors' checkpoints (github luyug/Condenser, e.g. Hub `Luyu/co-condenser-marco`)

@@ -1,4 +1,4 @@
-"""Checkpoint files (condenser_lite/modeling/loading.py): a saved Condenser's backbone is a plain BERT
+"""Checkpoint files (condenser_lite/utils/loading.py): a saved Condenser's backbone is a plain BERT
 checkpoint every loader reads, and the authors' head file (model.pt, local or from the Hub) loads."""
 
 import json
@@ -9,10 +9,10 @@ import torch
 from toy_models import make_batch, make_condenser
 from transformers import AutoModel, AutoModelForMaskedLM, BertForMaskedLM, BertModel
 
-from condenser_lite.modeling import loading
 from condenser_lite.modeling.condenser import Condenser
-from condenser_lite.modeling.loading import AUTHORS_HEAD_FILE, CONDENSER_CONFIG_FILE, HEAD_FILE, load_encoder
+from condenser_lite.utils import loading
 from condenser_lite.utils.errors import CheckpointError
+from condenser_lite.utils.loading import AUTHORS_HEAD_FILE, CONDENSER_CONFIG_FILE, HEAD_FILE, load_encoder
 
 
 def test_saved_backbone_is_a_plain_bert_checkpoint(tmp_path):
