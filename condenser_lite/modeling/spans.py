@@ -90,8 +90,12 @@ class EpochSpanPairs(Sequence):
 
 
 class SpanPairs:
-    """Draws two random spans per document, a fresh draw per epoch: calling it, ``pairs(epoch)``,
-    gives that epoch's pairs (so the object itself is the training loop's ``data``).
+    """Draws two random spans per document, a fresh draw per epoch: calling the object with an
+    epoch gives that epoch's pairs (so the object itself is the training loop's ``data``).
+
+    >>> span_pairs = SpanPairs([list(range(5, 105)), list(range(5, 45))], max_len=34, min_span=8)
+    >>> len(span_pairs(0)), len(span_pairs(0)[0]["spans"])  # both documents give a pair; two spans each
+    (2, 2)
 
     ``documents``: token ids per document (``tokenize_documents``), without special tokens.
     Each span holds at most ``span_len = max_len - 2`` tokens (CLS and SEP are added later). For a
@@ -115,8 +119,8 @@ class SpanPairs:
     of fewer than 16 tokens skipped) instead of the scaled-down default 16.
 
     The draw for an epoch depends only on ``(seed, epoch)`` (its own numpy generator, not the
-    global RNG), so a resumed run sees the same spans. Calling the object, ``pairs(epoch)``, returns
-    that epoch's ``EpochSpanPairs``: a sequence of ``{"spans": [ids_1, ids_2]}`` in document order
+    global RNG), so a resumed run sees the same spans. Calling the object, ``span_pairs(epoch)``,
+    returns that epoch's ``EpochSpanPairs``: a sequence of ``{"spans": [ids_1, ids_2]}`` in document order
     (``draw(epoch)`` gives the bare span bounds); the training loop shuffles it.
     Explained in chapter 3, ``notebooks/03_cocondenser.ipynb``.
     """

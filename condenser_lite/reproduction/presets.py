@@ -13,7 +13,7 @@ from them (nanoGPT style: the defaults are the scaled-down book that runs on a 2
 committed run the book reads, chosen on the study page), ``colab`` (the papers' published
 checkpoints fine-tuned on the small run's task, sized for one free Colab GPU session) and
 ``paper`` (the papers' checkpoints, data and hyper-parameters; also reachable as ``full``). The command line's
-``--preset``, the chapters' ``budget`` parameter, ``presets.stage_config`` and the protocol
+``--preset``, the chapters' ``preset`` parameter, ``presets.stage_config`` and the protocol
 all read them through ``get_preset``. A new preset is one definition, e.g. a wider model with
 longer blocks::
 
