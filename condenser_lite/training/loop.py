@@ -38,7 +38,7 @@ import math
 import shutil
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -372,27 +372,51 @@ def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, sort_keys=True, default=str))
 
 
-def _train(model: nn.Module, data: Any, cfg: TrainConfig, acc: Accelerator, collate_fn: Callable[[list], dict],
-           step_fn: Callable[..., dict] | None, eval_fn: Callable[[nn.Module], Mapping[str, float]] | None,
-           on_eval: Callable[[int, Mapping[str, float]], Mapping[str, Any] | None] | None,
-           depends_on: Mapping[str, Any] | None) -> TrainResult:
-    out_dir = Path(cfg.output_dir)
-    world, rank = acc.num_processes, acc.process_index
-    per_rank = cfg.batch_size // world
-    micro = per_rank // cfg.grad_accum
+@dataclass
+class _Progress:
+    """Where a run is: the counters a checkpoint stores, and the metric sums since the last log line."""
 
-    epoch_data = _EpochData(data, cfg.seed)
-    first = epoch_data(0)
-    per_epoch = _batches_per_epoch(first, cfg.batch_size, 0)  # errors if shorter than a batch
-    total = cfg.max_steps if cfg.max_steps is not None else int(cfg.epochs * per_epoch)
-    if total < 1:
-        raise ConfigError(f"epochs={cfg.epochs} gives 0 optimizer steps "
-                          f"({len(first)} examples, batch_size={cfg.batch_size}): raise epochs")
-    run = {k: getattr(cfg, k) for k in RUN_FIELDS}
-    run.update(mixed_precision=acc.mixed_precision, data_size=len(first), num_processes=world)
-    identity = _jsonable(dict(depends_on or {}))
+    step: int = 0
+    epoch: int = 0
+    batch_in_epoch: int = 0
+    saved: int = 0  # the step of the last checkpoint
+    pending: dict[str, float] = dataclasses.field(default_factory=dict)
+    pending_n: int = 0
 
-    # ---- resume or start fresh -------------------------------------------------------------
+    @classmethod
+    def of(cls, state: dict | None) -> _Progress:
+        if not state:
+            return cls()
+        return cls(step=state["step"], epoch=state["epoch"], batch_in_epoch=state["batch_in_epoch"],
+                   saved=state["step"], pending=dict(state["pending"]), pending_n=state["pending_n"])
+
+
+@dataclass
+class _Clock:
+    """Wall and process-CPU seconds of a run across resumes; the CPU spent in evaluations is kept
+    apart, so ``cpu`` counts training steps only."""
+
+    wall_before: float = 0.0
+    cpu_before: float = 0.0
+    cpu_eval: float = 0.0
+    t0: float = dataclasses.field(default_factory=time.perf_counter)
+    c0: float = dataclasses.field(default_factory=time.process_time)
+
+    @classmethod
+    def of(cls, state: dict | None) -> _Clock:
+        return cls(wall_before=state["wall_time"], cpu_before=state.get("cpu_time", 0.0)) if state else cls()
+
+    def wall(self) -> float:
+        return self.wall_before + time.perf_counter() - self.t0
+
+    def cpu(self) -> float:
+        return self.cpu_before + time.process_time() - self.c0 - self.cpu_eval
+
+
+def _start_or_resume(out_dir: Path, cfg: TrainConfig, acc: Accelerator, run: dict, identity: Any,
+                     total: int) -> tuple[dict | None, list[dict]]:
+    """The checkpoint's state to resume (None: start fresh) and the log lines up to it; a
+    checkpoint of another run is refused, and a fresh start removes a stale one."""
     ckpt, log_path = out_dir / CHECKPOINT, out_dir / "log.jsonl"
     if acc.is_main_process:
         recover_checkpoint(out_dir)
@@ -415,23 +439,124 @@ def _train(model: nn.Module, data: Any, cfg: TrainConfig, acc: Accelerator, coll
             shutil.rmtree(ckpt)  # resume=False: a stale checkpoint must not outlive the new log
         log_path.write_text("".join(json.dumps(r) + "\n" for r in history))
     acc.wait_for_everyone()
+    return state, history
 
-    model.to(acc.device)
-    if state:
-        weights = load_part(ckpt, "model.pt")
-        try:
-            model.load_state_dict(weights)
-        except RuntimeError as err:  # the weights do not fit this model
-            raise CheckpointError(f"{ckpt}/model.pt does not fit this model ({str(err)[:300]}); "
-                                  "use another output folder, or start fresh (command line: --restart)") from err
-        if state["step"] >= total:  # already finished: nothing to do
-            return _finish(out_dir, acc, state["step"], state["epoch"], history, log_path,
-                           state["wall_time"], state["step"], total)
 
+def _load_weights(model: nn.Module, ckpt: Path) -> None:
+    try:
+        model.load_state_dict(load_part(ckpt, "model.pt"))
+    except RuntimeError as err:  # the weights do not fit this model
+        raise CheckpointError(f"{ckpt}/model.pt does not fit this model ({str(err)[:300]}); "
+                              "use another output folder, or start fresh (command line: --restart)") from err
+
+
+def _optimizer(model: nn.Module, cfg: TrainConfig, total: int) -> tuple[torch.optim.Optimizer, Any]:
+    """AdamW (no decay on biases and norms) and its warm-up schedule over ``total`` updates."""
     optimizer = torch.optim.AdamW(param_groups(model, cfg.weight_decay), lr=cfg.lr)
     warmup = math.ceil(cfg.warmup_ratio * total)
     scheduler = (get_constant_schedule_with_warmup(optimizer, warmup) if cfg.schedule == "constant"
                  else get_linear_schedule_with_warmup(optimizer, warmup, total))
+    return optimizer, scheduler
+
+
+def _gradients(model: nn.Module, examples: Iterable[list], cfg: TrainConfig, acc: Accelerator,
+               collate_fn: Callable[[list], dict], step_fn: Callable[..., dict] | None) -> dict[str, float]:
+    """One update's gradients over its ``grad_accum`` micro-batches (``examples``: one list each,
+    read as they are used); returns the metrics averaged over them and over processes."""
+    sums: dict[str, float] = {}
+    for m, micro_batch in enumerate(examples):
+        batch = send_to_device(collate_fn(micro_batch), acc.device)
+        # DDP: all-reduce gradients only once, on the last micro-batch
+        sync = m == cfg.grad_accum - 1
+        with contextlib.nullcontext() if sync else acc.no_sync(model):
+            if step_fn is None:
+                out = model(**batch)
+                acc.backward(_get_loss(out) / cfg.grad_accum)
+                metrics = _scalar_fields(out)
+            else:
+                metrics = {k: float(v) for k, v in step_fn(model, batch, acc).items()}
+                if "loss" not in metrics:
+                    raise ValueError("step_fn must return a dict with a 'loss' entry")
+        for k, v in metrics.items():
+            sums[k] = sums.get(k, 0.0) + v / cfg.grad_accum
+    if acc.num_processes > 1:  # average over processes, in a fixed key order on every process
+        keys = sorted(sums)
+        vals = acc.reduce(torch.tensor([sums[k] for k in keys], device=acc.device), "mean")
+        sums = dict(zip(keys, vals.tolist()))
+    if step_fn is not None and cfg.grad_accum > 1:
+        for p in model.parameters():  # step_fn summed micro-batch gradients
+            if p.grad is not None:
+                p.grad.div_(cfg.grad_accum)
+    return sums
+
+
+def _refuse_divergence(sums: dict[str, float], progress: _Progress, ckpt: Path, out_dir: Path) -> None:
+    """``DivergedError`` before a non-finite loss's update is applied."""
+    if math.isfinite(sums["loss"]):
+        return
+    # The checkpoint's loss was finite, but its weights may already be diverging:
+    # it is not called "good", and resuming it would meet the same step again.
+    where = (f"the last checkpoint, {ckpt} (step {progress.saved}), was saved before the loss became "
+             "non-finite, though the weights may have been diverging already (see loss and "
+             "grad_norm in log.jsonl)") if progress.saved else "no checkpoint was saved"
+    raise DivergedError(
+        f"loss is {sums['loss']} at step {progress.step + 1} (epoch {progress.epoch}); stopped before applying "
+        f"that update; {where}. Lower lr (or check the data) and start again from step 0: "
+        f"resume=False (command line: --restart), or delete {out_dir}.")
+
+
+def _evaluate(model: nn.Module, acc: Accelerator, eval_fn: Callable[[nn.Module], Mapping[str, float]],
+              clock: _Clock) -> dict[str, float]:
+    """``eval_fn`` on the unwrapped model in eval mode, without gradients and in full precision, so
+    held-out numbers compare across runs of any precision; its CPU time is kept off the run's."""
+    c = time.process_time()
+    plain = acc.unwrap_model(model)
+    # bypass the autocast wrapper accelerate put on forward (kept in _original_forward) for the call
+    patched = plain.__dict__.get("forward")
+    if "_original_forward" in plain.__dict__:
+        plain.forward = plain._original_forward
+    plain.eval()
+    try:
+        with torch.no_grad(), torch.autocast(acc.device.type, enabled=False):
+            values = {f"eval_{k}": float(v) for k, v in eval_fn(plain).items()}
+    finally:
+        plain.train()
+        if patched is not None:
+            plain.forward = patched
+    clock.cpu_eval += time.process_time() - c
+    return values
+
+
+def _train(model: nn.Module, data: Any, cfg: TrainConfig, acc: Accelerator, collate_fn: Callable[[list], dict],
+           step_fn: Callable[..., dict] | None, eval_fn: Callable[[nn.Module], Mapping[str, float]] | None,
+           on_eval: Callable[[int, Mapping[str, float]], Mapping[str, Any] | None] | None,
+           depends_on: Mapping[str, Any] | None) -> TrainResult:
+    out_dir = Path(cfg.output_dir)
+    world, rank = acc.num_processes, acc.process_index
+    per_rank = cfg.batch_size // world
+    micro = per_rank // cfg.grad_accum
+
+    epoch_data = _EpochData(data, cfg.seed)
+    first = epoch_data(0)
+    per_epoch = _batches_per_epoch(first, cfg.batch_size, 0)  # errors if shorter than a batch
+    total = cfg.max_steps if cfg.max_steps is not None else int(cfg.epochs * per_epoch)
+    if total < 1:
+        raise ConfigError(f"epochs={cfg.epochs} gives 0 optimizer steps "
+                          f"({len(first)} examples, batch_size={cfg.batch_size}): raise epochs")
+    run = {k: getattr(cfg, k) for k in RUN_FIELDS}
+    run.update(mixed_precision=acc.mixed_precision, data_size=len(first), num_processes=world)
+    identity = _jsonable(dict(depends_on or {}))
+    ckpt, log_path = out_dir / CHECKPOINT, out_dir / "log.jsonl"
+    state, history = _start_or_resume(out_dir, cfg, acc, run, identity, total)
+
+    model.to(acc.device)
+    if state:
+        _load_weights(model, ckpt)
+        if state["step"] >= total:  # already finished: nothing to do
+            return _finish(out_dir, acc, state["step"], state["epoch"], history, log_path,
+                           state["wall_time"], state["step"], total)
+
+    optimizer, scheduler = _optimizer(model, cfg, total)
     was_training = model.training
     inner, had_forward = model, "forward" in model.__dict__
     model, optimizer = acc.prepare(model, optimizer)
@@ -449,96 +574,33 @@ def _train(model: nn.Module, data: Any, cfg: TrainConfig, acc: Accelerator, coll
     optimizer.zero_grad(set_to_none=True)  # drop grads left by an interrupted step on this model
     model.train()
 
-    step = saved = state["step"] if state else 0
-    epoch = state["epoch"] if state else 0
-    batch_in_epoch = state["batch_in_epoch"] if state else 0
-    wall_before = state["wall_time"] if state else 0.0
-    cpu_before = state.get("cpu_time", 0.0) if state else 0.0
-    cpu_eval = 0.0  # process CPU seconds spent in eval_fn in this call (not training)
-    pending: dict[str, float] = dict(state["pending"]) if state else {}  # sums since last log line
-    pending_n = state["pending_n"] if state else 0
-    t0, c0 = time.perf_counter(), time.process_time()
+    p, clock = _Progress.of(state), _Clock.of(state)
     consistent = True  # False only between optimizer.step() and the counters' update
 
-    def cpu_now() -> float:
-        return cpu_before + time.process_time() - c0 - cpu_eval
-
-    def evaluate() -> dict[str, float]:
-        nonlocal cpu_eval
-        c = time.process_time()
-        plain = acc.unwrap_model(model)
-        # Full precision, so held-out numbers compare across runs of any precision: bypass the
-        # autocast wrapper accelerate put on forward (kept in _original_forward) for the call.
-        patched = plain.__dict__.get("forward")
-        if "_original_forward" in plain.__dict__:
-            plain.forward = plain._original_forward
-        plain.eval()
-        try:
-            with torch.no_grad(), torch.autocast(acc.device.type, enabled=False):
-                values = {f"eval_{k}": float(v) for k, v in eval_fn(plain).items()}
-        finally:
-            plain.train()
-            if patched is not None:
-                plain.forward = patched
-        cpu_eval += time.process_time() - c
-        return values
-
-    def trainer_state() -> dict:
-        return {"step": step, "epoch": epoch, "batch_in_epoch": batch_in_epoch, "total_steps": total,
-                "wall_time": wall_before + time.perf_counter() - t0, "cpu_time": cpu_now(),
-                "pending": pending,
-                "pending_n": pending_n, "run": run, "depends_on": identity, "config": dataclasses.asdict(cfg)}
+    def save() -> None:
+        save_checkpoint(out_dir, acc, model, optimizer, scheduler, {
+            "step": p.step, "epoch": p.epoch, "batch_in_epoch": p.batch_in_epoch, "total_steps": total,
+            "wall_time": clock.wall(), "cpu_time": clock.cpu(), "pending": p.pending, "pending_n": p.pending_n,
+            "run": run, "depends_on": identity, "config": dataclasses.asdict(cfg)})
 
     show = cfg.progress if cfg.progress is not None else sys.stderr.isatty()
-    bar = tqdm(total=total, initial=step, disable=not (show and acc.is_main_process),
+    bar = tqdm(total=total, initial=p.step, disable=not (show and acc.is_main_process),
                desc=out_dir.name, dynamic_ncols=True)
     try:
-        while step < total:
-            seq = epoch_data(epoch)
-            n_batches = _batches_per_epoch(seq, cfg.batch_size, epoch)
-            if batch_in_epoch >= n_batches:
-                epoch, batch_in_epoch = epoch + 1, 0
+        while p.step < total:
+            seq = epoch_data(p.epoch)
+            n_batches = _batches_per_epoch(seq, cfg.batch_size, p.epoch)
+            if p.batch_in_epoch >= n_batches:
+                p.epoch, p.batch_in_epoch = p.epoch + 1, 0
                 continue
-            order = _epoch_order(len(seq), cfg.seed, epoch)
-            while batch_in_epoch < n_batches and step < total:
-                idx = order[batch_in_epoch * cfg.batch_size:(batch_in_epoch + 1) * cfg.batch_size]
+            order = _epoch_order(len(seq), cfg.seed, p.epoch)
+            while p.batch_in_epoch < n_batches and p.step < total:
+                idx = order[p.batch_in_epoch * cfg.batch_size:(p.batch_in_epoch + 1) * cfg.batch_size]
                 idx = idx[rank * per_rank:(rank + 1) * per_rank]
-                set_step_seed(cfg.seed, step + 1, rank)
-                sums: dict[str, float] = {}
-                for m in range(cfg.grad_accum):
-                    examples = [seq[int(i)] for i in idx[m * micro:(m + 1) * micro]]
-                    batch = send_to_device(collate_fn(examples), acc.device)
-                    # DDP: all-reduce gradients only once, on the last micro-batch
-                    sync = m == cfg.grad_accum - 1
-                    with contextlib.nullcontext() if sync else acc.no_sync(model):
-                        if step_fn is None:
-                            out = model(**batch)
-                            acc.backward(_get_loss(out) / cfg.grad_accum)
-                            metrics = _scalar_fields(out)
-                        else:
-                            metrics = {k: float(v) for k, v in step_fn(model, batch, acc).items()}
-                            if "loss" not in metrics:
-                                raise ValueError("step_fn must return a dict with a 'loss' entry")
-                    for k, v in metrics.items():
-                        sums[k] = sums.get(k, 0.0) + v / cfg.grad_accum
-                if world > 1:  # average over processes, in a fixed key order on every process
-                    keys = sorted(sums)
-                    vals = acc.reduce(torch.tensor([sums[k] for k in keys], device=acc.device), "mean")
-                    sums = dict(zip(keys, vals.tolist()))
-                if not math.isfinite(sums["loss"]):
-                    # The checkpoint's loss was finite, but its weights may already be diverging:
-                    # it is not called "good", and resuming it would meet the same step again.
-                    where = (f"the last checkpoint, {ckpt} (step {saved}), was saved before the loss became "
-                             "non-finite, though the weights may have been diverging already (see loss and "
-                             "grad_norm in log.jsonl)") if saved else "no checkpoint was saved"
-                    raise DivergedError(
-                        f"loss is {sums['loss']} at step {step + 1} (epoch {epoch}); stopped before applying "
-                        f"that update; {where}. Lower lr (or check the data) and start again from step 0: "
-                        f"resume=False (command line: --restart), or delete {out_dir}.")
-                if step_fn is not None and cfg.grad_accum > 1:
-                    for p in model.parameters():  # step_fn summed micro-batch gradients
-                        if p.grad is not None:
-                            p.grad.div_(cfg.grad_accum)
+                set_step_seed(cfg.seed, p.step + 1, rank)
+                examples = ([seq[int(i)] for i in idx[m * micro:(m + 1) * micro]] for m in range(cfg.grad_accum))
+                sums = _gradients(model, examples, cfg, acc, collate_fn, step_fn)
+                _refuse_divergence(sums, p, ckpt, out_dir)
                 lr_now = scheduler.get_last_lr()[0]
                 if cfg.max_grad_norm is not None:
                     sums["grad_norm"] = float(acc.clip_grad_norm_(model.parameters(), cfg.max_grad_norm))
@@ -547,47 +609,46 @@ def _train(model: nn.Module, data: Any, cfg: TrainConfig, acc: Accelerator, coll
                 if not acc.optimizer_step_was_skipped:  # fp16 overflow skips the update
                     scheduler.step()
                 optimizer.zero_grad(set_to_none=True)
-                step, batch_in_epoch = step + 1, batch_in_epoch + 1
+                p.step, p.batch_in_epoch = p.step + 1, p.batch_in_epoch + 1
                 consistent = True
                 if acc.distributed_type == DistributedType.XLA:
                     import torch_xla.core.xla_model as xm
                     xm.mark_step()  # no MpDeviceLoader here to cut the graph per step
 
                 for k, v in sums.items():
-                    pending[k] = pending.get(k, 0.0) + v
-                pending_n += 1
-                evaluated = eval_fn is not None and (step % cfg.eval_every == 0 or step == total)
-                if step % cfg.log_every == 0 or step == total or evaluated:
-                    means = {k: v / pending_n for k, v in pending.items() if k not in _RESERVED}
-                    rec = {"step": step, "epoch": epoch, "lr": lr_now, "loss": means.pop("loss"), **means,
-                           "elapsed": round(wall_before + time.perf_counter() - t0, 3),
-                           "cpu": round(cpu_now(), 3)}
+                    p.pending[k] = p.pending.get(k, 0.0) + v
+                p.pending_n += 1
+                evaluated = eval_fn is not None and (p.step % cfg.eval_every == 0 or p.step == total)
+                if p.step % cfg.log_every == 0 or p.step == total or evaluated:
+                    means = {k: v / p.pending_n for k, v in p.pending.items() if k not in _RESERVED}
+                    rec = {"step": p.step, "epoch": p.epoch, "lr": lr_now, "loss": means.pop("loss"), **means,
+                           "elapsed": round(clock.wall(), 3), "cpu": round(clock.cpu(), 3)}
                     if evaluated:
-                        rec.update(evaluate())
+                        rec.update(_evaluate(model, acc, eval_fn, clock))
                         if on_eval is not None and acc.is_main_process:
-                            rec.update(on_eval(step, {k: v for k, v in rec.items() if k.startswith("eval_")}) or {})
+                            rec.update(on_eval(p.step, {k: v for k, v in rec.items() if k.startswith("eval_")}) or {})
                     history.append(rec)
                     if acc.is_main_process:
                         with log_path.open("a") as f:
                             f.write(json.dumps(rec) + "\n")
-                    pending, pending_n = {}, 0
+                    p.pending, p.pending_n = {}, 0
                     bar.set_postfix(loss=f"{rec['loss']:.4f}")
                 bar.update(1)
-                if cfg.save_every and step % cfg.save_every == 0 and step < total:
+                if cfg.save_every and p.step % cfg.save_every == 0 and p.step < total:
                     acc.wait_for_everyone()
-                    save_checkpoint(out_dir, acc, model, optimizer, scheduler, trainer_state())
+                    save()
                     acc.wait_for_everyone()
-                    saved = step
+                    p.saved = p.step
         acc.wait_for_everyone()
-        if step > saved:
-            save_checkpoint(out_dir, acc, model, optimizer, scheduler, trainer_state())
+        if p.step > p.saved:
+            save()
         acc.wait_for_everyone()
     except KeyboardInterrupt:
         # Save what the completed steps produced (not a half-applied update), then stop.
         # No barrier: the other processes may be gone already.
-        if consistent and step > saved:
-            save_checkpoint(out_dir, acc, model, optimizer, scheduler, trainer_state())
-            print(f"\ninterrupted: checkpoint at step {step} in {ckpt}; run again to resume",
+        if consistent and p.step > p.saved:
+            save()
+            print(f"\ninterrupted: checkpoint at step {p.step} in {ckpt}; run again to resume",
                   file=sys.stderr)
         raise
     finally:
@@ -597,8 +658,8 @@ def _train(model: nn.Module, data: Any, cfg: TrainConfig, acc: Accelerator, coll
         if not had_forward:
             inner.__dict__.pop("forward", None)
         inner.train(was_training)
-    return _finish(out_dir, acc, step, epoch, history, log_path,
-                   wall_before + time.perf_counter() - t0, state["step"] if state else None, total)
+    return _finish(out_dir, acc, p.step, p.epoch, history, log_path, clock.wall(),
+                   state["step"] if state else None, total)
 
 
 def _finish(out_dir: Path, acc: Accelerator, step: int, epoch: int, history: list[dict],
