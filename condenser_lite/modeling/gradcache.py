@@ -192,37 +192,18 @@ def cocondenser_step(
     model reports them).
     Explained in chapter 3, ``notebooks/03_cocondenser.ipynb``.
     """
-    if "input_ids" not in batch:
-        raise ValueError(f"batch has no 'input_ids' (keys: {sorted(batch)}); build it with SpanPairCollator")
-    n_rows = batch["input_ids"].shape[0]
-    if n_rows % 2 or n_rows < 2:
-        raise ValueError(
-            f"a coCondenser batch holds span pairs (rows 2i, 2i+1), so its size must be even and >= 2, got {n_rows}; "
-            "build it with SpanPairCollator"
-        )
-    if chunk_size is not None and chunk_size < 1:
-        raise ValueError(f"chunk_size must be >= 1 (or None for no gradient cache), got {chunk_size}")
+    n_rows = _check_span_batch(batch, chunk_size)
     device = batch["input_ids"].device
     world, _ = world_info()
     check_same_size(n_rows, device)
 
     autocast, backward, no_sync = step_hooks(model, accelerator)
 
-    labels = batch.get("labels")
-    has_mlm = labels is not None
-    # Masked tokens here and in the whole (global) batch: the MLM weight of each forward piece.
-    n_masked_total = all_reduce_sum((labels != -100).sum()) if has_mlm else torch.zeros((), device=device)
-    if has_mlm and int(n_masked_total) == 0:
-        raise ValueError("labels mask no token in the whole batch; build batches with an MLM collator")
+    has_mlm = batch.get("labels") is not None
+    n_masked_total = _masked_total(batch, device)
 
     def mlm_share(chunk: dict[str, torch.Tensor], out: Any) -> tuple[torch.Tensor, dict[str, float]]:
-        """This piece's share of the batch-level token-mean MLM loss (0 if it has no masked token)."""
-        if not has_mlm or out.loss is None:
-            return torch.zeros((), device=device), {}
-        frac = (chunk["labels"] != -100).sum() / n_masked_total
-        parts = {k: float(getattr(out, k).detach()) * float(frac) for k in ("head_loss", "late_loss")
-                 if getattr(out, k, None) is not None}
-        return out.loss.float() * frac, parts
+        return _mlm_share(chunk, out, n_masked_total if has_mlm else None, device)
 
     metrics_mlm = 0.0
     metrics_parts: dict[str, float] = {}
@@ -266,18 +247,59 @@ def cocondenser_step(
         gradient_cache(chunks, forward, co_term, backward, no_sync, replay_rng, device=device)
         co_value, co_acc = float(co_loss.detach()), span_contrastive_accuracy(all_reps.detach())
 
-    # Global metrics: sum the processes' MLM shares (the contrastive loss is already global).
-    local = torch.tensor([metrics_mlm] + [metrics_parts.get(k, 0.0) for k in ("head_loss", "late_loss")],
+    return _global_metrics(metrics_mlm, metrics_parts, co_value, co_acc, mlm_weight, co_weight, device)
+
+
+def _check_span_batch(batch: dict[str, torch.Tensor], chunk_size: int | None) -> int:
+    """The number of rows of a coCondenser batch, refused unless it holds span pairs."""
+    if "input_ids" not in batch:
+        raise ValueError(f"batch has no 'input_ids' (keys: {sorted(batch)}); build it with SpanPairCollator")
+    n_rows = batch["input_ids"].shape[0]
+    if n_rows % 2 or n_rows < 2:
+        raise ValueError(
+            f"a coCondenser batch holds span pairs (rows 2i, 2i+1), so its size must be even and >= 2, got {n_rows}; "
+            "build it with SpanPairCollator"
+        )
+    if chunk_size is not None and chunk_size < 1:
+        raise ValueError(f"chunk_size must be >= 1 (or None for no gradient cache), got {chunk_size}")
+    return n_rows
+
+
+def _masked_total(batch: dict[str, torch.Tensor], device: torch.device) -> torch.Tensor:
+    """Masked tokens in the whole (global) batch: what each forward piece's MLM loss is weighted
+    against (zero without labels)."""
+    labels = batch.get("labels")
+    if labels is None:
+        return torch.zeros((), device=device)
+    n_masked_total = all_reduce_sum((labels != -100).sum())
+    if int(n_masked_total) == 0:
+        raise ValueError("labels mask no token in the whole batch; build batches with an MLM collator")
+    return n_masked_total
+
+
+def _mlm_share(chunk: dict[str, torch.Tensor], out: Any, n_masked_total: torch.Tensor | None,
+               device: torch.device) -> tuple[torch.Tensor, dict[str, float]]:
+    """A piece's share of the batch-level token-mean MLM loss (0 without labels or masked tokens),
+    and its shares of the head's and the backbone's losses, for the metrics."""
+    if n_masked_total is None or out.loss is None:
+        return torch.zeros((), device=device), {}
+    frac = (chunk["labels"] != -100).sum() / n_masked_total
+    parts = {k: float(getattr(out, k).detach()) * float(frac) for k in ("head_loss", "late_loss")
+             if getattr(out, k, None) is not None}
+    return out.loss.float() * frac, parts
+
+
+def _global_metrics(mlm: float, parts: dict[str, float], co_value: float, co_acc: float, mlm_weight: float,
+                    co_weight: float, device: torch.device) -> dict[str, float]:
+    """The step's metrics over every process: the MLM shares summed (the contrastive loss is
+    already global)."""
+    local = torch.tensor([mlm] + [parts.get(k, 0.0) for k in ("head_loss", "late_loss")],
                          dtype=torch.float32, device=device)
     mlm_value, head_value, late_value = (float(x) for x in all_reduce_sum(local))
-    metrics = {
-        "loss": mlm_weight * mlm_value + co_weight * co_value,
-        "mlm_loss": mlm_value,
-        "co_loss": co_value,
-        "co_acc": co_acc,
-    }
-    if "head_loss" in metrics_parts:
+    metrics = {"loss": mlm_weight * mlm_value + co_weight * co_value, "mlm_loss": mlm_value,
+               "co_loss": co_value, "co_acc": co_acc}
+    if "head_loss" in parts:
         metrics["head_loss"] = head_value
-    if "late_loss" in metrics_parts:
+    if "late_loss" in parts:
         metrics["late_loss"] = late_value
     return metrics
