@@ -37,7 +37,7 @@ Every finished run is cached under `$CONDENSER_LITE_CACHE/study/<part>/<hash of 
 (`result.json`, written by the library's `cache.run_cached`, so two processes never train one
 run), and training runs resume from their last checkpoint, so an interrupted study picks up
 where it stopped. Runs are keyed by their settings, so changing a setting starts a new run and
-leaves the old one in place. FLOPs (`accounting.stage_flops`) and provenance (`results.machine`,
+keeps the run of the earlier settings beside it. FLOPs (`accounting.stage_flops`) and provenance (`results.machine`,
 `results.environment`, `results.git`) come from the library too.
 """
 

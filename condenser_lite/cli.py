@@ -441,7 +441,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--init", help="starting checkpoint folder or Hub id (default: from scratch; paper: the published one)")
     p.add_argument("--corpus", help="what to pre-train on. MLM/Condenser: general (default) | wikipedia, or your own "
                    "corpus as below (held-out gauges still read the general corpus's held-out set). coCondenser: the "
-                   "target corpus, scifact (or another BEIR name) | msmarco | wikipedia-nq | a PATH: a BEIR folder, a "
+                   "target corpus, scifact (or another BEIR name) | msmarco | nq | a PATH: a BEIR folder, a "
                    ".jsonl of documents (text, optional title) or a text file with one document per line")
     p.add_argument("--min-span", type=int, help="coCondenser: shortest span in tokens; a document needs 2 x min_span "
                    "tokens or it is skipped (tiny: 16, paper: 8)")

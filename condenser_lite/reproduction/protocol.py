@@ -2,7 +2,7 @@
 results file the chapters read.
 
 One protocol, several presets (``reproduction/presets.py``): ``small`` (the book's committed run, about 50
-minutes on a 2-core CPU), ``tiny`` (the previous book's, about 40), ``micro`` (the same code path
+minutes on a 2-core CPU), ``tiny`` (a smaller recipe, about 40), ``micro`` (the same code path
 in seconds, for the tests) and ``paper`` / ``full`` (the
 papers' checkpoints fine-tuned on MS MARCO with Tevatron's recipe: it cannot run here; it is the
 same function with another preset). ``run_protocol`` pre-trains the arms (``arms.pretrain_arm``),

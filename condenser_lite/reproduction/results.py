@@ -124,7 +124,7 @@ def headline(results: Mapping) -> dict:
     BM25 on the same tokens (round 1, every training query, means over seeds), ``wall_minutes``
     (of the call that computed the file), ``cls_reliance`` (``{arm: reliance}`` for every
     Condenser-family arm that logged the reliance gauges, ``scorecard.head_arms``; None for an arm
-    undefined on some seed; empty in an older file) and ``pretraining_seeds`` (their number).
+    undefined on some seed; empty where no arm logged them) and ``pretraining_seeds`` (their number).
     Gauges are means over pre-training seeds. Chapter 8."""
     sizes = results.get("train_sizes") or [None]
     full = str(sizes[-1])

@@ -140,7 +140,7 @@ BOOKKEEPING = ("save_every",)  # StageConfig fields that change neither the weig
 # Fields that join a stage's key only when set: at these values a stage computes what it did
 # before the fields existed, so it keeps the key it had then (and its cached result).
 KEYED_WHEN_SET = {"head_mlm_probability": None, "detach_early": False, "head_cls": "late"}
-TARGET_CORPORA = {**TEVATRON_TASKS, "wikipedia-nq": TEVATRON_TASKS["nq"]}  # the tasks' names, and the old one
+TARGET_CORPORA = TEVATRON_TASKS  # the passage collections coCondenser reads, by the tasks' names
 
 
 _MODEL, _TRAINING = ModelConfig(), PretrainingConfig()  # StageConfig's defaults: the tiny preset's
@@ -156,7 +156,7 @@ class StageConfig:
     Condenser); ``None`` picks ``"random"`` for ``condenser`` and ``"load"`` for ``cocondenser``.
     ``corpus`` is ``"general"`` (the Wikipedia sample, WikiText-2 and news; at full scale
     ``"wikipedia"``) for ``mlm``/``condenser``, or a retrieval corpus (``"scifact"``,
-    ``"msmarco"``, ``"wikipedia-nq"``) whose documents coCondenser cuts spans from.
+    ``"msmarco"``, ``"nq"``) whose documents coCondenser cuts spans from.
     ``batch_size`` counts sequences for MLM/Condenser and *documents* (two spans each) for
     coCondenser. ``mlm_weight``/``co_weight`` weight coCondenser's two terms (table 4's
     ablations set one to 0); ``chunk_size`` turns on the gradient cache. Chapter 2.
@@ -425,7 +425,7 @@ def _titled(docs: Dataset) -> Dataset:
 def target_documents(cfg: StageConfig, data_dir: str | None = None):
     """The target search corpus coCondenser pre-trains on, or a reader's own corpus an MLM or
     Condenser stage does (rows with ``title`` and ``text``):
-    ``msmarco`` / ``wikipedia-nq`` (Tevatron's passage collections), a BEIR name, or a path
+    ``msmarco`` / ``nq`` (Tevatron's passage collections), a BEIR name, or a path
     (a BEIR folder, a ``.jsonl`` of documents, a text file with one document per line:
     ``beir.load_documents``). Chapter 3."""
     if cfg.corpus in TARGET_CORPORA:
@@ -448,9 +448,9 @@ def span_pairs(cfg: StageConfig, tokenizer, data_dir: str | None = None):
 EVAL_SEED = 0  # packing and masking of the held-out blocks: one fixed set for every stage and seed
 _EVAL_BATCH = 64  # blocks per evaluation batch (the [CLS] swap rolls within a batch)
 RELIANCE_DRAWS = 3  # mask draws of the held-out blocks the [CLS]-reliance gauge averages over
-# What a Condenser-family stage logs joins its cache key, so a stage cached before the reliance
-# gauge existed is not reused without it (MLM stages log the same gauges as before: keys unchanged);
-# "-2": ablation partners drawn from every held-out block, not only the batch's.
+# What a Condenser-family stage logs joins its cache key, so a cached stage is reused only where it
+# logged the gauges the book reads (an MLM stage's key carries no such entry); the "-2" names how
+# the ablation partners are drawn: from every held-out block, not only the batch's.
 HEAD_GAUGES = "cls-reliance-2"
 
 
