@@ -17,8 +17,10 @@ Every sub-command reads the same named presets as the notebooks (``presets.PRESE
 names them): ``pretrain --preset tiny`` runs the stage the book's arms run
 (``presets.stage_config``), ``finetune`` the same recipe through the same two-round function
 (``finetune.two_round``), ``experiments --preset`` the whole protocol. ``--set key=value``
-overrides any field (``--set lr=1e-4 --set chunk_size=64``; a preset's component fields are
-dotted where the name is ambiguous: ``--set finetune.lr=1e-4``). Run ``... <command> --help``.
+speaks one dialect everywhere: a preset's settings (``s1_steps``, ``pretraining.lr``,
+``finetune.lr``; dotted where the name is ambiguous) mean the same to every command, and
+``pretrain`` and ``finetune`` also take their own config's fields (``max_steps``, ``lr``); a
+setting that would not change what the command runs is refused. Run ``... <command> --help``.
 """
 
 from __future__ import annotations
@@ -132,13 +134,52 @@ def parse_overrides(obj: Any, pairs: list[str]) -> Any:
     return obj.replace(**changes) if isinstance(obj, Preset) else dataclasses.replace(obj, **changes)
 
 
+def split_sets(config_class: type, pairs: list[str]) -> tuple[list[str], list[str]]:
+    """``(preset_pairs, own_pairs)``: the ``--set`` pairs a command applies to its preset first
+    (a preset's name: ``s1_steps``, ``pretraining.lr``, ``model.hidden_size``) and those naming a
+    field of its own config (``config_class``: ``max_steps`` for a stage, ``lr`` for a recipe), so
+    every command reads one dialect: a key that ``experiments --set`` takes means the same here.
+    A dotted key of the command's own component (``finetune.lr`` for ``finetune``) is its field."""
+    own_fields = {f.name for f in dataclasses.fields(config_class)}
+    preset_pairs, own_pairs = [], []
+    for pair in pairs:
+        key = pair.split("=", 1)[0].strip().replace("-", "_")
+        (own_pairs if key in own_fields else preset_pairs).append(pair)
+    return preset_pairs, own_pairs
+
+
 def stage_config_from_args(args: argparse.Namespace):
     """The stage ``pretrain`` runs: the preset's (``presets.stage_config``), exactly as the
     protocol's arm of that method builds it; at ``paper`` scale the starting checkpoint defaults
-    to the preset's published one (bert-base-uncased; Luyu/condenser for coCondenser). Chapter 2."""
+    to the preset's published one (bert-base-uncased; Luyu/condenser for coCondenser). ``--set``
+    takes the stage's own fields (``max_steps=500``) and the preset's (``s1_steps=500``,
+    ``pretraining.lr=1e-3``: applied before the stage is built, as ``experiments`` applies them);
+    a preset's setting that would not change this stage (``epochs_round1``, or ``s2_steps`` for a
+    stage from scratch) is refused rather than ignored. Chapter 2."""
+    from .training.pretraining import StageConfig
+
+    preset_sets, stage_sets = split_sets(StageConfig, args.set)
+    preset = get_preset(args.preset)
+    for pair in preset_sets:
+        try:
+            changed = parse_overrides(preset, [pair])
+        except ConfigError as err:
+            fields = ", ".join(sorted(f.name for f in dataclasses.fields(StageConfig)))
+            raise ConfigError(f"{err}; or one of the stage's own settings: {fields}") from None
+        if _stage_of(changed, args) == _stage_of(preset, args):
+            key = pair.split("=", 1)[0].strip()
+            raise ConfigError(f"--set {pair}: {key} does not change this {args.method} stage (pretrain builds one "
+                              "stage from the model and pre-training settings); set it for experiments, or set "
+                              "one of the stage's own settings (e.g. max_steps, lr, batch_size)")
+        preset = changed
+    return parse_overrides(_stage_of(preset, args), stage_sets)
+
+
+def _stage_of(preset: Preset, args: argparse.Namespace):
+    """The preset's stage of ``args.method`` with the command line's starting checkpoint, corpus
+    and shortest span."""
     from .reproduction.presets import stage_config
 
-    preset = get_preset(args.preset)
     init = args.init
     if init is None and preset.pretrained:
         init = preset.pretrained["condenser" if args.method == "cocondenser" else "bert"]
@@ -147,7 +188,7 @@ def stage_config_from_args(args: argparse.Namespace):
         cfg = cfg.replace(corpus=_absolute(args.corpus))
     if args.min_span is not None:  # 0 too: refused by StageConfig, not ignored
         cfg = cfg.replace(min_span=args.min_span)
-    return parse_overrides(cfg, args.set)
+    return cfg
 
 
 def _absolute(source: str) -> str:
@@ -273,7 +314,15 @@ def _recipe(args: argparse.Namespace) -> FinetuneConfig:
     if name not in PRESETS and name not in ALIASES and name not in RETRIEVAL_RECIPES:
         raise ConfigError(f"--preset {name}: no such preset or recipe; choose one of {preset_list()} or a data set's "
                           f"recipe: {', '.join(RETRIEVAL_RECIPES)}")
-    return parse_overrides(finetune_recipe(name), args.set)
+    # the experiments dialect's "finetune.lr" is the recipe's own "lr"
+    pairs = [pair.removeprefix("finetune.") for pair in args.set]
+    others = [pair for pair in pairs if pair.split("=", 1)[0].strip().replace("-", "_")
+              not in {f.name for f in dataclasses.fields(FinetuneConfig)}]
+    if others:
+        raise ConfigError(f"--set {others[0]}: finetune runs one recipe, whose fields are "
+                          f"{', '.join(sorted(f.name for f in dataclasses.fields(FinetuneConfig)))} "
+                          "(finetune.<field> is the same); other settings belong to pretrain or experiments")
+    return parse_overrides(finetune_recipe(name), pairs)
 
 
 def _finetune(args: argparse.Namespace) -> None:

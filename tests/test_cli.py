@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from condenser_lite.cli import build_parser, main, parse_overrides, stage_config_from_args
+from condenser_lite.cli import _recipe, build_parser, main, parse_overrides, stage_config_from_args
 from condenser_lite.reproduction.arms import arm_config
 from condenser_lite.reproduction.presets import get_preset, paper_cocondenser, paper_condenser
 from condenser_lite.training.pretraining import StageConfig, is_done
@@ -36,6 +36,47 @@ def test_pretrain_command_runs_the_books_stages(method, init, arm):
     tiny = get_preset("tiny")
     assert (cfg.lr, cfg.max_len) == (tiny.pretraining.cocondenser_lr if method == "cocondenser" else tiny.pretraining.lr,
                                      tiny.model.max_len)
+
+
+@pytest.mark.parametrize("method, init, arm, pair", [
+    ("mlm", None, "bert", "s1_steps=5"), ("mlm", None, "bert", "pretraining.lr=0.002"),
+    ("mlm", None, "bert", "pretraining.batch_size=16"), ("mlm", None, "bert", "model.hidden_size=64"),
+    ("mlm", "ckpt", "bert_cont", "s2_steps=7"), ("condenser", "ckpt", "condenser", "general_limit=50"),
+    ("condenser", "ckpt", "condenser", "model.skip_from=1"), ("cocondenser", "ckpt", "cocondenser", "s3_steps=9"),
+    ("cocondenser", "ckpt", "cocondenser", "cocondenser_lr=0.0003"), ("cocondenser", "ckpt", "cocondenser", "chunk_size=8"),
+    ("cocondenser", "ckpt", "cocondenser", "cocondenser_batch=8")])
+def test_one_set_dialect_pretrain_reads_the_experiments_keys(method, init, arm, pair):
+    """A key ``experiments --set`` takes means the same to ``pretrain``: the stage is the arm's
+    stage of the preset with that change (and the stage's own names still work beside them)."""
+    key, value = pair.split("=")
+    argv = ["pretrain", "--preset", "tiny", "--method", method, *(["--init", init] if init else []), "--set", pair]
+    cfg = stage_config_from_args(build_parser().parse_args(argv))
+    changed = parse_overrides(get_preset("tiny"), [pair])
+    assert cfg == arm_config(arm, changed, init) != arm_config(arm, get_preset("tiny"), init)
+    both = stage_config_from_args(build_parser().parse_args([*argv, "--set", "max_steps=3"]))
+    assert both == cfg.replace(max_steps=3)
+
+
+def test_one_set_dialect_refuses_what_would_not_change_the_command():
+    """A preset setting that would not change the stage (or the recipe) is refused, not ignored."""
+    for argv, match in ((["pretrain", "--method", "mlm", "--set", "epochs_round1=2"], "does not change this mlm stage"),
+                        (["pretrain", "--method", "mlm", "--set", "s2_steps=5"], "does not change"),
+                        (["pretrain", "--method", "mlm", "--set", "nonsense=1"], "stage's own settings"),
+                        (["finetune", "--init", "x", "--output-dir", "o", "--data", "scifact", "--set", "s1_steps=5"], "recipe")):
+        with pytest.raises(ConfigError, match=match):
+            args = build_parser().parse_args(argv)
+            stage_config_from_args(args) if argv[0] == "pretrain" else _recipe(args)
+
+
+def test_one_set_dialect_finetune_reads_the_experiments_keys():
+    """``finetune --set finetune.lr=...`` (the experiments key) is ``--set lr=...``: the recipe
+    ``experiments`` would fine-tune with."""
+    def recipe(*pairs):
+        return _recipe(build_parser().parse_args(["finetune", "--init", "x", "--output-dir", "o", "--data", "scifact", "--preset", "tiny",
+                                                  *[a for p in pairs for a in ("--set", p)]]))
+
+    dotted, plain = recipe("finetune.lr=0.0002", "finetune.batch_size=4"), recipe("lr=0.0002", "batch_size=4")
+    assert dotted == plain == parse_overrides(get_preset("tiny"), ["finetune.lr=0.0002", "finetune.batch_size=4"]).finetune
 
 
 def test_pretrain_command_paper_preset():
