@@ -34,7 +34,7 @@ masks (`packing.mlm_eval_batches`). Every loss is reported beside the unigram en
 the same masked tokens (`gauges.unigram_entropy`). Nothing here looks at retrieval quality.
 
 Every finished run is cached under `$CONDENSER_LITE_CACHE/study/<part>/<hash of its settings>/`
-(`result.json`, written by the library's `cache.run_cached`, so two processes never train one
+(`result.json`, written by the library's `cache.compute_once`, so two processes never train one
 run), and training runs resume from their last checkpoint, so an interrupted study picks up
 where it stopped. Runs are keyed by their settings, so changing a setting starts a new run and
 keeps the run of the earlier settings beside it. FLOPs (`accounting.stage_flops`) and provenance (`results.machine`,
@@ -293,10 +293,10 @@ def _step_cost(model, data, run: Run, collate, step_fn=None) -> float:
 
 def run_one(part: str, run: Run) -> dict:
     """Train one run (or reuse it) and return its summary (`result.json`)."""
-    from condenser_lite.utils.cache import run_cached
+    from condenser_lite.utils.cache import compute_once
 
     out = _run_dir(part, run)
-    return run_cached(out / "result.json", lambda: _train(part, run, out))
+    return compute_once(out / "result.json", lambda: _train(part, run, out))
 
 
 def _train(part: str, run: Run, out: Path) -> dict:
@@ -723,7 +723,7 @@ def main() -> None:
     # module imports torch: a baseline from it would move torch's import in or out of this call)
     t0, cpu0 = time.perf_counter(), sum(os.times()[:4])
 
-    from condenser_lite.utils.cache import cache_dir, run_cached
+    from condenser_lite.utils.cache import cache_dir, compute_once
 
     tp_dir = cache_dir("study") / "throughput"
     cached = tp_dir / f"reps{a.reps}-steps{a.steps}-v{STUDY_VERSION}.json"
@@ -731,14 +731,14 @@ def main() -> None:
     # replaces the throughput part's own measurement, which other jobs can disturb
     parallel_cached = tp_dir / f"parallel-reps{a.reps}-steps{a.steps}-v{STUDY_VERSION}.json"
     if "parallel" in parts and not a.collect:
-        run_cached(parallel_cached, lambda: parallel(a.reps, a.steps))
+        compute_once(parallel_cached, lambda: parallel(a.reps, a.steps))
     if "throughput" in parts and (cached.exists() or not a.collect):
-        study["throughput"] = run_cached(cached, lambda: throughput(a.reps, a.steps))
+        study["throughput"] = compute_once(cached, lambda: throughput(a.reps, a.steps))
     if parallel_cached.exists() and "throughput" in study:
         study["throughput"]["parallel"] = json.loads(parallel_cached.read_text())
     precision_cached = tp_dir / f"precision-steps{a.steps}-v{STUDY_VERSION}.json"
     if "precision" in parts and not a.collect:
-        run_cached(precision_cached, lambda: {"run": dataclasses.asdict(RECOMMENDED), "steps": a.steps,
+        compute_once(precision_cached, lambda: {"run": dataclasses.asdict(RECOMMENDED), "steps": a.steps,
                                               "commit": git_commit(), "command": " ".join(["python", *sys.argv]),
                                               "measured": time.strftime("%Y-%m-%d %H:%M:%S"),
                                               "loadavg_before": os.getloadavg()[0],
@@ -843,9 +843,9 @@ def cls_ablation(result: dict) -> dict:
     set with its own late [CLS], with a zero vector and with Gaussian noise of the same norm in
     its place, and the mean attention the head's first layer pays to position 0 (the [CLS]
     slot; 1/length would be uniform). Cached beside the run's result (a few CPU seconds)."""
-    from condenser_lite.utils.cache import run_cached
+    from condenser_lite.utils.cache import compute_once
 
-    return run_cached(Path(result["checkpoint"]).parent / "cls_ablation.json", lambda: _cls_ablation(result))
+    return compute_once(Path(result["checkpoint"]).parent / "cls_ablation.json", lambda: _cls_ablation(result))
 
 
 def _cls_ablation(result: dict) -> dict:

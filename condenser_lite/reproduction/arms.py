@@ -46,7 +46,7 @@ from ..training.finetune import finetune_round
 from ..training.loop import TrainConfig
 from ..training.pretraining import StageConfig, pretrain, read_log
 from ..training.similarity import evaluate_sts, finetune_sts, sample_pairs
-from ..utils.cache import LOCK_FILE, cache_dir, run_cached, settings_hash
+from ..utils.cache import LOCK_FILE, cache_dir, compute_once, settings_hash
 from ..utils.devices import resolve_precision
 from ..utils.loading import checkpoint_key, load_encoder
 from .presets import Preset, get_preset, stage_config
@@ -222,7 +222,7 @@ def finetune_arm(
                     shutil.rmtree(p) if p.is_dir() else p.unlink()
         return result
 
-    return run_cached(out_dir / "result.json", compute)
+    return compute_once(out_dir / "result.json", compute)
 
 
 def _saved_embeddings(folder: Path) -> tuple[np.ndarray, list[str]] | None:
@@ -287,7 +287,7 @@ def sts_arm(
                 "steps": model.train_result.step, "wall_time": round(time.perf_counter() - t0, 2),
                 "cpu_time": round(time.process_time() - cpu0, 2)}
 
-    return run_cached(out_dir / "result.json", compute)
+    return compute_once(out_dir / "result.json", compute)
 
 
 def entropy_before(checkpoint: str, texts: Sequence[str], preset: Preset | str | None = None) -> list[float]:

@@ -5,7 +5,7 @@ Explained in chapter 4, `notebooks/04_finetune.ipynb` ("Cost"). The protocol is 
 (pre-training stages, fine-tunings, STS-b runs, entropies). A ``Job`` names a top-level function
 and its keyword arguments; an argument may be a ``Ref`` to another job's result (or one field of
 it), which is filled in when that job is done, and which makes the other job a dependency.
-``run_jobs`` runs the graph in this process or in spawned worker processes; ``run_cached``
+``run_jobs`` runs the graph in this process or in spawned worker processes; ``compute_once``
 keeps a job's JSON result in its folder, so a second run reads it back.
 
 Why one-thread workers: on a small CPU two one-thread processes beat one two-thread process, and

@@ -3,7 +3,7 @@
 Every cached thing in the library (tokenizers, pre-training stages, fine-tunings, STS-b runs,
 the protocol's jobs) lives under ``$CONDENSER_LITE_CACHE`` (``cache_dir``), in a folder named by
 a hash of everything its result depends on (``settings_hash``; files by their content,
-``content_id``), is computed once (``run_cached`` for a JSON result, ``build_once`` for a folder
+``content_id``), is computed once (``compute_once`` for a JSON result, ``build_once`` for a folder
 of files) and is written by one process at a time (``output_lock``); a pre-training stage, which
 must also resume, marks itself done the same way (``training.pretraining``). ``settings_diff``
 says what differs when a folder holds another result.
@@ -134,7 +134,7 @@ def settings_diff(saved: Mapping[str, Any], now: Mapping[str, Any], label: str =
     return out
 
 
-def run_cached(result_file: str | os.PathLike, compute: Callable[[], dict]) -> dict:
+def compute_once(result_file: str | os.PathLike, compute: Callable[[], dict]) -> dict:
     """``compute()`` once: its JSON result is written to ``result_file`` (atomically, last, so a
     folder without it is unfinished) and read back on every later call (chapter 4). The folder
     is locked while computing: a second process waits for the first one's result."""

@@ -24,7 +24,7 @@ N_ROWS = 12
 SEED = 1234
 
 
-def run_cached(chunk_size, dropout=0.1, accelerator=None, **kw):
+def compute_once(chunk_size, dropout=0.1, accelerator=None, **kw):
     model = build_model(dropout=dropout)
     torch.manual_seed(SEED)
     metrics = cocondenser_step(model, make_batch(N_ROWS), accelerator=accelerator, chunk_size=chunk_size, **kw)
@@ -41,7 +41,7 @@ def run_reference(chunk_size, dropout=0.1, autocast=contextlib.nullcontext, **kw
 @pytest.mark.parametrize("chunk_size", [None, 4, 5, 12, 1])
 def test_cache_matches_full_batch_gradient_with_dropout(chunk_size):
     g_ref, loss_ref = run_reference(chunk_size)
-    g, metrics = run_cached(chunk_size)
+    g, metrics = compute_once(chunk_size)
     assert max_grad_diff(g, g_ref) < 5e-6
     assert metrics["loss"] == pytest.approx(loss_ref, abs=1e-5)
     assert metrics["loss"] == pytest.approx(metrics["mlm_loss"] + metrics["co_loss"], abs=1e-6)
@@ -49,17 +49,17 @@ def test_cache_matches_full_batch_gradient_with_dropout(chunk_size):
 
 def test_weights_enter_the_same_way_with_and_without_cache():
     g_ref, loss_ref = run_reference(5, mlm_weight=0.3, co_weight=2.0)
-    g, metrics = run_cached(5, mlm_weight=0.3, co_weight=2.0)
+    g, metrics = compute_once(5, mlm_weight=0.3, co_weight=2.0)
     assert max_grad_diff(g, g_ref) < 5e-6
     assert metrics["loss"] == pytest.approx(loss_ref, abs=1e-5)
 
 
 def test_without_dropout_cache_equals_plain_step():
     # No randomness: the plain full-batch step itself is the reference, for every chunking.
-    g_plain, m_plain = run_cached(None, dropout=0.0)
+    g_plain, m_plain = compute_once(None, dropout=0.0)
     assert m_plain["head_loss"] + m_plain["late_loss"] == pytest.approx(m_plain["mlm_loss"], abs=1e-5)
     for chunk_size in (3, 4, 5, 7):
-        g, m = run_cached(chunk_size, dropout=0.0)
+        g, m = compute_once(chunk_size, dropout=0.0)
         assert max_grad_diff(g, g_plain) < 5e-6, chunk_size
         for k in ("loss", "mlm_loss", "co_loss", "co_acc", "head_loss", "late_loss"):
             assert m[k] == pytest.approx(m_plain[k], abs=1e-5), k
@@ -68,8 +68,8 @@ def test_without_dropout_cache_equals_plain_step():
 def test_without_rng_replay_gradients_differ():
     # Proves the dropout test above can fail: without replay pass 2 sees other dropout masks.
     g_ref, _ = run_reference(4)
-    g_replay, _ = run_cached(4)
-    g_noreplay, _ = run_cached(4, replay_rng=False)
+    g_replay, _ = compute_once(4)
+    g_noreplay, _ = compute_once(4, replay_rng=False)
     assert max_grad_diff(g_replay, g_ref) < 5e-6
     assert max_grad_diff(g_noreplay, g_ref) > 1e-3
 
@@ -87,7 +87,7 @@ def test_no_op_randcontext_breaks_exactness(monkeypatch):
 
     monkeypatch.setattr(gradcache, "RandContext", NoReplay)
     g_ref, _ = run_reference(5)
-    g, _ = run_cached(5)
+    g, _ = compute_once(5)
     assert max_grad_diff(g, g_ref) > 1e-3
 
 
@@ -109,7 +109,7 @@ class FakeBf16Accelerator:
 def test_cache_under_bf16_autocast(chunk_size):
     acc = FakeBf16Accelerator()
     g_ref, loss_ref = run_reference(chunk_size, autocast=acc.autocast)
-    g, metrics = run_cached(chunk_size, accelerator=acc)
+    g, metrics = compute_once(chunk_size, accelerator=acc)
     error = max_grad_diff(g, g_ref)
     assert error < 1e-4
     assert metrics["loss"] == pytest.approx(loss_ref, rel=1e-4)
@@ -120,8 +120,8 @@ def test_cache_under_bf16_autocast(chunk_size):
 
 def test_bf16_cache_equals_plain_step_without_dropout():
     acc = FakeBf16Accelerator()
-    g_plain, m_plain = run_cached(None, dropout=0.0, accelerator=acc)
-    g, m = run_cached(5, dropout=0.0, accelerator=acc)
+    g_plain, m_plain = compute_once(None, dropout=0.0, accelerator=acc)
+    g, m = compute_once(5, dropout=0.0, accelerator=acc)
     assert max_grad_diff(g, g_plain) < 2e-2
     assert m["loss"] == pytest.approx(m_plain["loss"], rel=1e-2)
 

@@ -1,5 +1,5 @@
 """The job runner: dependencies through Ref arguments, priorities, results kept on disk (the
-results' cache itself, ``run_cached``, is tests/utils/test_cache.py's)."""
+results' cache itself, ``compute_once``, is tests/utils/test_cache.py's)."""
 
 import pytest
 

@@ -1,11 +1,11 @@
 """The cache (condenser_lite/utils/cache.py): its root, names by content, and computing something
-once, a JSON result (``run_cached``) or a folder (``build_once``)."""
+once, a JSON result (``compute_once``) or a folder (``build_once``)."""
 
 import json
 
 import pytest
 
-from condenser_lite.utils.cache import DONE_FILE, LOCK_FILE, build_once, cache_dir, run_cached, settings_hash
+from condenser_lite.utils.cache import DONE_FILE, LOCK_FILE, build_once, cache_dir, compute_once, settings_hash
 
 
 def test_cache_dir_follows_env(tmp_path, monkeypatch):
@@ -13,7 +13,7 @@ def test_cache_dir_follows_env(tmp_path, monkeypatch):
     assert cache_dir("x") == tmp_path / "c" / "x" and (tmp_path / "c" / "x").is_dir()
 
 
-def test_run_cached_computes_once(tmp_path):
+def test_compute_once_computes_once(tmp_path):
     calls = []
 
     def compute():
@@ -21,7 +21,7 @@ def test_run_cached_computes_once(tmp_path):
         return {"value": 3}
 
     path = tmp_path / "job" / "result.json"
-    assert run_cached(path, compute) == run_cached(path, compute) == {"value": 3}
+    assert compute_once(path, compute) == compute_once(path, compute) == {"value": 3}
     assert calls == [1] and json.loads(path.read_text()) == {"value": 3}
     assert settings_hash({"a": 1, "b": [2]}) == settings_hash({"b": [2], "a": 1}) != settings_hash({"a": 2, "b": [2]})
 
