@@ -115,14 +115,14 @@ def span_contrastive_accuracy(reps: torch.Tensor) -> float:
 def retrieval_loss(
     q: torch.Tensor,
     p: torch.Tensor,
-    n_passages: int,
+    train_n_passages: int,
     temperature: float | None = None,
     reduction: str = "mean",
 ) -> torch.Tensor:
     """Dense-retrieval fine-tuning loss with in-batch negatives (coCondenser eq. 14, Condenser eq. 12).
 
-    ``q`` ``[B, H]`` query vectors, ``p`` ``[B * n_passages, H]`` passage vectors grouped per query:
-    rows ``i*n .. i*n + n - 1`` belong to query ``i`` and the first of them (``i * n_passages``) is its
+    ``q`` ``[B, H]`` query vectors, ``p`` ``[B * train_n_passages, H]`` passage vectors grouped per query:
+    rows ``i*n .. i*n + n - 1`` belong to query ``i`` and the first of them (``i * train_n_passages``) is its
     positive, the rest its hard negatives. Every passage of the batch is a candidate for every query
     (the other queries' positives and negatives serve as extra negatives, as in Tevatron), and
 
@@ -131,17 +131,17 @@ def retrieval_loss(
     Explained in chapter 4, ``notebooks/04_finetune.ipynb``.
     """
     _check_reduction(reduction)
-    if n_passages < 1:
-        raise ValueError(f"n_passages must be >= 1 (positive + negatives per query), got {n_passages}")
+    if train_n_passages < 1:
+        raise ValueError(f"train_n_passages must be >= 1 (positive + negatives per query), got {train_n_passages}")
     if q.dim() != 2 or p.dim() != 2 or q.shape[1] != p.shape[1]:
-        raise ValueError(f"expected q [B, H] and p [B*n_passages, H], got {tuple(q.shape)} and {tuple(p.shape)}")
-    if p.shape[0] != q.shape[0] * n_passages:
+        raise ValueError(f"expected q [B, H] and p [B*train_n_passages, H], got {tuple(q.shape)} and {tuple(p.shape)}")
+    if p.shape[0] != q.shape[0] * train_n_passages:
         raise ValueError(
-            f"got {q.shape[0]} queries and {p.shape[0]} passages; with n_passages={n_passages} "
-            f"expected {q.shape[0] * n_passages} passages (positive first, then negatives, per query)"
+            f"got {q.shape[0]} queries and {p.shape[0]} passages; with train_n_passages={train_n_passages} "
+            f"expected {q.shape[0] * train_n_passages} passages (positive first, then negatives, per query)"
         )
     scores = _scale(q.float() @ p.float().T, temperature)  # [B, B*n]
-    targets = torch.arange(q.shape[0], device=q.device) * n_passages
+    targets = torch.arange(q.shape[0], device=q.device) * train_n_passages
     return F.cross_entropy(scores, targets, reduction=reduction)
 
 

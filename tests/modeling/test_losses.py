@@ -88,27 +88,27 @@ def test_span_loss_rejects_odd_batches_and_bad_reduction():
         span_contrastive_loss(torch.randn(4, 3), temperature=0.0)
 
 
-@pytest.mark.parametrize("n_passages", [1, 3])
-def test_retrieval_loss_matches_equation_14_with_in_batch_negatives(n_passages):
+@pytest.mark.parametrize("train_n_passages", [1, 3])
+def test_retrieval_loss_matches_equation_14_with_in_batch_negatives(train_n_passages):
     torch.manual_seed(3)
     B = 4
-    q, p = torch.randn(B, 6), torch.randn(B * n_passages, 6)
+    q, p = torch.randn(B, 6), torch.randn(B * train_n_passages, 6)
     expected = []
     for i in range(B):
-        pos = math.exp(dot(q[i], p[i * n_passages]))
-        negs = sum(math.exp(dot(q[i], p[k])) for k in range(B * n_passages) if k != i * n_passages)
+        pos = math.exp(dot(q[i], p[i * train_n_passages]))
+        negs = sum(math.exp(dot(q[i], p[k])) for k in range(B * train_n_passages) if k != i * train_n_passages)
         expected.append(-math.log(pos / (pos + negs)))
-    got = retrieval_loss(q, p, n_passages, reduction="none")
+    got = retrieval_loss(q, p, train_n_passages, reduction="none")
     assert got.tolist() == pytest.approx(expected, rel=1e-5)
-    assert float(retrieval_loss(q, p, n_passages)) == pytest.approx(sum(expected) / B, rel=1e-5)
-    assert float(retrieval_loss(q, p, n_passages, temperature=2.0)) == pytest.approx(
-        float(retrieval_loss(q / 2, p, n_passages)), rel=1e-5)
+    assert float(retrieval_loss(q, p, train_n_passages)) == pytest.approx(sum(expected) / B, rel=1e-5)
+    assert float(retrieval_loss(q, p, train_n_passages, temperature=2.0)) == pytest.approx(
+        float(retrieval_loss(q / 2, p, train_n_passages)), rel=1e-5)
 
 
 def test_retrieval_loss_checks_shapes():
     with pytest.raises(ValueError, match="expected 8 passages"):
         retrieval_loss(torch.randn(4, 3), torch.randn(7, 3), 2)
-    with pytest.raises(ValueError, match="n_passages"):
+    with pytest.raises(ValueError, match="train_n_passages"):
         retrieval_loss(torch.randn(4, 3), torch.randn(4, 3), 0)
 
 
