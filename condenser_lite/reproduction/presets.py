@@ -326,6 +326,12 @@ def finetune_recipe(name: str) -> FinetuneConfig:
     raise ValueError(f"no fine-tuning recipe {name!r}; choose from {sorted([*PRESETS, *RETRIEVAL_RECIPES])}")
 
 
+# The pre-training settings a stage takes under the same name whatever its method; the others
+# (steps, batch, learning rate, corpus) differ between a stage on the general corpus and coCondenser's.
+STAGE_TRAINING_FIELDS = ("epochs", "weight_decay", "warmup_ratio", "seed", "mixed_precision", "save_every",
+                         "heldout_fraction", "eval_blocks", "eval_every")
+
+
 def stage_config(preset: Preset | str, method: str, init: str | None = None, **changes) -> StageConfig:
     """The ``StageConfig`` of one pre-training stage of ``preset`` (chapters 2 and 3).
 
@@ -338,16 +344,8 @@ def stage_config(preset: Preset | str, method: str, init: str | None = None, **c
     """
     preset = get_preset(preset)
     model, training = preset.model, preset.pretraining
-    common = dict(
-        tokenizer=model.tokenizer, max_len=model.max_len, hidden_size=model.hidden_size,
-        num_hidden_layers=model.num_hidden_layers, num_attention_heads=model.num_attention_heads,
-        intermediate_size=model.intermediate_size, vocab_size=model.vocab_size, skip_from=model.skip_from,
-        n_head_layers=model.n_head_layers, dropout=model.dropout, attn_implementation=model.attn_implementation,
-        epochs=training.epochs, weight_decay=training.weight_decay,
-        warmup_ratio=training.warmup_ratio, seed=training.seed, mixed_precision=training.mixed_precision,
-        save_every=training.save_every, heldout_fraction=training.heldout_fraction,
-        eval_blocks=training.eval_blocks, eval_every=training.eval_every,
-    )
+    # every model setting, and the training settings every stage takes as they are
+    common = {**dataclasses.asdict(model), **{k: getattr(training, k) for k in STAGE_TRAINING_FIELDS}}
     if method == "cocondenser":
         published = (preset.pretrained or {}).get("condenser")
         head = training.cocondenser_head if init is not None and init == published else "load"

@@ -111,3 +111,24 @@ def test_the_colab_preset_is_the_small_runs_protocol_on_the_published_checkpoint
     assert (ft.epochs_round1, ft.epochs_round2, ft.min_steps) == (5, 5, 0)
     assert ft.mixed_precision == colab.sts.mixed_precision == "auto"  # fp16 on a T4 (devices.cuda_amp_dtype)
     assert colab.sts == paper.sts  # Sentence-BERT's STS-b settings, as the paper
+
+
+def test_a_stage_takes_every_model_setting_and_the_shared_training_ones_under_their_names():
+    """``stage_config`` passes the model's settings and ``STAGE_TRAINING_FIELDS`` through by name:
+    each must be a ``StageConfig`` field of the same type, and a changed value must reach the stage."""
+    import dataclasses
+    import typing
+
+    from condenser_lite.reproduction.presets import STAGE_TRAINING_FIELDS, stage_config
+    from condenser_lite.training.pretraining import ModelConfig, PretrainingConfig, StageConfig
+
+    stage = typing.get_type_hints(StageConfig)
+    for owner, names in ((ModelConfig, [f.name for f in dataclasses.fields(ModelConfig)]),
+                         (PretrainingConfig, STAGE_TRAINING_FIELDS)):
+        hints = typing.get_type_hints(owner)
+        for name in names:
+            assert name in stage and stage[name] == hints[name], (owner.__name__, name)
+    changed = get_preset("tiny", **{"model.hidden_size": 96, "model.num_attention_heads": 3, "pretraining.seed": 7})
+    for method, init in (("mlm", None), ("condenser", "x"), ("cocondenser", "x")):
+        cfg = stage_config(changed, method, init)
+        assert (cfg.hidden_size, cfg.num_attention_heads, cfg.seed) == (96, 3, 7)
