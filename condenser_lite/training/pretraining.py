@@ -9,12 +9,11 @@ content, the starting checkpoint, the tokenizer and the data files read (``stage
 chapters and the command line share a stage instead of re-running it, replacing a file gives a
 new stage, and an interrupted stage resumes from its last training checkpoint.
 
-Three configs, one per level: ``StageConfig`` is one stage (what ``pretrain`` runs); a preset
-holds the encoder every stage shares (``ModelConfig``) and how its stages train
-(``PretrainingConfig``), and ``reproduction.presets.stage_config`` builds the ``StageConfig`` of
-one stage of a preset, the same one for the protocol's arms and the ``pretrain`` command;
-``StageConfig``'s own defaults are the ``tiny`` preset's. The loop's own settings are
-``loop.TrainConfig``.
+Settings at three levels: a preset holds the encoder every stage shares (``ModelConfig``) and
+how its stages train (``PretrainingConfig``); ``reproduction.presets.stage_config`` builds one
+stage's ``StageConfig`` from them (what ``pretrain`` runs, the same for the protocol's arms and
+the command line; ``StageConfig``'s own defaults are the ``tiny`` preset's); and
+``stage_loop_config`` turns a stage into the loop's ``loop.TrainConfig``.
 Explained in chapter 2 (``notebooks/02_condenser.ipynb``) and chapter 3
 (``notebooks/03_cocondenser.ipynb``).
 """
