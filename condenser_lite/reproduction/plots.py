@@ -106,10 +106,11 @@ def _full(results: Mapping) -> str:
 
 
 def fmt(stat: Mapping | None, digits: int = 3) -> str:
-    """``mean ± std`` of a ``scorecard.stats`` dict, or an empty string."""
+    """``mean ± std`` of a ``rules.stats`` dict, each number by ``scorecard.fixed`` (``digits``
+    decimals, never ``-0.000``), or an empty string. Chapters 4-8."""
     if not stat or stat.get("mean") is None:
         return ""
-    return f"{stat['mean']:.{digits}f} ± {(stat.get('std') or 0):.{digits}f}"
+    return f"{fixed(stat['mean'], digits)} ± {fixed(stat.get('std') or 0.0, digits)}"
 
 
 # ---------------------------------------------------------------------------------------

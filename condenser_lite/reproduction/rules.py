@@ -25,12 +25,10 @@ from ..modeling.gauges import cls_reliance
 
 ONE_SEED = "one seed, no spread"  # a verdict, and a claim's status, where no spread exists
 NOT_ATTRIBUTABLE = "not attributable: the head ignores [CLS]"
-NOT_ATTRIBUTABLE_C0 = "not attributable: C0 does not hold"  # the old gate's status (kept for older files)
 NOT_ATTRIBUTABLE_UNGAUGED = "not attributable: coCondenser's head was not gauged"
 STATUSES = ("reproduced", "partly reproduced", "not reproduced at this scale", ONE_SEED, NOT_ATTRIBUTABLE,
-            NOT_ATTRIBUTABLE_C0, NOT_ATTRIBUTABLE_UNGAUGED, "not measured",
+            NOT_ATTRIBUTABLE_UNGAUGED, "not measured",
             "reversed", "not reproduced", "not detectable at this power")  # the last three: power-aware claims
-CLS_GAP_MARGIN = 2.0  # the old C0 rule (results files without the reliance gauges): the [CLS]-swap gap above this x its noise
 
 # Pre-registered rules: fixed before the runs they judge, never changed after seeing a number.
 RELIANCE_THRESHOLD = 0.2  # C0: the head's own late [CLS] closes at least this share of its deficit
@@ -291,8 +289,6 @@ def gauge(results: Mapping, arm: str, name: str) -> float | None:
 # results file made under them records it in its provenance (results.provenance).
 PRE_REGISTRATION_COMMIT = "59b4084943f1ff1ff5041095c1e5190f26812d3e"
 PRE_REGISTERED_RULES = f"pre-registered rules (issue 17, commit {PRE_REGISTRATION_COMMIT[:7]})"
-OLD_RULES = ("old rules, for a results file without the [CLS]-reliance gauges: C0 by the [CLS]-swap gap "
-             f"(> {CLS_GAP_MARGIN:g} x its noise) and the cosine against stage-1 BERT; C1 and C7 by the spread alone")
 
 
 def run_reliance(heldout: Mapping | None) -> dict | None:
@@ -321,22 +317,23 @@ def head_arms(results: Mapping) -> list[str]:
     return [a for a in results.get("arms", {}) if reliance_by_seed(results, a)]
 
 
-def pre_registered(results: Mapping) -> bool:
-    """Whether ``scorecard`` judges ``results`` by the pre-registered rules (the Condenser arm
-    logged the reliance gauges) or by the ``OLD_RULES`` (an older file). Chapter 8."""
-    return bool(reliance_by_seed(results, "condenser"))
+def runs_without_reliance(results: Mapping) -> list[str]:
+    """The arms with a pre-training run that logged its head's gauges (the [CLS]-swap gap) but not
+    the [CLS]-reliance ones: a run made before the reliance gauge existed, whose C0 the
+    pre-registered rule cannot judge (``scorecard`` refuses such a file). A published checkpoint,
+    pre-trained elsewhere, logged no gauges at all and is not among them. Chapter 8."""
+    def predates_reliance(heldout: Mapping | None) -> bool:
+        h = heldout or {}
+        return h.get("cls_swap_gap") is not None and h.get("reliance_own_loss") is None
+
+    return [arm for arm in results.get("arms", {})
+            if any(predates_reliance(r.get("heldout")) for r in pretraining_runs(results, arm))]
 
 
 def head_gate(results: Mapping, arm: str) -> bool | None:
-    """Whether ``arm``'s own head relies on [CLS] (the C3 gate reads coCondenser's): by the
-    pre-registered ``head_relies`` where the results hold reliance gauges, else by the old rule
-    (the swap gap above ``CLS_GAP_MARGIN`` x its noise on every pre-training run); None where
-    not gauged. Chapter 8."""
-    if pre_registered(results):
-        runs = reliance_by_seed(results, arm)
-        return head_relies([r["reliance"] for r in runs]) if runs else None
-    swaps = [h for h in (r.get("heldout") or {} for r in pretraining_runs(results, arm)) if h.get("cls_swap_gap") is not None]
-    return all(h["cls_swap_gap"] > CLS_GAP_MARGIN * h["cls_swap_noise"] for h in swaps) if swaps else None
+    """Whether ``arm``'s own head relies on [CLS] by the pre-registered ``head_relies`` (the C3
+    gate reads coCondenser's); None where its runs logged no reliance gauges. Chapter 8."""
+    return head_relies([r["reliance"] for r in reliance_by_seed(results, arm)])
 
 
 def power_claim_status(records: Sequence[Mapping | None], extra: Sequence[bool | None] = ()) -> str:

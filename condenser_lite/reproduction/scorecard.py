@@ -1,63 +1,60 @@
-"""The scorecard: the mechanism check C0, the papers' claims C1-C8 (and C0m, C1m, C7m, the same
+"""The scorecard: the mechanism check C0, the papers' claims C1-C8 (and C0m-C8m and Am, the same
 claims asked of a modified Condenser), their published numbers, judged by the rules of rules.py.
 
-Explained in chapter 8 (the scorecard page) and chapters 2 and 4-7, each of which checks some
-claims. ``scorecard(results)`` turns a protocol results file into one verdict per claim, from
-``STATUSES``: a difference between two arms counts only where it exceeds the seed spread
-(``compare``: |mean_a - mean_b| > std_a + std_b), and from one seed no difference is called.
-C0 ("the Condenser head relies on [CLS]") reads the pre-training gauges; C3's MLM term counts
-as the head's only where coCondenser's own head relies on [CLS]. ``PAPER_RESULTS`` holds the
-numbers the papers publish for each claim as data; ``paper_text`` renders them for the
-scorecard's table.
+Explained in chapter 8 (``notebooks/08_scorecard.md``) and chapters 2 and 4-7, each of which
+checks some claims. ``scorecard(results)`` turns a protocol results file into one verdict per
+claim, from ``STATUSES``. Each claim of the registry (``registry.CLAIM``) is one entry of
+``CLAIM_CHECKS``: the arm it asks about, the arms it names, its statement, the check that judges
+it and when a results file makes it; ``scorecard`` runs them in the registry's order.
 
-Issue 17 pre-registered sharper rules (commit ``PRE_REGISTRATION_COMMIT``, before the runs they
-judge): C0 by the [CLS] reliance (``cls_reliance``, ``c0_rule``) and C1 / C7 by a verdict that
+The rules are the pre-registered ones (commit ``PRE_REGISTRATION_COMMIT``, before the runs they
+judge): C0 by the [CLS] reliance (``cls_reliance``, ``c0_rule``), C1 and C7 by a verdict that
 knows its power (``power_verdict``: "reproduced", "reversed", "not reproduced", "not detectable
-at this power"). ``scorecard`` applies them to a results file whose Condenser arm logged the
-reliance gauges, and the old rules (labelled ``OLD_RULES`` in each claim's ``ours["rules"]``) to an
-older file.
+at this power"), and under rules version 2 every comparison over pre-trained models
+(``unit_test``). C3's MLM term counts as the head's only where coCondenser's own head relies on
+[CLS]. A results file whose Condenser-family runs predate the reliance gauge cannot be judged by
+these rules and is refused. ``PAPER_RESULTS`` holds the numbers the papers publish for each claim
+as data; ``paper_text`` renders them for the scorecard's table.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..utils.errors import SchemaError
 from .registry import CLAIM, MAIN_ARMS, MODIFIED_ARM, label
 from .rules import (
     ALPHA_ONE_SIDED,
-    CLS_GAP_MARGIN,
     EQUAL_FLOPS_STEPS,
     FLOPS_MATCH,
-    MODIFIED_CHOICE_SEEDS,
     LATE_LOSS_MARGIN,
+    MODIFIED_CHOICE_SEEDS,
     NOT_ATTRIBUTABLE,
     NOT_ATTRIBUTABLE_UNGAUGED,
-    OLD_RULES,
     ONE_SEED,
     PRE_REGISTERED_RULES,
     RELIANCE_THRESHOLD,
     RULES_V2,
+    arm_seeds,
     c0_rule,
     claim_status,
     compare,
-    gauge,
     get_path,
     head_gate,
     holds,
+    judged_seeds,
+    model_means,
     power_claim_status,
     power_verdict,
-    pre_registered,
     pretraining_runs,
     reliance_by_seed,
     reliance_summary,
-    arm_seeds,
-    judged_seeds,
-    model_means,
     rules_version,
+    runs_without_reliance,
     stats,
     unit_test,
 )
@@ -256,45 +253,87 @@ def _said(c: Mapping | None, a: str, b: str, digits: int = 3) -> str:
     return f"{a} {c['a']:.{digits}f} vs {b} {c['b']:.{digits}f} ({c['verdict']}{power})"
 
 
-def _claim(cid: str, statement: str, arms: Sequence[str], comparison: str, ours: Any, status: str) -> dict:
-    return {"id": cid, "statement": statement, "arms": [label(a) for a in arms], "comparison": comparison,
-            "paper": paper_text(cid), "ours": ours, "status": status, "verdict": status}
+
+# ---- what every claim's check reads ----------------------------------------------------------------
 
 
-def _c0_old(results: Mapping) -> dict:
-    """C0 by the ``OLD_RULES`` (a results file without reliance gauges): the [CLS]-swap gap above
-    ``CLS_GAP_MARGIN`` x its noise on every pre-training run, the cosine against stage-1 BERT."""
-    runs = [r.get("heldout") or {} for r in pretraining_runs(results, "condenser")]
-    swaps = [(r["cls_swap_gap"], r["cls_swap_noise"]) for r in runs if r.get("cls_swap_gap") is not None]
-    cos_c, cos_b = gauge(results, "condenser", "cls_cosine"), gauge(results, "bert", "cls_cosine")
-    gap_part = all(g > CLS_GAP_MARGIN * n for g, n in swaps) if swaps else None
-    cos_part = None if cos_c is None or cos_b is None else cos_c < cos_b
-    gap, noise = gauge(results, "condenser", "cls_swap_gap"), gauge(results, "condenser", "cls_swap_noise")
-    words = ("not measured (no Condenser pre-training gauges)" if gap is None else
-             f"Condenser's head loses {gap:.4f} nats per masked token (noise {noise:.4f}; clear when above "
-             f"{CLS_GAP_MARGIN:g} x noise) when it reads another block's late [CLS] instead of its own")
-    if cos_c is not None:
-        words += f"; mean cosine between blocks' late [CLS]: Condenser {cos_c:.3f}" + (
-            f", BERT {cos_b:.3f}" if cos_b is not None else "")
-    return _claim(
-        "C0", f"The Condenser head relies on the late [CLS]: its held-out MLM loss rises when it reads another "
-        f"block's [CLS] (the [CLS]-swap gap exceeds {CLS_GAP_MARGIN:g} x its noise) and the late [CLS] vectors of "
-        "different blocks are less alike than BERT's (lower mean cosine).",
-        ["condenser", "bert"], words + ".",
-        {"rules": OLD_RULES, "cls_swap": [{"gap": g, "noise": n} for g, n in swaps], "margin": CLS_GAP_MARGIN,
-         "cls_cosine": {"condenser": cos_c, "bert": cos_b}, "gap_clear": gap_part, "cosine_lower": cos_part},
-        claim_status([gap_part, cos_part]))
+@dataclass(frozen=True)
+class Evidence:
+    """One results file as the claims' checks read it: its numbers (under rules version 2 also
+    their means per pre-trained model, ``_with_models``), the rules' ``version``, the budget's
+    main ``metric`` (nDCG@10 on SciFact) and ``recall`` metric (R@100), and the training
+    ``sizes`` as run. Chapter 8 (``notebooks/08_scorecard.md``)."""
+
+    results: Mapping
+    version: int
+    metric: str
+    recall: str
+    sizes: tuple[str, ...]
+
+    @property
+    def full(self) -> str | None:
+        """The full training set's size: the last one run."""
+        return self.sizes[-1] if self.sizes else None
+
+    @property
+    def rules(self) -> str:
+        """The rules the comparisons are judged by, as a claim's ``ours["rules"]`` names them."""
+        return RULES_V2 if self.version >= 2 else PRE_REGISTERED_RULES
+
+    def has(self, arm: str) -> bool:
+        return arm in self.results.get("arms", {})
 
 
-def _c0(results: Mapping, arm: str = "condenser", version: int = 1) -> dict:
-    """C0 by the pre-registered ``c0_rule``: ``arm``'s reliance on every pre-training seed, its late
-    MLM loss against BERT-continued's and the cosine half against BERT-continued (C0m for the
-    modified Condenser, judged alike)."""
-    name = label(arm)
-    # rules version 2 judges the modified Condenser on the seeds its choice never saw (judged_seeds)
-    seeds, keep = arm_seeds(results, arm), judged_seeds(results, arm, version)
+def read_evidence(results: Mapping, version: int | None = None) -> Evidence:
+    """``results`` as the checks read them, judged by rules ``version`` (default: the file's own,
+    ``rules_version``). Chapter 8."""
+    version = rules_version(results) if version is None else version
+    if version >= 2:  # the pre-trained model is the unit: every comparison over pre-training seeds
+        results = _with_models(results)
+    metrics = results.get("preset", {}).get("metrics", ["nDCG@10", "RR@10", "R@100"])
+    recall = next((m for m in metrics if m.startswith("R@")), metrics[-1])
+    return Evidence(results, version, metrics[0], recall, tuple(str(s) for s in results.get("train_sizes", [])))
+
+
+def refuse_ungauged(results: Mapping) -> None:
+    """Raise where a Condenser-family run of ``results`` logged no [CLS]-reliance gauges though it
+    logged its head's others (``runs_without_reliance``): the pre-registered C0 and the C3 gate
+    read the reliance, so such a file cannot be judged; re-running it logs them. Chapter 8."""
+    arms = runs_without_reliance(results)
+    if arms:
+        name = get_path(results, "preset", "name") or "<preset>"
+        raise SchemaError(f"results file of preset {name!r} has no [CLS]-reliance gauges for {', '.join(arms)}, which "
+                          f"the pre-registered rules read: re-run it with `python -m condenser_lite experiments "
+                          f"--preset {name} --force --out results/{name}.json`")
+
+
+class Judged(NamedTuple):
+    """What a claim's check finds: our numbers in words (``comparison``), the same machine-readable
+    (``ours``), the claim's ``status``, and ``fields`` its statement names (C8's depth n)."""
+
+    comparison: str
+    ours: dict
+    status: str
+    fields: Mapping[str, Any] | None = None
+
+
+# ---- the checks, one per claim (asked of ``arm``: the Condenser, or the modified one) --------------
+
+
+def _c0(e: Evidence, arm: str) -> Judged:
+    """C0 (C0m) by the pre-registered ``c0_rule``: ``arm``'s reliance on every pre-training seed it
+    is judged on (``judged_seeds``), its late MLM loss against BERT-continued's, and the cosine
+    half against BERT-continued. Chapters 2 and 8."""
+    results, name = e.results, label(arm)
+    gauged = reliance_by_seed(results, arm)
+    if not gauged:
+        return Judged(f"not measured: the {name}'s head logged no [CLS]-reliance gauges (a published checkpoint, or "
+                      "a stage without held-out blocks).",
+                      {"rules": PRE_REGISTERED_RULES, "reliance": [], "relies": None, "cosine_lower": None},
+                      "not measured")
+    seeds, keep = arm_seeds(results, arm), judged_seeds(results, arm, e.version)
     pick = [i for i, s in enumerate(seeds) if s in keep]
-    runs = [r for i, r in enumerate(reliance_by_seed(results, arm)) if i in pick]
+    runs = [r for i, r in enumerate(gauged) if i in pick]
     held = [r.get("heldout") or {} for i, r in enumerate(pretraining_runs(results, arm)) if i in pick]
     control = [r.get("heldout") or {} for r in pretraining_runs(results, "bert_cont")]
     control = [control[i] for i in pick] if len(control) == len(seeds) else []
@@ -306,238 +345,196 @@ def _c0(results: Mapping, arm: str = "condenser", version: int = 1) -> dict:
                     *(cos if has_cos else (None, None))) if paired else
             {"relies": None, "cosine_lower": None, "status": "not measured"})
     summary = reliance_summary(runs)
+    words = _c0_words(name, runs, summary, held, control if paired else None, rule, cos if has_cos else None)
+    if len(keep) < len(seeds):
+        words += (f" (judged on pre-training seeds {', '.join(map(str, keep)) or 'none'}: the choice of this arm "
+                  f"read seeds {', '.join(str(s) for s in seeds if s not in keep)})")
+    return Judged(words + ".",
+                  {"rules": PRE_REGISTERED_RULES, "reliance": reliance, "reliance_summary": summary,
+                   "reliance_zero": [r["zero"] for r in runs], "reliance_mean": [r["mean"] for r in runs],
+                   "cls_cosine": {arm: cos[0], "bert_cont": cos[1]}, **{k: v for k, v in rule.items() if k != "status"}},
+                  rule["status"])
 
+
+def _c0_words(name: str, runs: Sequence[Mapping], summary: Mapping, held: Sequence[Mapping],
+              control: Sequence[Mapping] | None, rule: Mapping, cos: tuple[list, list] | None) -> str:
+    """C0's numbers in words: the reliance per seed, the late MLM loss against the control's
+    (``control``: its run per judged seed, None where it has none) and the cosines, or why there
+    is nothing to judge."""
     ctl = label("bert_cont")
 
     def num(x):  # reliances are thousandths of a nat: four decimals
         return "undefined" if x is None else fixed(x, 4)
 
-    words = (f"reliance of the {name}'s head per pre-training seed {', '.join(num(r) for r in reliance)} "
+    words = (f"reliance of the {name}'s head per pre-training seed {', '.join(num(r['reliance']) for r in runs)} "
              f"(mean {num(summary['mean'])}, noise {num(summary['noise'])} over {summary['noise_covers'] or 'nothing'}; "
              f"with a zero [CLS] {', '.join(num(r['zero']) for r in runs)}, a mean [CLS] "
              f"{', '.join(num(r['mean']) for r in runs)})")
-    if paired:
-        words += (f"; late MLM loss {name} " + ", ".join(f"{h['mlm_loss']:.3f}" for h in held) + f" vs {ctl} "
-                  + ", ".join(f"{h['mlm_loss']:.3f}" for h in control) + f" (within {LATE_LOSS_MARGIN:g} nats: "
-                  + ", ".join("yes" if x else "no" for x in rule["late_loss_matched"]) + ")")
-        if has_cos:
-            words += (f"; mean cosine between blocks' late [CLS]: {name} " + ", ".join(f"{c:.3f}" for c in cos[0])
-                      + f", {ctl} " + ", ".join(f"{c:.3f}" for c in cos[1]))
-    elif not held:
-        words = (f"no pre-training seed of the {name} that its choice did not see (the choice read seeds "
-                 f"{', '.join(map(str, MODIFIED_CHOICE_SEEDS))}): not measured")
-    else:
-        words += f"; no {ctl} run per pre-training seed to hold the late MLM loss against: not measured"
-    if len(keep) < len(seeds):
-        words += (f" (judged on pre-training seeds {', '.join(map(str, keep)) or 'none'}: the choice of this arm "
-                  f"read seeds {', '.join(str(s) for s in seeds if s not in keep)})")
-    return _claim(
-        "C0" if arm == "condenser" else "C0m", f"The {name} head relies on the late [CLS] (pre-registered): on every pre-training seed its own "
-        f"late [CLS] closes at least {RELIANCE_THRESHOLD:.0%} of its held-out MLM-loss deficit against the "
-        f"backbone's late layer (reliance >= {RELIANCE_THRESHOLD:g}, against a [CLS] from another document), its "
-        f"late MLM loss within {LATE_LOSS_MARGIN:g} nats of the equal-step control's ({ctl}), and the late "
-        "[CLS] vectors of different blocks are less alike than the control's (lower mean cosine).",
-        [arm, "bert_cont"], words + ".",
-        {"rules": PRE_REGISTERED_RULES, "reliance": reliance, "reliance_summary": summary,
-         "reliance_zero": [r["zero"] for r in runs], "reliance_mean": [r["mean"] for r in runs],
-         "cls_cosine": {arm: cos[0], "bert_cont": cos[1]}, **{k: v for k, v in rule.items() if k != "status"}},
-        rule["status"])
+    if not held:
+        return (f"no pre-training seed of the {name} that its choice did not see (the choice read seeds "
+                f"{', '.join(map(str, MODIFIED_CHOICE_SEEDS))}): not measured")
+    if control is None:
+        return words + f"; no {ctl} run per pre-training seed to hold the late MLM loss against: not measured"
+    words += (f"; late MLM loss {name} " + ", ".join(f"{h['mlm_loss']:.3f}" for h in held) + f" vs {ctl} "
+              + ", ".join(f"{h['mlm_loss']:.3f}" for h in control) + f" (within {LATE_LOSS_MARGIN:g} nats: "
+              + ", ".join("yes" if x else "no" for x in rule["late_loss_matched"]) + ")")
+    if cos:
+        words += (f"; mean cosine between blocks' late [CLS]: {name} " + ", ".join(f"{c:.3f}" for c in cos[0])
+                  + f", {ctl} " + ", ".join(f"{c:.3f}" for c in cos[1]))
+    return words
 
 
-def scorecard(results: Mapping, version: int | None = None) -> list[dict]:
-    """Claims C0-C8 (and C0m, C1m, C7m) with the papers' numbers, ours and a status from ``STATUSES``.
+BERT_ARMS = ("bert", "bert_cont")  # the two baselines a Condenser is held against
 
-    A difference counts only where it exceeds the seed spread (``compare``: |mean difference| >
-    std_a + std_b; from a single seed none is called). Retrieval claims read the first metric of
-    the budget (nDCG@10 on SciFact) and the recall metric (R@100). C0, the mechanism the other
-    Condenser claims rest on, reads the pre-training gauges: the head relies on [CLS] when the
-    [CLS]-swap gap exceeds ``CLS_GAP_MARGIN`` times its noise on every pre-training run and the
-    Condenser's late [CLS] vectors are less alike (mean cosine between blocks) than BERT's.
-    Each claim carries plain-words fields for the book (``arms``, ``comparison``, ``paper``,
-    ``verdict``) beside the machine-readable ``ours`` and ``status``. Explained in the closing
-    chapter.
-    """
-    version = rules_version(results) if version is None else version
-    if version >= 2:  # the pre-trained model is the unit: every comparison over pre-training seeds
-        results = _with_models(results)
-    budget = results.get("preset", {})
-    metrics = budget.get("metrics", ["nDCG@10", "RR@10", "R@100"])
-    main_m = metrics[0]
-    recall_m = next((m for m in metrics if m.startswith("R@")), metrics[-1])
-    sizes = [str(s) for s in results.get("train_sizes", [])]
+
+def _c1(e: Evidence, arm: str) -> Judged:
+    """C1 (C1m): better than both BERT arms as a retriever initialiser at every training size, most
+    at the smallest, the gap narrowing with more data (round 1, BM25 negatives); each size judged
+    with its power, the narrowing only where the arm is ahead at the smallest size. Chapter 8."""
+    results, sizes, name = e.results, list(e.sizes), label(arm)
     small, full = (sizes[0], sizes[-1]) if sizes else (None, None)
-    retrieval = results.get("retrieval", {})
-    claims = []
 
-    def r1(arm, size, m):
-        return get_path(retrieval, arm, "round1", size, m)
+    def against(size: str, base: str) -> dict | None:
+        a, b = (get_path(results, "retrieval", x, "round1", size, e.metric) for x in (arm, base))
+        return _power(a, b, expected_gain("C1", size, sizes))
 
-    # C0: the Condenser head relies on the late [CLS] (the mechanism of Condenser section 3).
-    rules = (RULES_V2 if version >= 2 else PRE_REGISTERED_RULES) if pre_registered(results) else OLD_RULES
-    claims.append(_c0(results) if pre_registered(results) else _c0_old(results))
-    if MODIFIED_ARM in results.get("arms", {}) and pre_registered(results):
-        claims.append(_c0(results, MODIFIED_ARM, version))
+    per_size = {s: {b: against(s, b) for b in BERT_ARMS} for s in sizes}
+    beats_small = [holds(per_size.get(small, {}).get(b)) for b in BERT_ARMS] if small else [None]
+    gaps = {s: [c["diff"] for c in per_size[s].values() if c] for s in sizes}
+    narrowing = None
+    if small and full and small != full and gaps.get(small) and gaps.get(full):
+        narrowing = min(gaps[small]) > min(gaps[full])
+    ahead = narrowing if beats_small and all(b is True for b in beats_small) else None
+    words = "; ".join(f"{e.metric} at {s} training queries: " + ", ".join(
+        _said(per_size[s][b], name, label(b)) for b in BERT_ARMS) for s in sizes)
+    return Judged((words or "not measured") + ".",
+                  {"metric": e.metric, "by_size": per_size, "bm25": get_path(results, "bm25", "full", e.metric),
+                   "narrowing": narrowing, "rules": e.rules},
+                  power_claim_status([c for s in sizes for c in per_size[s].values()], [ahead]))
 
-    # C1: Condenser beats both BERT arms, most at the smallest size, gap narrowing with data; and
-    # the same claim for the modified Condenser where the run has one (C1m, judged alike).
-    claims.append(_c1(results, "condenser", rules))
-    if MODIFIED_ARM in results.get("arms", {}):
-        claims.append(_c1(results, MODIFIED_ARM, rules))
 
-    # C2: coCondenser beats Condenser, visibly in recall, and not only by seeing the target corpus.
-    c2 = {m: _compare(r1("cocondenser", full, m), r1("condenser", full, m)) for m in (main_m, recall_m)}
-    c2r2 = {m: _compare(get_path(retrieval, "cocondenser", "round2", full, m), get_path(retrieval, "condenser", "round2", full, m))
-            for m in (main_m, recall_m)}
-    c2ctl = {m: _compare(r1("cocondenser", full, m), r1("co_mlm_only", full, m)) for m in (main_m, recall_m)}
-    claims.append(_claim(
-        "C2", "coCondenser beats Condenser, visibly in recall (full training set; round 1 and, where run, round 2), "
-        "and beats the equal-step control that continues Condenser's MLM on the target corpus without the "
-        "contrastive loss, so the gain is not target-corpus exposure alone.",
-        ["cocondenser", "condenser", "co_mlm_only"],
-        f"{recall_m}, full training set: round 1 {_said(c2[recall_m], 'coCondenser', 'Condenser')}, "
-        f"{_said(c2ctl[recall_m], 'coCondenser', 'Condenser MLM only on the target corpus')}; round 2 "
-        f"{_said(c2r2[recall_m], 'coCondenser', 'Condenser')}.",
-        {"round1": c2, "round2": c2r2, "vs_target_corpus_mlm": c2ctl},
-        claim_status([holds(c) for c in (c2[recall_m], c2r2[recall_m], c2ctl[recall_m])])))
+def _c2(e: Evidence, arm: str) -> Judged:
+    """C2: coCondenser beats Condenser, visibly in recall, in round 1 and round 2, and beats the
+    Condenser MLM continued on the target corpus (not target-corpus exposure alone). Chapter 8."""
+    retrieval, measures = e.results.get("retrieval", {}), (e.metric, e.recall)
 
-    # C3: both terms of the coCondenser loss add something (table 4); the MLM term's share is the
-    # Condenser head's only where the head relies on [CLS] (C0).
-    c3 = {name: {m: _compare(r1("cocondenser", full, m), r1(abl, full, m)) for m in (main_m, recall_m)}
-          for name, abl in (("mlm_term", "co_contrastive_only"), ("contrastive_term", "co_mlm_only"))}
-    c3_parts = {}
-    for name in c3:
-        cs = [holds(c) for c in c3[name].values() if c]
+    def against(base: str, rnd: str = "round1") -> dict:
+        return {m: _compare(get_path(retrieval, "cocondenser", rnd, e.full, m), get_path(retrieval, base, rnd, e.full, m))
+                for m in measures}
+
+    r1, r2, ctl = against("condenser"), against("condenser", "round2"), against("co_mlm_only")
+    words = (f"{e.recall}, full training set: round 1 {_said(r1[e.recall], 'coCondenser', 'Condenser')}, "
+             f"{_said(ctl[e.recall], 'coCondenser', 'Condenser MLM only on the target corpus')}; round 2 "
+             f"{_said(r2[e.recall], 'coCondenser', 'Condenser')}.")
+    return Judged(words, {"round1": r1, "round2": r2, "vs_target_corpus_mlm": ctl},
+                  claim_status([holds(c) for c in (r1[e.recall], r2[e.recall], ctl[e.recall])]))
+
+
+C3_TERMS = (("mlm_term", "co_contrastive_only"), ("contrastive_term", "co_mlm_only"))  # a term, the arm without it
+C3_GATE_WORDS = {
+    NOT_ATTRIBUTABLE: "; the MLM term's gain is not the Condenser head's: coCondenser's own head does not rely on [CLS]",
+    NOT_ATTRIBUTABLE_UNGAUGED: "; the MLM term's gain cannot be credited to the Condenser head: coCondenser's own "
+                               "head was not gauged"}
+
+
+def _c3(e: Evidence, arm: str) -> Judged:
+    """C3: both coCondenser loss terms add something (coCondenser table 4); the MLM term's gain is
+    the Condenser head's only where coCondenser's own head relies on [CLS] (``head_gate``), so it
+    is gated by that head alone, not by C0, C2 or C4. Chapter 8."""
+    retrieval, measures = e.results.get("retrieval", {}), (e.metric, e.recall)
+    c3 = {term: {m: _compare(get_path(retrieval, "cocondenser", "round1", e.full, m),
+                             get_path(retrieval, without, "round1", e.full, m)) for m in measures}
+          for term, without in C3_TERMS}
+    parts = {}
+    for term, by_measure in c3.items():  # a term adds something where coCondenser is ahead on some measure
+        cs = [holds(c) for c in by_measure.values() if c]
         known = [p for p in cs if p != ONE_SEED]
-        c3_parts[name] = None if not cs else (any(known) if known else ONE_SEED)
-    c3_status = claim_status(list(c3_parts.values()))
-    co_head = head_gate(results, "cocondenser")  # coCondenser's own head, not the Condenser arm's
-    if c3_parts["mlm_term"] is True and co_head is not True:
-        c3_status = NOT_ATTRIBUTABLE if co_head is False else NOT_ATTRIBUTABLE_UNGAUGED
-    claims.append(_claim(
-        "C3", "Both coCondenser loss terms add something: coCondenser beats Condenser further trained "
-        "with the contrastive loss only, and with the Condenser MLM loss only (full training set, round 1).",
-        ["cocondenser", "co_contrastive_only", "co_mlm_only"],
-        "Full training set, round 1: " + "; ".join(
-            f"{m}: " + ", ".join(_said(c3[name][m], "coCondenser", label(abl)) for name, abl in
-                                 (("mlm_term", "co_contrastive_only"), ("contrastive_term", "co_mlm_only")))
-            for m in (main_m, recall_m)) + {
-                NOT_ATTRIBUTABLE: "; the MLM term's gain is not the Condenser head's: coCondenser's own head does not "
-                                  "rely on [CLS]",
-                NOT_ATTRIBUTABLE_UNGAUGED: "; the MLM term's gain cannot be credited to the Condenser head: "
-                                           "coCondenser's own head was not gauged"}.get(c3_status, "")
-        + ".", {**c3, "cocondenser_head_relies": co_head, "rules": rules}, c3_status))
-
-    # C4-C6, C8: asked of the Condenser, and of the modified Condenser where the run has one (C4m-C8m)
-    arms_asked = ["condenser"] + ([MODIFIED_ARM] if MODIFIED_ARM in results.get("arms", {}) and version >= 2 else [])
-    for arm in arms_asked:
-        claims.append(_c4(results, arm, main_m, full))
-        claims.append(_c8(results, arm))
-        claims.append(_c5(results, arm))
-        claims.append(_c6(results, arm, full))
-
-    # C7: Condenser matches or beats BERT on STS-b at low data (and C7m for a modified Condenser).
-    claims.append(_c7(results, "condenser", rules))
-    if MODIFIED_ARM in results.get("arms", {}):
-        claims.append(_c7(results, MODIFIED_ARM, rules))
-    if version >= 2 and MODIFIED_ARM in results.get("arms", {}):
-        claims.append(_attribution(results, main_m, sizes))
-    return sorted(claims, key=lambda c: list(CLAIM).index(c["id"]))  # the registry's order
+        parts[term] = None if not cs else (any(known) if known else ONE_SEED)
+    status = claim_status(list(parts.values()))
+    co_head = head_gate(e.results, "cocondenser")  # coCondenser's own head, not the Condenser arm's
+    if parts["mlm_term"] is True and co_head is not True:
+        status = NOT_ATTRIBUTABLE if co_head is False else NOT_ATTRIBUTABLE_UNGAUGED
+    words = "Full training set, round 1: " + "; ".join(
+        f"{m}: " + ", ".join(_said(c3[term][m], "coCondenser", label(without)) for term, without in C3_TERMS)
+        for m in measures) + C3_GATE_WORDS.get(status, "") + "."
+    return Judged(words, {**c3, "cocondenser_head_relies": co_head, "rules": e.rules}, status)
 
 
-
-def _asked(cid: str, arm: str) -> str:
-    """The claim's id for ``arm``: ``C4`` for the Condenser, ``C4m`` for the modified one."""
-    return cid if arm == "condenser" else cid + "m"
-
-
-def _also(arm: str, cid: str) -> str:
-    return "" if arm == "condenser" else f" The paper's claim {cid}, asked of the deviation the mechanism page chose."
-
-
-def _c4(results: Mapping, arm: str, main_m: str, full: str | None) -> dict:
+def _c4(e: Evidence, arm: str) -> Judged:
     """C4 (C4m): round 2 with hard negatives mined by the arm's own round-1 retriever improves the
     pre-trained arms without collapse. Chapter 4."""
-    retrieval = results.get("retrieval", {})
+    retrieval = e.results.get("retrieval", {})
     shown = list(MAIN_ARMS) if arm == "condenser" else ["bert", arm]
-    c4 = {a: _compare(get_path(retrieval, a, "round2", full, main_m), get_path(retrieval, a, "round1", full, main_m))
+    c4 = {a: _compare(get_path(retrieval, a, "round2", e.full, e.metric), get_path(retrieval, a, "round1", e.full, e.metric))
           for a in shown}
     judged = ("condenser", "cocondenser") if arm == "condenser" else (arm,)
     collapse = [a for a, c in c4.items() if c and c["verdict"] == "worse"]
-    words = f"{main_m}, round 2 vs round 1: " + ", ".join(
+    words = f"{e.metric}, round 2 vs round 1: " + ", ".join(
         _said(c4[a], f"{label(a)} round 2", "round 1") for a in shown if c4[a])
     if collapse:
         words += "; collapsed (round 2 below round 1 beyond the spread): " + ", ".join(label(a) for a in collapse)
-    statement = ("Round 2 with hard negatives mined by the arm's own round-1 retriever improves the pre-trained arms "
-                 "(Condenser, coCondenser) without collapse." if arm == "condenser" else
-                 f"Round 2 with hard negatives mined by its own round-1 retriever improves the {label(arm)} without "
-                 "collapse." + _also(arm, "C4"))
-    return _claim(_asked("C4", arm), statement, [*judged, "bert"], words + ".",
-                  {"metric": main_m, "round2_vs_round1": c4, "collapsed": collapse,
-                   **({"nb_recall": results.get("nb_recall", {})} if arm == "condenser" else {})},
+    return Judged(words + ".",
+                  {"metric": e.metric, "round2_vs_round1": c4, "collapsed": collapse,
+                   **({"nb_recall": e.results.get("nb_recall", {})} if arm == "condenser" else {})},
                   claim_status([holds(c4[a]) for a in judged]))
 
 
-def _c8(results: Mapping, arm: str) -> dict:
-    """C8 (C8m): neighbourhood recall (coCondenser eq. 17, figure 3): a round-1 retriever's top k
-    covers more of the round-2 retriever's top n for the Condenser than for BERT (and for
-    coCondenser than for Condenser); judged at the paper's n (50, else the largest the run has)
-    and every depth k. Chapter 4."""
-    nb = results.get("nb_recall", {})
-    names = sorted({name for a in nb.values() for name in a})
-    ns = sorted({int(name.split("@")[0][1:]) for name in names})
-    n = 50 if 50 in ns else (ns[-1] if ns else None)
-    depths = [name for name in names if name.startswith(f"n{n}@")]
-    depths.sort(key=lambda name: int(name.split("@k")[1]))
-    pairs = (("condenser", "bert"), ("cocondenser", "condenser")) if arm == "condenser" else ((arm, "bert"),)
-    c8 = {f"{a}_vs_{b}": {name: _compare(get_path(nb, a, name), get_path(nb, b, name)) for name in depths}
-          for a, b in pairs}
-    parts = [holds(c) for pair in c8.values() for c in pair.values()]
-    statement = (f"Neighbourhood recall (nb-recall^{n}@k, coCondenser eq. 17): the round-1 retriever's top k covers "
-                 "more of the round-2 retriever's top n for Condenser than for BERT, and for coCondenser than for "
-                 "Condenser, at every depth k (round 2 run for these three arms)." if arm == "condenser" else
-                 f"Neighbourhood recall (nb-recall^{n}@k): the {label(arm)}'s round-1 top k covers more of its "
-                 "round-2 top n than BERT's does, at every depth k." + _also(arm, "C8"))
-    words = "; ".join(f"{label(pair.split('_vs_')[0])} vs {label(pair.split('_vs_')[1])}: " + ", ".join(
-        f"{name} {_said(c, label(pair.split('_vs_')[0]), label(pair.split('_vs_')[1]))}" for name, c in
-        cmp.items()) for pair, cmp in c8.items()) + "." if depths else "not measured."
-    return _claim(_asked("C8", arm), statement, ["condenser", "bert", "cocondenser"] if arm == "condenser" else [arm, "bert"],
-                  words,
-                  {"n": n, **c8}, claim_status(parts) if depths else "not measured")
-
-
-def _c5(results: Mapping, arm: str) -> dict:
+def _c5(e: Evidence, arm: str) -> Judged:
     """C5 (C5m): BERT's CLS attention entropy profile changes more in fine-tuning than the
     Condenser's (mean |after - before| over layers). Chapter 5."""
-    entropy = results.get("entropy", {})
+    entropy = e.results.get("entropy", {})
     c5 = {b: _compare(get_path(entropy, b, "mean_abs_change"), get_path(entropy, arm, "mean_abs_change"))
-          for b in ("bert", "bert_cont")}
-    name = label(arm)
-    return _claim(
-        _asked("C5", arm), f"BERT's CLS attention entropy profile changes more in fine-tuning than {name}'s "
-        "(mean |after - before| over layers; after = round-1 retrievers on the full training set)." + _also(arm, "C5"),
-        ["bert", "bert_cont", arm],
-        "Mean change of the per-layer CLS attention entropy (nats): " + ", ".join(
-            _said(c5[b], label(b), name) for b in c5) + ".",
-        {"change": {a: get_path(entropy, a, "mean_abs_change") for a in entropy} if arm == "condenser" else
-         {a: get_path(entropy, a, "mean_abs_change") for a in ("bert", "bert_cont", arm)},
-         "bert_minus_condenser": c5},
+          for b in BERT_ARMS}
+    shown = entropy if arm == "condenser" else (*BERT_ARMS, arm)
+    return Judged("Mean change of the per-layer CLS attention entropy (nats): " + ", ".join(
+        _said(c5[b], label(b), label(arm)) for b in c5) + ".",
+        {"change": {a: get_path(entropy, a, "mean_abs_change") for a in shown}, "bert_minus_condenser": c5},
         claim_status([holds(c) for c in c5.values()]))
 
 
-def _c6(results: Mapping, arm: str, full: str | None) -> dict:
+def _c6(e: Evidence, arm: str) -> Judged:
     """C6 (C6m): the Condenser's retrieval fine-tuning loss is lower early in training than
     BERT's (mean loss over the first 25% of round-1 steps). Chapter 6."""
-    early = {a: early_loss(results, a, full) for a in (MAIN_ARMS if arm == "condenser" else ("bert", "bert_cont", arm))}
-    c6 = {b: _compare(early[b], early[arm]) for b in ("bert", "bert_cont")}
-    name = label(arm)
-    return _claim(
-        _asked("C6", arm), f"{_sentence(name)}'s retrieval fine-tuning loss is lower early in training than BERT's "
-        "(mean loss over the first 25% of round-1 steps, full training set)." + _also(arm, "C6"),
-        [arm, "bert", "bert_cont"],
-        "Mean loss over the first quarter of round-1 steps (higher is worse): " + ", ".join(
-            _said(c6[b], label(b), name) for b in c6) + ".",
-        {"early_loss": early, "bert_minus_condenser": c6},
-        claim_status([holds(c) for c in c6.values()]))
+    early = {a: early_loss(e.results, a, e.full) for a in (MAIN_ARMS if arm == "condenser" else (*BERT_ARMS, arm))}
+    c6 = {b: _compare(early[b], early[arm]) for b in BERT_ARMS}
+    return Judged("Mean loss over the first quarter of round-1 steps (higher is worse): " + ", ".join(
+        _said(c6[b], label(b), label(arm)) for b in c6) + ".",
+        {"early_loss": early, "bert_minus_condenser": c6}, claim_status([holds(c) for c in c6.values()]))
+
+
+def _c7(e: Evidence, arm: str) -> Judged:
+    """C7 (C7m): as good as or better than BERT on STS-b with little training data (the smallest
+    two sizes), each size judged with its power. Chapter 7."""
+    sts = e.results.get("sts", {})
+    all_sts = [str(s) for s in e.results.get("sts_sizes", [])]
+    low, name = all_sts[:2], label(arm)
+    c7 = {s: {b: _power(get_path(sts, arm, s), get_path(sts, b, s), expected_gain("C7", s, all_sts)) for b in BERT_ARMS}
+          for s in low}
+    words = "; ".join(f"STS-b Spearman at {s} pairs: " + ", ".join(_said(c7[s][b], name, label(b)) for b in c7[s])
+                      for s in low)
+    return Judged((words or "not measured") + ".", {"by_size": c7, "all": sts, "rules": e.rules},
+                  power_claim_status([c for s in low for c in c7[s].values()]))
+
+
+def _c8(e: Evidence, arm: str) -> Judged:
+    """C8 (C8m): neighbourhood recall (coCondenser eq. 17, figure 3): a round-1 retriever's top k
+    covers more of the round-2 retriever's top n for the Condenser than for BERT (and for
+    coCondenser than for Condenser); judged at the paper's n (50, else the largest the run has)
+    and every depth k. Chapter 6."""
+    nb = e.results.get("nb_recall", {})
+    names = sorted({name for a in nb.values() for name in a})
+    ns = sorted({int(name.split("@")[0][1:]) for name in names})
+    n = 50 if 50 in ns else (ns[-1] if ns else None)
+    depths = sorted((name for name in names if name.startswith(f"n{n}@")), key=lambda name: int(name.split("@k")[1]))
+    pairs = (("condenser", "bert"), ("cocondenser", "condenser")) if arm == "condenser" else ((arm, "bert"),)
+    c8 = {f"{a}_vs_{b}": {name: _compare(get_path(nb, a, name), get_path(nb, b, name)) for name in depths}
+          for a, b in pairs}
+    if not depths:
+        return Judged("not measured.", {"n": n, **c8}, "not measured", {"n": n})
+    words = "; ".join(f"{label(a)} vs {label(b)}: " + ", ".join(
+        f"{name} {_said(c, label(a), label(b))}" for name, c in c8[f"{a}_vs_{b}"].items()) for a, b in pairs)
+    return Judged(words + ".", {"n": n, **c8}, claim_status([holds(c) for pair in c8.values() for c in pair.values()]),
+                  {"n": n})
 
 
 CONTROL_WORDS = {"bert_cont_flops": "equal compute", "condenser_mod_nocls": "no bottleneck"}
@@ -553,26 +550,27 @@ def _flops_matched(results: Mapping) -> list[bool] | None:
     return [abs(c / m - 1) <= FLOPS_MATCH for c, m in zip(*flops)]
 
 
-def _attribution(results: Mapping, main_m: str, sizes: Sequence[str]) -> dict:
+def _attribution(e: Evidence, arm: str) -> Judged:
     """Am (rules version 2): the modified Condenser's gains come from its head reading [CLS].
     Judged where the modified Condenser beats BERT-continued (a gain to attribute: C1m's settings,
-    nDCG@10 at each training size, and C7m's, STS-b at the two smallest sizes): there the gain is
-    the head's reading of [CLS] only if the modified Condenser also beats both controls, BERT-
-    continued for the same FLOPs (``bert_cont_flops``) and the modified Condenser with its [CLS]
-    path cut (``condenser_mod_nocls``), each by the one-sided paired test. Reproduced where every
-    such setting holds, partly where some do. Each setting also records which control itself
-    beats BERT-continued: what the gain comes from where [CLS] does not explain it. Chapter 8."""
+    the main metric at each training size, and C7m's, STS-b at the two smallest sizes): there the
+    gain is the head's reading of [CLS] only if the modified Condenser also beats both controls,
+    BERT-continued for the same FLOPs (``bert_cont_flops``) and the modified Condenser with its
+    [CLS] path cut (``condenser_mod_nocls``), each by the one-sided paired test. Reproduced where
+    every such setting holds, partly where some do. Each setting also records which control
+    itself beats BERT-continued: what the gain comes from where [CLS] does not explain it. Chapter 8."""
+    results = e.results
     arms = results.get("arms", {})
     controls = [c for c in CONTROL_WORDS if c in arms]
     retrieval, sts = results.get("retrieval", {}), results.get("sts", {})
     low = [str(s) for s in results.get("sts_sizes", [])][:2]
-    where = {f"{main_m} at {s} training queries": lambda a, s=s: get_path(retrieval, a, "round1", s, main_m)
-             for s in sizes}
+    where = {f"{e.metric} at {s} training queries": lambda a, s=s: get_path(retrieval, a, "round1", s, e.metric)
+             for s in e.sizes}
     where.update({f"STS-b at {s} training pairs": lambda a, s=s: get_path(sts, a, s) for s in low})
     settings, parts = {}, []
     for name, read in where.items():
-        gain = _compare(read(MODIFIED_ARM), read("bert_cont"))
-        beats = {c: _compare(read(MODIFIED_ARM), read(c)) for c in controls}
+        gain = _compare(read(arm), read("bert_cont"))
+        beats = {c: _compare(read(arm), read(c)) for c in controls}
         control_gain = {c: _compare(read(c), read("bert_cont")) for c in controls}
         to_attribute = holds(gain) is True
         attributed = (all(holds(beats.get(c)) is True for c in CONTROL_WORDS) if to_attribute else None)
@@ -582,6 +580,14 @@ def _attribution(results: Mapping, main_m: str, sizes: Sequence[str]) -> dict:
             parts.append(attributed)
     missing = [c for c in CONTROL_WORDS if c not in arms]
     status = "not measured" if missing or not parts else claim_status(parts)
+    matched = _flops_matched(results)
+    return Judged("; ".join(_attribution_words(settings, controls, missing, parts, matched)) + ".",
+                  {"settings": settings, "flops_matched": matched, "rules": RULES_V2}, status)
+
+
+def _attribution_words(settings: Mapping, controls: Sequence[str], missing: Sequence[str], parts: Sequence,
+                       matched: Sequence[bool] | None) -> list[str]:
+    """Am's settings in words, then what is missing or unmatched."""
     mod, ctl = label(MODIFIED_ARM), label("bert_cont")
     words = []
     for name, st in settings.items():
@@ -593,83 +599,135 @@ def _attribution(results: Mapping, main_m: str, sizes: Sequence[str]) -> dict:
         words.append("no " + " and no ".join(CONTROL_WORDS[c] + f" control ({label(c)})" for c in missing) + " in this run")
     elif not parts:
         words.append(f"no setting where the {mod} beats {ctl}: no gain to attribute")
-    matched = _flops_matched(results)
     if matched is not None and not all(matched):
         words.append(f"the equal-compute control's FLOPs differ from the {mod}'s by more than {FLOPS_MATCH:.0%} on "
                      "some seed, so it does not control compute there")
-    return _claim(
-        "Am", f"The {mod}'s gains over {ctl} come from its head reading [CLS]: wherever it beats {ctl}, it also "
-        f"beats {ctl} trained for the same FLOPs ({EQUAL_FLOPS_STEPS:,} updates) and the same {mod} with its [CLS] "
-        "path cut (the head reads a learned constant: the same masked copy, targets and compute). Each comparison a "
-        f"one-sided paired t-test at {ALPHA_ONE_SIDED:.0%} over pre-training seeds (rules version 2).",
-        [MODIFIED_ARM, "bert_cont", *CONTROL_WORDS], "; ".join(words) + ".",
-        {"settings": settings, "flops_matched": matched, "rules": RULES_V2}, status)
+    return words
 
 
-def _c1(results: Mapping, arm: str, rules: str) -> dict:
-    """C1 for ``arm`` (the Condenser, or C1m for the modified one): better than both BERT arms as a
-    retriever initialiser at every training size, most at the smallest, the gap narrowing with
-    more data (round 1, BM25 negatives); power-aware under the pre-registered rules. Chapter 8."""
-    metrics = results.get("preset", {}).get("metrics", ["nDCG@10", "RR@10", "R@100"])
-    main_m = metrics[0]
-    sizes = [str(s) for s in results.get("train_sizes", [])]
-    small, full = (sizes[0], sizes[-1]) if sizes else (None, None)
-    powered = pre_registered(results)
-    name = label(arm)
-
-    def c1_compare(s, b):
-        a_, b_ = (get_path(results, "retrieval", x, "round1", s, main_m) for x in (arm, b))
-        return _power(a_, b_, expected_gain("C1", s, sizes)) if powered else _compare(a_, b_)
-
-    per_size = {s: {b: c1_compare(s, b) for b in ("bert", "bert_cont")} for s in sizes}
-    beats_small = [holds(per_size.get(small, {}).get(b)) for b in ("bert", "bert_cont")] if small else [None]
-    gaps = {s: [c["diff"] for c in per_size[s].values() if c] for s in sizes}
-    narrowing = None
-    if small and full and small != full and gaps.get(small) and gaps.get(full):
-        narrowing = min(gaps[small]) > min(gaps[full])
-    ahead = narrowing if beats_small and all(b is True for b in beats_small) else None
-    if powered:  # every size counts (the paper's gain shows at each), the narrowing only where ahead at the small size
-        status = power_claim_status([c for s in sizes for c in per_size[s].values()], [ahead])
-    else:  # a narrowing gap only means something where the arm is ahead at the small size
-        status = claim_status([*beats_small, ahead])
-    words = "; ".join(f"{main_m} at {s} training queries: " + ", ".join(
-        _said(per_size[s][b], name, label(b)) for b in ("bert", "bert_cont")) for s in sizes)
-    statement = (f"{_sentence(name)} beats both BERT arms as a retriever initialiser, most at the smallest training size, the "
-                 "gap narrowing with more data (round 1, BM25 negatives).")
-    if arm != "condenser":
-        statement += " The paper's claim C1, asked of the deviation the mechanism page chose."
-    return _claim("C1" if arm == "condenser" else "C1m", statement, [arm, "bert", "bert_cont"],
-                  (words or "not measured") + ".",
-                  {"metric": main_m, "by_size": per_size, "bm25": get_path(results, "bm25", "full", main_m),
-                   "narrowing": narrowing, "rules": rules}, status)
+# ---- the claims as data -----------------------------------------------------------------------------
 
 
-def _c7(results: Mapping, arm: str, rules: str) -> dict:
-    """C7 for ``arm`` (the Condenser, or C7m for the modified one): as good as or better than
-    BERT on STS-b with little training data (the smallest two sizes); power-aware under the
-    pre-registered rules. Chapter 8."""
-    sts = results.get("sts", {})
-    all_sts = [str(s) for s in results.get("sts_sizes", [])]
-    low = all_sts[:2]
-    powered = pre_registered(results)
-    name = label(arm)
+@dataclass(frozen=True)
+class ClaimCheck:
+    """How the scorecard judges one claim of ``registry.CLAIM``: the ``arm`` it is asked of (the
+    Condenser, or the modified Condenser for the C*m claims), the ``arms`` it names (shown by
+    label), its ``statement`` (a template: ``{name}`` / ``{Name}`` the arm's label, the rules'
+    numbers of ``STATEMENT_FIELDS`` and the ``fields`` its check adds), the ``check`` that judges
+    it, and ``applies``: whether a results file makes the claim at all. Chapter 8
+    (``notebooks/08_scorecard.md``)."""
 
-    def c7_compare(s, b):
-        a_, b_ = get_path(sts, arm, s), get_path(sts, b, s)
-        return _power(a_, b_, expected_gain("C7", s, all_sts)) if powered else _compare(a_, b_)
+    id: str
+    arm: str
+    arms: tuple[str, ...]
+    statement: str
+    check: Callable[[Evidence, str], Judged]
+    applies: Callable[[Evidence], bool]
 
-    c7 = {s: {b: c7_compare(s, b) for b in ("bert", "bert_cont")} for s in low}
-    parts = [c for s in low for c in c7[s].values()]
-    statement = (f"{_sentence(name)} beats BERT on STS-b with little training data (the smallest two sizes); "
-                 "'matches' shows as 'within spread' in ours.")
-    if arm != "condenser":
-        statement += " The paper's claim C7, asked of the deviation the mechanism page chose."
-    return _claim(
-        "C7" if arm == "condenser" else "C7m", statement, [arm, "bert", "bert_cont"],
-        ("; ".join(f"STS-b Spearman at {s} pairs: " + ", ".join(_said(c7[s][b], name, label(b)) for b in c7[s])
-                   for s in low) or "not measured") + ".",
-        {"by_size": c7, "all": sts, "rules": rules},
-        power_claim_status(parts) if powered else claim_status([holds(c) for c in parts]))
+
+def _always(e: Evidence) -> bool:
+    return True
+
+
+def _with_modified(e: Evidence) -> bool:
+    """The run has a modified Condenser: C0m, C1m and C7m are asked of it under every rules version."""
+    return e.has(MODIFIED_ARM)
+
+
+def _with_modified_v2(e: Evidence) -> bool:
+    """C4m-C6m, C8m and Am: asked of a modified Condenser under rules version 2, which added them."""
+    return e.has(MODIFIED_ARM) and e.version >= 2
+
+
+STATEMENT_FIELDS = {"threshold": RELIANCE_THRESHOLD, "margin": LATE_LOSS_MARGIN, "alpha": ALPHA_ONE_SIDED,
+                    "flops_steps": EQUAL_FLOPS_STEPS, "ctl": label("bert_cont")}
+
+
+def _of_modified(statement: str, cid: str) -> str:
+    """A claim of the papers' asked of the modified Condenser: the statement says so."""
+    return statement + f" The paper's claim {cid}, asked of the deviation the mechanism page chose."
+
+
+C0_STATEMENT = (
+    "The {name} head relies on the late [CLS] (pre-registered): on every pre-training seed its own late [CLS] closes "
+    "at least {threshold:.0%} of its held-out MLM-loss deficit against the backbone's late layer (reliance >= "
+    "{threshold:g}, against a [CLS] from another document), its late MLM loss within {margin:g} nats of the "
+    "equal-step control's ({ctl}), and the late [CLS] vectors of different blocks are less alike than the "
+    "control's (lower mean cosine).")
+C1_STATEMENT = ("{Name} beats both BERT arms as a retriever initialiser, most at the smallest training size, the gap "
+                "narrowing with more data (round 1, BM25 negatives).")
+C5_STATEMENT = ("BERT's CLS attention entropy profile changes more in fine-tuning than {name}'s (mean |after - before| "
+                "over layers; after = round-1 retrievers on the full training set).")
+C6_STATEMENT = ("{Name}'s retrieval fine-tuning loss is lower early in training than BERT's (mean loss over the first "
+                "25% of round-1 steps, full training set).")
+C7_STATEMENT = ("{Name} beats BERT on STS-b with little training data (the smallest two sizes); 'matches' shows as "
+                "'within spread' in ours.")
+
+CLAIM_CHECKS = (
+    ClaimCheck("C0", "condenser", ("condenser", "bert_cont"), C0_STATEMENT, _c0, _always),
+    ClaimCheck("C0m", MODIFIED_ARM, (MODIFIED_ARM, "bert_cont"), C0_STATEMENT, _c0, _with_modified),
+    ClaimCheck("C1", "condenser", ("condenser", *BERT_ARMS), C1_STATEMENT, _c1, _always),
+    ClaimCheck("C1m", MODIFIED_ARM, (MODIFIED_ARM, *BERT_ARMS), _of_modified(C1_STATEMENT, "C1"), _c1, _with_modified),
+    ClaimCheck("C2", "cocondenser", ("cocondenser", "condenser", "co_mlm_only"),
+               "coCondenser beats Condenser, visibly in recall (full training set; round 1 and, where run, round 2), "
+               "and beats the equal-step control that continues Condenser's MLM on the target corpus without the "
+               "contrastive loss, so the gain is not target-corpus exposure alone.", _c2, _always),
+    ClaimCheck("C3", "cocondenser", ("cocondenser", "co_contrastive_only", "co_mlm_only"),
+               "Both coCondenser loss terms add something: coCondenser beats Condenser further trained with the "
+               "contrastive loss only, and with the Condenser MLM loss only (full training set, round 1).", _c3, _always),
+    ClaimCheck("C4", "condenser", ("condenser", "cocondenser", "bert"),
+               "Round 2 with hard negatives mined by the arm's own round-1 retriever improves the pre-trained arms "
+               "(Condenser, coCondenser) without collapse.", _c4, _always),
+    ClaimCheck("C4m", MODIFIED_ARM, (MODIFIED_ARM, "bert"), _of_modified(
+        "Round 2 with hard negatives mined by its own round-1 retriever improves the {name} without collapse.", "C4"),
+        _c4, _with_modified_v2),
+    ClaimCheck("C5", "condenser", (*BERT_ARMS, "condenser"), C5_STATEMENT, _c5, _always),
+    ClaimCheck("C5m", MODIFIED_ARM, (*BERT_ARMS, MODIFIED_ARM), _of_modified(C5_STATEMENT, "C5"), _c5, _with_modified_v2),
+    ClaimCheck("C6", "condenser", ("condenser", *BERT_ARMS), C6_STATEMENT, _c6, _always),
+    ClaimCheck("C6m", MODIFIED_ARM, (MODIFIED_ARM, *BERT_ARMS), _of_modified(C6_STATEMENT, "C6"), _c6, _with_modified_v2),
+    ClaimCheck("C7", "condenser", ("condenser", *BERT_ARMS), C7_STATEMENT, _c7, _always),
+    ClaimCheck("C7m", MODIFIED_ARM, (MODIFIED_ARM, *BERT_ARMS), _of_modified(C7_STATEMENT, "C7"), _c7, _with_modified),
+    ClaimCheck("C8", "condenser", ("condenser", "bert", "cocondenser"),
+               "Neighbourhood recall (nb-recall^{n}@k, coCondenser eq. 17): the round-1 retriever's top k covers more "
+               "of the round-2 retriever's top n for Condenser than for BERT, and for coCondenser than for Condenser, "
+               "at every depth k (round 2 run for these three arms).", _c8, _always),
+    ClaimCheck("C8m", MODIFIED_ARM, (MODIFIED_ARM, "bert"), _of_modified(
+        "Neighbourhood recall (nb-recall^{n}@k): the {name}'s round-1 top k covers more of its round-2 top n than "
+        "BERT's does, at every depth k.", "C8"), _c8, _with_modified_v2),
+    ClaimCheck("Am", MODIFIED_ARM, (MODIFIED_ARM, "bert_cont", *CONTROL_WORDS),
+               "The {name}'s gains over {ctl} come from its head reading [CLS]: wherever it beats {ctl}, it also beats "
+               "{ctl} trained for the same FLOPs ({flops_steps:,} updates) and the same {name} with its [CLS] path cut "
+               "(the head reads a learned constant: the same masked copy, targets and compute). Each comparison a "
+               "one-sided paired t-test at {alpha:.0%} over pre-training seeds (rules version 2).",
+               _attribution, _with_modified_v2),
+)
+CHECK = {c.id: c for c in CLAIM_CHECKS}
+
+
+def judge_claim(check: ClaimCheck, evidence: Evidence) -> dict:
+    """One claim of the scorecard: its ``id``, ``statement``, ``arms`` (labels), our numbers in
+    words (``comparison``), the papers' (``paper``), ours machine-readable (``ours``) and the
+    ``status`` (``verdict`` too, the book's word). Chapter 8 (``notebooks/08_scorecard.md``)."""
+    found = check.check(evidence, check.arm)
+    name = label(check.arm)
+    statement = check.statement.format(name=name, Name=_sentence(name), **STATEMENT_FIELDS, **(found.fields or {}))
+    return {"id": check.id, "statement": statement, "arms": [label(a) for a in check.arms],
+            "comparison": found.comparison, "paper": paper_text(check.id), "ours": found.ours,
+            "status": found.status, "verdict": found.status}
+
+
+def scorecard(results: Mapping, version: int | None = None) -> list[dict]:
+    """Every claim a results file makes (``CLAIM_CHECKS``, in the registry's order), each with the
+    papers' numbers, ours and a status from ``STATUSES``, judged by rules ``version`` (default:
+    the file's own). A file whose Condenser-family runs logged no [CLS]-reliance gauges is
+    refused (``refuse_ungauged``). Explained in chapter 8 (``notebooks/08_scorecard.md``)."""
+    refuse_ungauged(results)
+    evidence = read_evidence(results, version)
+    return [judge_claim(CHECK[cid], evidence) for cid in CLAIM if CHECK[cid].applies(evidence)]
+
+
+# ---- the claims as tables and text ---------------------------------------------------------------------
+
 
 def _compares(d: Any, path: tuple = ()) -> list[tuple[tuple, dict]]:
     if isinstance(d, Mapping):
@@ -727,21 +785,6 @@ def claim_rows(claim: Mapping) -> list[dict]:
     return rows
 
 
-def claim_numbers(claim: Mapping) -> str:
-    """Our numbers behind one scorecard claim, one comparison per line: ``where: a vs b
-    (difference, spread[, minimum detectable difference, the paper's gain at our scale]) verdict``.
-    For the scorecard page (chapter 8)."""
-    lines = []
-    for path, c in _compares(claim.get("ours", {})):
-        where = " ".join(p for p in path if p not in ("by_size", "round2_vs_round1", "bert_minus_condenser"))
-        power = "" if c.get("mdd") is None else f", detectable {c['mdd']:.3f}" + (
-            "" if c.get("expected") is None else f", paper's gain here {c['expected']:.3f}")
-        lines.append(f"{where}: {c['a']:.3f} vs {c['b']:.3f} (diff {fixed(c['diff'], signed=True)}, spread {c['spread']:.3f}{power}) "
-                     f"{c['verdict']}")
-    ours = claim.get("ours", {})
-    if isinstance(ours, Mapping) and ours.get("narrowing") is not None:
-        lines.append(f"gap narrows with more data: {ours['narrowing']}")
-    return "\n".join(lines)
 
 
 def format_scorecard(results: Mapping) -> str:
@@ -753,7 +796,7 @@ def format_scorecard(results: Mapping) -> str:
     bm = results.get("bm25", {})
     if bm:
         lines.append("BM25: " + ", ".join(f"{m} {bm['full'][m]:.3f}" for m in shown)
-                     + ("; on the dense models' first %s tokens: " % bm.get("truncated_tokens") + ", ".join(
+                     + (f"; on the dense models' first {bm.get('truncated_tokens')} tokens: " + ", ".join(
                          f"{m} {bm['truncated'][m]:.3f}" for m in shown) if "truncated" in bm else ""))
     for arm, rounds in results.get("retrieval", {}).items():
         for rnd, by_size in rounds.items():

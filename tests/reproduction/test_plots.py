@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from condenser_lite.reproduction import plots, registry  # noqa: E402
 from condenser_lite.reproduction.registry import STANDARD_ARMS  # noqa: E402
 from condenser_lite.reproduction.rules import POWER_VERDICTS  # noqa: E402
-from condenser_lite.reproduction.scorecard import claim_numbers  # noqa: E402
+from condenser_lite.reproduction.scorecard import claim_rows  # noqa: E402
 
 needs_mirror = pytest.mark.skipif(not MIRROR.exists(), reason="local data mirror ../shared/data not found")
 
@@ -158,10 +158,10 @@ def test_plots_and_tables_from_results(micro_run, tmp_path):
                  "plot_gauges"):
         path = plots.save(getattr(plots, name)(results), tmp_path / f"{name}.png")
         assert path.stat().st_size > 1000, name
-    # the scorecard page's numbers: one line per comparison, each naming its verdict
-    text = claim_numbers(results["claims"][1])
-    verdicts = ("better", "worse", "within spread", *POWER_VERDICTS)  # power-aware where the run is pre-registered
-    assert text and all(line.endswith(verdicts) or "narrows" in line for line in text.splitlines())
+    # the scorecard page's numbers: one row per comparison, each naming its verdict
+    rows = claim_rows(next(c for c in results["claims"] if c["id"] == "C1"))
+    verdicts = ("better", "worse", "within spread", *POWER_VERDICTS)  # C1 is power-aware
+    assert rows and all(r["verdict"] in verdicts for r in rows)
 
 
 def test_gain_vs_paper_sets_ours_beside_the_papers(micro_run):

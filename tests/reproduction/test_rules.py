@@ -23,6 +23,7 @@ from condenser_lite.reproduction.rules import (
     minimum_detectable_difference,
     power_verdict,
     reliance_summary,
+    runs_without_reliance,
     stats,
 )
 
@@ -98,6 +99,19 @@ def test_c0_rule_reliance_late_loss_and_cosine_parts():
     assert c0_rule([], [], [])["status"] == "not measured"
     with pytest.raises(ValueError, match="one value per pre-training seed"):
         c0_rule([0.3], [4.0, 4.0], [4.0, 4.0])
+
+
+def test_runs_without_reliance_are_heads_gauged_before_the_reliance_gauge():
+    """A run that logged its head's swap gap but no reliance predates the reliance gauge; a
+    published checkpoint (no gauges at all) and BERT (no head) do not."""
+    gauged = {"cls_swap_gap": 0.01, "cls_swap_noise": 0.001, "reliance_own_loss": 2.9}
+    old = {"cls_swap_gap": 0.01, "cls_swap_noise": 0.001}
+    results = {"arms": {"bert": {"heldout": {"mlm_loss": 4.0}}, "condenser": {"heldout": gauged},
+                        "cocondenser": {"heldout": gauged, "other_pretraining_seeds": [{"heldout": old}]},
+                        "published": {"seed": None, "heldout": None}}}
+    assert runs_without_reliance(results) == ["cocondenser"]  # its second pre-training seed
+    assert runs_without_reliance({"arms": {"condenser": {"heldout": old}}}) == ["condenser"]
+    assert runs_without_reliance({}) == []
 
 
 def test_reliance_summary_noise_covers_seeds():
