@@ -20,6 +20,7 @@ import pytest
 from locations import MIRROR as _MIRROR
 
 REQUIRE_MIRROR = "CONDENSER_LITE_REQUIRE_MIRROR"  # CI sets it: a missing mirror is an error there
+pytest.register_assert_rewrite("command_line")  # its one_error_line asserts for the tests that call it
 
 
 def pytest_configure(config):
@@ -89,6 +90,26 @@ def micro_run(tmp_path_factory, tokenizer_dir):
         results = run_protocol(budget, out_path=out, verbose=False, workers=2,
                                command="python -m condenser_lite experiments --preset micro")
     return budget, out, results, root
+
+
+@pytest.fixture(scope="session")
+def beir(tmp_path_factory):
+    """A 12-document BEIR set in the SciFact mirror layout (``toy_data.write_beir``): pass it as
+    ``--data-dir``; tests that change a file change a copy."""
+    from toy_data import write_beir
+
+    return write_beir(tmp_path_factory.mktemp("beir"))
+
+
+@pytest.fixture(scope="session")
+def retriever(tmp_path_factory):
+    """A tiny random BERT with its WordPiece, saved as one folder (trained on the text of ``beir``)."""
+    from tiny_checkpoint import make_checkpoint
+    from toy_data import tiny_rows
+
+    corpus, queries = tiny_rows("corpus.jsonl"), tiny_rows("train.jsonl")
+    texts = [f"{r['title']} {r['text']}" for r in corpus] + [r["query"] for r in queries]
+    return make_checkpoint(tmp_path_factory.mktemp("retriever"), texts * 3)
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,9 @@
+import os
+import shutil
 from pathlib import Path
 
 import pytest
+from command_line import FINETUNE, cli, one_error_line
 
 from condenser_lite.cli import _recipe, build_parser, main, parse_overrides, stage_config_from_args
 from condenser_lite.reproduction.arms import arm_config
@@ -185,3 +188,119 @@ def test_a_stage_of_no_updates_is_refused_before_the_estimate(setting, capsys):
         main(["pretrain", "--preset", "small", "--method", "mlm", "--set", setting, "--dry-run"])
     captured = capsys.readouterr()
     assert f"StageConfig.{setting.split('=')[0]}=0 must be > 0" in captured.err and "estimate" not in captured.out
+
+
+def mirror_with(beir: Path, tmp_path: Path, name: str, content: bytes) -> Path:
+    """A copy of the mini mirror with ``scifact/<name>`` replaced by ``content``."""
+    root = tmp_path / "mirror"
+    shutil.copytree(beir, root)
+    (root / "scifact" / name).write_bytes(content)
+    return root
+
+
+def corpus_bytes(beir: Path) -> bytes:
+    return (beir / "scifact" / "corpus.jsonl").read_bytes()
+
+
+def truncated_copy(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst)
+    data = (dst / "model.safetensors").read_bytes()
+    (dst / "model.safetensors").write_bytes(data[: len(data) // 2])
+    return dst
+
+
+CASES = {
+    "corpus cut mid-line": (lambda b, r, t: ["evaluate", "--run", t / "x.trec", "--data-dir",
+                                             mirror_with(b, t, "corpus.jsonl", corpus_bytes(b)[:-40])],
+                            "corpus.jsonl (ArrowInvalid: JSON parse error"),
+    "empty queries file": (lambda b, r, t: ["search", "--model", r, "--data-dir", mirror_with(b, t, "queries.jsonl", b"")],
+                           "queries.jsonl is empty"),
+    "non-UTF-8 byte": (lambda b, r, t: ["search", "--model", r, "--data-dir", mirror_with(
+        b, t, "corpus.jsonl", corpus_bytes(b).replace(b"Volcano", b"Volc\xffno"))], "corpus.jsonl:3 is not UTF-8 text"),
+    "unknown data set": (lambda b, r, t: ["finetune", "--init", r, "--output-dir", t / "ft", "--data", "nosuch"],
+                         "unknown data set 'nosuch'"),
+    "split without labels": (lambda b, r, t: ["evaluate", "--run", t / "x.trec", "--split", "dev", "--data-dir", b],
+                             "data set 'scifact' has no 'dev' split (qrels for: ['test', 'train']); pass one of those "
+                             "with --split"),
+    "missing model folder": (lambda b, r, t: ["search", "--model", t / "no" / "such", "--data-dir", b],
+                             "no model folder"),
+    "weights cut short": (lambda b, r, t: ["search", "--model", truncated_copy(r, t / "cut"), "--data-dir", b],
+                          "as AutoModel (SafetensorError"),
+    "--set max_steps=abc": (lambda b, r, t: ["pretrain", "--set", "max_steps=abc"],
+                            "--set max_steps=abc: max_steps takes an integer"),
+    "--set batch_size=eight": (lambda b, r, t: ["finetune", "--init", r, "--output-dir", t / "ft", "--set",
+                                                "batch_size=eight"], "--set batch_size=eight: batch_size takes an integer"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_cli_names_the_cause_in_one_line(case, beir, retriever, tmp_path, capsys):
+    make_args, expected = CASES[case]
+    (tmp_path / "x.trec").write_text("d1 Q0 p1 1 1.0 x\n")
+    line = one_error_line(cli(make_args(beir, retriever, tmp_path), capsys))
+    assert expected in line
+
+
+def test_run_tag_is_a_short_model_name_not_a_path(beir, retriever, tmp_path, capsys):
+    """A run's tag column is the model folder's name, not its path, or `--tag`; a tag of two words is
+    refused in one line."""
+    run = tmp_path / "run.trec"
+    common = ["search", "--model", retriever, "--out", run, "--data-dir", beir, "--p-max-len", "64"]
+    assert cli(common, capsys)[0] == 0
+    assert {line.split()[5] for line in run.read_text().splitlines()} == {retriever.name}
+    assert cli([*common, "--tag", "cocondenser-r2"], capsys)[0] == 0
+    assert {line.split()[5] for line in run.read_text().splitlines()} == {"cocondenser-r2"}
+    assert "--tag 'my model': a run tag is one word" in one_error_line(cli([*common, "--tag", "my model"], capsys))
+
+
+def test_an_unknown_finetune_preset_is_one_line(beir, retriever, tmp_path, capsys):
+    """`finetune --preset nosuch` is refused in one line listing the presets and the recipes."""
+    line = one_error_line(cli(["finetune", "--init", retriever, "--data-dir", beir, "--preset", "nosuch",
+                               "--output-dir", tmp_path / "ft"], capsys))
+    assert line == ("error: --preset nosuch: no such preset or recipe; choose one of micro, tiny, small, colab, paper "
+                    "(alias full) or a data set's recipe: msmarco, nq")
+
+
+def test_a_condenser_head_deeper_than_the_init_is_one_line(retriever, tmp_path, capsys):
+    """A Condenser head that reads a layer the `--init` does not have is refused in one line naming
+    the fix, before the estimate."""
+    line = one_error_line(cli(["pretrain", "--method", "condenser", "--preset", "micro", "--init", retriever,
+                               "--output-dir", tmp_path / "p"], capsys))
+    assert line == (f"error: --init {retriever} has 2 layers, but the Condenser head reads layer skip_from=2; pass "
+                    "--set skip_from=1 (or lower), or an --init with more layers")
+
+
+def _not_reached(*args, **kwargs):
+    raise AssertionError("the command went on past a bad --out")
+
+
+def test_an_out_path_that_cannot_be_written_is_refused_first(beir, retriever, tmp_path, monkeypatch, capsys):
+    """An output path under a file (or in a folder without write permission) is refused in one line
+    by `experiments` (with and without `--dry-run`), `merge`, `search`, `encode`, `finetune` and
+    `pretrain`, before anything is estimated, encoded or trained (the steps after the check are
+    replaced by `_not_reached`)."""
+    from condenser_lite.reproduction import estimate, merge, protocol
+
+    monkeypatch.setenv("CONDENSER_LITE_CACHE", str(tmp_path / "cache"))
+    for module, name in ((protocol, "cached_results"), (protocol, "run_protocol"), (estimate, "estimate_protocol"),
+                         (estimate, "estimate_stage"), (merge, "read_part")):
+        monkeypatch.setattr(module, name, _not_reached)
+    blocker = tmp_path / "notes.txt"
+    blocker.write_text("a file where a folder should be")
+    cases = {
+        ("experiments", "--preset", "micro", "--out", blocker / "micro.json"): "--out",
+        ("experiments", "--preset", "micro", "--dry-run", "--out", blocker / "micro.json"): "--out",
+        ("merge", "a.json", "b.json", "--out", blocker / "small.json"): "--out",
+        ("search", "--model", retriever, "--data-dir", beir, "--p-max-len", "64", "--out", blocker / "r.trec"): "--out",
+        ("encode", "--model", retriever, "--data-dir", beir, "--out", blocker / "e.npz"): "--out",
+        ("finetune", "--init", retriever, *FINETUNE, "--data-dir", beir, "--output-dir", blocker / "ft"): "--output-dir",
+        ("pretrain", "--preset", "micro", "--output-dir", blocker / "p"): "--output-dir",
+    }
+    for args, flag in cases.items():
+        line = one_error_line(cli(list(args), capsys))
+        assert line.startswith(f"error: {flag} {blocker}/") and f"{blocker} is a file, not a folder" in line, line
+    if os.geteuid() != 0:  # root writes into a read-only folder anyway
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o555)
+        line = one_error_line(cli(["experiments", "--preset", "micro", "--out", locked / "micro.json"], capsys))
+        assert f"{locked} cannot be written" in line

@@ -3,15 +3,19 @@
 * a 4-layer, 32-wide Condenser and batches of random ids with about 30% of positions labelled
   (``modeling/test_condenser.py``, ``modeling/test_loading.py``);
 * a 2-layer BERT with its dropout on, random token rows and a masking collator that draws from the
-  global torch RNG as the real collators do (``training/test_loop.py``, ``utils/test_devices.py``).
+  global torch RNG as the real collators do (``training/test_loop.py``, ``utils/test_devices.py``);
+* a linear regressor on 16 random rows, and a training run that crashes in a chosen step and leaves
+  its last checkpoint (``training/test_checkpoint.py``, ``training/test_loop_inputs.py``).
 """
 
 from __future__ import annotations
 
+import pytest
 import torch
 from transformers import BertConfig, BertForMaskedLM
 
 from condenser_lite.modeling.condenser import Condenser, CondenserVariant
+from condenser_lite.training.loop import TrainConfig, train
 
 # ---- a small Condenser ----------------------------------------------------------------------
 
@@ -84,3 +88,38 @@ def masking_collate(examples: list[list[int]]) -> dict:
     ids = torch.where(chosen, torch.full_like(ids, MASK_ID), ids)
     ids = torch.where(randomise, torch.randint(5, LOOP_VOCAB, ids.shape), ids)
     return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": labels}
+
+
+# ---- a linear regressor, and a run that crashes -------------------------------------------------
+
+def regression(n=16):
+    g = torch.Generator().manual_seed(0)
+    return [(torch.randn(3, generator=g), torch.randn(1, generator=g)) for _ in range(n)]
+
+
+class Regressor(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 1)
+
+    def forward(self, x, y):
+        return {"loss": torch.nn.functional.mse_loss(self.lin(x), y)}
+
+
+def regression_collate(examples):
+    return {"x": torch.stack([e[0] for e in examples]), "y": torch.stack([e[1] for e in examples])}
+
+
+def crash_in_step(step: int, cfg: TrainConfig) -> None:
+    """Train with ``cfg`` until step ``step`` crashes (a checkpoint of the last ``save_every`` stays)."""
+    calls = {"n": 0}
+
+    def crashing(examples):
+        calls["n"] += 1
+        if calls["n"] == step:
+            raise RuntimeError(f"simulated crash in step {step}")
+        return regression_collate(examples)
+
+    with pytest.raises(RuntimeError, match="simulated"):
+        train(Regressor(), regression(), cfg, collate_fn=crashing)
+

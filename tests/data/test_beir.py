@@ -1,15 +1,24 @@
 """Tests for condenser_lite.data.beir: BEIR sets by name (SciFact on the local mirror), a folder of
-your own in BEIR's layout, your documents, and the errors that name the missing file or field."""
+your own in BEIR's layout, your documents, and the errors that name the missing file or field.
+Through the commands: a folder in an equivalent layout gives the same metrics, and a bad one (ids
+repeated or empty, qrels in another layout) is refused in one line."""
 
 from __future__ import annotations
 
+import json
 import shutil
+from pathlib import Path
 
 import pytest
+from command_line import cli, one_error_line
 from locations import FIXTURES
+from toy_data import rewrite, write_beir
 
+from condenser_lite.cli import main
 from condenser_lite.data import beir
 from condenser_lite.data import sources as data
+from condenser_lite.data.beir import corpus_columns
+from condenser_lite.utils.errors import DataSourceError, SchemaError
 
 
 def test_load_beir_scifact(mirror):
@@ -132,3 +141,144 @@ def test_reading_a_beir_folder_draws_no_progress_bars(tmp_path, capfd):
     beir.load_beir(folder)
     assert "Generating" not in capfd.readouterr().err
     assert datasets.is_progress_bar_enabled()
+
+
+def test_documents_without_text_are_counted_and_named():
+    docs = [{"_id": f"d{i}", "title": f"title {i}", "text": "some text"} for i in range(10)]
+    docs[3]["text"] = ""
+    docs[7]["text"] = None
+    with pytest.warns(UserWarning, match=r"2 of the corpus's 10 documents have no 'text' \(e.g. ids \['d3', 'd7'\]"):
+        corpus_columns(docs)
+    for d in docs[:6]:
+        d["text"] = ""
+    with pytest.raises(SchemaError, match="7 of the corpus's 10 documents have no 'text'"):
+        corpus_columns(docs)
+
+
+def test_a_document_without_a_text_key_is_said(beir, retriever, tmp_path, capsys):
+    """A corpus record with no `text` key is named in a warning (its id and row) and encoded from
+    its title; the command goes on."""
+    root = tmp_path / "mirror"
+    shutil.copytree(beir, root)
+    path = root / "scifact" / "corpus.jsonl"
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    del records[4]["text"]
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    code, _, err = cli(["search", "--model", retriever, "--data-dir", root, "--p-max-len", "64"], capsys)
+    assert code == 0, err
+    assert "warning: 1 of the corpus's 12 documents have no 'text' (e.g. ids ['p4'] at rows [4]): they are " \
+           "encoded from their title alone" in err
+
+
+def test_a_corpus_line_that_is_not_a_json_object_is_named(tmp_path, capsys):
+    """A `.jsonl` line that is JSON but not an object is named (file and line) with the layout to
+    write; a line that is not JSON at all gets the parser's own reason."""
+    from condenser_lite.data.beir import load_documents
+
+    path = tmp_path / "docs.jsonl"
+    path.write_text('{"text": "one document"}\n"a string"\n{"text": "another"}\n')
+    with pytest.raises(SchemaError, match=r"docs.jsonl:2 is not a JSON object \('\"a string\"'\); write one object "
+                                          r"a line, such as \{\"text\": \"...\", \"title\": \"...\"\}"):
+        load_documents(path)
+    path.write_text('{"text": "one document"}\n{"text": "cut\n')  # not JSON at all: the parser's own reason
+    with pytest.raises(DataSourceError, match=r"docs.jsonl \(ArrowInvalid: JSON parse error.*cut short"):
+        load_documents(path)
+
+
+def _all_files(folder: Path) -> list[Path]:
+    return [folder / "corpus.jsonl", folder / "queries.jsonl", *sorted((folder / "qrels").glob("*.tsv"))]
+
+
+def _gzip_corpus(folder: Path) -> None:
+    import gzip
+
+    (folder / "corpus.jsonl.gz").write_bytes(gzip.compress((folder / "corpus.jsonl").read_bytes()))
+    (folder / "corpus.jsonl").unlink()
+
+
+def _trec_qrels(data: bytes) -> bytes:  # 'q<TAB>0<TAB>d<TAB>1' rows, no header
+    rows = [line.split(b"\t") for line in data.splitlines()[1:]]
+    return b"".join(b"%s\t0\t%s\t%s\n" % (q, d, s) for q, d, s in rows)
+
+
+INT_IDS = {f"{c}{i}": {"p": 1000, "q": 2000, "d": 3000}[c] + i for c in "pqd" for i in range(20)}
+
+
+# each edit turns the 12-document folder into an equivalent one: the same metrics must come out
+SAME_DATA = {
+    "CRLF line endings": (None, lambda d: [rewrite(p, lambda b: b.replace(b"\n", b"\r\n")) for p in _all_files(d)]),
+    "UTF-8 byte-order marks": (None, lambda d: [rewrite(p, lambda b: b"\xef\xbb\xbf" + b) for p in _all_files(d)]),
+    "qrels without a header": (None, lambda d: [rewrite(p, lambda b: b.split(b"\n", 1)[1]) for p in _all_files(d)[2:]]),
+    "TREC qrels (qid 0 docid rel)": (None, lambda d: [rewrite(p, _trec_qrels) for p in _all_files(d)[2:]]),
+    "qrels with an extra column": (None, lambda d: [rewrite(p, lambda b: b.replace(b"score\n", b"score\tnote\n")
+                                                             .replace(b"\t1\n", b"\t1\tchecked\n")) for p in _all_files(d)[2:]]),
+    "integer ids": (INT_IDS, None),
+    "integer and string ids mixed": ({"p3": 3, "q2": 2}, None),
+    "corpus.jsonl.gz": (None, _gzip_corpus),
+}
+
+
+@pytest.fixture(scope="module")
+def plain_metrics(beir, retriever) -> str:
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        main([str(a) for a in ["search", "--model", retriever, "--data-dir", beir, "--p-max-len", "64"]])
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("case", [*SAME_DATA, "a path with spaces and non-ASCII"])
+def test_equivalent_beir_folders_give_the_same_metrics(case, plain_metrics, retriever, tmp_path, capsys):
+    """Each folder of SAME_DATA (CRLF line endings, byte-order marks, qrels without a header, in
+    TREC's four columns or with an extra column, integer ids, integer and string ids mixed, a gzipped
+    corpus), and a path with spaces and non-ASCII, gives the plain folder's metrics without a
+    warning, through `search` and through `evaluate` of its run."""
+    ids, edit = SAME_DATA.get(case, (None, None))
+    root = tmp_path / ("my data ü" if case.startswith("a path") else "data")
+    folder = write_beir(root, ids) / "scifact"
+    if edit:
+        edit(folder)
+    run = tmp_path / "run.trec"
+    code, out, err = cli(["search", "--model", retriever, "--data", folder, "--p-max-len", "64", "--out", run], capsys)
+    assert (code, out) == (0, plain_metrics), err
+    assert "warning" not in err
+    assert cli(["evaluate", "--run", run, "--data", folder], capsys)[1] == plain_metrics
+
+
+def _duplicate_first_line(path: Path) -> None:
+    rewrite(path, lambda b: b + b.split(b"\n")[0].replace(b'"text": "', b'"text": "Copy: ') + b"\n")
+
+
+BAD_DATA = {
+    "a document id twice": (lambda d: _duplicate_first_line(d / "corpus.jsonl"),
+                            "corpus.jsonl: document id 'p0' appears 2 times (lines 1 and 13); ids must be unique"),
+    "a query id twice": (lambda d: _duplicate_first_line(d / "queries.jsonl"),
+                         "queries.jsonl: query id 'q1' appears 2 times (lines 1 and 10)"),
+    "a document without _id": (lambda d: rewrite(d / "corpus.jsonl", lambda b: b.replace(b'"_id": "p2"', b'"_id": ""')),
+                               "corpus.jsonl:3: a document without an _id (row 2)"),
+    "space-separated qrels": (lambda d: rewrite(d / "qrels" / "test.tsv", lambda b: b.replace(b"\t", b" ")),
+                              "test.tsv:1: 'query-id corpus-id score' is neither BEIR's header"),
+    "an id holding a tab in the qrels": (lambda d: rewrite(d / "qrels" / "test.tsv",
+                                                            lambda b: b + b"q1\tp\t1\t1\n"),
+                                         "has 4 tab-separated fields where the file's first lines have 3; an id "
+                                         "there holds a tab"),
+    "qrels naming a query that is not there": (lambda d: rewrite(d / "qrels" / "test.tsv",
+                                                                  lambda b: b + b"nosuchq\tp1\t1\n"),
+                                               "1 query ids in the qrels have no query text (e.g. ['nosuchq']); the "
+                                               "qrels and the queries come from different data sets or versions: add "
+                                               "those queries to the queries file, or drop their lines from the qrels"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_DATA))
+def test_bad_beir_folders_are_refused_in_one_line(case, retriever, tmp_path, capsys):
+    """A repeated document or query id, an empty id, space-separated qrels, an id holding a tab in
+    the qrels, and qrels naming a query the queries file lacks: each refused in one line that says
+    what is wrong and, for the qrels, what to do."""
+    edit, expected = BAD_DATA[case]
+    folder = write_beir(tmp_path) / "scifact"
+    edit(folder)
+    assert expected in one_error_line(cli(["search", "--model", retriever, "--data", folder, "--p-max-len", "64"],
+                                          capsys))

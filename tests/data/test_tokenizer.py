@@ -1,12 +1,17 @@
-"""Tests for condenser_lite.tokenizer: WordPiece training, save/reload, determinism, caching."""
+"""Tests for condenser_lite.tokenizer: WordPiece training, save/reload, determinism, caching, and a
+model folder without its tokenizer files refused."""
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
+from command_line import cli, one_error_line
 from transformers import AutoTokenizer
 
 from condenser_lite.data import sources as data
 from condenser_lite.data import tokenizer
+from condenser_lite.data.tokenizer import load_tokenizer
 from condenser_lite.utils.cache import CACHE_ENV
 from condenser_lite.utils.errors import CheckpointError
 
@@ -106,3 +111,16 @@ def test_load_tokenizer_errors(tmp_path, monkeypatch):
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     with pytest.raises(data.DataSourceError, match="could not load tokenizer 'condenser-lite-tests/no-such-tokenizer'"):
         tokenizer.load_tokenizer("condenser-lite-tests/no-such-tokenizer")
+
+
+def test_model_folder_without_tokenizer_files_is_refused(beir, retriever, tmp_path, capsys):
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        shutil.copy(retriever / name, bare / name)
+    with pytest.raises(CheckpointError, match=f"tokenizer in {bare} cannot encode ordinary text"):
+        load_tokenizer(bare)
+    for command in (["search", "--model", bare], ["encode", "--model", bare, "--out", tmp_path / "e.npz"]):
+        line = one_error_line(cli([*command, "--data-dir", beir, "--p-max-len", "64"], capsys))
+        assert str(bare) in line and "tokenizer files" in line
+    assert load_tokenizer(retriever)("a plain sentence")["input_ids"]  # a complete folder loads

@@ -1,11 +1,14 @@
 """The reproduction protocol (condenser_lite/reproduction/protocol.py) on the micro preset: every arm,
-every claim, a well-formed results file, read back from the cache, the same with one worker or two."""
+every claim, a well-formed results file, read back from the cache, the same with one worker or two;
+`experiments --out` must name a results file of the same preset."""
 
 import json
 
 import pytest
+from command_line import cli, one_error_line
 from locations import MIRROR
 
+from condenser_lite.cli import main
 from condenser_lite.reproduction.presets import get_preset
 from condenser_lite.reproduction.protocol import run_protocol
 from condenser_lite.reproduction.registry import ABLATION_ARMS, MAIN_ARMS, STANDARD_ARMS
@@ -202,3 +205,31 @@ def test_rules_version_2_run_with_the_modified_condenser_and_its_controls(tokeni
     for r in rows:  # each pre-trained model's difference and the test over them
         assert r["per pre-trained model (a - b)"].startswith("42: ") and ", 44: " in r["per pre-trained model (a - b)"]
         assert 0 <= r["p (one-sided)"] <= 1
+
+
+@pytest.mark.protocol  # the command measures the small preset's stages before the stand-in protocol: minutes
+def test_experiments_out_must_be_a_results_file_of_the_same_preset(tmp_path, monkeypatch, capsys):
+    """`--out` onto a folder, onto a file that is not protocol results, or onto another preset's
+    results: refused in one line before anything runs, and those files are left as they were; the
+    same preset's file is regenerated. Here the protocol itself is replaced by a stand-in: reaching
+    it means the command was not refused."""
+    from condenser_lite.reproduction import protocol
+
+    def not_here(*args, **kwargs):
+        raise RuntimeError("the protocol ran")
+
+    monkeypatch.setenv("CONDENSER_LITE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(protocol, "_run", not_here)
+    folder, notes, other = tmp_path / "results", tmp_path / "notes.json", tmp_path / "small.json"
+    folder.mkdir()
+    notes.write_text('{"my": "notes"}')
+    other.write_text(json.dumps({"protocol": "condenser_lite.protocol", "preset": {"name": "small"}}))
+    command = ["experiments", "--preset", "micro", "--out"]
+    assert f"--out {folder} is a folder; give a file path, e.g. {folder}/micro.json" in one_error_line(
+        cli([*command, folder], capsys))
+    assert f"--out {notes} exists and is not a protocol results file" in one_error_line(cli([*command, notes], capsys))
+    assert f"--out {other} holds the 'small' preset's results, not 'micro''s" in one_error_line(
+        cli([*command, other], capsys))
+    assert notes.read_text() == '{"my": "notes"}' and json.loads(other.read_text())["preset"] == {"name": "small"}
+    with pytest.raises(RuntimeError, match="the protocol ran"):  # the same budget's file: regenerated
+        main(["experiments", "--preset", "small", "--out", str(other)])

@@ -1,7 +1,7 @@
 """The committed protocol results (``results/*.json``) are whole and agree with themselves: schema
 and version, provenance, the headline recomputed from the body, the scorecard recomputed from the
 numbers. The same checks run on a micro results file made in a temporary folder, and fail when
-one of its headline numbers is edited."""
+one of its headline numbers is edited; a results folder named by the environment must exist."""
 
 import json
 from pathlib import Path
@@ -13,6 +13,7 @@ from condenser_lite.reproduction.release import verify_checkpoints
 from condenser_lite.reproduction.results import RESULTS_DIR, RESULTS_VERSION, headline, load_results
 from condenser_lite.reproduction.rules import PRE_REGISTERED_RULES, PRE_REGISTRATION_COMMIT
 from condenser_lite.reproduction.scorecard import scorecard
+from condenser_lite.utils.errors import DataSourceError, SchemaError
 
 PROVENANCE = ("commit", "dirty", "command", "preset", "settings", "started", "finished", "wall_seconds", "cpu_seconds",
               "parts", "parts_reused", "work_cpu_seconds", "machine", "python", "packages")
@@ -131,3 +132,28 @@ def test_results_are_found_when_the_package_is_installed_away_from_its_clone(tmp
     monkeypatch.setenv(evidence.RESULTS_ENV, str(clone / "results"))
     assert evidence.results_dir() == clone / "results"
     assert load_results("small")["version"] == RESULTS_VERSION
+
+
+def test_results_folder_from_the_environment_must_be_there(tmp_path, monkeypatch):
+    """`$CONDENSER_LITE_RESULTS` pointing nowhere is named as the cause, with the way out (unset
+    it), rather than reported as a results file to compute."""
+
+    from condenser_lite.reproduction import results as evidence
+
+    monkeypatch.setenv(evidence.RESULTS_ENV, str(tmp_path / "nowhere"))
+    with pytest.raises(DataSourceError, match=r"\$CONDENSER_LITE_RESULTS=.*nowhere is not a folder.*unset it"):
+        evidence.load_results("small")
+
+
+def test_a_results_file_whose_headline_disagrees_with_its_body_is_refused(tmp_path):
+    """A results file whose headline was edited away from its body is refused, naming the number
+    and the command that remakes the file."""
+    from condenser_lite.reproduction.results import RESULTS_DIR, load_results
+
+    results = json.loads((RESULTS_DIR / "small.json").read_text())
+    true = results["headline"]["ndcg10"]["cocondenser"]
+    results["headline"]["ndcg10"]["cocondenser"] = 0.2
+    (tmp_path / "small.json").write_text(json.dumps(results))
+    with pytest.raises(SchemaError, match=rf"small.json: its headline says ndcg10.cocondenser=0.2 but its body gives "
+                                          rf"{true}; .*experiments --preset small --out"):
+        load_results("small", folder=tmp_path)

@@ -1,9 +1,13 @@
-"""metrics.py: ir_measures wrapper against hand-computed values, nb-recall, DPR top-k accuracy."""
+"""metrics.py: ir_measures wrapper against hand-computed values, nb-recall, DPR top-k accuracy, and
+queries without a relevant document named."""
 
 import math
 import random
+import shutil
 
 import pytest
+from command_line import cli
+from toy_data import rewrite
 
 from condenser_lite.retrieval.metrics import (
     check_run_depth,
@@ -146,3 +150,15 @@ def test_run_depth_must_cover_the_deepest_metric():
     assert check_run_depth(run, ["R@1000"], n_docs=100) == 100
     with pytest.raises(ValueError, match="Top-200"):
         check_run_depth(run, ["Top-20", "Top-200"])
+
+
+def test_queries_with_no_relevant_document_are_said(beir, retriever, tmp_path, capsys):
+    """A query whose qrels are all 0 scores 0, as in BEIR, and a warning names it with the way to
+    leave it out of the mean."""
+    root = tmp_path / "zero"
+    shutil.copytree(beir, root)
+    rewrite(root / "scifact" / "qrels" / "test.tsv", lambda b: b.replace(b"\t1\n", b"\t0\n", 1))
+    code, out, err = cli(["search", "--model", retriever, "--data-dir", root, "--p-max-len", "64"], capsys)
+    assert code == 0
+    assert ("warning: 1 of the 3 labelled queries have no relevant document (every grade is 0 or less, e.g. ['d1']): "
+            "they score 0, as in BEIR and pytrec_eval; drop their qrels lines") in err

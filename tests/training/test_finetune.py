@@ -1,7 +1,14 @@
 """The papers' fine-tuning recipe (condenser_lite/training/finetune.py): each round's TrainConfig
-from a recipe and the number of training queries."""
+from a recipe and the number of training queries; a reused output folder must come from the same
+--init."""
+
+import shutil
+from pathlib import Path
 
 import pytest
+import torch
+from command_line import FINETUNE, cli, one_error_line
+from safetensors.torch import load_file, save_file
 
 from condenser_lite.reproduction.presets import RETRIEVAL_RECIPES, finetune_recipe
 from condenser_lite.training.finetune import FinetuneConfig, round_loop_config
@@ -28,3 +35,32 @@ def test_recipes_build_train_configs(tmp_path):
         round_loop_config(tiny, tmp_path, 1, n_queries=4)
     with pytest.raises(ValueError, match="no fine-tuning recipe"):
         finetune_recipe("nope")
+
+
+def perturbed_copy(src: Path, dst: Path) -> Path:
+    """``src`` with one weight changed: same files, other content."""
+    shutil.copytree(src, dst)
+    weights = load_file(dst / "model.safetensors")
+    name = sorted(weights)[0]
+    weights[name] = weights[name] + 0.5
+    save_file(weights, dst / "model.safetensors", metadata={"format": "pt"})
+    return dst
+
+
+@pytest.mark.protocol  # fine-tunes (three short runs)
+def test_reused_finetune_folder_must_come_from_the_same_init(beir, retriever, tmp_path, capsys):
+    other = perturbed_copy(retriever, tmp_path / "other")
+    out = tmp_path / "ft"
+    common = [*FINETUNE, "--data-dir", beir, "--output-dir", out]
+    code, _, err = cli(["finetune", "--init", retriever, *common], capsys)
+    assert code == 0, err
+    first = load_file(out / "model.safetensors")
+
+    line = one_error_line(cli(["finetune", "--init", other, *common], capsys))
+    assert "init: checkpoint" in line and "--restart" in line  # names the differing field and the way out
+    assert all(torch.equal(first[k], v) for k, v in load_file(out / "model.safetensors").items())
+    code, _, err = cli(["finetune", "--init", retriever, *common], capsys)  # the same run: reused, and said so
+    assert code == 0 and "reusing the finished run" in err
+
+    assert cli(["finetune", "--init", other, *common, "--restart"], capsys)[0] == 0
+    assert not all(torch.equal(first[k], v) for k, v in load_file(out / "model.safetensors").items())

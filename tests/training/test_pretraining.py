@@ -1,15 +1,24 @@
-"""The pre-training recipes chain, cache and resume (tiny budgets on the local data mirror)."""
+"""The pre-training recipes chain, cache and resume (tiny budgets on the local data mirror): a
+stage's folder and cache key follow its settings, its --init's weights and its data, and identical
+commands give identical weights, trained once when they run at the same time."""
 
 import json
+import os
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
-from locations import MIRROR
+import torch
+from command_line import cli, one_error_line
+from locations import MIRROR, ROOT
+from safetensors.torch import load_file
 from transformers import AutoModel
 
 from condenser_lite.modeling.condenser import Condenser
 from condenser_lite.training.pretraining import StageConfig, build_model, is_done, pretrain, read_log, stage_key
-from condenser_lite.utils.errors import ConfigError
+from condenser_lite.utils.errors import CheckpointError, ConfigError, DataSourceError
 
 pytestmark = pytest.mark.skipif(not MIRROR.exists(), reason="local data mirror ../shared/data not found")
 
@@ -298,3 +307,112 @@ def test_an_mlm_stage_on_a_readers_corpus_packs_it_and_keys_it_by_content(env, t
     with docs.open("a") as f:
         f.write(json.dumps({"text": "One more document."}) + "\n")
     assert stage_key(cfg, tok) != key
+
+
+def tiny_stage(tokenizer_dir: str, **changes) -> StageConfig:
+    base = dict(tokenizer=tokenizer_dir, hidden_size=32, num_hidden_layers=4, num_attention_heads=2,
+                intermediate_size=64, max_len=64, batch_size=4, max_steps=1, corpus_limit=20, save_every=None)
+    return StageConfig(**{**base, **changes})
+
+
+def test_pretrain_into_another_stages_folder_is_refused(tokenizer_dir, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("CONDENSER_LITE_CACHE", str(tmp_path / "cache"))
+    folder = pretrain(tiny_stage(tokenizer_dir, method="condenser"), output_dir=tmp_path / "cd", data_dir=MIRROR)
+    settings = ["--set", f"tokenizer={tokenizer_dir}", "--set", "hidden_size=32", "--set", "num_attention_heads=2",
+                "--set", "intermediate_size=64", "--set", "batch_size=4", "--set", "max_steps=1",
+                "--set", "corpus_limit=20", "--data-dir", MIRROR, "--output-dir", folder]
+    line = one_error_line(cli(["pretrain", "--method", "mlm", *settings], capsys))
+    assert "method: saved 'condenser' vs now 'mlm'" in line
+    assert (folder / "condenser_head.pt").exists()  # left as it was
+    (folder / "pretrain_config.json").unlink()  # now a model that no finished stage claims: not overwritten
+    with pytest.raises(CheckpointError, match="no pretrain_config.json"):
+        pretrain(tiny_stage(tokenizer_dir, method="condenser"), output_dir=folder, data_dir=MIRROR)
+
+
+def test_stage_cache_follows_the_weights_at_init_and_the_data(tokenizer_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("CONDENSER_LITE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("CONDENSER_LITE_DATA", str(MIRROR))
+    bert = pretrain(tiny_stage(tokenizer_dir, method="mlm"))
+    init = tmp_path / "runs" / "bert"  # a user's folder (no stage record): only its files say what it is
+    shutil.copytree(bert, init, ignore=shutil.ignore_patterns("train", "pretrain_config.json", ".lock"))
+    cfg = tiny_stage(tokenizer_dir, method="condenser", init=str(init))
+    first = pretrain(cfg)
+
+    shutil.rmtree(init)  # replace the files at that path with other weights
+    shutil.copytree(pretrain(tiny_stage(tokenizer_dir, method="mlm", seed=1)), init,
+                    ignore=shutil.ignore_patterns("train", "pretrain_config.json", ".lock"))
+    second = pretrain(cfg)
+    assert second != first
+    a, b = load_file(first / "model.safetensors"), load_file(second / "model.safetensors")
+    assert not all(torch.equal(a[k], b[k]) for k in a)
+
+    # another copy of the data: one file changed -> another stage; a mirror that is not there -> refused
+    other = tmp_path / "mirror"
+    shutil.copytree(MIRROR / "enwiki-sample", other / "enwiki-sample")
+    (other / "wikitext-2-tokenized").symlink_to(MIRROR / "wikitext-2-tokenized")
+    with (other / "enwiki-sample" / "lee_background.cor").open("a") as f:
+        f.write("One more news article about the weather, added to change the corpus.\n")
+    mlm = tiny_stage(tokenizer_dir, method="mlm")
+    assert pretrain(mlm, data_dir=other) != bert
+    monkeypatch.setenv("CONDENSER_LITE_DATA", str(tmp_path / "nowhere"))
+    with pytest.raises(DataSourceError, match="nowhere"):
+        pretrain(mlm)
+
+
+def run_module(args: list, env: dict) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "condenser_lite", *map(str, args)], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def child_env(tmp_path: Path) -> dict:
+    return {**os.environ, "PYTHONPATH": str(ROOT), "CONDENSER_LITE_CACHE": str(tmp_path / "cache"),
+            "CONDENSER_LITE_DATA": str(MIRROR), "OMP_NUM_THREADS": "1"}
+
+
+def tensors(folder: Path) -> dict[str, torch.Tensor]:
+    out = dict(load_file(folder / "model.safetensors"))
+    out.update({f"head/{k}": v for k, v in torch.load(folder / "condenser_head.pt", weights_only=True).items()})
+    return out
+
+
+def test_two_identical_pretrain_commands_give_identical_weights(tokenizer_dir, tmp_path):
+    """Separate processes, so torch's per-process start-up seed would show: a Condenser from
+    scratch, and a fresh Condenser head on an --init."""
+    from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
+
+    init = tmp_path / "init"
+    torch.manual_seed(0)
+    BertForMaskedLM(BertConfig(vocab_size=600, hidden_size=32, num_hidden_layers=4, num_attention_heads=2,
+                               intermediate_size=64, max_position_embeddings=64)).save_pretrained(init)
+    AutoTokenizer.from_pretrained(tokenizer_dir).save_pretrained(init)
+    settings = ["pretrain", "--method", "condenser", "--set", f"tokenizer={tokenizer_dir}", "--set", "hidden_size=32",
+                "--set", "num_attention_heads=2", "--set", "intermediate_size=64", "--set", "batch_size=4",
+                "--set", "corpus_limit=20", "--set", "max_steps=1"]
+    # each process runs both commands (one start-up, two fresh initialisations), as `python -m
+    # condenser_lite pretrain ...` would one after the other
+    script = "import sys, json; from condenser_lite.cli import main; [main(a) for a in json.loads(sys.argv[1])]"
+    procs = []
+    for i in (1, 2):
+        commands = [[*settings, "--output-dir", str(tmp_path / f"scratch{i}")],
+                    [*settings, "--init", str(init), "--output-dir", str(tmp_path / f"head{i}")]]
+        procs.append(subprocess.Popen([sys.executable, "-c", script, json.dumps(commands)], cwd=ROOT,
+                                      env=child_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    for p in procs:
+        assert p.wait(timeout=300) == 0, p.stderr.read()
+    for name in ("scratch", "head"):
+        a, b = tensors(tmp_path / f"{name}1"), tensors(tmp_path / f"{name}2")
+        assert a.keys() == b.keys() and len(a) > 70
+        assert [k for k in a if not torch.equal(a[k], b[k])] == []
+
+
+def test_two_identical_pretrain_commands_at_once(tokenizer_dir, tmp_path):
+    out = tmp_path / "stage"
+    args = ["pretrain", "--method", "mlm", "--set", f"tokenizer={tokenizer_dir}", "--set", "hidden_size=32",
+            "--set", "num_attention_heads=2", "--set", "intermediate_size=64", "--set", "batch_size=4",
+            "--set", "corpus_limit=20", "--set", "max_steps=12", "--set", "save_every=3", "--output-dir", out]
+    procs = [run_module(args, child_env(tmp_path)) for _ in range(2)]
+    errs = [p.communicate(timeout=300)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], errs
+    steps = [json.loads(line)["step"] for line in (out / "train" / "log.jsonl").read_text().splitlines()]
+    assert steps == list(range(1, 13))  # trained once, not twice into one log
+    assert sum("reusing the pre-trained stage" in e for e in errs) == 1
