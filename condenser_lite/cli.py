@@ -134,15 +134,18 @@ def parse_overrides(obj: Any, pairs: list[str]) -> Any:
     return obj.replace(**changes) if isinstance(obj, Preset) else dataclasses.replace(obj, **changes)
 
 
-def split_sets(config_class: type, pairs: list[str]) -> tuple[list[str], list[str]]:
+def split_sets(config_class: type, pairs: list[str], component: str | None = None) -> tuple[list[str], list[str]]:
     """``(preset_pairs, own_pairs)``: the ``--set`` pairs a command applies to its preset first
     (a preset's name: ``s1_steps``, ``pretraining.lr``, ``model.hidden_size``) and those naming a
     field of its own config (``config_class``: ``max_steps`` for a stage, ``lr`` for a recipe), so
     every command reads one dialect: a key that ``experiments --set`` takes means the same here.
-    A dotted key of the command's own component (``finetune.lr`` for ``finetune``) is its field."""
+    A dotted key of the command's own preset ``component`` (``finetune.lr`` for ``finetune``) is
+    its field, and is returned undotted."""
     own_fields = {f.name for f in dataclasses.fields(config_class)}
     preset_pairs, own_pairs = [], []
     for pair in pairs:
+        if component and pair.startswith(f"{component}."):
+            pair = pair.removeprefix(f"{component}.")
         key = pair.split("=", 1)[0].strip().replace("-", "_")
         (own_pairs if key in own_fields else preset_pairs).append(pair)
     return preset_pairs, own_pairs
@@ -314,10 +317,7 @@ def _recipe(args: argparse.Namespace) -> FinetuneConfig:
     if name not in PRESETS and name not in ALIASES and name not in RETRIEVAL_RECIPES:
         raise ConfigError(f"--preset {name}: no such preset or recipe; choose one of {preset_list()} or a data set's "
                           f"recipe: {', '.join(RETRIEVAL_RECIPES)}")
-    # the experiments dialect's "finetune.lr" is the recipe's own "lr"
-    pairs = [pair.removeprefix("finetune.") for pair in args.set]
-    others = [pair for pair in pairs if pair.split("=", 1)[0].strip().replace("-", "_")
-              not in {f.name for f in dataclasses.fields(FinetuneConfig)}]
+    others, pairs = split_sets(FinetuneConfig, args.set, component="finetune")
     if others:
         raise ConfigError(f"--set {others[0]}: finetune runs one recipe, whose fields are "
                           f"{', '.join(sorted(f.name for f in dataclasses.fields(FinetuneConfig)))} "

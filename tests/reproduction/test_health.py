@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from condenser_lite.reproduction import health
 from condenser_lite.reproduction.health import StageCheck, band_at, bands, prediction_band, stage_check
 from condenser_lite.reproduction.presets import get_preset, stage_config
 
