@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from .registry import CLAIM, MAIN_ARMS, color, label
-from .rules import RELIANCE_THRESHOLD, gauge
+from .rules import RELIANCE_THRESHOLD, arm_seeds, gauge, model_means
 from .scorecard import claim_rows, fixed, scorecard
 
 
@@ -113,14 +113,44 @@ def fmt(stat: Mapping | None, digits: int = 3) -> str:
     return f"{fixed(stat['mean'], digits)} ± {fixed(stat.get('std') or 0.0, digits)}"
 
 
+def by_model(results: Mapping, arm: str, stat: Mapping) -> np.ndarray:
+    """One number per pre-trained model of ``arm``: the runs of ``stat`` (a ``rules.stats`` dict,
+    its ``values`` in the protocol's order: pre-training seed, then fine-tuning seed) averaged
+    over fine-tuning seeds (``rules.model_means``), the unit chapter 8's tests compare. A stat
+    without its runs gives its mean. Chapters 4-8."""
+    values = stat.get("values") or [stat["mean"]]
+    seeds = arm_seeds(results, arm) or [None]
+    if len(values) % len(seeds):  # runs of the first pre-trained model only (a published checkpoint)
+        seeds = [None]
+    return np.asarray(model_means(values, seeds)["means"], dtype=float)
+
+
+def by_model_rows(results: Mapping, arm: str, runs: Sequence[Sequence[float]]) -> np.ndarray:
+    """``runs`` (one row per fine-tuning run, in the protocol's order, e.g. a loss curve or an
+    entropy profile each) averaged per pre-trained model: one row per model. Chapters 5 and 6."""
+    n = min(len(r) for r in runs)
+    a = np.asarray([list(r)[:n] for r in runs], dtype=float)
+    seeds = arm_seeds(results, arm) or [None]
+    models = len(seeds) if len(a) % len(seeds) == 0 else 1
+    return a.reshape(models, -1, n).mean(1)
+
+
+def unit_stat(results: Mapping, arm: str, stat: Mapping) -> dict:
+    """``{"mean", "std", "n"}`` of ``stat`` over ``arm``'s pre-trained models (``by_model``): the
+    same mean as over every run, the spread of the unit the tests use. Chapters 4-8."""
+    x = by_model(results, arm, stat)
+    return {"mean": float(x.mean()), "std": float(x.std(ddof=1)) if len(x) > 1 else 0.0, "n": len(x)}
+
+
 # ---------------------------------------------------------------------------------------
 # Tables
 # ---------------------------------------------------------------------------------------
 
 
 def retrieval_table(results: Mapping, metrics: Sequence[str] | None = None, digits: int = 3):
-    """One row per arm, training size and round; one column per metric (mean ± std over seeds),
-    with BM25 on top. Chapter 4."""
+    """One row per arm, training size and round; one column per metric: the mean ± std over
+    pre-trained models (``unit_stat``: fine-tuning seeds averaged first), with BM25 on top.
+    Chapter 4."""
     import pandas as pd
 
     metrics = list(metrics or results["preset"]["metrics"])
@@ -134,15 +164,17 @@ def retrieval_table(results: Mapping, metrics: Sequence[str] | None = None, digi
         for rnd, by_size in rounds.items():
             for size, ms in sorted(by_size.items(), key=lambda kv: int(kv[0])):
                 rows.append({"model": label(arm), "round": rnd.replace("round", ""), "train queries": size,
-                             **{m: fmt(ms.get(m), digits) for m in metrics}})
+                             **{m: fmt(unit_stat(results, arm, ms[m]), digits) if m in ms else "" for m in metrics}})
     return pd.DataFrame(rows).set_index(["model", "round", "train queries"])
 
 
 def sts_table(results: Mapping, digits: int = 3):
-    """STS-b test Spearman, mean ± std over seeds, one row per arm, one column per training size. Chapter 7."""
+    """STS-b test Spearman, mean ± std over pre-trained models (``unit_stat``), one row per arm,
+    one column per training size. Chapter 7."""
     import pandas as pd
 
-    rows = {label(arm): {size: fmt(s, digits) for size, s in by_size.items()} for arm, by_size in results["sts"].items()}
+    rows = {label(arm): {size: fmt(unit_stat(results, arm, s), digits) for size, s in by_size.items()}
+            for arm, by_size in results["sts"].items()}
     return pd.DataFrame(rows).T.rename_axis("model").rename_axis("training pairs", axis=1)
 
 
@@ -190,9 +222,11 @@ def gauge_table(results: Mapping, arms: Sequence[str], digits: int = 4):
 
 def claim_table(results: Mapping, ids: Sequence[str]):
     """The comparisons behind the claims ``ids`` as one table (``scorecard.claim_rows``): per
-    claim and setting the two models with our numbers, the verdict, the difference with its
-    spread; the pre-registered claims also the smallest difference the run could detect and the
-    paper's effect at our scale. Chapters 4, 6, 7 and 8 show their claims with it."""
+    claim and setting the two models with our numbers, the verdict, and the difference: under
+    rules version 2 each pre-trained model's and the mean's with the one-sided test's p, under
+    version 1 the mean's with its spread; the pre-registered claims also the smallest difference
+    the run could detect and the paper's effect at our scale. Chapters 4, 6, 7 and 8 show their
+    claims with it."""
     import pandas as pd
 
     claims = {c["id"]: c for c in results.get("claims") or scorecard(results)}
@@ -209,13 +243,19 @@ def claim_table(results: Mapping, ids: Sequence[str]):
     # four narrow columns, so the table fits the page: who with which number, the verdict, the
     # difference with its spread, and (pre-registered claims) what the run could detect beside
     # the paper's effect at our scale; a dash where a claim has no power analysis (C2-C6)
-    table["difference (spread)"] = [f"{fixed(d, signed=True)} ({s:.3f})"
-                                    for d, s in zip(table["difference"], table["spread"])]
+    if "p (one-sided)" in table:  # rules version 2: each pre-trained model's difference, the test's p
+        table["per pre-trained model"] = table["per pre-trained model (a - b)"]
+        table["difference (p)"] = ["{} ({})".format(fixed(d, signed=True), "–" if pd.isna(p) else f"p {p:.3f}")
+                                   for d, p in zip(table["difference"], table["p (one-sided)"])]
+    else:
+        table["difference (spread)"] = [f"{fixed(d, signed=True)} ({s:.3f})"
+                                        for d, s in zip(table["difference"], table["spread"])]
     if "detectable" in table:
         table["detectable / paper's"] = [
             "–" if pd.isna(m) else f"{m:.3f} / " + ("–" if pd.isna(e) else f"{e:.3f}")
             for m, e in zip(table["detectable"], table["paper's effect here"])]
-    cols = ["claim", "setting", "compared", "verdict", "difference (spread)", "detectable / paper's"]
+    cols = ["claim", "setting", "compared", "verdict", "per pre-trained model", "difference (p)",
+            "difference (spread)", "detectable / paper's"]
     return table[[c for c in cols if c in table]].set_index(["claim", "setting"])
 
 
@@ -274,13 +314,15 @@ def scorecard_html(results: Mapping) -> str:
 # ---------------------------------------------------------------------------------------
 
 
-def _errorbar(ax, arm: str, by_x: Mapping[str, Mapping], dodge: float = 1.0) -> None:
-    """One arm's mean ± std over seeds against x (the keys of ``by_x``), x scaled by ``dodge``."""
+def _models_and_mean(ax, results: Mapping, arm: str, by_x: Mapping[str, Mapping], dodge: float = 1.0) -> None:
+    """One arm against x (the keys of ``by_x``, x scaled by ``dodge``): a hollow dot per
+    pre-trained model (``by_model``) and a line through their mean."""
     xs = sorted(int(x) for x in by_x)
-    mean = np.array([by_x[str(x)]["mean"] for x in xs])
-    std = np.array([by_x[str(x)]["std"] or 0 for x in xs])
-    ax.errorbar(np.array(xs) * dodge, mean, yerr=std, marker="o", capsize=3,
-                color=color(arm), label=label(arm))
+    points = [by_model(results, arm, by_x[str(x)]) for x in xs]
+    at = np.array(xs) * dodge
+    ax.plot(at, [p.mean() for p in points], marker="o", color=color(arm), label=label(arm))
+    for x, p in zip(at, points):
+        ax.plot([x] * len(p), p, "o", ms=3.5, color=color(arm), markerfacecolor="white", alpha=0.8)
 
 
 def _dodges(n: int, step: float = 0.03) -> list[float]:
@@ -289,8 +331,8 @@ def _dodges(n: int, step: float = 0.03) -> list[float]:
 
 
 def plot_low_data(results: Mapping, metric: str | None = None, arms: Sequence[str] | None = None, ax=None):
-    """Round-1 retrieval quality against the number of training queries (mean ± std over
-    seeds), with BM25 as horizontal lines: the low-data curves of Condenser tables 3 and 5. The
+    """Round-1 retrieval quality against the number of training queries (a hollow dot per
+    pre-trained model, fine-tuning seeds averaged; the line through their mean), with BM25 as horizontal lines: the low-data curves of Condenser tables 3 and 5. The
     y axis is logarithmic, so that dense models far below BM25 are not squeezed into a sliver
     under its lines. Chapter 4."""
     metric = metric or results["preset"]["metrics"][0]
@@ -298,7 +340,7 @@ def plot_low_data(results: Mapping, metric: str | None = None, arms: Sequence[st
     R = results["retrieval"]
     arms = [a for a in (arms or R) if a in R and len(R[a]["round1"]) > 1]
     for arm, dodge in zip(arms, _dodges(len(arms))):
-        _errorbar(ax, arm, {x: st[metric] for x, st in R[arm]["round1"].items()}, dodge)
+        _models_and_mean(ax, results, arm, {x: st[metric] for x, st in R[arm]["round1"].items()}, dodge)
     bm = results.get("bm25", {})
     if "full" in bm:
         ax.axhline(bm["full"][metric], color="black", ls="--", lw=1, label="BM25")
@@ -318,7 +360,7 @@ def plot_low_data(results: Mapping, metric: str | None = None, arms: Sequence[st
 
 def plot_rounds(results: Mapping, metric: str | None = None, arms: Sequence[str] | None = None, ax=None):
     """Round 1 (BM25 negatives) vs round 2 (+ self-mined hard negatives) per arm at the full
-    training set, with one dot per seed. Chapter 4."""
+    training set, with one dot per pre-trained model (fine-tuning seeds averaged). Chapter 4."""
     metric = metric or results["preset"]["metrics"][0]
     fig, ax = _fig(ax)
     R, full = results["retrieval"], _full(results)
@@ -330,7 +372,8 @@ def plot_rounds(results: Mapping, metric: str | None = None, arms: Sequence[str]
             x = i + (j - 0.5) * width
             ax.bar(x, st["mean"], width * 0.95, color=color(arm), alpha=0.55 if j == 0 else 1.0,
                    label=("round 1" if j == 0 else "round 2") if i == 0 else None)
-            ax.plot([x] * len(st["values"]), st["values"], "k.", ms=4)
+            models = by_model(results, arm, st)
+            ax.plot([x] * len(models), models, "k.", ms=4)
     ax.set_xticks(range(len(arms)), [label(a) for a in arms])
     ax.set_ylabel(metric)
     ax.legend(fontsize=8, frameon=False)
@@ -339,7 +382,8 @@ def plot_rounds(results: Mapping, metric: str | None = None, arms: Sequence[str]
 
 def plot_nb_recall(results: Mapping, n: int | None = None, ax=None):
     """nb-recall (coCondenser eq. 17) of each arm: the share of the round-2 top ``n`` that the
-    round-1 retriever already had in its top ``k``, against ``k``. Chapter 6."""
+    round-1 retriever already had in its top ``k``, against ``k`` (a hollow dot per pre-trained
+    model, the line through their mean). Chapter 6."""
     nb = results.get("nb_recall", {})
     fig, ax = _fig(ax)
     if not nb:
@@ -349,9 +393,7 @@ def plot_nb_recall(results: Mapping, n: int | None = None, ax=None):
     n = n if n is not None else ns[0]
     ks = sorted({int(k.split("@k")[1]) for k in names if k.startswith(f"n{n}@")})
     for arm, d in nb.items():
-        m = np.array([d[f"n{n}@k{k}"]["mean"] for k in ks])
-        s = np.array([d[f"n{n}@k{k}"]["std"] or 0 for k in ks])
-        ax.errorbar(ks, m, yerr=s, marker="o", capsize=3, color=color(arm), label=label(arm))
+        _models_and_mean(ax, results, arm, {str(k): d[f"n{n}@k{k}"] for k in ks})
     ax.set_xlabel("k (depth of the round-1 ranking)")
     ax.set_ylabel(f"nb-recall, round-2 top {n}")
     ax.legend(fontsize=8, frameon=False)
@@ -360,7 +402,9 @@ def plot_nb_recall(results: Mapping, n: int | None = None, ax=None):
 
 def plot_entropy(results: Mapping, arms: Sequence[str] = ("bert", "condenser", "cocondenser")):
     """CLS attention entropy per layer before (pre-trained) and after retrieval fine-tuning,
-    one panel per arm: Condenser figure 2. The shaded band is ± one std over fine-tuning seeds. Chapter 5."""
+    one panel per arm: Condenser figure 2. After fine-tuning: the mean over pre-trained models
+    (each the average of its fine-tuning seeds), the band from their lowest to their highest.
+    Chapter 5."""
     import matplotlib.pyplot as plt
 
     E = results["entropy"]
@@ -371,10 +415,12 @@ def plot_entropy(results: Mapping, arms: Sequence[str] = ("bert", "condenser", "
         layers = np.arange(1, len(before) + 1)
         ax.plot(layers, before, "o-", color=color(arm), label="pre-trained")
         if "after" in E[arm]:
-            m, s = np.asarray(E[arm]["after"]["mean"]), np.asarray(E[arm]["after"]["std"])
+            after = E[arm]["after"]
+            models = by_model_rows(results, arm, after["values"]) if after.get("values") else np.asarray([after["mean"]])
+            m = models.mean(0)
             # the arm's own colour, dashed and hollow: black would be one arm's (BERT-continued's) colour
             ax.plot(layers, m, "s--", color=color(arm), markerfacecolor="white", label="fine-tuned")
-            ax.fill_between(layers, m - s, m + s, color=color(arm), alpha=0.15)
+            ax.fill_between(layers, models.min(0), models.max(0), color=color(arm), alpha=0.15)
         ax.set_title(label(arm))
         ax.set_xlabel("layer")
         ax.set_xticks(layers)
@@ -397,8 +443,9 @@ def smooth(values: Sequence[float], window: int) -> np.ndarray:
 
 def plot_loss_curves(results: Mapping, size: str | None = None, arms: Sequence[str] | None = None,
                      window: int = 10, log: bool = True, ax=None):
-    """Round-1 fine-tuning loss per step (mean over seeds, smoothed over ``window`` steps; band =
-    min..max over seeds) on a log scale: the preprint's loss figure. Chapter 6."""
+    """Round-1 fine-tuning loss per step on a log scale, the preprint's loss figure: each
+    pre-trained model's curve (the average of its fine-tuning seeds) smoothed over ``window``
+    steps; the line is their mean, the band runs from their lowest to their highest. Chapter 6."""
 
     size = size or _full(results)
     fig, ax = _fig(ax)
@@ -407,9 +454,8 @@ def plot_loss_curves(results: Mapping, size: str | None = None, arms: Sequence[s
         runs = curves.get(arm, {}).get(size)
         if not runs:
             continue
-        n = min(len(r) for r in runs)
-        a = np.stack([smooth(r[:n], window) for r in runs])
-        steps = np.arange(1, n + 1)
+        a = np.stack([smooth(r, window) for r in by_model_rows(results, arm, runs)])
+        steps = np.arange(1, a.shape[1] + 1)
         ax.plot(steps, a.mean(0), color=color(arm), label=label(arm))
         ax.fill_between(steps, a.min(0), a.max(0), color=color(arm), alpha=0.15)
     if log:
@@ -421,20 +467,21 @@ def plot_loss_curves(results: Mapping, size: str | None = None, arms: Sequence[s
 
 
 def plot_sts(results: Mapping, arms: Sequence[str] | None = None, ax=None):
-    """STS-b test Spearman against the number of training pairs (mean ± std over seeds):
-    Condenser table 1. Chapter 7."""
+    """STS-b test Spearman against the number of training pairs (a hollow dot per pre-trained
+    model, fine-tuning seeds averaged; the line through their mean): Condenser table 1. Chapter 7."""
     fig, ax = _fig(ax)
     S = results["sts"]
     arms = [a for a in (arms or S) if a in S]
     for arm, dodge in zip(arms, _dodges(len(arms))):
-        _errorbar(ax, arm, S[arm], dodge)
+        _models_and_mean(ax, results, arm, S[arm], dodge)
     xs = sorted({int(k) for a in S for k in S[a]})
     ax.set_xscale("log")
     ax.set_xticks(xs, [str(x) for x in xs])
     ax.minorticks_off()
     ax.set_xlabel("training pairs")
     ax.set_ylabel("Spearman correlation")
-    ax.legend(fontsize=8, frameon=False)
+    outside = {"loc": "upper left", "bbox_to_anchor": (1.0, 1.0)} if len(arms) > 4 else {}
+    ax.legend(fontsize=8, frameon=False, **outside)  # seven arms' labels would cover their lines
     return fig
 
 
@@ -567,8 +614,9 @@ def plot_gain_vs_paper(results: Mapping, arms: Sequence[str] = ("condenser", "co
     """Our relative gain over BERT beside the paper's, for the two claims the paper quantifies
     at several training sizes: C1 (round-1 retrieval, our first metric; the paper's MS MARCO
     MRR@10, Condenser table 5) and C7 (STS-b Spearman, Condenser table 1). Each of our sizes sits
-    at the paper's column it is compared with (``scorecard.expected_gain``); error bars: our
-    spread (std_a + std_b) over BERT's mean. Chapter 8."""
+    at the paper's column it is compared with (``scorecard.expected_gain``); a hollow dot per
+    pre-trained model (its gain over the BERT of the same seed), a filled one for the gain of
+    the means. Chapter 8."""
     from .scorecard import EXPECTED_GAIN_SOURCE, expected_gain, paper_column
 
     fig, axes = panels(2, height=3.2)
@@ -587,13 +635,15 @@ def plot_gain_vs_paper(results: Mapping, arms: Sequence[str] = ("condenser", "co
         ax.plot([x for x, g in zip(xs, paper) if g is not None], [100 * g for g in paper if g is not None],
                 "k*", ms=11, label="the paper")
         for j, arm in enumerate(a for a in arms if by_arm.get(a)):
-            means, errs = [], []
-            for s in ordered:
-                a, b = pick(by_arm[arm][s]), pick(by_arm["bert"][s])
-                means.append(100 * (a["mean"] / b["mean"] - 1))
-                errs.append(100 * ((a["std"] or 0) + (b["std"] or 0)) / b["mean"])
-            ax.errorbar(xs + 0.12 * (j + 1), means, yerr=errs, fmt="o", capsize=3, color=color(arm),
-                        label=f"ours, {label(arm)}")
+            paired = arm_seeds(results, arm) == arm_seeds(results, "bert")
+            at = xs + 0.12 * (j + 1)
+            for x, s in zip(at, ordered):
+                a, b = by_model(results, arm, pick(by_arm[arm][s])), by_model(results, "bert", pick(by_arm["bert"][s]))
+                gains = 100 * (a / b - 1) if paired else 100 * (a / b.mean() - 1)
+                ax.plot([x] * len(gains), gains, "o", ms=3.5, color=color(arm), markerfacecolor="white", alpha=0.8)
+            means = [100 * (by_model(results, arm, pick(by_arm[arm][s])).mean()
+                            / by_model(results, "bert", pick(by_arm["bert"][s])).mean() - 1) for s in ordered]
+            ax.plot(at, means, "o", ms=7, color=color(arm), label=f"ours, {label(arm)}")
         ax.axhline(0, color="grey", lw=0.6)
         columns = [paper_column(cid, s, ordered) or "-" for s in ordered]
         ax.set_xticks(xs, [f"{s}\n(paper: {c})" for s, c in zip(ordered, columns)], fontsize=8)
@@ -601,4 +651,50 @@ def plot_gain_vs_paper(results: Mapping, arms: Sequence[str] = ("condenser", "co
         ax.set_ylabel("gain over BERT (%)")
         ax.set_title(f"{cid}: {title}\n(paper: {EXPECTED_GAIN_SOURCE[cid]})", fontsize=9)
     legend_above(fig, axes[0], ncol=3)
+    return fig
+
+
+VERDICT_COLOURS = {"reproduced": "#2a9d4b", "better": "#2a9d4b", "reversed": "#c0392b", "worse": "#c0392b",
+                   "not reproduced": "#c0392b"}
+
+
+def plot_differences(results: Mapping, ids: Sequence[str], ax=None):
+    """The comparisons behind the claims ``ids`` as a test over pre-trained models sees them
+    (rules version 2): one row per comparison, a hollow dot per pre-trained model's difference
+    (a - b, fine-tuning seeds averaged), a filled dot for their mean (green where the one-sided
+    test says a is better, red where it says worse, grey where neither), a grey bar from 0 to
+    the smallest difference the test detects with 80% power, and a black tick at the paper's effect
+    at our scale where the claim quantifies one. Chapter 8."""
+    import matplotlib.pyplot as plt
+
+    from .scorecard import comparisons
+
+    claims = {c["id"]: c for c in results.get("claims") or scorecard(results)}
+    rows = [(cid, setting, a, b, c) for cid in ids if cid in claims
+            for setting, a, b, c in comparisons(claims[cid]) if c.get("per_seed")]
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(7.0, 0.32 * len(rows) + 1.2))
+    else:
+        fig = ax.figure
+    for y, (cid, setting, a, b, c) in enumerate(rows):
+        if c.get("mdd") is not None:
+            ax.barh(y, c["mdd"], left=0, height=0.5, color="0.88", zorder=0)
+        per = list(c["per_seed"].values())
+        ax.plot(per, [y] * len(per), "o", ms=4, color="0.35", markerfacecolor="white")
+        ax.plot(c["diff"], y, "o", ms=7, color=VERDICT_COLOURS.get(c["verdict"], "0.5"))
+        if c.get("expected") is not None:
+            ax.plot(c["expected"], y, "|", ms=13, mew=2, color="black")
+    ax.axvline(0, color="black", lw=0.7)
+    ax.set_yticks(range(len(rows)), [f"{cid} {setting}: {a} vs {b}" for cid, setting, a, b, _ in rows], fontsize=7.5)
+    ax.invert_yaxis()
+    ax.set_xlabel("difference a - b (per pre-trained model; filled: mean)")
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    ax.legend(handles=[Line2D([], [], marker="o", ls="", color="0.35", markerfacecolor="white", label="one pre-trained model"),
+                       Line2D([], [], marker="o", ls="", color=VERDICT_COLOURS["better"], label="mean, test says better"),
+                       Line2D([], [], marker="o", ls="", color="0.5", label="mean, not significant"),
+                       Patch(color="0.88", label="below the detectable difference"),
+                       Line2D([], [], marker="|", ms=10, mew=2, ls="", color="black", label="the paper's effect here")],
+              fontsize=7.5, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return fig

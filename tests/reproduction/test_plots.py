@@ -5,6 +5,7 @@ import json
 import math
 
 import matplotlib
+import numpy as np
 import pytest
 from locations import MIRROR
 
@@ -41,8 +42,28 @@ def test_low_data_plot_is_on_a_log_scale_with_dodged_arms():
     fig = plots.plot_low_data(results)
     ax = fig.axes[0]
     assert ax.get_yscale() == "log"
-    xs = [bars.lines[0].get_xdata()[0] for bars in ax.containers]
+    xs = [line.get_xdata()[0] for line in ax.lines if line.get_label() in ("BERT", "Condenser")]
     assert len(xs) == 2 and xs[0] != xs[1]  # the two arms sit side by side, not on top
+    plt.close(fig)
+
+
+def test_figures_show_one_point_per_pre_trained_model():
+    """Two pre-trained models with three fine-tuning runs each: the low-data figure shows two
+    hollow dots per arm and size, each the mean of its model's runs, and a line through their
+    mean; the tables' spread is over the two models, not the six runs."""
+    runs = [0.10, 0.11, 0.12, 0.20, 0.21, 0.22]  # model 42: 0.11, model 43: 0.21
+    stat = {"mean": float(np.mean(runs)), "std": float(np.std(runs, ddof=1)), "values": runs}
+    arm = {"seed": 42, "other_pretraining_seeds": [{"seed": 43}]}
+    results = {"preset": {"metrics": ["nDCG@10"]}, "train_sizes": [100, 809], "arms": {"condenser": arm},
+               "retrieval": {"condenser": {"round1": {"100": {"nDCG@10": stat}, "809": {"nDCG@10": stat}}}}}
+    assert list(plots.by_model(results, "condenser", stat)) == pytest.approx([0.11, 0.21])
+    fig = plots.plot_low_data(results)
+    dots = [line for line in fig.axes[0].lines if line.get_markerfacecolor() == "white"]
+    assert len(dots) == 2 and all(list(d.get_ydata()) == pytest.approx([0.11, 0.21]) for d in dots)
+    mean = next(line for line in fig.axes[0].lines if line.get_label() == "Condenser")
+    assert list(mean.get_ydata()) == pytest.approx([0.16, 0.16])
+    assert plots.unit_stat(results, "condenser", stat)["std"] == pytest.approx(np.std([0.11, 0.21], ddof=1))
+    assert plots.retrieval_table(results).iloc[0]["nDCG@10"] == "0.160 ± 0.071"
     plt.close(fig)
 
 
@@ -166,7 +187,7 @@ def test_plots_and_tables_from_results(micro_run, tmp_path):
 
 def test_gain_vs_paper_sets_ours_beside_the_papers(micro_run):
     """One panel per quantified claim (C1, C7): the paper's relative gain at the columns our
-    sizes are compared with, and ours per size with its spread."""
+    sizes are compared with, and ours per size: each pre-trained model's and the means'."""
     from condenser_lite.reproduction import plots
     from condenser_lite.reproduction.scorecard import expected_gain
 
@@ -179,8 +200,8 @@ def test_gain_vs_paper_sets_ours_beside_the_papers(micro_run):
     expected = [100 * g for g in (expected_gain("C1", s, sizes) for s in sizes) if g is not None]
     assert list(stars[:, 1]) == pytest.approx(expected)
     bert, cd = (results["retrieval"][a]["round1"][sizes[0]]["nDCG@10"]["mean"] for a in ("bert", "condenser"))
-    ours = [c for c in c1.containers][0]  # the Condenser's error bars
-    assert ours[0].get_ydata()[0] == pytest.approx(100 * (cd / bert - 1))
+    ours = next(line for line in c1.lines if line.get_label() == "ours, Condenser")  # the gain of the means
+    assert ours.get_ydata()[0] == pytest.approx(100 * (cd / bert - 1))
 
 
 def test_plot_health_draws_the_band_the_seeds_and_the_runs_whole_and_zoomed():
@@ -195,3 +216,26 @@ def test_plot_health_draws_the_band_the_seeds_and_the_runs_whole_and_zoomed():
     assert labels == ["a committed seed", "mine"] and len(whole.lines) == 3 + 1 + 2  # seeds, run, its markers
     assert max(zoom.lines[0].get_xdata()) == 1000 and max(whole.lines[0].get_xdata()) == 2000
     assert zoom.get_title() == "the first 1,000 updates"
+
+
+def test_differences_figure_draws_each_pre_trained_models_difference_and_the_tests_power():
+    """A committed rules-version-2 part: one row per comparison of C1m and C7m, two hollow dots
+    per row (its two pre-trained models' differences), the filled mean green exactly where the
+    test says better, and the grey bar as long as the detectable difference."""
+    from condenser_lite.reproduction.scorecard import comparisons, scorecard
+
+    from locations import ROOT
+
+    results = json.loads((ROOT / "results" / "parts" / "small-44-45.json").read_text())
+    claims = {c["id"]: c for c in scorecard(results)}
+    rows = [c for cid in ("C1m", "C7m") for *_, c in comparisons(claims[cid])]
+    fig = plots.plot_differences({**results, "claims": list(claims.values())}, ["C1m", "C7m"])
+    ax = fig.axes[0]
+    assert len(ax.get_yticks()) == len(rows) == 8
+    hollow = [line for line in ax.lines if line.get_markerfacecolor() == "white"]
+    assert [list(h.get_xdata()) for h in hollow] == [pytest.approx(list(c["per_seed"].values())) for c in rows]
+    filled = [line for line in ax.lines if line.get_marker() == "o" and line.get_markerfacecolor() != "white"]
+    green = [matplotlib.colors.to_hex(f.get_color()) == plots.VERDICT_COLOURS["better"] for f in filled]
+    assert green == [c["verdict"] in ("reproduced", "better") for c in rows]
+    assert [b.get_width() for b in ax.patches] == pytest.approx([c["mdd"] for c in rows])
+    plt.close(fig)

@@ -359,3 +359,29 @@ def test_claim_rows_name_each_comparison():
     for bad in (["C1m", "C99"], "C1m"):  # an unknown id, or one id as a bare string: named, not dropped
         with pytest.raises(ValueError, match="not among the book's claims"):
             claim_table({**results, "claims": list(cl.values())}, bad)
+
+
+def test_claim_rows_name_both_sides_in_words_for_every_claim_of_a_version_2_file():
+    """Each comparison of each claim of a committed rules-version-2 part names its two sides by
+    the arms' labels (or the rounds) and its setting without the file's keys: the claims asked of
+    the modified Condenser put it where the paper has the Condenser, and the attribution claim
+    names each control."""
+    import json
+
+    from locations import ROOT
+
+    from condenser_lite.reproduction.registry import ARM_LIST, label
+    from condenser_lite.reproduction.scorecard import claim_rows
+
+    results = json.loads((ROOT / "results" / "parts" / "small-44-45.json").read_text())
+    names = {label(a.name) for a in ARM_LIST} | {"round 1", "round 2"}
+    made = {c["id"]: c for c in scorecard(results)}
+    for cid, claim in made.items():
+        for row in claim_rows(claim):
+            assert {row["a"], row["b"]} <= names and row["a"] != row["b"], (cid, row)
+            assert not any(key in row["setting"] for key in ("_vs_", "settings", "_minus_", "vs_control")), (cid, row)
+    sides = {cid: {(r["a"], r["b"]) for r in claim_rows(made[cid])} for cid in ("C4m", "C5m", "Am")}
+    assert ("round 2", "round 1") in sides["C4m"]
+    assert ("BERT", "modified Condenser") in sides["C5m"]
+    assert {("modified Condenser", "BERT-continued"), ("modified Condenser", "modified Condenser, [CLS] cut"),
+            ("BERT-continued, equal FLOPs", "BERT-continued")} <= sides["Am"]
