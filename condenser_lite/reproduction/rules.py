@@ -288,7 +288,7 @@ def gauge(results: Mapping, arm: str, name: str) -> float | None:
 # The commit that fixed the pre-registered rules above (its message starts "Pre-register:"); a
 # results file made under them records it in its provenance (results.provenance).
 PRE_REGISTRATION_COMMIT = "59b4084943f1ff1ff5041095c1e5190f26812d3e"
-PRE_REGISTERED_RULES = f"pre-registered rules (issue 17, commit {PRE_REGISTRATION_COMMIT[:7]})"
+PRE_REGISTERED_RULES = f"pre-registered rules version 1 (commit {PRE_REGISTRATION_COMMIT[:7]})"
 
 
 def run_reliance(heldout: Mapping | None) -> dict | None:

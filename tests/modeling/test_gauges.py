@@ -193,7 +193,7 @@ def test_entropy_rejects_empty(tokenizer):
         cls_attention_entropy(model, tokenizer, [])
 
 
-# ---- the [CLS]-reliance gauge (issue 17) --------------------------------------------------------------
+# ---- the [CLS]-reliance gauge --------------------------------------------------------------
 
 
 def test_cls_reliance_is_the_share_of_the_deficit_its_own_cls_closes():

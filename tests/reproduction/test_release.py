@@ -1,4 +1,4 @@
-"""The committed checkpoints (issue 17, item 4): a micro protocol run's final models exported as
+"""The committed checkpoints: a micro protocol run's final models exported as
 float16 save_pretrained folders, loaded back by transformers' AutoModel, within float16 of the
 float32 models, named by content in the provenance, and refused beyond the size limit."""
 

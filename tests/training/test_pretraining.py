@@ -144,7 +144,7 @@ def test_stage_logs_heldout_gauges_and_resumes_exactly(env, tokenizer_dir, tmp_p
     gauges = record["heldout"]
     assert gauges["step"] == 4
     assert {"mlm_loss", "head_loss", "cls_cosine", "cls_swap_gap", "cls_swap_noise"} <= set(gauges)
-    # the pre-registered reliance gauge's parts (issue 17), on the same draw-0 masks as mlm_loss
+    # the pre-registered reliance gauge's parts, on the same draw-0 masks as mlm_loss
     assert {f"reliance_{k}_loss" for k in ("own", "ablated", "zero", "mean", "late")} <= set(gauges)
     assert gauges["reliance_own_loss"] > 0 and gauges["reliance_late_loss"] > 0
     assert record["heldout_set"]["n_blocks"] == 8 and 0 < record["heldout_set"]["unigram_entropy"] < 10
