@@ -131,14 +131,36 @@ def test_with_no_true_difference_the_rule_calls_better_about_5_percent_of_the_ti
     assert rate <= ALPHA_ONE_SIDED + 3 * math.sqrt(0.05 * 0.95 / 20000), rate
 
 
-def test_the_pooled_rule_of_version_1_calls_better_too_often(committed_components):
-    """The same simulation with version 1's rule (the runs of two pre-trained models pooled as six
-    independent ones, better where the difference exceeds std_a + std_b), at the design it judged
-    (2 pre-training seeds x 3 fine-tuning seeds): it calls "better" more often than 5%, which is
-    why version 2 exists."""
-    sd_b, sd_w, runs = committed_components
-    rate = false_better_rate(old_rule, sd_b, sd_w, 2, runs)
+# The variance components of BERT-continued's nDCG@10 at 809 queries in the two-seed run that
+# rules version 1 judged (results/small.json at 3e4a03e, seeds 42 and 43 x 3 fine-tuning seeds),
+# by ``variance_components``: the design and spreads under which version 1's rule was used.
+VERSION_1_RUN = {"sd_between": 0.0230, "sd_within": 0.0106, "n_models": 2, "runs": 3}
+
+
+def welch_over_runs(a, b):
+    """The runs of both arms pooled as independent samples: a one-sided Welch test over them."""
+    p = scipy_stats.ttest_ind(a.ravel(), b.ravel(), equal_var=False, alternative="greater").pvalue
+    return "better" if p < ALPHA_ONE_SIDED else NOT_SIGNIFICANT
+
+
+def test_the_pooled_rule_of_version_1_calls_better_too_often():
+    """Version 1's rule (the runs of two pre-trained models pooled as six independent ones,
+    better where the difference exceeds std_a + std_b) at the design and spreads of the run it
+    judged: with no true difference it calls "better" more often than 5%, which is why version 2
+    exists."""
+    v = VERSION_1_RUN
+    rate = false_better_rate(old_rule, v["sd_between"], v["sd_within"], v["n_models"], v["runs"])
     assert rate > ALPHA_ONE_SIDED + 3 * math.sqrt(0.05 * 0.95 / 20000), rate
+
+
+@pytest.mark.parametrize("n_models", [2, 5])
+def test_a_test_over_pooled_runs_calls_better_too_often_at_the_committed_spreads(committed_components, n_models):
+    """Pooling is the error, whatever the test: at the committed run's variance components a
+    one-sided Welch test that counts every fine-tuning run as independent calls "better" far more
+    often than its nominal 5% (the models' own spread is left out of its standard error)."""
+    sd_b, sd_w, runs = committed_components
+    rate = false_better_rate(welch_over_runs, sd_b, sd_w, n_models, runs, n_sim=4000)
+    assert rate > 2 * ALPHA_ONE_SIDED, rate
 
 
 def test_c0m_is_judged_only_on_the_seeds_the_choice_never_saw():
