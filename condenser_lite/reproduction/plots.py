@@ -654,8 +654,21 @@ def plot_gain_vs_paper(results: Mapping, arms: Sequence[str] = ("condenser", "co
     return fig
 
 
-VERDICT_COLOURS = {"reproduced": "#2a9d4b", "better": "#2a9d4b", "reversed": "#c0392b", "worse": "#c0392b",
-                   "not reproduced": "#c0392b"}
+VERDICT_COLOURS = {"reproduced": "#2a9d4b", "better": "#2a9d4b", "reversed": "#c0392b", "worse": "#c0392b"}
+
+
+_SHORT = {"BERT-continued, equal FLOPs": "equal-FLOPs control", "modified Condenser, [CLS] cut": "[CLS]-cut control"}
+
+
+def _difference_label(cid: str | None, setting: str, a: str, b: str, claimed: str) -> str:
+    # short: the claim (where several are drawn), the setting, and the side compared with (both
+    # sides where the claim's own arm is not the first)
+    setting = setting.replace("training queries", "queries").replace("training pairs", "pairs")
+    setting = setting.split(": ")[0]  # Am's kind of comparison shows in its sides
+    a, b = _SHORT.get(a, a), _SHORT.get(b, b)
+    sides = f"vs {b}" if a == claimed else f"{a} vs {b}"
+    where = " ".join(x for x in (cid, setting) if x)
+    return f"{where}: {sides}" if where else sides
 
 
 def plot_differences(results: Mapping, ids: Sequence[str], ax=None):
@@ -663,9 +676,11 @@ def plot_differences(results: Mapping, ids: Sequence[str], ax=None):
     (rules version 2): one row per comparison, a hollow dot per pre-trained model's difference
     (a - b, fine-tuning seeds averaged), a filled dot for their mean (green where the one-sided
     test says a is better, red where it says worse, grey where neither), a grey bar from 0 to
-    the smallest difference the test detects with 80% power, and a black tick at the paper's effect
-    at our scale where the claim quantifies one. Chapter 8."""
+    the smallest difference the test detects with 80% power, and a black tick at the paper's
+    effect at our scale where the claim quantifies one. Chapter 8."""
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
 
     from .scorecard import comparisons
 
@@ -673,7 +688,7 @@ def plot_differences(results: Mapping, ids: Sequence[str], ax=None):
     rows = [(cid, setting, a, b, c) for cid in ids if cid in claims
             for setting, a, b, c in comparisons(claims[cid]) if c.get("per_seed")]
     if ax is None:
-        fig, ax = plt.subplots(figsize=(7.0, 0.32 * len(rows) + 1.2))
+        fig, ax = plt.subplots(figsize=(6.2, 0.3 * len(rows) + 1.6))
     else:
         fig = ax.figure
     for y, (cid, setting, a, b, c) in enumerate(rows):
@@ -685,16 +700,20 @@ def plot_differences(results: Mapping, ids: Sequence[str], ax=None):
         if c.get("expected") is not None:
             ax.plot(c["expected"], y, "|", ms=13, mew=2, color="black")
     ax.axvline(0, color="black", lw=0.7)
-    ax.set_yticks(range(len(rows)), [f"{cid} {setting}: {a} vs {b}" for cid, setting, a, b, _ in rows], fontsize=7.5)
+    claimed = {cid: claims[cid]["arms"][0] if claims[cid]["arms"] else "" for cid in ids if cid in claims}
+    several = len({cid for cid, *_ in rows}) > 1
+    ax.set_yticks(range(len(rows)), [_difference_label(cid if several else None, setting, a, b, claimed[cid])
+                                     for cid, setting, a, b, _ in rows], fontsize=8)
     ax.invert_yaxis()
-    ax.set_xlabel("difference a - b (per pre-trained model; filled: mean)")
-    from matplotlib.lines import Line2D
-    from matplotlib.patches import Patch
-
-    ax.legend(handles=[Line2D([], [], marker="o", ls="", color="0.35", markerfacecolor="white", label="one pre-trained model"),
-                       Line2D([], [], marker="o", ls="", color=VERDICT_COLOURS["better"], label="mean, test says better"),
-                       Line2D([], [], marker="o", ls="", color="0.5", label="mean, not significant"),
-                       Patch(color="0.88", label="below the detectable difference"),
-                       Line2D([], [], marker="|", ms=10, mew=2, ls="", color="black", label="the paper's effect here")],
-              fontsize=7.5, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax.set_xlabel("difference a - b, per pre-trained model (fine-tuning seeds averaged)")
+    handles = [Line2D([], [], marker="o", ls="", color="0.35", markerfacecolor="white", label="one pre-trained model"),
+               Line2D([], [], marker="o", ls="", color=VERDICT_COLOURS["better"], label="mean: better (one-sided test)"),
+               Line2D([], [], marker="o", ls="", color="0.5", label="mean: not significant")]
+    if any(c["verdict"] in ("worse", "reversed") for *_, c in rows):
+        handles.append(Line2D([], [], marker="o", ls="", color=VERDICT_COLOURS["worse"], label="mean: worse"))
+    handles.append(Patch(color="0.88", label="below the detectable difference"))
+    if any(c.get("expected") is not None for *_, c in rows):
+        handles.append(Line2D([], [], marker="|", ms=10, mew=2, ls="", color="black", label="the paper's effect here"))
+    ax.legend(handles=handles, fontsize=7.5, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.09 - 1.2 / (len(rows) + 4)),
+              ncol=2)
     return fig
