@@ -636,13 +636,12 @@ def plot_gain_vs_paper(results: Mapping, arms: Sequence[str] = ("condenser", "co
                 "k*", ms=11, label="the paper")
         for j, arm in enumerate(a for a in arms if by_arm.get(a)):
             paired = arm_seeds(results, arm) == arm_seeds(results, "bert")
-            at = xs + 0.12 * (j + 1)
+            at, means = xs + 0.12 * (j + 1), []
             for x, s in zip(at, ordered):
                 a, b = by_model(results, arm, pick(by_arm[arm][s])), by_model(results, "bert", pick(by_arm["bert"][s]))
                 gains = 100 * (a / b - 1) if paired else 100 * (a / b.mean() - 1)
                 ax.plot([x] * len(gains), gains, "o", ms=3.5, color=color(arm), markerfacecolor="white", alpha=0.8)
-            means = [100 * (by_model(results, arm, pick(by_arm[arm][s])).mean()
-                            / by_model(results, "bert", pick(by_arm["bert"][s])).mean() - 1) for s in ordered]
+                means.append(100 * (a.mean() / b.mean() - 1))
             ax.plot(at, means, "o", ms=7, color=color(arm), label=f"ours, {label(arm)}")
         ax.axhline(0, color="grey", lw=0.6)
         columns = [paper_column(cid, s, ordered) or "-" for s in ordered]
