@@ -374,7 +374,8 @@ def plot_rounds(results: Mapping, metric: str | None = None, arms: Sequence[str]
                    label=("round 1" if j == 0 else "round 2") if i == 0 else None)
             models = by_model(results, arm, st)
             ax.plot([x] * len(models), models, "k.", ms=4)
-    ax.set_xticks(range(len(arms)), [label(a) for a in arms])
+    # one word a line, small: four or more arms' names fit under their bars
+    ax.set_xticks(range(len(arms)), [label(a).replace(" ", "\n") for a in arms], fontsize=8)
     ax.set_ylabel(metric)
     ax.legend(fontsize=8, frameon=False)
     return fig
