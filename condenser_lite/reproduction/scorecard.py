@@ -660,8 +660,7 @@ C5_STATEMENT = ("BERT's CLS attention entropy profile changes more in fine-tunin
                 "over layers; after = round-1 retrievers on the full training set).")
 C6_STATEMENT = ("{Name}'s retrieval fine-tuning loss is lower early in training than BERT's (mean loss over the first "
                 "25% of round-1 steps, full training set).")
-C7_STATEMENT = ("{Name} beats BERT on STS-b with little training data (the smallest two sizes); 'matches' shows as "
-                "'within spread' in ours.")
+C7_STATEMENT = "{Name} beats BERT on STS-b with little training data (the smallest two sizes)."
 
 CLAIM_CHECKS = (
     ClaimCheck("C0", "condenser", ("condenser", "bert_cont"), C0_STATEMENT, _c0, _always),
