@@ -132,6 +132,18 @@ def _seeds_of(part: Mapping, arm: str) -> list:
     return [entry["seed"], *(o["seed"] for o in entry.get("other_pretraining_seeds", []))]
 
 
+def _with_curve(run: Mapping) -> dict:
+    """``run`` with its ``heldout_curve`` (the held-out rows of its log where a part stored only
+    the log), so that dropping a later seed's log keeps the evaluations the health band reads."""
+    run = dict(run)
+    if not run.get("heldout_curve") and run.get("pretrain_log"):
+        rows = [{k: v for k, v in r.items() if k == "step" or k.startswith("eval_")}
+                for r in run["pretrain_log"] if any(k.startswith("eval_") for k in r)]
+        if rows:
+            run["heldout_curve"] = rows
+    return run
+
+
 def _arms(parts: Sequence[Mapping]) -> dict:
     """Each arm's pre-training runs, first seed first: the first keeps its curves (as one call
     keeps the first seed's), the others their gauges and compute."""
@@ -142,6 +154,7 @@ def _arms(parts: Sequence[Mapping]) -> dict:
             entry = p["arms"].get(arm)
             if entry:
                 runs += [entry, *entry.get("other_pretraining_seeds", [])]
+        runs = [_with_curve(r) for r in runs]
         first = {k: v for k, v in runs[0].items() if k != "other_pretraining_seeds"}
         others = [{k: v for k, v in r.items() if k not in ("pretrain_log", "other_pretraining_seeds", "parent")}
                   for r in runs[1:]]

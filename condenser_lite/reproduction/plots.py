@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from .registry import CLAIM, MAIN_ARMS, color, label
-from .rules import RELIANCE_THRESHOLD, arm_seeds, gauge, model_means
+from .rules import RELIANCE_THRESHOLD, arm_seeds, gauge, gauge_defined, model_means
 from .scorecard import claim_rows, fixed, scorecard
 
 
@@ -208,13 +208,17 @@ GAUGE_NAMES = {"mlm_loss": "held-out MLM loss", "head_loss": "head MLM loss", "c
 def gauge_table(results: Mapping, arms: Sequence[str], digits: int = 4):
     """The held-out gauges at the end of each arm's pre-training (``scorecard.gauge``: the mean
     over its pre-training seeds), one column per arm, one row per gauge (``GAUGE_NAMES``), as
-    text with ``digits`` decimals (never in exponent form, never "-0.0000"); empty where an arm
-    has no such gauge (BERT has no head). Chapters 2 and 3."""
+    text with ``digits`` decimals (never in exponent form, never "-0.0000"); "undefined on k of
+    n seeds" where only some seeds define it (the reliance without a deficit); empty where an
+    arm has no such gauge (BERT has no head). Chapters 2 and 3."""
     import pandas as pd
 
     def text(arm: str, key: str) -> str:
         value = gauge(results, arm, key)
-        return "" if value is None else fixed(value, digits)
+        if value is not None:
+            return fixed(value, digits)
+        have, runs = gauge_defined(results, arm, key)
+        return f"undefined on {runs - have} of {runs} seeds" if have else ""
 
     return pd.DataFrame({label(a): {name: text(a, key) for key, name in GAUGE_NAMES.items()} for a in arms}
                         ).rename_axis("end of pre-training")

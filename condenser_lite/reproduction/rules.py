@@ -278,11 +278,18 @@ def pretraining_runs(results: Mapping, arm: str) -> list[dict]:
 
 def gauge(results: Mapping, arm: str, name: str) -> float | None:
     """The mean over ``arm``'s pre-training runs of its final held-out gauge ``name``
-    (``mlm_loss``, ``head_loss``, ``cls_swap_gap``, ``cls_swap_noise``, ``cls_cosine``), or None
-    where it was not measured. Chapters 2 and 8."""
+    (``mlm_loss``, ``head_loss``, ``cls_swap_gap``, ``cls_swap_noise``, ``cls_cosine``,
+    ``cls_reliance``), or None where any run lacks it: a mean over only the seeds where a gauge
+    is defined (the reliance is undefined without a deficit) would stand for a seed or two as if
+    for all (``gauge_defined`` counts them). Chapters 2 and 8."""
     values = [(r.get("heldout") or {}).get(name) for r in pretraining_runs(results, arm)]
-    values = [v for v in values if v is not None]
-    return float(np.mean(values)) if values else None
+    return float(np.mean(values)) if values and all(v is not None for v in values) else None
+
+
+def gauge_defined(results: Mapping, arm: str, name: str) -> tuple[int, int]:
+    """``(runs with the gauge name, runs)`` over ``arm``'s pre-training runs. Chapter 2."""
+    runs = pretraining_runs(results, arm)
+    return sum((r.get("heldout") or {}).get(name) is not None for r in runs), len(runs)
 
 
 # The commit that fixed the pre-registered rules above (its message starts "Pre-register:"); a

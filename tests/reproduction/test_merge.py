@@ -49,6 +49,22 @@ def test_merged_parts_are_the_joint_run_number_for_number(runs):
 
 
 @needs_mirror
+def test_a_part_that_stored_only_its_log_keeps_its_held_out_curve(runs):
+    # a part written before runs carried their own curve: the merge takes the curve from the log
+    _, parts, _ = runs
+    older = json.loads(json.dumps(parts[0]))  # seed 8, a later seed of the merged file
+    for entry in older["arms"].values():
+        del entry["heldout_curve"]
+    merged = merge_results([older, parts[1]])
+    fresh = merge_results(parts)
+    for arm, entry in merged["arms"].items():
+        (run,) = [r for r in entry.get("other_pretraining_seeds", []) if r["seed"] == 8]
+        (want,) = [r for r in fresh["arms"][arm].get("other_pretraining_seeds", []) if r["seed"] == 8]
+        assert run["heldout_curve"] == want["heldout_curve"] and run["heldout_curve"], arm
+        assert "pretrain_log" not in run
+
+
+@needs_mirror
 def test_parts_that_do_not_belong_together_are_refused(runs):
     _, parts, root = runs
     with pytest.raises(ConfigError, match="pre-training seed 8 is in both"):

@@ -130,12 +130,14 @@ def test_gauge_table_one_column_per_arm_blank_where_not_measured():
                                                   "cls_swap_noise": 0.001, "cls_cosine": 0.5},
                                       "other_pretraining_seeds": [{"heldout": {"mlm_loss": 6.7, "head_loss": 6.6,
                                                                                "cls_swap_gap": 0.0, "cls_swap_noise": 0.001,
-                                                                               "cls_cosine": 0.7}}]}}}
+                                                                               "cls_cosine": 0.7, "cls_reliance": 0.3}}]}}}
     table = plots.gauge_table(results, ["bert", "condenser"])
     assert list(table.columns) == ["BERT", "Condenser"] and list(table.index) == list(plots.GAUGE_NAMES.values())
     assert table.loc["held-out MLM loss", "BERT"] == "6.5432" and table.loc["[CLS]-swap gap", "BERT"] == ""
     assert table.loc["held-out MLM loss", "Condenser"] == "6.6000"  # the mean over pre-training seeds
     assert table.loc["[CLS]-swap gap", "Condenser"] == "0.0062"  # fixed decimals, no exponent
+    # defined on one seed of two (no deficit on the other): not that seed's value as the mean
+    assert table.loc["[CLS] reliance", "Condenser"] == "undefined on 1 of 2 seeds"
 
 
 def test_plot_gauges_draws_the_reliance_with_its_threshold():
