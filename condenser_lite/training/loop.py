@@ -556,23 +556,9 @@ def _train(model: nn.Module, data: Any, cfg: TrainConfig, acc: Accelerator, coll
             return _finish(out_dir, acc, state["step"], state["epoch"], history, log_path,
                            state["wall_time"], state["step"], total)
 
-    optimizer, scheduler = _optimizer(model, cfg, total)
     was_training = model.training
     inner, had_forward = model, "forward" in model.__dict__
-    model, optimizer = acc.prepare(model, optimizer)
-    if cfg.compile:
-        # After prepare, so the autocast wrapper is traced too; accelerate's unwrap_model
-        # sees through the compiled module when saving. fallback_random: dropout draws from
-        # torch's RNG as in eager mode, so (seed, step) still fixes every mask.
-        model = torch.compile(model, options={"fallback_random": True})
-    # The scheduler stays unwrapped: accelerate would step it once per process, but ``total``
-    # already counts global optimizer updates.
-    if state:
-        optimizer.load_state_dict(load_part(ckpt, "optimizer.pt"))
-        scheduler.load_state_dict(load_part(ckpt, "scheduler.pt"))
-        restore_rng(ckpt)
-    optimizer.zero_grad(set_to_none=True)  # drop grads left by an interrupted step on this model
-    model.train()
+    model, optimizer, scheduler = _prepare(model, cfg, acc, total, ckpt if state else None)
 
     p, clock = _Progress.of(state), _Clock.of(state)
     consistent = True  # False only between optimizer.step() and the counters' update
@@ -620,18 +606,11 @@ def _train(model: nn.Module, data: Any, cfg: TrainConfig, acc: Accelerator, coll
                 p.pending_n += 1
                 evaluated = eval_fn is not None and (p.step % cfg.eval_every == 0 or p.step == total)
                 if p.step % cfg.log_every == 0 or p.step == total or evaluated:
-                    means = {k: v / p.pending_n for k, v in p.pending.items() if k not in _RESERVED}
-                    rec = {"step": p.step, "epoch": p.epoch, "lr": lr_now, "loss": means.pop("loss"), **means,
-                           "elapsed": round(clock.wall(), 3), "cpu": round(clock.cpu(), 3)}
-                    if evaluated:
-                        rec.update(_evaluate(model, acc, eval_fn, clock))
-                        if on_eval is not None and acc.is_main_process:
-                            rec.update(on_eval(p.step, {k: v for k, v in rec.items() if k.startswith("eval_")}) or {})
+                    rec = _record(p, lr_now, clock, (model, acc, eval_fn, on_eval) if evaluated else None)
                     history.append(rec)
                     if acc.is_main_process:
                         with log_path.open("a") as f:
                             f.write(json.dumps(rec) + "\n")
-                    p.pending, p.pending_n = {}, 0
                     bar.set_postfix(loss=f"{rec['loss']:.4f}")
                 bar.update(1)
                 if cfg.save_every and p.step % cfg.save_every == 0 and p.step < total:
@@ -660,6 +639,45 @@ def _train(model: nn.Module, data: Any, cfg: TrainConfig, acc: Accelerator, coll
         inner.train(was_training)
     return _finish(out_dir, acc, p.step, p.epoch, history, log_path, clock.wall(),
                    state["step"] if state else None, total)
+
+
+def _prepare(model: nn.Module, cfg: TrainConfig, acc: Accelerator, total: int,
+             resume_from: Path | None) -> tuple[nn.Module, Any, Any]:
+    """The model, optimizer and scheduler ready to train: prepared by ``acc`` (compiled where
+    ``cfg.compile``), with the optimizer's, scheduler's and RNGs' state of the checkpoint
+    ``resume_from`` where resuming, and the model in train mode."""
+    optimizer, scheduler = _optimizer(model, cfg, total)
+    model, optimizer = acc.prepare(model, optimizer)
+    if cfg.compile:
+        # After prepare, so the autocast wrapper is traced too; accelerate's unwrap_model
+        # sees through the compiled module when saving. fallback_random: dropout draws from
+        # torch's RNG as in eager mode, so (seed, step) still fixes every mask.
+        model = torch.compile(model, options={"fallback_random": True})
+    # The scheduler stays unwrapped: accelerate would step it once per process, but ``total``
+    # already counts global optimizer updates.
+    if resume_from is not None:
+        optimizer.load_state_dict(load_part(resume_from, "optimizer.pt"))
+        scheduler.load_state_dict(load_part(resume_from, "scheduler.pt"))
+        restore_rng(resume_from)
+    optimizer.zero_grad(set_to_none=True)  # drop grads left by an interrupted step on this model
+    model.train()
+    return model, optimizer, scheduler
+
+
+def _record(p: _Progress, lr: float, clock: _Clock, evaluate: tuple | None) -> dict:
+    """One log record: the means of the updates since the last one (which it clears), the
+    learning rate and the clocks; with ``evaluate`` = ``(model, acc, eval_fn, on_eval)`` also the
+    held-out evaluation and what ``on_eval`` adds to it (on the main process)."""
+    means = {k: v / p.pending_n for k, v in p.pending.items() if k not in _RESERVED}
+    rec = {"step": p.step, "epoch": p.epoch, "lr": lr, "loss": means.pop("loss"), **means,
+           "elapsed": round(clock.wall(), 3), "cpu": round(clock.cpu(), 3)}
+    if evaluate is not None:
+        model, acc, eval_fn, on_eval = evaluate
+        rec.update(_evaluate(model, acc, eval_fn, clock))
+        if on_eval is not None and acc.is_main_process:
+            rec.update(on_eval(p.step, {k: v for k, v in rec.items() if k.startswith("eval_")}) or {})
+    p.pending, p.pending_n = {}, 0
+    return rec
 
 
 def _finish(out_dir: Path, acc: Accelerator, step: int, epoch: int, history: list[dict],
