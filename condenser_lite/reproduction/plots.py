@@ -224,6 +224,14 @@ def gauge_table(results: Mapping, arms: Sequence[str], digits: int = 4):
                         ).rename_axis("end of pre-training")
 
 
+def p_text(p: float | None) -> str:
+    """A p-value as the tables print it: ``p 0.042``, ``p < 0.001`` where three decimals would
+    read 0.000, a dash where there is none. Chapter 8."""
+    if p is None or p != p:  # None or NaN
+        return "–"
+    return "p < 0.001" if p < 0.0005 else f"p {p:.3f}"
+
+
 def claim_table(results: Mapping, ids: Sequence[str]):
     """The comparisons behind the claims ``ids`` as one table (``scorecard.claim_rows``): per
     claim and setting the two models with our numbers, the verdict, and the difference: under
@@ -249,7 +257,7 @@ def claim_table(results: Mapping, ids: Sequence[str]):
     # the paper's effect at our scale; a dash where a claim has no power analysis (C2-C6)
     if "p (one-sided)" in table:  # rules version 2: each pre-trained model's difference, the test's p
         table["per pre-trained model"] = table["per pre-trained model (a - b)"]
-        table["difference (p)"] = ["{} ({})".format(fixed(d, signed=True), "–" if pd.isna(p) else f"p {p:.3f}")
+        table["difference (p)"] = ["{} ({})".format(fixed(d, signed=True), p_text(p))
                                    for d, p in zip(table["difference"], table["p (one-sided)"])]
     else:
         table["difference (spread)"] = [f"{fixed(d, signed=True)} ({s:.3f})"

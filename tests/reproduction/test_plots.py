@@ -241,3 +241,10 @@ def test_differences_figure_draws_each_pre_trained_models_difference_and_the_tes
     assert green == [c["verdict"] in ("reproduced", "better") for c in rows]
     assert [b.get_width() for b in ax.patches] == pytest.approx([c["mdd"] for c in rows])
     plt.close(fig)
+
+
+def test_p_values_never_print_as_zero():
+    assert plots.p_text(0.0421) == "p 0.042"
+    assert plots.p_text(0.0004) == "p < 0.001" and plots.p_text(0.0) == "p < 0.001"
+    assert plots.p_text(0.0005) == "p 0.001"  # rounds to 0.001, not to zero
+    assert plots.p_text(None) == "–" and plots.p_text(float("nan")) == "–"
