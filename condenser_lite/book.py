@@ -305,6 +305,11 @@ def _figures_inline() -> None:
     # no "1e-5+4.113" offset labels: tick labels show the values themselves
     plt.rcParams.update({"figure.dpi": 100, "savefig.dpi": 120, "font.size": 10,
                          "axes.formatter.useoffset": False})
+    # tables show every cell whole: pandas would cut a comparison's text at 50 characters
+    # ("... vs BERT-continued, eq...") and hide which control or which seed a number is
+    import pandas as pd
+
+    pd.set_option("display.max_colwidth", None)
 
 
 def colab_cell() -> str:

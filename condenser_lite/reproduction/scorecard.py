@@ -245,7 +245,8 @@ def _said(c: Mapping | None, a: str, b: str, digits: int = 3) -> str:
         return f"{a} vs {b} not measured"
     if c.get("p") is not None:
         n = c["n"] if isinstance(c["n"], int) else "/".join(map(str, c["n"]))
-        verdict = f"{c['verdict']}, one-sided p = {c['p']:.3f} over {n} pre-trained models"
+        p = "p < 0.001" if c["p"] < 0.0005 else f"p = {c['p']:.3f}"  # never "p = 0.000"
+        verdict = f"{c['verdict']}, one-sided {p} over {n} pre-trained models"
         c = {**c, "verdict": verdict}
     power = "" if c.get("mdd") is None else (
         f"; detectable {c['mdd']:.{digits}f}" + ("" if c.get("expected") is None else
