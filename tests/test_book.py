@@ -465,9 +465,9 @@ def test_the_intros_findings_are_the_committed_runs():
         "it beats BERT, but with every training query no more than BERT-continued":
             all(c1[s]["bert"]["verdict"] == "reproduced" for s in c1)
             and c1["809"]["bert_cont"]["verdict"] != "reproduced",
-        "on STS-b it beats BERT only at 1,000 pairs":
+        "on STS-b the test finds it better than BERT only at 1,000 pairs":
             [s for s in c7 if c7[s]["bert"]["verdict"] == "reproduced"] == ["1000"],
-        "round 2's hard negatives help coCondenser but not it":
+        "round 2's hard negatives help coCondenser but not detectably it":
             c4["cocondenser"]["verdict"] == "better" and c4["condenser"]["verdict"] != "better",
         "on the seeds that choice never saw ({})".format(listed(
             f"{r:.2f}" for r in claims["C0m"]["ours"]["reliance"])): claims["C0m"]["ours"]["relies"],
