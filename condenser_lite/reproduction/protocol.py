@@ -540,8 +540,8 @@ def notes(preset: Preset, arms: Mapping[str, dict], heldout_set: Mapping | None,
         "size on the same data order: equal steps, not equal compute. " + _compute_note(arms),
         "Spread = sample standard deviation over every run (pre-training and fine-tuning seeds). Verdicts "
         "(rules version 2): each pre-trained model's fine-tuning runs are averaged into one number, and two arms "
-        "are compared by a one-sided paired t-test at 5% over pre-training seeds; from one pre-trained model a "
-        "side no difference is called.",
+        "are compared by a one-sided paired t-test at 5% over pre-training seeds; where an arm has one "
+        "pre-trained model there is no spread to test, and no difference is called.",
         "Dense models read the first p_max_len tokens of each document; BM25 'full' reads everything, BM25 "
         "'truncated' reads the same tokens as the dense models.",
         "Ablations (co_contrastive_only, co_mlm_only) are fine-tuned in round 1 only; the paper's table 4 "
