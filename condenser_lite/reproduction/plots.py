@@ -729,3 +729,69 @@ def plot_differences(results: Mapping, ids: Sequence[str], ax=None):
     ax.legend(handles=handles, fontsize=7.5, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.09 - 1.2 / (len(rows) + 4)),
               ncol=2)
     return fig
+
+
+SCALING_STYLE = {"training length": ("#0072B2", "o"), "stage-1 length": ("#E69F00", "s"),
+                 "width": ("#009E73", "^")}  # series of the mechanism study's scaling part
+
+
+def plot_scaling(scaling: Mapping, reference: Mapping | None = None, ax=None):
+    """The faithful Condenser's [CLS] reliance against its Condenser stage's FLOPs (log axis):
+    ``scaling`` is ``results/mechanism.json``'s ``"scaling"`` (``points``: per part its
+    ``series`` and per seed ``reliance`` and ``log_flops``; ``trend``: ``rules.scaling_trend``'s
+    result or None). A hollow marker per seed, a filled one at each point's mean (an undefined
+    reliance counts as 0, as the rule counts it), a line through the training-length series,
+    C0's threshold, the pre-registered trend line with where it would reach the threshold
+    (and its interval), and ``reference`` (``{"label", "log_flops", "reliance": [per seed]}``,
+    e.g. the modified Condenser of ``small``) for comparison. The page "When does the head need
+    [CLS]?" (``notebooks/10_mechanism.md``)."""
+    fig, ax = _fig(ax, figsize=(6.4, 3.8))
+    points = scaling.get("points") or {}
+    if not points:
+        raise ValueError("plot_scaling: the scaling part has no points yet "
+                         "(run benchmarks/mechanism_study.py --only e0 --only e1 ...)")
+    xs_all = []
+    for series, (col, marker) in SCALING_STYLE.items():
+        parts = [p for p, v in points.items() if v["series"] == series]
+        means = []
+        for part in parts:
+            per_seed = points[part]["per_seed"].values()
+            x = [10 ** v["log_flops"] for v in per_seed]
+            y = [v["reliance"] or 0.0 for v in per_seed]
+            xs_all += x
+            ax.scatter(x, y, facecolors="none", edgecolors=col, marker=marker, s=28, lw=1)
+            means.append((float(np.mean(x)), float(np.mean(y))))
+        if means:
+            means.sort()
+            ax.plot(*zip(*means), color=col, marker=marker, ms=7,
+                    ls="-" if len(means) > 1 else "none", label=series)
+    if reference:
+        x = 10 ** reference["log_flops"]
+        ax.scatter([x] * len(reference["reliance"]), reference["reliance"], color="#CC79A7", marker="D",
+                   s=22, label=reference.get("label", "reference"))
+        xs_all.append(x)
+    ax.axhline(RELIANCE_THRESHOLD, color="black", ls=":", lw=1, label="C0's threshold")
+    ax.axhline(0, color="black", lw=0.6)
+    trend = scaling.get("trend")
+    if trend:
+        lo, hi = np.log10(min(xs_all)), np.log10(max(xs_all))
+        end = trend.get("crossing_log_flops") or trend.get("bound_log_flops")
+        if end is not None:
+            hi = max(hi, end)
+        grid = np.linspace(lo, hi, 50)
+        line = trend["r_mean"] + trend["mean_slope"] * (grid - trend["x_mean"])
+        ax.plot(10 ** grid, line, color="black", lw=1, ls="--", label="trend (pre-registered fit)")
+        if trend.get("crossing_log_flops") is not None:
+            left, right = trend["crossing_interval"]
+            ax.errorbar([10 ** trend["crossing_log_flops"]], [RELIANCE_THRESHOLD],
+                        xerr=[[10 ** trend["crossing_log_flops"] - 10 ** left],
+                              [(10 ** right if right is not None else 10 ** hi) - 10 ** trend["crossing_log_flops"]]],
+                        fmt="x", color="black", capsize=3, label="reaches the threshold (95% interval)")
+        elif trend.get("bound_log_flops") is not None:
+            ax.axvline(10 ** trend["bound_log_flops"], color="grey", ls="-.", lw=1,
+                       label="no sooner than (upper slope)")
+    ax.set_xscale("log")
+    ax.set_xlabel("FLOPs of the Condenser stage")
+    ax.set_ylabel("reliance on the late [CLS]")
+    ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1))
+    return fig

@@ -248,3 +248,48 @@ def test_p_values_never_print_as_zero():
     assert plots.p_text(0.0004) == "p < 0.001" and plots.p_text(0.0) == "p < 0.001"
     assert plots.p_text(0.0005) == "p 0.001"  # rounds to 0.001, not to zero
     assert plots.p_text(None) == "–" and plots.p_text(float("nan")) == "–"
+
+
+def _scaling(trend):
+    def seeds(flops, rel):
+        return {s: {"reliance": r, "log_flops": flops + d, "steps": 1} for s, r, d in
+                zip(("42", "43", "44"), rel, (0.0, 0.001, -0.001))}
+    return {"points": {"e0": {"series": "training length", "per_seed": seeds(14.0, [0.0, None, 0.01])},
+                       "e1": {"series": "training length", "per_seed": seeds(14.6, [0.05, 0.0, 0.02])},
+                       "l48": {"series": "training length", "per_seed": seeds(15.2, [0.1, 0.04, 0.06])},
+                       "w256": {"series": "width", "per_seed": seeds(14.5, [0.0, 0.0, 0.01])}},
+            "trend": trend}
+
+
+def test_plot_scaling_draws_every_seed_the_threshold_and_the_trend():
+    import matplotlib.pyplot as plt
+
+    from condenser_lite.reproduction.rules import RELIANCE_THRESHOLD, scaling_trend
+
+    data = _scaling(None)
+    points = [{"seed": s, **v} for p in ("e0", "e1", "l48") for s, v in data["points"][p]["per_seed"].items()]
+    data["trend"] = scaling_trend(points)
+    fig = plots.plot_scaling(data, reference={"label": "modified", "log_flops": 14.2, "reliance": [0.7, 0.5]})
+    ax = fig.axes[0]
+    hollow = sum(len(c.get_offsets()) for c in ax.collections if len(c.get_facecolors()) == 0)
+    assert hollow == 12  # one per seed and point, an undefined reliance drawn at 0
+    assert any(line.get_ydata()[0] == RELIANCE_THRESHOLD for line in ax.lines)
+    labels = ax.get_legend_handles_labels()[1]
+    assert {"training length", "width", "modified", "trend (pre-registered fit)"} <= set(labels)
+    assert ("reaches the threshold (95% interval)" in labels) != data["trend"]["flat"]
+    assert ax.get_xscale() == "log"
+    plt.close(fig)
+    rising = _scaling(None)  # every seed rising alike: a trend that crosses, with its interval
+    for part, r in (("e0", 0.0), ("e1", 0.06), ("l48", 0.12)):
+        for s, v in rising["points"][part]["per_seed"].items():
+            v["reliance"] = r + 0.002 * int(s[-1])
+    points = [{"seed": s, **v} for p in ("e0", "e1", "l48") for s, v in rising["points"][p]["per_seed"].items()]
+    rising["trend"] = scaling_trend(points)
+    assert not rising["trend"]["flat"]
+    labels = plots.plot_scaling(rising).axes[0].get_legend_handles_labels()[1]
+    assert "reaches the threshold (95% interval)" in labels and "no sooner than (upper slope)" not in labels
+    bare = plots.plot_scaling(_scaling(None))  # before the series is complete: no trend line
+    assert "trend (pre-registered fit)" not in bare.axes[0].get_legend_handles_labels()[1]
+    plt.close(bare)
+    with pytest.raises(ValueError, match="no points yet"):
+        plots.plot_scaling({"points": {}, "trend": None})
