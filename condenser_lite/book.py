@@ -236,6 +236,7 @@ def setup(full: object = False, preset: object = None, seed: object = 0, max_ste
     torch.manual_seed(chapter_seed)
     figures.mkdir(parents=True, exist_ok=True)
     _figures_inline()
+    _tables_whole()
     return Chapter(full=chapter_full, preset=chapter_preset, seed=chapter_seed, max_steps=steps,
                    workers=n_workers, device=str(default_device()), figures=figures,
                    reads=reads or f"results/{COMMITTED}.json")
@@ -305,8 +306,11 @@ def _figures_inline() -> None:
     # no "1e-5+4.113" offset labels: tick labels show the values themselves
     plt.rcParams.update({"figure.dpi": 100, "savefig.dpi": 120, "font.size": 10,
                          "axes.formatter.useoffset": False})
-    # tables show every cell whole: pandas would cut a comparison's text at 50 characters
-    # ("... vs BERT-continued, eq...") and hide which control or which seed a number is
+
+
+def _tables_whole() -> None:
+    """Show every table cell whole: pandas would cut a comparison's text at 50 characters
+    ("... vs BERT-continued, eq...") and hide which control or which seed a number is."""
     import pandas as pd
 
     pd.set_option("display.max_colwidth", None)

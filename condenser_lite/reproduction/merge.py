@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..utils.errors import ConfigError
-from .protocol import arm_pretrain_seeds, notes
+from .protocol import arm_pretrain_seeds, heldout_curve, notes
 from .presets import Preset
 from .results import RESULTS_VERSION, git, headline, now
 from .rules import stats
@@ -135,12 +135,9 @@ def _seeds_of(part: Mapping, arm: str) -> list:
 def _with_curve(run: Mapping) -> dict:
     """``run`` with its ``heldout_curve`` (the held-out rows of its log where a part stored only
     the log), so that dropping a later seed's log keeps the evaluations the health band reads."""
-    run = dict(run)
-    if not run.get("heldout_curve") and run.get("pretrain_log"):
-        rows = [{k: v for k, v in r.items() if k == "step" or k.startswith("eval_")}
-                for r in run["pretrain_log"] if any(k.startswith("eval_") for k in r)]
-        if rows:
-            run["heldout_curve"] = rows
+    run, rows = dict(run), heldout_curve(run.get("pretrain_log") or [])
+    if rows and not run.get("heldout_curve"):
+        run["heldout_curve"] = rows
     return run
 
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from .registry import CLAIM, MAIN_ARMS, color, label
 from .rules import RELIANCE_THRESHOLD, arm_seeds, gauge, gauge_defined, model_means
-from .scorecard import claim_rows, fixed, scorecard
+from .scorecard import claim_rows, fixed, p_text, scorecard
 
 
 def _fig(ax=None, figsize=(5.5, 3.6)):
@@ -222,14 +222,6 @@ def gauge_table(results: Mapping, arms: Sequence[str], digits: int = 4):
 
     return pd.DataFrame({label(a): {name: text(a, key) for key, name in GAUGE_NAMES.items()} for a in arms}
                         ).rename_axis("end of pre-training")
-
-
-def p_text(p: float | None) -> str:
-    """A p-value as the tables print it: ``p 0.042``, ``p < 0.001`` where three decimals would
-    read 0.000, a dash where there is none. Chapter 8."""
-    if p is None or p != p:  # None or NaN
-        return "–"
-    return "p < 0.001" if p < 0.0005 else f"p {p:.3f}"
 
 
 def claim_table(results: Mapping, ids: Sequence[str]):
@@ -785,7 +777,7 @@ def plot_scaling(scaling: Mapping, reference: Mapping | None = None, ax=None):
             left, right = trend["crossing_interval"]
             ax.errorbar([10 ** trend["crossing_log_flops"]], [RELIANCE_THRESHOLD],
                         xerr=[[10 ** trend["crossing_log_flops"] - 10 ** left],
-                              [(10 ** right if right is not None else 10 ** hi) - 10 ** trend["crossing_log_flops"]]],
+                              [10 ** right - 10 ** trend["crossing_log_flops"]]],
                         fmt="x", color="black", capsize=3, label="reaches the threshold (95% interval)")
         elif trend.get("bound_log_flops") is not None:
             ax.axvline(10 ** trend["bound_log_flops"], color="grey", ls="-.", lw=1,

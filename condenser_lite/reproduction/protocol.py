@@ -433,6 +433,13 @@ def binned_log(log: Sequence[Mapping[str, float]], max_rows: int = LOG_ROWS) -> 
     return out
 
 
+def heldout_curve(log: Sequence[Mapping]) -> list[dict]:
+    """The held-out evaluations of a stage's log: ``step`` and the ``eval_*`` gauges of each row
+    that has them."""
+    return [{k: v for k, v in r.items() if k == "step" or k.startswith("eval_")}
+            for r in log if any(k.startswith("eval_") for k in r)]
+
+
 def _arm_entry(preset: Preset, stages: Mapping[tuple, dict], arm: str, ps: int, with_log: bool) -> dict:
     """One pre-training run of ``arm`` for the results: its checkpoint, steps, wall time, final
     held-out gauges, and its compute, own stage and cumulative with the stages it continues."""
@@ -445,8 +452,7 @@ def _arm_entry(preset: Preset, stages: Mapping[tuple, dict], arm: str, ps: int, 
              "pretrain_wall_time": stage["wall_time"], "heldout": stage.get("heldout"),
              "compute": {"stage": stage.get("compute"), "cumulative": cumulative([s.get("compute") for s in chain])},
              # every held-out evaluation of every seed: the reference band of health.stage_check
-             "heldout_curve": [{k: v for k, v in r.items() if k == "step" or k.startswith("eval_")}
-                               for r in stage["log"] if any(k.startswith("eval_") for k in r)],
+             "heldout_curve": heldout_curve(stage["log"]),
              "health": stage.get("health")}
     if with_log:
         entry["pretrain_log"] = binned_log(stage["log"])

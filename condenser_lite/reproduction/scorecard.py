@@ -186,6 +186,14 @@ def fixed(value: float, digits: int = 3, signed: bool = False) -> str:
     return f"{round(value, digits) + 0.0:{'+' if signed else ''}.{digits}f}"
 
 
+def p_text(p: float | None, equals: str = " ") -> str:
+    """A p-value in words: ``p 0.042`` (``equals=" = "``: ``p = 0.042``), ``p < 0.001`` where
+    three decimals would read 0.000, a dash where there is none. Chapter 8."""
+    if p is None or p != p:  # None or NaN
+        return "–"
+    return "p < 0.001" if p < 0.0005 else f"p{equals}{p:.3f}"
+
+
 def _compare(a: Mapping | None, b: Mapping | None) -> dict | None:
     """``a`` against ``b`` by the file's rules: over pre-trained models (``unit_test``) where both
     carry their ``models`` (rules version 2), else by the spread (``compare``, version 1)."""
@@ -245,8 +253,7 @@ def _said(c: Mapping | None, a: str, b: str, digits: int = 3) -> str:
         return f"{a} vs {b} not measured"
     if c.get("p") is not None:
         n = c["n"] if isinstance(c["n"], int) else "/".join(map(str, c["n"]))
-        p = "p < 0.001" if c["p"] < 0.0005 else f"p = {c['p']:.3f}"  # never "p = 0.000"
-        verdict = f"{c['verdict']}, one-sided {p} over {n} pre-trained models"
+        verdict = f"{c['verdict']}, one-sided {p_text(c['p'], equals=' = ')} over {n} pre-trained models"
         c = {**c, "verdict": verdict}
     power = "" if c.get("mdd") is None else (
         f"; detectable {c['mdd']:.{digits}f}" + ("" if c.get("expected") is None else
