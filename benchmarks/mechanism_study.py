@@ -134,6 +134,14 @@ def per_seed_summaries(done: dict, condenser: str, seeds) -> dict:
                      (("bert", "bert"), ("bert_cont", "bert_cont"), ("condenser", condenser))} for s in seeds}
 
 
+def reused(old: dict, per_seed: dict) -> bool:
+    """Whether a part's new run holds every seed of its ``old`` record with the very stages (the
+    same checkpoint keys) that record summarised: they were read back from the cache, not trained."""
+    return all(str(s) in per_seed and all(per_seed[str(s)][arm]["checkpoint_key"] == v["checkpoint_key"]
+                                          for arm, v in old["per_seed"][str(s)].items())
+               for s in old["seeds"])
+
+
 def judge(per_seed: dict) -> dict:
     """C0 by the pre-registered rule over the seeds of ``per_seed`` (seed order), from the final
     gauges each summary keeps."""
@@ -267,6 +275,10 @@ def main() -> None:
             per_seed = {**old["per_seed"], **per_seed}
             all_seeds = sorted({*old["seeds"], *seeds})
             before = [*old.get("provenance_of_other_seeds", []), {"seeds": old["seeds"], **old["provenance"]}]
+        elif old and reused(old, per_seed):  # the old seeds' stages came back from the cache unchanged:
+            # the record of where and when they were trained stays beside this run's
+            before = [*old.get("provenance_of_other_seeds", []),
+                      {"seeds": old["seeds"], "stages_reread_by_the_run_below": True, **old["provenance"]}]
         # the tree counts as dirty for any change but this file, which the earlier parts rewrote
         status = git("status", "--porcelain", "--untracked-files=no", "--", ".", f":(exclude){out.resolve()}")
         study[part] = {"what": PARTS[part][0], "seeds": all_seeds, "modified_condenser": PARTS[part][2],

@@ -93,3 +93,14 @@ def test_the_study_summary_reads_the_points_and_fits_the_training_length_series(
     assert json.loads(json.dumps(out)) == out  # what the results file stores
     partial = study.scaling({k: v for k, v in fake.items() if k != "l48"})
     assert partial["trend"] is None  # the training-length series needs its three points
+
+
+def test_a_rerun_that_reads_the_old_seeds_stages_back_keeps_their_record():
+    reused = study_module().reused
+    old = {"seeds": [42], "per_seed": {"42": {arm: {"checkpoint_key": f"{arm}-1"} for arm in ("bert", "condenser")}}}
+    same = {"42": {arm: {"checkpoint_key": f"{arm}-1"} for arm in ("bert", "condenser")},
+            "44": {arm: {"checkpoint_key": f"{arm}-9"} for arm in ("bert", "condenser")}}
+    assert reused(old, same)
+    retrained = {**same, "42": {**same["42"], "condenser": {"checkpoint_key": "condenser-2"}}}
+    assert not reused(old, retrained)  # another stage under the old seed: a new record
+    assert not reused(old, {"44": same["44"]})  # the old seed left out
