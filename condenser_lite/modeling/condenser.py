@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch
@@ -422,6 +423,22 @@ class Condenser(nn.Module):
 # what the head reads in the late CLS's place: the late CLS (the paper), or a learned constant (a control)
 HEAD_CLS_SOURCES = ("late", "constant")
 CONSTANT_KEY = "head_cls_constant"  # its entry in the head's weights file
+# The switches of the mechanism page and chapter 8 at the values that make a Condenser stage the
+# paper's. ``head_mlm_probability`` is the masking of the head's own copy (E5), which the collator
+# makes (``masking.MLMCollator``); the others are `CondenserVariant`'s arguments.
+PAPER_SWITCHES = {"detach_early": False, "head_cls": "late", "head_mlm_probability": None}
+
+
+def deviations(settings) -> dict:
+    """The switches of ``settings`` (a mapping or an object with those attributes) that differ
+    from the paper's design. A saved head, a stage's cache key and a log name these only, so
+    the paper's Condenser has one description whatever switches the book adds beside it.
+
+    >>> deviations({"detach_early": True, "head_cls": "late"})
+    {'detach_early': True}
+    """
+    get = settings.get if isinstance(settings, Mapping) else lambda k, d: getattr(settings, k, d)
+    return {k: get(k, v) for k, v in PAPER_SWITCHES.items() if get(k, v) != v}
 
 
 class CondenserVariant(Condenser):
@@ -470,10 +487,8 @@ class CondenserVariant(Condenser):
                 torch.randn(backbone.config.hidden_size) * backbone.config.initializer_range)
 
     def condenser_config(self) -> dict:
-        # a switch's field only where it is on, so a variant with every switch off saves what Condenser does
-        return dict(super().condenser_config(),
-                    **({"detach_early": True} if self.detach_early else {}),
-                    **({"head_cls": self.head_cls} if self.head_cls != "late" else {}))
+        # a variant with every switch off saves what Condenser does
+        return dict(super().condenser_config(), **deviations(self))
 
     def head_forward(self, late_cls: torch.Tensor, early_tokens: torch.Tensor,
                      attention_mask: torch.Tensor | None) -> torch.Tensor:

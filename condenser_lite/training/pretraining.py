@@ -40,7 +40,8 @@ from ..data.packing import heldout_split, mlm_eval_batches, pack_blocks
 from ..data.sources import PRETRAINING_SOURCES, data_id, load_pretraining_corpus
 from ..data.tevatron import TEVATRON_TASKS, load_tevatron_corpus
 from ..data.tokenizer import load_tokenizer, tiny_tokenizer, tokenizer_key
-from ..modeling.condenser import HEAD_CLS_SOURCES, BertMLM, Condenser, CondenserVariant, tiny_bert_config
+from ..modeling.condenser import (HEAD_CLS_SOURCES, PAPER_SWITCHES, BertMLM, Condenser, CondenserVariant, deviations,
+                                  tiny_bert_config)
 from ..modeling.gauges import cls_cosine, cls_reliance_gauge, cls_swap_gap, heldout_mlm_loss, unigram_entropy
 from ..modeling.gradcache import cocondenser_step
 from ..modeling.masking import MLMCollator
@@ -136,9 +137,6 @@ logger = logging.getLogger(__name__)
 METHODS = ("mlm", "condenser", "cocondenser")
 DONE_FILE = "pretrain_config.json"  # written last: a stage folder without it is unfinished
 BOOKKEEPING = ("save_every",)  # StageConfig fields that change neither the weights nor the log
-# Fields that join a stage's key only when set: at these values a stage computes what it did
-# before the fields existed, so it keeps the key it had then (and its cached result).
-KEYED_WHEN_SET = {"head_mlm_probability": None, "detach_early": False, "head_cls": "late"}
 TARGET_CORPORA = TEVATRON_TASKS  # the passage collections coCondenser reads, by the tasks' names
 
 
@@ -178,7 +176,7 @@ class StageConfig:
     skip_from: int = _MODEL.skip_from
     n_head_layers: int = _MODEL.n_head_layers
     late_mlm: bool = True
-    # deviations of the Condenser stage that the mechanism page tries (None/False: the paper's)
+    # switches of the Condenser stage that the mechanism page tries (condenser.PAPER_SWITCHES: off)
     head_mlm_probability: float | None = None  # E5: the head reads a copy with this share masked
     detach_early: bool = False  # E3: no gradient from the head into the early layers
     head_cls: str = "late"  # "constant": the head reads a learned constant, not the late CLS (a control)
@@ -222,10 +220,9 @@ class StageConfig:
             raise ConfigError(f"dropout={self.dropout!r} must be in [0, 1)")
         if self.method == "cocondenser" and self.corpus == "general":
             raise ConfigError("coCondenser pre-trains on a target corpus: set corpus='scifact' (or 'msmarco', ...)")
-        if (self.head_mlm_probability is not None or self.detach_early or self.head_cls != "late") \
-                and self.method != "condenser":
-            raise ConfigError(f"head_mlm_probability, detach_early and head_cls change a Condenser stage; "
-                              f"method={self.method!r} has no such stage: leave them at None, False and 'late'")
+        if deviations(self) and self.method != "condenser":
+            raise ConfigError(f"{', '.join(deviations(self))} change a Condenser stage; method={self.method!r} "
+                              f"has no such stage: leave them at {PAPER_SWITCHES}")
         if self.head_cls not in HEAD_CLS_SOURCES:
             raise ConfigError(f"head_cls={self.head_cls!r} must be one of {HEAD_CLS_SOURCES}")
         if self.head_mlm_probability is not None and not self.mlm_probability < self.head_mlm_probability < 1:
@@ -268,8 +265,10 @@ def stage_settings(cfg: StageConfig, tokenizer=None, data_dir: str | None = None
     (``sources.data_id``). Replacing the files at the ``init`` path or in the data mirror gives a
     new key; a missing mirror folder raises instead of reusing a stale stage."""
     tokenizer = tokenizer if tokenizer is not None else get_tokenizer(cfg, data_dir)
-    settings = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in BOOKKEEPING
-                and not (k in KEYED_WHEN_SET and v == KEYED_WHEN_SET[k])}
+    # the switches join only where they deviate, so the paper's Condenser keeps one key whatever
+    # switches the book adds beside it (and a stage that turns one on gets a key of its own)
+    settings = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in BOOKKEEPING and k not in PAPER_SWITCHES}
+    settings.update(deviations(cfg))
     names, roles = stage_data(cfg)
     settings.update(init=checkpoint_key(cfg.init), tokenizer=tokenizer_key(tokenizer),
                     data=data_id(names, data_dir, roles),
@@ -350,11 +349,11 @@ def build_model(cfg: StageConfig, tokenizer):
     process, so a stage re-run from a cold cache gave other numbers."""
     set_step_seed(cfg.seed, 0)  # the training loop seeds steps 1, 2, ...
 
-    condenser_kw = dict(skip_from=cfg.skip_from, n_head_layers=cfg.n_head_layers, late_mlm=cfg.late_mlm,
-                        **({"detach_early": True} if cfg.detach_early else {}),
-                        **({"head_cls": cfg.head_cls} if cfg.head_cls != "late" else {}))
+    switches = deviations(cfg)
+    head_copy = switches.pop("head_mlm_probability", None)  # the collator's: the model reads a batch input
+    condenser_kw = dict(skip_from=cfg.skip_from, n_head_layers=cfg.n_head_layers, late_mlm=cfg.late_mlm, **switches)
     # the head's own masked copy (E5) is a batch input only the variant's forward reads
-    condenser = CondenserVariant if cfg.head_mlm_probability is not None else Condenser.class_for(condenser_kw)
+    condenser = CondenserVariant if head_copy is not None else Condenser.class_for(condenser_kw)
     if cfg.init is None and cfg.method != "mlm" and cfg.resolved_head == "load":
         raise ConfigError("head='load' needs an init checkpoint that has a Condenser head")
     if cfg.method == "cocondenser":

@@ -42,9 +42,8 @@ def test_the_recorded_stage_1_keys_are_todays(where, changes, seed, folder, monk
     assert f"{cfg.method}-{stage_key(cfg)}" == folder, f"{where}: the stage-1 key of seed {seed} changed"
 
 
-# The fields every stage's key has held since the committed runs were made. A field added to
-# StageConfig joins every key unless KEYED_WHEN_SET names its neutral value: then the stages that
-# leave it there keep their keys (and the committed runs their cached stages).
+# The fields every stage's key holds. A field added to StageConfig joins every key; a switch of
+# the paper's design (condenser.PAPER_SWITCHES) joins only the keys of the stages that turn it on.
 KEYED_FIELDS = {
     "attn_implementation", "batch_size", "chunk_size", "co_weight", "corpus", "corpus_limit", "dropout", "epochs",
     "eval_blocks", "eval_every", "grad_accum", "head", "heldout_fraction", "hidden_size", "init",
@@ -58,9 +57,10 @@ KEYED_FIELDS = {
 def test_a_new_stage_field_leaves_the_keys_of_stages_that_do_not_use_it():
     import dataclasses
 
-    from condenser_lite.training.pretraining import BOOKKEEPING, KEYED_WHEN_SET, StageConfig
+    from condenser_lite.modeling.condenser import PAPER_SWITCHES
+    from condenser_lite.training.pretraining import BOOKKEEPING, StageConfig
 
     fields = {f.name: f.default for f in dataclasses.fields(StageConfig)}
-    keyed = set(fields) - set(BOOKKEEPING) - set(KEYED_WHEN_SET)
+    keyed = set(fields) - set(BOOKKEEPING) - set(PAPER_SWITCHES)
     assert keyed == KEYED_FIELDS, f"fields that would change every stage's key: {sorted(keyed - KEYED_FIELDS)}"
-    assert all(fields[k] == v for k, v in KEYED_WHEN_SET.items()), "KEYED_WHEN_SET must name each field's default"
+    assert all(fields[k] == v for k, v in PAPER_SWITCHES.items()), "a switch's default must be the paper's value"
