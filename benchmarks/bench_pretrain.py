@@ -128,8 +128,8 @@ def preset_stage(preset: str, method: str, steps: int, clock: str) -> dict:
     model = build_model(cfg, tok)
     collator = MLMCollator(tok, mlm_probability=cfg.mlm_probability, head_mlm_probability=cfg.head_mlm_probability)
     data, collate, step_fn = stage_training(cfg, tok, collator)
-    rows = (f"{cfg.batch_size} documents x 2 spans of <= {cfg.max_len} tokens" if method == "cocondenser"
-            else f"{cfg.batch_size} blocks of <= {cfg.max_len} tokens")
+    rows = (f"{cfg.batch_size} documents x 2 spans of <= {cfg.model.max_len} tokens" if method == "cocondenser"
+            else f"{cfg.batch_size} blocks of <= {cfg.model.max_len} tokens")
     with tempfile.TemporaryDirectory() as d:
         train(model, data, stage_loop_config(cfg, d, progress=False), collate_fn=collate,
               step_fn=counted(step_fn, cfg.grad_accum))
@@ -198,8 +198,8 @@ def main() -> None:
     if staged:
         cfg = next(iter(staged.values()))["config"]
         print(f"\n{a.preset} preset's stages (pretrain's data, masking and step; no held-out evaluation): "
-              f"{cfg.num_hidden_layers} layers, hidden {cfg.hidden_size}, Condenser head from layer "
-              f"{cfg.skip_from} through {cfg.n_head_layers}; mixed_precision={cfg.mixed_precision!r}; "
+              f"{cfg.model.num_hidden_layers} layers, hidden {cfg.model.hidden_size}, Condenser head from layer "
+              f"{cfg.model.skip_from} through {cfg.model.n_head_layers}; mixed_precision={cfg.mixed_precision!r}; "
               "tokens/s against the baseline's")
         for method, r in staged.items():
             name = f"{method}: {r['rows']}"

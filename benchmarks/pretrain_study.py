@@ -321,8 +321,8 @@ def _train(part: str, run: Run, out: Path) -> dict:
         from condenser_lite.modeling.spans import SpanPairCollator
         from condenser_lite.training.pretraining import StageConfig, span_pairs
 
-        train_data = span_pairs(StageConfig(method="cocondenser", corpus="scifact", max_len=run.max_len,
-                                               min_span=16, seed=run.seed), tok)
+        train_data = span_pairs(StageConfig().replace(method="cocondenser", corpus="scifact", max_len=run.max_len,
+                                                      min_span=16, seed=run.seed), tok)
         collate = SpanPairCollator(collate)
         step_fn = functools.partial(cocondenser_step, chunk_size=None, mlm_weight=1.0, co_weight=1.0)
         tokens_per_step = 2 * run.batch * run.max_len

@@ -43,6 +43,7 @@ from .data.tevatron import tevatron_name
 from .parameters import parse_bool
 from .reproduction.presets import ALIASES, PRESETS, RETRIEVAL_RECIPES, Preset, finetune_recipe, get_preset
 from .training.finetune import FinetuneConfig
+from .training.pretraining import MODEL_FIELDS, ModelConfig, StageConfig
 from .utils.errors import ConfigError, UserError
 
 # Each sub-command imports the (torch-heavy) modules it needs inside its handler, so that
@@ -63,11 +64,20 @@ METRICS_HELP = ("ir_measures names (nDCG@10 RR@10 R@1000) or Top-k answer accura
 
 def _field_type(obj: Any, key: str) -> Any:
     """The annotation of the field ``key`` names (a ``Preset``'s may be dotted)."""
-    owner, name = obj, key
+    owner, name = type(obj), key
     if isinstance(obj, Preset):
         part, name = obj.locate(key)
-        owner = obj if part is None else getattr(obj, part)
-    return typing.get_type_hints(type(owner))[name]
+        owner = type(obj if part is None else getattr(obj, part))
+    elif isinstance(obj, StageConfig) and key in MODEL_FIELDS:  # a stage's model fields go by their own names
+        owner = ModelConfig
+    return typing.get_type_hints(owner)[name]
+
+
+def _setting_names(config_class: type) -> set[str]:
+    """The keys ``--set`` takes for a config class: its fields (a stage's model fields by their own names)."""
+    if config_class is StageConfig:
+        return set(StageConfig.setting_names())
+    return {f.name for f in dataclasses.fields(config_class)}
 
 
 def _convert(kind: Any, raw: str, key: str) -> Any:
@@ -127,11 +137,11 @@ def parse_overrides(obj: Any, pairs: list[str]) -> Any:
             except TypeError as err:
                 raise ConfigError(str(err)) from None
         else:
-            fields = {f.name for f in dataclasses.fields(obj)}
+            fields = _setting_names(type(obj))
             if key not in fields:
                 raise ConfigError(f"unknown setting {key!r}; known: {', '.join(sorted(fields))}")
         changes[key] = _convert(_field_type(obj, key), raw, key)
-    return obj.replace(**changes) if isinstance(obj, Preset) else dataclasses.replace(obj, **changes)
+    return obj.replace(**changes) if isinstance(obj, (Preset, StageConfig)) else dataclasses.replace(obj, **changes)
 
 
 def split_sets(config_class: type, pairs: list[str], component: str | None = None) -> tuple[list[str], list[str]]:
@@ -141,7 +151,7 @@ def split_sets(config_class: type, pairs: list[str], component: str | None = Non
     every command reads one dialect: a key that ``experiments --set`` takes means the same here.
     A dotted key of the command's own preset ``component`` (``finetune.lr`` for ``finetune``) is
     its field, and is returned undotted."""
-    own_fields = {f.name for f in dataclasses.fields(config_class)}
+    own_fields = _setting_names(config_class)
     preset_pairs, own_pairs = [], []
     for pair in pairs:
         if component and pair.startswith(f"{component}."):
@@ -159,15 +169,13 @@ def stage_config_from_args(args: argparse.Namespace):
     ``pretraining.lr=1e-3``: applied before the stage is built, as ``experiments`` applies them);
     a preset's setting that would not change this stage (``epochs_round1``, or ``s2_steps`` for a
     stage from scratch) is refused rather than ignored. Chapter 2."""
-    from .training.pretraining import StageConfig
-
     preset_sets, stage_sets = split_sets(StageConfig, args.set)
     preset = get_preset(args.preset)
     for pair in preset_sets:
         try:
             changed = parse_overrides(preset, [pair])
         except ConfigError as err:
-            fields = ", ".join(sorted(f.name for f in dataclasses.fields(StageConfig)))
+            fields = ", ".join(sorted(StageConfig.setting_names()))
             raise ConfigError(f"{err}; or one of the stage's own settings: {fields}") from None
         if _stage_of(changed, args) == _stage_of(preset, args):
             key = pair.split("=", 1)[0].strip()
@@ -249,9 +257,9 @@ def _check_head_depth(cfg) -> None:
         layers = json.loads(config.read_text(encoding="utf-8")).get("num_hidden_layers")
     except (OSError, ValueError, AttributeError):
         return  # a damaged config: loading the checkpoint names it
-    if isinstance(layers, int) and cfg.skip_from >= layers:
+    if isinstance(layers, int) and cfg.model.skip_from >= layers:
         raise ConfigError(f"--init {cfg.init} has {layers} layers, but the Condenser head reads layer "
-                          f"skip_from={cfg.skip_from}; pass --set skip_from={layers - 1} (or lower), or an --init with "
+                          f"skip_from={cfg.model.skip_from}; pass --set skip_from={layers - 1} (or lower), or an --init with "
                           "more layers")
 
 

@@ -37,7 +37,7 @@ def test_pretrain_command_runs_the_books_stages(method, init, arm):
     cfg = stage_config_from_args(args)
     assert cfg == arm_config(arm, get_preset("tiny"), init)
     tiny = get_preset("tiny")
-    assert (cfg.lr, cfg.max_len) == (tiny.pretraining.cocondenser_lr if method == "cocondenser" else tiny.pretraining.lr,
+    assert (cfg.lr, cfg.model.max_len) == (tiny.pretraining.cocondenser_lr if method == "cocondenser" else tiny.pretraining.lr,
                                      tiny.model.max_len)
 
 

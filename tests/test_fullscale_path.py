@@ -66,7 +66,7 @@ def own_cache(tmp_path, monkeypatch):
 
 def test_paper_stages_on_the_mirror(mirror, standins, tmp_path, monkeypatch):
     cfg = paper_condenser(init=standins["bert"])
-    assert (cfg.batch_size, cfg.grad_accum, cfg.max_len, cfg.skip_from, cfg.n_head_layers, cfg.lr, cfg.epochs) == (
+    assert (cfg.batch_size, cfg.grad_accum, cfg.model.max_len, cfg.model.skip_from, cfg.model.n_head_layers, cfg.lr, cfg.epochs) == (
         1024, 16, 128, 6, 2, 1e-4, 8)
     assert (cfg.corpus, cfg.corpus_limit, cfg.head) == ("wikipedia", 1_000_000, "random")
     cfg = cfg.replace(max_steps=1, batch_size=128, grad_accum=2)  # micro-batches of 64 as the paper's

@@ -150,11 +150,12 @@ def _differences(cfg, ref) -> tuple[list[str], list[str]]:
     """``(training, other)``: the settings of ``cfg`` that differ from ``ref``'s, as
     ``"name value (committed: value)"``, split into training settings and the rest."""
     training, other = [], []
-    for f in dataclasses.fields(cfg):
-        a, b = getattr(cfg, f.name), getattr(ref, f.name)
-        if f.name in NEUTRAL_FIELDS or f.name in UNREAD_FIELDS.get(cfg.method, ()) or a == b:
+    mine, committed = cfg.settings(), ref.settings()
+    for name, a in mine.items():
+        b = committed[name]
+        if name in NEUTRAL_FIELDS or name in UNREAD_FIELDS.get(cfg.method, ()) or a == b:
             continue
-        (training if f.name in TRAINING_FIELDS else other).append(f"{f.name} {a!r} (committed: {b!r})")
+        (training if name in TRAINING_FIELDS else other).append(f"{name} {a!r} (committed: {b!r})")
     training.sort(key=lambda d: TRAINING_FIELDS.index(d.split(" ", 1)[0]))
     return training, other
 
@@ -259,7 +260,7 @@ def stage_check(cfg, folder: str | Path | None = None, preset: str = REFERENCE_P
             if init is None:
                 other.append(f"init {cfg.init} (not a stage this library pre-trained)")
             else:
-                started = type(cfg)(**{k: v for k, v in init.items() if k in {f.name for f in dataclasses.fields(cfg)}})
+                started = type(cfg)().replace(**{k: v for k, v in init.items() if k in cfg.setting_names()})
                 other += [f"init: {d}" for d in sum(_differences(started, parent), [])]
         if not other and (best is None or len(training) < best[0]):
             best = (len(training), arm, training)

@@ -344,8 +344,8 @@ def stage_config(preset: Preset | str, method: str, init: str | None = None, **c
     """
     preset = get_preset(preset)
     model, training = preset.model, preset.pretraining
-    # every model setting, and the training settings every stage takes as they are
-    common = {**dataclasses.asdict(model), **{k: getattr(training, k) for k in STAGE_TRAINING_FIELDS}}
+    # the model, and the training settings every stage takes as they are
+    common = {"model": model, **{k: getattr(training, k) for k in STAGE_TRAINING_FIELDS}}
     if method == "cocondenser":
         published = (preset.pretrained or {}).get("condenser")
         head = training.cocondenser_head if init is not None and init == published else "load"

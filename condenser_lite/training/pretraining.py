@@ -82,6 +82,15 @@ class ModelConfig:
     dropout: float = 0.1
     attn_implementation: str = "sdpa"
 
+    def __post_init__(self) -> None:
+        check_types(self)
+        check_positive(self, "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                       "intermediate_size", "max_len", "n_head_layers")
+        if self.attn_implementation not in ("sdpa", "eager"):
+            raise ConfigError(f"attn_implementation={self.attn_implementation!r} must be 'sdpa' or 'eager'")
+        if not 0 <= self.dropout < 1:
+            raise ConfigError(f"dropout={self.dropout!r} must be in [0, 1)")
+
 
 @dataclass(frozen=True)
 class PretrainingConfig:
@@ -141,6 +150,7 @@ TARGET_CORPORA = TEVATRON_TASKS  # the passage collections coCondenser reads, by
 
 
 _MODEL, _TRAINING = ModelConfig(), PretrainingConfig()  # StageConfig's defaults: the tiny preset's
+MODEL_FIELDS = tuple(f.name for f in dataclasses.fields(ModelConfig))
 
 
 @dataclass
@@ -154,34 +164,29 @@ class StageConfig:
     ``corpus`` is ``"general"`` (the Wikipedia sample, WikiText-2 and news; at full scale
     ``"wikipedia"``) for ``mlm``/``condenser``, or a retrieval corpus (``"scifact"``,
     ``"msmarco"``, ``"nq"``) whose documents coCondenser cuts spans from.
-    ``batch_size`` counts sequences for MLM/Condenser and *documents* (two spans each) for
-    coCondenser. ``mlm_weight``/``co_weight`` weight coCondenser's two terms (table 4's
-    ablations set one to 0); ``chunk_size`` turns on the gradient cache. Chapter 2.
+    ``model`` is the encoder (``ModelConfig``: its shape when built from scratch, the tokenizer,
+    ``max_len`` and the head's ``skip_from`` and ``n_head_layers``). ``batch_size`` counts
+    sequences for MLM/Condenser and *documents* (two spans each) for coCondenser.
+    ``mlm_weight``/``co_weight`` weight coCondenser's two terms (table 4's ablations set one to
+    0); ``chunk_size`` turns on the gradient cache. ``replace`` and ``settings`` take and give the
+    model's fields by their own names, beside the stage's, as ``--set`` does. Chapter 2.
+
+    >>> StageConfig().replace(hidden_size=256, lr=1e-4).model.hidden_size
+    256
     """
 
     method: str = "condenser"
     init: str | None = None
     head: str | None = None
-    tokenizer: str | None = _MODEL.tokenizer  # None: the checkpoint's own, or the book's WordPiece for a new model
     corpus: str = "general"
     corpus_limit: int | None = None  # use only the first N documents (full-scale smoke runs)
-    max_len: int = _MODEL.max_len
-    # the tiny BERT built when init is None (ignored otherwise)
-    hidden_size: int = _MODEL.hidden_size
-    num_hidden_layers: int = _MODEL.num_hidden_layers
-    num_attention_heads: int = _MODEL.num_attention_heads
-    intermediate_size: int = _MODEL.intermediate_size
-    vocab_size: int = _MODEL.vocab_size
-    # Condenser (paper section 3)
-    skip_from: int = _MODEL.skip_from
-    n_head_layers: int = _MODEL.n_head_layers
+    model: ModelConfig = _MODEL  # tokenizer None: the checkpoint's own, or the book's WordPiece for a new model
+    # Condenser (paper section 3; the head's skip_from and n_head_layers are the model's)
     late_mlm: bool = True
     # switches of the Condenser stage that the mechanism page tries (condenser.PAPER_SWITCHES: off)
     head_mlm_probability: float | None = None  # E5: the head reads a copy with this share masked
     detach_early: bool = False  # E3: no gradient from the head into the early layers
     head_cls: str = "late"  # "constant": the head reads a learned constant, not the late CLS (a control)
-    dropout: float = _MODEL.dropout  # of a model built from scratch (a checkpoint keeps its own)
-    attn_implementation: str = _MODEL.attn_implementation
     # masking and packing
     mlm_probability: float = 0.15
     short_seq_prob: float = 0.1
@@ -209,15 +214,13 @@ class StageConfig:
 
     def __post_init__(self) -> None:
         check_types(self)
-        check_positive(self, "lr", "batch_size", "grad_accum", "min_span", "max_len", "epochs", "max_steps")
+        check_positive(self, "lr", "batch_size", "grad_accum", "min_span", "epochs", "max_steps")
+        if not isinstance(self.model, ModelConfig):
+            raise ConfigError(f"model={self.model!r} must be a ModelConfig")
         if self.method not in METHODS:
             raise ConfigError(f"method={self.method!r} is not one of {METHODS}")
         if self.head not in (None, "load", "random"):
             raise ConfigError(f"head={self.head!r} must be 'load', 'random' or None")
-        if self.attn_implementation not in ("sdpa", "eager"):
-            raise ConfigError(f"attn_implementation={self.attn_implementation!r} must be 'sdpa' or 'eager'")
-        if not 0 <= self.dropout < 1:
-            raise ConfigError(f"dropout={self.dropout!r} must be in [0, 1)")
         if self.method == "cocondenser" and self.corpus == "general":
             raise ConfigError("coCondenser pre-trains on a target corpus: set corpus='scifact' (or 'msmarco', ...)")
         if deviations(self) and self.method != "condenser":
@@ -234,11 +237,27 @@ class StageConfig:
             raise ConfigError(f"eval_blocks={self.eval_blocks} must be >= 2 and eval_every={self.eval_every} "
                               ">= 1 (or None: evaluate after the last step only)")
 
+    @classmethod
+    def setting_names(cls) -> tuple[str, ...]:
+        """The names ``replace``, ``settings`` and ``--set`` use: the stage's fields, the model's
+        in place of ``model``."""
+        return tuple(n for f in dataclasses.fields(cls)
+                     for n in ((f.name,) if f.name != "model" else MODEL_FIELDS))
+
     def replace(self, **changes) -> "StageConfig":
-        unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
+        """A copy with ``changes``, the model's fields among them by their own names."""
+        unknown = set(changes) - set(self.setting_names()) - {"model"}
         if unknown:
             raise TypeError(f"unknown StageConfig field(s) {sorted(unknown)}")
+        model = {k: changes.pop(k) for k in MODEL_FIELDS if k in changes}
+        if model:
+            changes["model"] = dataclasses.replace(changes.get("model", self.model), **model)
         return dataclasses.replace(self, **changes)
+
+    def settings(self) -> dict:
+        """Every setting under its ``setting_names`` name (what a stage's record and key hold)."""
+        own = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "model"}
+        return {**dataclasses.asdict(self.model), **own}
 
     @property
     def resolved_head(self) -> str:
@@ -267,7 +286,7 @@ def stage_settings(cfg: StageConfig, tokenizer=None, data_dir: str | None = None
     tokenizer = tokenizer if tokenizer is not None else get_tokenizer(cfg, data_dir)
     # the switches join only where they deviate, so the paper's Condenser keeps one key whatever
     # switches the book adds beside it (and a stage that turns one on gets a key of its own)
-    settings = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in BOOKKEEPING and k not in PAPER_SWITCHES}
+    settings = {k: v for k, v in cfg.settings().items() if k not in BOOKKEEPING and k not in PAPER_SWITCHES}
     settings.update(deviations(cfg))
     names, roles = stage_data(cfg)
     settings.update(init=checkpoint_key(cfg.init), tokenizer=tokenizer_key(tokenizer),
@@ -303,11 +322,11 @@ def stage_done(cfg: StageConfig, output_dir: str | Path | None = None, data_dir:
 
 def get_tokenizer(cfg: StageConfig, data_dir: str | None = None):
     """The stage's tokenizer: explicit, else the starting checkpoint's, else the book's WordPiece."""
-    if cfg.tokenizer is not None:
-        return load_tokenizer(cfg.tokenizer)
+    if cfg.model.tokenizer is not None:
+        return load_tokenizer(cfg.model.tokenizer)
     if cfg.init is not None:
         return load_tokenizer(cfg.init)
-    return tiny_tokenizer(vocab_size=cfg.vocab_size, data_dir=data_dir)
+    return tiny_tokenizer(vocab_size=cfg.model.vocab_size, data_dir=data_dir)
 
 
 def _check_head_choice(cfg: StageConfig) -> None:
@@ -330,7 +349,7 @@ def _check_head_shape(cfg: StageConfig) -> None:
     the stage's ``skip_from`` / ``n_head_layers`` come from its preset, the head from the checkpoint,
     and a head read from another layer than it learnt on would train on, silently wrong."""
     saved = read_condenser_config(cfg.init) or {}
-    asked = {"skip_from": cfg.skip_from, "n_head_layers": cfg.n_head_layers}
+    asked = {"skip_from": cfg.model.skip_from, "n_head_layers": cfg.model.n_head_layers}
     differ = {k: v for k, v in asked.items() if k in saved and saved[k] != v}
     if differ:
         have = ", ".join(f"{k}={saved[k]}" for k in differ)
@@ -351,7 +370,7 @@ def build_model(cfg: StageConfig, tokenizer):
 
     switches = deviations(cfg)
     head_copy = switches.pop("head_mlm_probability", None)  # the collator's: the model reads a batch input
-    condenser_kw = dict(skip_from=cfg.skip_from, n_head_layers=cfg.n_head_layers, late_mlm=cfg.late_mlm, **switches)
+    condenser_kw = dict(skip_from=cfg.model.skip_from, n_head_layers=cfg.model.n_head_layers, late_mlm=cfg.late_mlm, **switches)
     # the head's own masked copy (E5) is a batch input only the variant's forward reads
     condenser = CondenserVariant if head_copy is not None else Condenser.class_for(condenser_kw)
     if cfg.init is None and cfg.method != "mlm" and cfg.resolved_head == "load":
@@ -360,10 +379,10 @@ def build_model(cfg: StageConfig, tokenizer):
         _check_head_choice(cfg)
     if cfg.init is None:
         config = tiny_bert_config(
-            vocab_size=len(tokenizer), hidden_size=cfg.hidden_size, num_hidden_layers=cfg.num_hidden_layers,
-            num_attention_heads=cfg.num_attention_heads, intermediate_size=cfg.intermediate_size,
-            max_position_embeddings=cfg.max_len, pad_token_id=tokenizer.pad_token_id,
-            hidden_dropout_prob=cfg.dropout, attention_probs_dropout_prob=cfg.dropout,
+            vocab_size=len(tokenizer), hidden_size=cfg.model.hidden_size, num_hidden_layers=cfg.model.num_hidden_layers,
+            num_attention_heads=cfg.model.num_attention_heads, intermediate_size=cfg.model.intermediate_size,
+            max_position_embeddings=cfg.model.max_len, pad_token_id=tokenizer.pad_token_id,
+            hidden_dropout_prob=cfg.model.dropout, attention_probs_dropout_prob=cfg.model.dropout,
         )
         model = BertMLM.from_config(config) if cfg.method == "mlm" else condenser.from_config(config, **condenser_kw)
     elif cfg.method == "mlm":
@@ -374,7 +393,7 @@ def build_model(cfg: StageConfig, tokenizer):
     else:
         model = condenser.from_bert(cfg.init, **condenser_kw)
     # the kernel only (eager and sdpa agree to ~5e-7); the head's layers share the backbone's config
-    model.backbone.set_attn_implementation(cfg.attn_implementation)
+    model.backbone.set_attn_implementation(cfg.model.attn_implementation)
     return model
 
 
@@ -409,7 +428,7 @@ def general_blocks(cfg: StageConfig, tokenizer, data_dir: str | None = None, cor
         train, _ = general_sections(cfg.heldout_fraction, data_dir, corpus)
         if cfg.corpus_limit:
             train = train.select(range(min(cfg.corpus_limit, len(train))))
-    return pack_blocks(train, tokenizer, max_len=cfg.max_len, short_seq_prob=cfg.short_seq_prob, seed=cfg.seed)
+    return pack_blocks(train, tokenizer, max_len=cfg.model.max_len, short_seq_prob=cfg.short_seq_prob, seed=cfg.seed)
 
 
 def _titled(docs: Dataset) -> Dataset:
@@ -438,7 +457,7 @@ def target_documents(cfg: StageConfig, data_dir: str | None = None):
 def span_pairs(cfg: StageConfig, tokenizer, data_dir: str | None = None):
     """Per-epoch span pairs of the target corpus (``spans.SpanPairs``)."""
     ids = tokenize_documents(target_documents(cfg, data_dir), tokenizer)
-    return SpanPairs(ids, max_len=cfg.max_len, min_span=cfg.min_span, seed=cfg.seed)
+    return SpanPairs(ids, max_len=cfg.model.max_len, min_span=cfg.min_span, seed=cfg.seed)
 
 
 # ---- held-out evaluation and gauges -------------------------------------------------------
@@ -469,7 +488,7 @@ def heldout_set(cfg: StageConfig, tokenizer, data_dir: str | None = None, corpus
     a stage continuing a checkpoint finds its parent's set. Explained in chapter 2.
     """
     vocab = sorted(tokenizer.get_vocab().items())
-    settings = {"vocab": settings_hash(vocab), "max_len": cfg.max_len, "short_seq_prob": cfg.short_seq_prob,
+    settings = {"vocab": settings_hash(vocab), "max_len": cfg.model.max_len, "short_seq_prob": cfg.short_seq_prob,
                 "mlm_probability": cfg.mlm_probability, "fraction": cfg.heldout_fraction, "blocks": cfg.eval_blocks,
                 "data": data_id(PRETRAINING_SOURCES, data_dir), "seed": EVAL_SEED,
                 "doc_ids": True, "mask_draws": RELIANCE_DRAWS}
@@ -477,7 +496,7 @@ def heldout_set(cfg: StageConfig, tokenizer, data_dir: str | None = None, corpus
     if path.exists():
         return torch.load(path, weights_only=True)
     train, held = general_sections(cfg.heldout_fraction, data_dir, corpus)
-    blocks = pack_blocks(held, tokenizer, max_len=cfg.max_len, short_seq_prob=cfg.short_seq_prob, seed=EVAL_SEED)
+    blocks = pack_blocks(held, tokenizer, max_len=cfg.model.max_len, short_seq_prob=cfg.short_seq_prob, seed=EVAL_SEED)
     collator = MLMCollator(tokenizer, mlm_probability=cfg.mlm_probability)
     # a block's document: its section's (source, doc_id), numbered; sections of one article share it
     number: dict[tuple, int] = {}
@@ -665,9 +684,9 @@ def pretrain(
                  for k in ("hidden_size", "intermediate_size", "num_hidden_layers", "vocab_size")}
         shape["n_head_layers"] = getattr(model, "n_head_layers", 0)
         if cfg.head_mlm_probability:  # the head reads its own masked copy: its early layers run again
-            shape["head_copy_layers"] = cfg.skip_from
+            shape["head_copy_layers"] = cfg.model.skip_from
         grad_cache = cfg.method == "cocondenser" and cfg.chunk_size is not None and cfg.chunk_size < rows
-        record = {"key": key, "settings": settings, "config": dataclasses.asdict(cfg), "steps": result.step,
+        record = {"key": key, "settings": settings, "config": cfg.settings(), "steps": result.step,
                   "wall_time": result.wall_time, "skipped_documents": n_skipped, "documents": n_documents,
                   "heldout": final_gauges(result.history), "heldout_set": heldout["info"] if heldout else None,
                   "compute": stage_compute(result.history, cfg.method, shape, rows, grad_cache, result.wall_time),

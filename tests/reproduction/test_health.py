@@ -98,9 +98,10 @@ def test_pretrain_judges_each_evaluation_and_records_it(tmp_path, monkeypatch, t
     from condenser_lite.training.pretraining import StageConfig, pretrain, read_log
 
     monkeypatch.setenv("CONDENSER_LITE_CACHE", str(tmp_path / "cache"))
-    cfg = StageConfig(method="mlm", tokenizer=tokenizer_dir, hidden_size=32, num_hidden_layers=2,
-                      num_attention_heads=2, intermediate_size=64, max_len=64, batch_size=4, max_steps=4,
-                      corpus_limit=40, save_every=None, heldout_fraction=0.05, eval_blocks=8, eval_every=2)
+    cfg = StageConfig().replace(method="mlm", tokenizer=tokenizer_dir, hidden_size=32, num_hidden_layers=2,
+                                num_attention_heads=2, intermediate_size=64, max_len=64, batch_size=4, max_steps=4,
+                                corpus_limit=40, save_every=None, heldout_fraction=0.05, eval_blocks=8,
+                                eval_every=2)
     low = {str(i): [{"step": s, "mlm_loss": 0.5 + i / 100} for s in (2, 4)] for i in range(3)}
     out = pretrain(cfg, output_dir=tmp_path / "stage", data_dir=str(MIRROR), check=StageCheck("bert", low))
     log = [r for r in read_log(out) if "eval_mlm_loss" in r]

@@ -63,11 +63,9 @@ def test_every_preset_builds_a_condenser_and_fits_its_texts_in_it(name):
 def test_paper_stages_are_the_papers_head_and_continue_each_other():
     c, co = paper_condenser(), paper_cocondenser()
     # the Condenser head where the modeling module puts the paper's (skip_from 6, 2 head layers)
-    assert (c.skip_from, c.n_head_layers) == (PAPER_CONDENSER["skip_from"], PAPER_CONDENSER["n_head_layers"])
+    assert (c.model.skip_from, c.model.n_head_layers) == (PAPER_CONDENSER["skip_from"], PAPER_CONDENSER["n_head_layers"])
     # coCondenser continues a Condenser of the same shape, by default the published one
-    shape = ("skip_from", "n_head_layers", "max_len", "hidden_size", "num_hidden_layers", "num_attention_heads",
-             "intermediate_size", "vocab_size")
-    assert {f: getattr(co, f) for f in shape} == {f: getattr(c, f) for f in shape}
+    assert co.model == c.model
     assert (c.init, co.init) == (PAPER.pretrained["bert"], PAPER.pretrained["condenser"])
     # the published Luyu/condenser has no head: a fresh one (warned when built); your own stage 1's is loaded
     assert co.resolved_head == "random"
@@ -113,22 +111,20 @@ def test_the_colab_preset_is_the_small_runs_protocol_on_the_published_checkpoint
     assert colab.sts == paper.sts  # Sentence-BERT's STS-b settings, as the paper
 
 
-def test_a_stage_takes_every_model_setting_and_the_shared_training_ones_under_their_names():
-    """``stage_config`` passes the model's settings and ``STAGE_TRAINING_FIELDS`` through by name:
-    each must be a ``StageConfig`` field of the same type, and a changed value must reach the stage."""
-    import dataclasses
+def test_a_stage_holds_the_presets_model_and_the_shared_training_settings_under_their_names():
+    """``stage_config`` gives a stage the preset's ``ModelConfig`` itself, and passes
+    ``STAGE_TRAINING_FIELDS`` through by name: each must be a ``StageConfig`` field of the same
+    type, and a changed value must reach the stage."""
     import typing
 
     from condenser_lite.reproduction.presets import STAGE_TRAINING_FIELDS, stage_config
-    from condenser_lite.training.pretraining import ModelConfig, PretrainingConfig, StageConfig
+    from condenser_lite.training.pretraining import PretrainingConfig, StageConfig
 
-    stage = typing.get_type_hints(StageConfig)
-    for owner, names in ((ModelConfig, [f.name for f in dataclasses.fields(ModelConfig)]),
-                         (PretrainingConfig, STAGE_TRAINING_FIELDS)):
-        hints = typing.get_type_hints(owner)
-        for name in names:
-            assert name in stage and stage[name] == hints[name], (owner.__name__, name)
+    stage, hints = typing.get_type_hints(StageConfig), typing.get_type_hints(PretrainingConfig)
+    for name in STAGE_TRAINING_FIELDS:
+        assert name in stage and stage[name] == hints[name], name
     changed = get_preset("tiny", **{"model.hidden_size": 96, "model.num_attention_heads": 3, "pretraining.seed": 7})
     for method, init in (("mlm", None), ("condenser", "x"), ("cocondenser", "x")):
         cfg = stage_config(changed, method, init)
-        assert (cfg.hidden_size, cfg.num_attention_heads, cfg.seed) == (96, 3, 7)
+        assert cfg.model is changed.model
+        assert (cfg.model.hidden_size, cfg.model.num_attention_heads, cfg.seed) == (96, 3, 7)

@@ -34,7 +34,7 @@ def tiny(tokenizer_dir, **kw):
                 intermediate_size=64, max_len=64, batch_size=4, max_steps=2, corpus_limit=40, save_every=None,
                 heldout_fraction=None)
     base.update(kw)
-    return StageConfig(**base)
+    return StageConfig().replace(**base)
 
 
 def test_stages_chain_and_cache(env, tokenizer_dir):
@@ -213,7 +213,7 @@ def test_heldout_blocks_carry_their_documents_and_several_mask_draws(env, tokeni
     assert len(draws) == RELIANCE_DRAWS - 1
     # recompute each block's document from the held-out sections
     _, held = general_sections(0.05)
-    blocks = pack_blocks(held, tok, max_len=cfg.max_len, short_seq_prob=cfg.short_seq_prob, seed=EVAL_SEED)
+    blocks = pack_blocks(held, tok, max_len=cfg.model.max_len, short_seq_prob=cfg.short_seq_prob, seed=EVAL_SEED)
     plain = mlm_eval_batches(blocks, MLMCollator(tok, mlm_probability=cfg.mlm_probability), n_blocks=24,
                              batch_size=64, seed=EVAL_SEED, columns=("doc_index",))
     keys = [(held[int(i)]["source"], held[int(i)]["doc_id"]) for b in plain for i in b["doc_index"]]
@@ -260,7 +260,8 @@ def test_continuing_a_saved_head_with_another_shape_is_refused_naming_the_fix():
     from locations import ROOT
 
     saved = str(ROOT / "results" / "checkpoints" / "small" / "condenser")
-    asked = StageConfig(method="cocondenser", corpus="scifact", init=saved, skip_from=2, n_head_layers=2, head="load")
+    asked = StageConfig().replace(method="cocondenser", corpus="scifact", init=saved, skip_from=2, n_head_layers=2,
+                                  head="load")
     with pytest.raises(ConfigError, match=r"skip_from=1, n_head_layers=1.*--set skip_from=1 --set n_head_layers=1"):
         build_model(asked, None)
     model = build_model(asked.replace(skip_from=1, n_head_layers=1), None)
@@ -312,7 +313,7 @@ def test_an_mlm_stage_on_a_readers_corpus_packs_it_and_keys_it_by_content(env, t
 def tiny_stage(tokenizer_dir: str, **changes) -> StageConfig:
     base = dict(tokenizer=tokenizer_dir, hidden_size=32, num_hidden_layers=4, num_attention_heads=2,
                 intermediate_size=64, max_len=64, batch_size=4, max_steps=1, corpus_limit=20, save_every=None)
-    return StageConfig(**{**base, **changes})
+    return StageConfig().replace(**{**base, **changes})
 
 
 def test_pretrain_into_another_stages_folder_is_refused(tokenizer_dir, tmp_path, monkeypatch, capsys):
