@@ -288,17 +288,24 @@ def best_of(repeats: int, fn, dev: str):
 
 
 def bench_retrieval(args) -> None:
-    from transformers import AutoModel, BertForMaskedLM
+    """Fine-tuning, encoding and search on SciFact from a random-init BERT: the library's loops
+    against plain ones of the same shapes (their speeds, peak memory and agreement)."""
+    work, beir, tok = _retrieval_setup(args)
+    rows, pre = _finetune_rows(args, work, beir, tok)
+    rows += _encode_and_search_rows(args, work, beir, tok, pre)
+    print_table("Retrieval on SciFact (random-init weights: metrics are meaningless)", ["measure", "value", "note"],
+                rows)
 
-    from condenser_lite.data.beir import corpus_columns, load_beir, query_columns
+
+def _retrieval_setup(args):
+    """SciFact (a slice with --quick), a WordPiece trained on it and a random-init BERT saved as
+    the "pre-trained" checkpoint: ``(work folder, beir, tokenizer)``."""
+    from transformers import BertForMaskedLM
+
+    from condenser_lite.data.beir import corpus_columns, load_beir
     from condenser_lite.data.tokenizer import train_wordpiece
-    from condenser_lite.reproduction.presets import RETRIEVAL_RECIPES
-    from condenser_lite.retrieval.biencoder import BiEncoder, RetrievalCollator, passage_strings, token_ids
-    from condenser_lite.retrieval.bm25 import to_tevatron
-    from condenser_lite.retrieval.search import encode, encode_corpus, evaluate_retriever, search
-    from condenser_lite.training.finetune import finetune_retriever, round_loop_config
 
-    dev, rows = args.device, []
+    dev = args.device
     beir = load_beir("scifact")
     ids, titles, texts = corpus_columns(beir.corpus)
     if args.quick:  # smoke test: a small corpus slice, only the queries whose positives are in it
@@ -318,6 +325,18 @@ def bench_retrieval(args) -> None:
           f"{len(tok):,} tokens (asked {args.vocab:,}); BERT {cfg.num_hidden_layers} layers, hidden "
           f"{cfg.hidden_size}, random init, {args.dtype}, device {dev}", flush=True)
 
+    return work, beir, tok
+
+
+def _finetune_rows(args, work, beir, tok):
+    """The fine-tuning rows (the msmarco recipe's batch shape, and the nq recipe's with --nq-steps)
+    and the recipe: ``(rows, recipe)``; the model is left in ``work / "ft"``."""
+    from condenser_lite.reproduction.presets import RETRIEVAL_RECIPES
+    from condenser_lite.retrieval.biencoder import RetrievalCollator
+    from condenser_lite.retrieval.bm25 import to_tevatron
+    from condenser_lite.training.finetune import finetune_retriever, round_loop_config
+
+    dev, rows = args.device, []
     # Fine-tuning: msmarco preset batch shape, short run.
     pre = RETRIEVAL_RECIPES["msmarco"]
     t = time.perf_counter()
@@ -384,6 +403,20 @@ def bench_retrieval(args) -> None:
         del m2
         free(dev)
 
+    return rows, pre
+
+
+def _encode_and_search_rows(args, work, beir, tok, pre):
+    """Encoding the corpus with the fine-tuned model (the library's path against a plain loop),
+    FAISS search and evaluate_retriever end to end."""
+    from transformers import AutoModel
+
+    from condenser_lite.data.beir import corpus_columns, query_columns
+    from condenser_lite.retrieval.biencoder import BiEncoder, passage_strings, token_ids
+    from condenser_lite.retrieval.search import encode, encode_corpus, evaluate_retriever, search
+
+    dev, rows = args.device, []
+    ids, titles, texts = corpus_columns(beir.corpus)
     # Encoding the corpus with the fine-tuned model (the library's path) vs a plain loop.
     ft_dir = str(work / "ft")
     bi = BiEncoder.from_pretrained(ft_dir).to(dev)
@@ -424,8 +457,8 @@ def bench_retrieval(args) -> None:
          f"{t_search / len(qids) * 1e6:.0f} us/query, incl. index build"],
         ["evaluate_retriever end to end (encode+search+score)", f"{t_eval:.2f} s", f"random init: {metrics}"],
     ]
-    print_table("Retrieval on SciFact (random-init weights: metrics are meaningless)", ["measure", "value", "note"],
-                rows)
+    return rows
+
 
 
 def main() -> None:

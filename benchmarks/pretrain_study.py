@@ -684,7 +684,7 @@ def condenser_runs(stage1: dict, budget: float, splits=None) -> tuple[dict[str, 
     return runs, cont
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", choices=["throughput", "parallel", "precision", "sweep", "long", "condenser"],
                     action="append",
@@ -708,7 +708,68 @@ def main() -> None:
     ap.add_argument("--collect", action="store_true",
                     help="write the results file from the runs finished so far, starting none")
     ap.add_argument("--precision-child", type=int, help=argparse.SUPPRESS)  # see precision_costs
-    a = ap.parse_args()
+    return ap
+
+
+def condenser_part(a: argparse.Namespace, study: dict) -> None:
+    """The Condenser splits continuing the stage-1 run ``a.stage1`` (and a coCondenser look at
+    the clearest one), with their MLM controls, into ``study["condenser"]``."""
+    if a.stage1 == "long":
+        stage1 = next(iter(study["long"].values()))  # (--collect: fails until the long run is done)
+    else:  # a finished sweep run (cached: returns at once)
+        stage1 = run_many("sweep", {a.stage1: sweep_runs(a.budget, True)[a.stage1]}, 1)[a.stage1]
+    study["condenser_stage1"] = {"label": stage1["label"], "key": stage1["key"], "steps": stage1["steps"],
+                                 "final": stage1["final"]}
+    runs, control = condenser_runs(stage1, a.condenser_budget)
+    controls = {f"{Run(**stage1['run']).shape}: control, MLM continuation (same steps)": control}
+    if a.reference:  # the tiny preset's split (2 + 2 of 4 layers) on a 4-layer sweep model, for comparison
+        ref = run_many("sweep", {a.reference: sweep_runs(a.budget, True)[a.reference]}, 1)[a.reference]
+        ref_runs, ref_control = condenser_runs(ref, a.condenser_budget, splits=[(2, 2), (1, 1)])
+        runs.update(ref_runs)
+        controls[f"{Run(**ref['run']).shape}: control, MLM continuation (same steps)"] = ref_control
+    res = run_many("condenser", {**runs, **controls}, a.workers)
+    # coCondenser continues the split with the clearest gap (gap / noise) on SciFact, for
+    # half the steps (a look at the gauges under the contrastive loss, not a full stage).
+    main_runs = [n for n in runs if n.startswith(Run(**stage1["run"]).shape) and n in res]
+    if main_runs:
+        clear = max(main_runs, key=lambda n: res[n]["final"]["eval_swap_gap"] / max(res[n]["final"]["eval_swap_noise"], 1e-9))
+        extra = {f"coCondenser on SciFact, continuing [{clear}]": runs[clear].replace(
+            method="cocondenser", init=res[clear]["checkpoint"], steps=max(20, runs[clear].steps // 2), seed=2)}
+        res.update(run_many("condenser", extra, a.workers))
+    for r in res.values():
+        if r["run"]["method"] == "condenser":
+            r["cls_ablation"] = cls_ablation(r)
+    study["condenser"] = res
+    for name, r in res.items():
+        f = r["final"]
+        print(f"[condenser] {name:60s} late {f['eval_mlm_loss']:.3f} head {f.get('eval_head_loss', float('nan')):.3f} "
+              f"gap {f.get('eval_swap_gap', float('nan')):.3f} +- {f.get('eval_swap_noise', float('nan')):.3f} "
+              f"cos {f['eval_cls_cosine']:.3f}", flush=True)
+
+
+def provenance(parts: list[str], start: dict, t0: float, cpu0: float, study: dict) -> dict:
+    """The study's provenance: this call's commit, command, times and machine, the runs' CPU
+    seconds and the held-out sets' sizes."""
+    # taken before git_commit() imports the library's provenance module (and torch), so the times leave that out
+    finished, wall, cpu = time.strftime("%Y-%m-%d %H:%M:%S"), time.perf_counter() - t0, sum(os.times()[:4]) - cpu0
+    return {
+        "commit": git_commit(), "command": " ".join(["python", *sys.argv]), "parts_run_now": parts,
+        "started": start["time"], "finished": finished,
+        "wall_seconds_this_call": round(wall, 1), "cpu_seconds_this_call": round(cpu, 1),
+        "cpu_seconds_all_runs": round(sum(r["cpu_seconds"] for p in ("sweep", "long", "condenser")
+                                          for r in study.get(p, {}).values()), 1),
+        "loadavg_start": [round(x, 2) for x in start["loadavg"]],
+        "loadavg_end": [round(x, 2) for x in os.getloadavg()],
+        "machine": machine(), "versions": versions(),
+        "heldout": {"fraction_of_documents": HELDOUT_FRACTION, "eval_blocks": EVAL_BLOCKS, "mask_seed": 0,
+                    **{f"V{v}_T{t}": {k: d[k] for k in ("heldout_sections", "train_sections", "heldout_blocks",
+                                                         "eval_masked_tokens", "train_tokens", "unigram_entropy")}
+                       for (v, t), d in _data_summaries(study).items()}},
+    }
+
+
+def main() -> None:
+    a = build_parser().parse_args()
     if a.precision_child:
         print(json.dumps(_precision_child(a.precision_child)))
         return
@@ -764,58 +825,13 @@ def main() -> None:
             print(f"[long] {name}: steps {r['steps']} cpu {r['cpu_seconds']}s loss {r['final']['eval_mlm_loss']:.3f} "
                   f"unigram {r['unigram_entropy']:.3f}", flush=True)
     if "condenser" in parts:
-        if a.stage1 == "long":
-            stage1 = next(iter(study["long"].values()))  # (--collect: fails until the long run is done)
-        else:  # a finished sweep run (cached: returns at once)
-            stage1 = run_many("sweep", {a.stage1: sweep_runs(a.budget, True)[a.stage1]}, 1)[a.stage1]
-        study["condenser_stage1"] = {"label": stage1["label"], "key": stage1["key"], "steps": stage1["steps"],
-                                     "final": stage1["final"]}
-        runs, control = condenser_runs(stage1, a.condenser_budget)
-        controls = {f"{Run(**stage1['run']).shape}: control, MLM continuation (same steps)": control}
-        if a.reference:  # the tiny preset's split (2 + 2 of 4 layers) on a 4-layer sweep model, for comparison
-            ref = run_many("sweep", {a.reference: sweep_runs(a.budget, True)[a.reference]}, 1)[a.reference]
-            ref_runs, ref_control = condenser_runs(ref, a.condenser_budget, splits=[(2, 2), (1, 1)])
-            runs.update(ref_runs)
-            controls[f"{Run(**ref['run']).shape}: control, MLM continuation (same steps)"] = ref_control
-        res = run_many("condenser", {**runs, **controls}, a.workers)
-        # coCondenser continues the split with the clearest gap (gap / noise) on SciFact, for
-        # half the steps (a look at the gauges under the contrastive loss, not a full stage).
-        main_runs = [n for n in runs if n.startswith(Run(**stage1["run"]).shape) and n in res]
-        if main_runs:
-            clear = max(main_runs, key=lambda n: res[n]["final"]["eval_swap_gap"] / max(res[n]["final"]["eval_swap_noise"], 1e-9))
-            extra = {f"coCondenser on SciFact, continuing [{clear}]": runs[clear].replace(
-                method="cocondenser", init=res[clear]["checkpoint"], steps=max(20, runs[clear].steps // 2), seed=2)}
-            res.update(run_many("condenser", extra, a.workers))
-        for r in res.values():
-            if r["run"]["method"] == "condenser":
-                r["cls_ablation"] = cls_ablation(r)
-        study["condenser"] = res
-        for name, r in res.items():
-            f = r["final"]
-            print(f"[condenser] {name:60s} late {f['eval_mlm_loss']:.3f} head {f.get('eval_head_loss', float('nan')):.3f} "
-                  f"gap {f.get('eval_swap_gap', float('nan')):.3f} +- {f.get('eval_swap_noise', float('nan')):.3f} "
-                  f"cos {f['eval_cls_cosine']:.3f}", flush=True)
+        condenser_part(a, study)
     if set(parts) <= {"precision"} and "provenance" in study:
         # the part carries its own commit, command and machine; the rest keeps its provenance
         out_path.write_text(json.dumps(study, indent=1) + "\n")
         print(f"wrote {out_path}")
         return
-    # taken before git_commit() imports the library's provenance module (and torch), as before
-    finished, wall, cpu = time.strftime("%Y-%m-%d %H:%M:%S"), time.perf_counter() - t0, sum(os.times()[:4]) - cpu0
-    study["provenance"] = {
-        "commit": git_commit(), "command": " ".join(["python", *sys.argv]), "parts_run_now": parts,
-        "started": start["time"], "finished": finished,
-        "wall_seconds_this_call": round(wall, 1), "cpu_seconds_this_call": round(cpu, 1),
-        "cpu_seconds_all_runs": round(sum(r["cpu_seconds"] for p in ("sweep", "long", "condenser")
-                                          for r in study.get(p, {}).values()), 1),
-        "loadavg_start": [round(x, 2) for x in start["loadavg"]],
-        "loadavg_end": [round(x, 2) for x in os.getloadavg()],
-        "machine": machine(), "versions": versions(),
-        "heldout": {"fraction_of_documents": HELDOUT_FRACTION, "eval_blocks": EVAL_BLOCKS, "mask_seed": 0,
-                    **{f"V{v}_T{t}": {k: d[k] for k in ("heldout_sections", "train_sections", "heldout_blocks",
-                                                         "eval_masked_tokens", "train_tokens", "unigram_entropy")}
-                       for (v, t), d in _data_summaries(study).items()}},
-    }
+    study["provenance"] = provenance(parts, start, t0, cpu0, study)
     study["recommendation"] = {**RECOMMENDATION, "measured_costs": sizing(study)}
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(json.dumps(study, indent=1) + "\n")
