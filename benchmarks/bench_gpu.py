@@ -393,12 +393,12 @@ def _finetune_rows(args, work, beir, tok):
         free(dev)
         m2 = finetune_retriever(work / "init", train, tok, tc2, q_max_len=nq.q_max_len, p_max_len=nq.p_max_len,
                                   train_n_passages=nq.train_n_passages, untied=nq.untied,
-                                  grad_cache_chunk=nq.grad_cache_chunk)
+                                  chunk_size=nq.chunk_size)
         h2 = m2.train_result.history
         w2 = min(2, len(h2) - 1)
         s2 = (h2[-1]["elapsed"] - h2[w2 - 1]["elapsed"]) / (h2[-1]["step"] - h2[w2 - 1]["step"])
         rows.append([f"finetune_retriever nq preset ({tc2.batch_size} q x {nq.train_n_passages} p, "
-                     f"{nq.p_max_len} tok, untied, cache {nq.grad_cache_chunk})", f"{1 / s2:.2f} steps/s",
+                     f"{nq.p_max_len} tok, untied, cache {nq.chunk_size})", f"{1 / s2:.2f} steps/s",
                      f"{s2 * 1e3:.0f} ms/step; peak {peak_mb(dev):,.0f} MB"])
         del m2
         free(dev)

@@ -46,7 +46,7 @@ def test_pretrain_command_runs_the_books_stages(method, init, arm):
     ("mlm", None, "bert", "pretraining.batch_size=16"), ("mlm", None, "bert", "model.hidden_size=64"),
     ("mlm", "ckpt", "bert_cont", "s2_steps=7"), ("condenser", "ckpt", "condenser", "general_limit=50"),
     ("condenser", "ckpt", "condenser", "model.skip_from=1"), ("cocondenser", "ckpt", "cocondenser", "s3_steps=9"),
-    ("cocondenser", "ckpt", "cocondenser", "cocondenser_lr=0.0003"), ("cocondenser", "ckpt", "cocondenser", "chunk_size=8"),
+    ("cocondenser", "ckpt", "cocondenser", "cocondenser_lr=0.0003"), ("cocondenser", "ckpt", "cocondenser", "pretraining.chunk_size=8"),
     ("cocondenser", "ckpt", "cocondenser", "cocondenser_batch=8")])
 def test_one_set_dialect_pretrain_reads_the_experiments_keys(method, init, arm, pair):
     """A key ``experiments --set`` takes means the same to ``pretrain``: the stage is the arm's

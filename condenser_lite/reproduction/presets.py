@@ -212,7 +212,7 @@ NQ_RECIPE = FinetuneConfig(
     # (20 with hard negatives). lr 5e-6 follows the papers README (the Condenser appendix quotes DPR's
     # published 1e-5). On one GPU the 128-query batch needs the gradient cache.
     lr=5e-6, batch_size=128, train_n_passages=2, q_max_len=32, p_max_len=256, epochs_round1=40, epochs_round2=20,
-    min_steps=0, untied=True, grad_cache_chunk=32, mixed_precision="auto", mine_depth=200, encode_batch=512,
+    min_steps=0, untied=True, chunk_size=32, mixed_precision="auto", mine_depth=200, encode_batch=512,
     embedding_dtype="float16",
 )
 PAPER = Preset(

@@ -75,7 +75,7 @@ def finetune_retriever(
     train_n_passages: int = 8,
     untied: bool = False,
     temperature: float | None = None,
-    grad_cache_chunk: int | None = None,
+    chunk_size: int | None = None,
     dropout: float | None = None,
 ) -> BiEncoder:
     """Fine-tune a pre-trained checkpoint as a dense retriever (coCondenser eq. 14, chapter 4).
@@ -84,7 +84,7 @@ def finetune_retriever(
     ``train_n_passages`` passages). The final model and tokenizer are saved to ``cfg.output_dir``
     as a plain Hugging Face dir (``query/`` and ``passage/`` when untied), loadable with
     ``BiEncoder.from_pretrained`` or ``encode``; the loop's log and resumable checkpoint sit
-    beside it. ``grad_cache_chunk``: sequences per gradient-cache chunk (``retrieval_step``);
+    beside it. ``chunk_size``: sequences per gradient-cache chunk (``retrieval_step``);
     None trains with plain forward/backward. ``dropout``: the encoder's during fine-tuning
     (``None``: the checkpoint's own). A checkpoint left in ``cfg.output_dir`` is resumed
     (or, finished, reused) only if it was trained from the same weights (by content), tokenizer,
@@ -96,9 +96,7 @@ def finetune_retriever(
     depends_on = {"init": checkpoint_key(init_checkpoint), "tokenizer": tokenizer_key(tokenizer),
                   "data": rows_key(train_dataset), "q_max_len": q_max_len, "p_max_len": p_max_len,
                   "train_n_passages": train_n_passages, "untied": untied, "temperature": temperature,
-                  "grad_cache_chunk": grad_cache_chunk}
-    if dropout is not None:  # keyed only when set, so runs with the checkpoint's own keep their keys
-        depends_on["dropout"] = dropout
+                  "chunk_size": chunk_size, "dropout": dropout}
     model = BiEncoder.from_pretrained(init_checkpoint, untied=untied, train_n_passages=train_n_passages,
                                       temperature=temperature, dropout=dropout)
     limit = getattr(model.config, "max_position_embeddings", None)
@@ -108,7 +106,7 @@ def finetune_retriever(
             f"use lengths <= {limit}"
         )
     collator = RetrievalCollator(tokenizer, q_max_len=q_max_len, p_max_len=p_max_len, train_n_passages=train_n_passages)
-    step_fn = functools.partial(retrieval_step, chunk_size=grad_cache_chunk) if grad_cache_chunk else None
+    step_fn = functools.partial(retrieval_step, chunk_size=chunk_size) if chunk_size else None
     with output_lock(cfg.output_dir):
         result = train(model, train_dataset, cfg, collate_fn=collator, step_fn=step_fn, depends_on=depends_on)
         model.train_result = result  # history and log path, for the loss-curve chapter
@@ -231,7 +229,7 @@ def finetune_round(
     model = finetune_retriever(
         init_checkpoint, train_dataset, tokenizer, cfg, q_max_len=recipe.q_max_len, p_max_len=recipe.p_max_len,
         train_n_passages=recipe.train_n_passages, untied=recipe.untied, temperature=recipe.temperature,
-        grad_cache_chunk=recipe.grad_cache_chunk, dropout=recipe.dropout)
+        chunk_size=recipe.chunk_size, dropout=recipe.dropout)
     return model, train_dataset
 
 
@@ -263,7 +261,8 @@ class FinetuneConfig:
     ``epochs_round1`` epochs on BM25 negatives (``n_bm25_negatives`` kept per query), round 2
     ``epochs_round2`` on BM25 + ``n_mined`` negatives sampled from the round-1 retriever's top
     ``mine_depth``; at least ``min_steps`` updates per round. ``untied``: separate query and
-    passage encoders (DPR on NQ); ``grad_cache_chunk``: sequences per gradient-cache chunk;
+    passage encoders (DPR on NQ); ``chunk_size``: sequences per gradient-cache chunk (as a
+    coCondenser stage's);
     ``encode_batch``: sequences per batch when encoding for search and mining;
     ``embedding_dtype``: how the corpus embeddings are stored on disk for search and mining
     (``"float16"`` halves MS MARCO's 27 GB; scores are computed in float32); ``dropout``: the
@@ -281,7 +280,7 @@ class FinetuneConfig:
     weight_decay: float = 0.0
     untied: bool = False
     temperature: float | None = None
-    grad_cache_chunk: int | None = None
+    chunk_size: int | None = None
     mixed_precision: str = "no"
     n_bm25_negatives: int = 30
     mine_depth: int = 100

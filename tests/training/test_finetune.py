@@ -26,7 +26,7 @@ def test_recipes_build_train_configs(tmp_path):
             recipe.lr, recipe.batch_size, recipe.weight_decay, recipe.warmup_ratio, recipe.mixed_precision), name
     # NQ's batch of 128 queries fits one GPU only through the gradient cache, in several chunks
     nq = RETRIEVAL_RECIPES["nq"]
-    assert nq.grad_cache_chunk is not None and nq.grad_cache_chunk < nq.batch_size
+    assert nq.chunk_size is not None and nq.chunk_size < nq.batch_size
     tiny = finetune_recipe("tiny")  # the book's: 2 epochs of 8 queries, at least 60 updates
     assert round_loop_config(tiny, tmp_path, 1, n_queries=809).max_steps == 202
     assert round_loop_config(tiny, tmp_path, 1, n_queries=100).max_steps == 60
