@@ -93,6 +93,8 @@ def test_preset_overrides_are_dotted_where_ambiguous():
     assert (preset.finetune.lr, preset.pretraining.s1_steps, preset.seeds, preset.model.tokenizer) == (2e-4, 5, (0, 1, 2), "t")
     with pytest.raises(ConfigError, match="ambiguous"):
         parse_overrides(get_preset("micro"), ["lr=1e-3"])
+    with pytest.raises(ConfigError, match="pretraining.chunk_size or finetune.chunk_size"):  # every owner named
+        parse_overrides(get_preset("micro"), ["chunk_size=4"])
 
 
 @pytest.mark.protocol  # pre-trains a stage

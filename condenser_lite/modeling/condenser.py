@@ -431,7 +431,7 @@ PAPER_SWITCHES = {"detach_early": False, "head_cls": "late", "head_mlm_probabili
 
 def deviations(settings) -> dict:
     """The switches of ``settings`` (a mapping or an object with those attributes) that differ
-    from the paper's design. A saved head, a stage's cache key and a log name these only, so
+    from the paper's design. A saved head's config and a stage's cache key name these only, so
     the paper's Condenser has one description whatever switches the book adds beside it.
 
     >>> deviations({"detach_early": True, "head_cls": "late"})

@@ -13,6 +13,7 @@ the seeds writes (``tests/reproduction/test_merge.py``). Explained in chapter 8.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -203,7 +204,7 @@ def merge_results(parts: Sequence[Mapping], names: Sequence[str] | None = None, 
     parts, names = [parts[i] for i in order], [names[i] for i in order]
     _check_parts(parts, names)
     seeds = tuple(s for p in parts for s in p["pretraining_seeds"])
-    preset = Preset(**{**_dataclass_fields(parts[0]["preset"]), "pretrain_seeds": seeds})
+    preset = Preset(**{**_dataclass_fields(parts[0]["preset"], names[0]), "pretrain_seeds": seeds})
     for arm in parts[0]["arms"]:
         have = [s for p in parts if arm in p["arms"] for s in _seeds_of(p, arm)]
         if have != list(arm_pretrain_seeds(preset, arm)):
@@ -229,8 +230,9 @@ def merge_results(parts: Sequence[Mapping], names: Sequence[str] | None = None, 
     return merged
 
 
-def _dataclass_fields(preset: Mapping) -> dict:
-    """A preset's dict back into ``Preset`` arguments (its components rebuilt)."""
+def _dataclass_fields(preset: Mapping, name: str = "the part") -> dict:
+    """A preset's dict back into ``Preset`` arguments (its components rebuilt); ``name`` says
+    whose, in the error for a setting this version does not have."""
     from ..training.finetune import FinetuneConfig
     from ..training.pretraining import ModelConfig, PretrainingConfig
     from ..training.similarity import STSConfig
@@ -239,6 +241,10 @@ def _dataclass_fields(preset: Mapping) -> dict:
     out = {}
     for k, v in preset.items():
         if k in kinds:
+            unknown = sorted(set(v) - {f.name for f in dataclasses.fields(kinds[k])})
+            if unknown:
+                raise ConfigError(f"{name}: its {k} settings name {', '.join(unknown)}, which this version of "
+                                  "condenser_lite does not have; merge parts written by this version (re-run them)")
             out[k] = kinds[k](**v)
         elif isinstance(v, list):
             out[k] = tuple(v)

@@ -125,7 +125,8 @@ class Preset:
         part, _, name = key.rpartition(".")
         owners = [part] if part else [c for c in self.components if name in _field_names(getattr(self, c))]
         if len(owners) > 1:
-            raise TypeError(f"Preset field {key!r} is ambiguous: name the component, e.g. {owners[0]}.{name}")
+            raise TypeError(f"Preset field {key!r} is ambiguous: name the component, "
+                            + " or ".join(f"{o}.{name}" for o in owners))
         if not owners or owners[0] not in self.components or name not in _field_names(getattr(self, owners[0])):
             raise TypeError(f"unknown Preset field {key!r}; components: {', '.join(self.components)} "
                             "(e.g. finetune.lr, model.hidden_size)")

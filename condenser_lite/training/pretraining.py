@@ -277,8 +277,9 @@ def stage_data(cfg: StageConfig) -> tuple[tuple[str, ...], tuple[str, ...] | Non
 
 
 def stage_settings(cfg: StageConfig, tokenizer=None, data_dir: str | None = None) -> dict:
-    """Everything a stage's result depends on, by content (chapter 2): every ``StageConfig``
-    field but the ``BOOKKEEPING`` ones (a field added to the config joins by itself), with
+    """Everything a stage's result depends on, by content (chapter 2): every setting of
+    ``StageConfig.settings`` (the model's among them) but the ``BOOKKEEPING`` ones (a field added
+    to either config joins by itself), the ``PAPER_SWITCHES`` only where the stage turns one on, with
     ``init`` as the starting checkpoint's content key (``loading.checkpoint_key``), ``tokenizer``
     as the vocabulary's (``tokenizer.tokenizer_key``) and ``data`` as the files read
     (``sources.data_id``). Replacing the files at the ``init`` path or in the data mirror gives a

@@ -42,7 +42,7 @@ def test_the_recorded_stage_1_keys_are_todays(where, changes, seed, folder, monk
     assert f"{cfg.method}-{stage_key(cfg)}" == folder, f"{where}: the stage-1 key of seed {seed} changed"
 
 
-# The fields every stage's key holds. A field added to StageConfig joins every key; a switch of
+# The fields every stage's key holds. A field added to StageConfig or ModelConfig joins every key; a switch of
 # the paper's design (condenser.PAPER_SWITCHES) joins only the keys of the stages that turn it on.
 KEYED_FIELDS = {
     "attn_implementation", "batch_size", "chunk_size", "co_weight", "corpus", "corpus_limit", "dropout", "epochs",

@@ -81,6 +81,11 @@ def test_parts_that_do_not_belong_together_are_refused(runs):
     del missing["arms"]["co_mlm_only"]  # the ablation of seed 8 lost: the preset runs it on both seeds
     with pytest.raises(ConfigError, match=r"arm 'co_mlm_only' has pre-training seeds \[7\]"):
         merge_results([missing, parts[1]])
+    renamed = [json.loads(json.dumps(p)) for p in parts]  # written by a version with another field name
+    for p in renamed:
+        p["preset"]["finetune"]["grad_cache_chunk"] = p["preset"]["finetune"].pop("chunk_size")
+    with pytest.raises(ConfigError, match="finetune settings name grad_cache_chunk, which this version"):
+        merge_results(renamed, names=["a.json", "b.json"])
 
 
 @needs_mirror
