@@ -71,6 +71,24 @@ def test_one_set_dialect_refuses_what_would_not_change_the_command():
             stage_config_from_args(args) if argv[0] == "pretrain" else _recipe(args)
 
 
+def test_one_key_means_one_thing_to_pretrain_experiments_and_a_chapter(monkeypatch, capsys):
+    """``--set s1_steps=5`` gives ``pretrain --method mlm`` the stage-1 stage that ``experiments
+    --dry-run --set s1_steps=5`` would run (its estimate is made for that preset), and a chapter
+    re-running ``-p preset micro`` runs the preset the commands call micro."""
+    import condenser_lite.reproduction.estimate as estimate
+    from condenser_lite.book import setup
+
+    seen = []
+    monkeypatch.setattr(estimate, "estimate_protocol", lambda preset, *a, **k: seen.append(preset) or preset)
+    monkeypatch.setattr(estimate, "format_estimate", lambda e: "(estimate)")
+    main(["experiments", "--preset", "micro", "--dry-run", "--set", "s1_steps=5"])
+    stage = stage_config_from_args(build_parser().parse_args(
+        ["pretrain", "--preset", "micro", "--method", "mlm", "--set", "s1_steps=5"]))
+    assert stage.max_steps == 5 and stage == arm_config("bert", seen[0], None)
+    assert seen[0] == get_preset("micro").replace(s1_steps=5)
+    assert setup(preset="micro").preset == "micro" == seen[0].name
+
+
 def test_one_set_dialect_finetune_reads_the_experiments_keys():
     """``finetune --set finetune.lr=...`` (the experiments key) is ``--set lr=...``: the recipe
     ``experiments`` would fine-tune with."""
