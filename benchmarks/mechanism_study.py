@@ -5,6 +5,7 @@ among the deviations: `rules.choose_modified`, committed before E3 and E5 ran).
 
     python benchmarks/mechanism_study.py              # every part, resumable -> results/mechanism.json
     python benchmarks/mechanism_study.py --only e3    # one part (the others stay as the file has them)
+    python benchmarks/mechanism_study.py --merge gpu.json  # add parts run elsewhere (--out gpu.json there)
 
 Every part pre-trains, per pre-training seed, a Condenser stage and its equal-step control
 (BERT-continued) from a stage-1 BERT, each logging the pre-registered [CLS]-reliance gauge on
@@ -160,9 +161,9 @@ def judge(per_seed: dict) -> dict:
 def scaling(study: dict) -> dict | None:
     """The scaling part's summary by the pre-registered rules: each point's reliance per seed and
     its Condenser stage's FLOPs, whether it reads [CLS] (C0's ``relies``), the training-length
-    trend (``rules.scaling_trend``) and the other series against the training-length point of
-    the same length (``rules.unit_test``); None until the training-length series has its three
-    points on the same seeds."""
+    trend (``rules.scaling_trend``; None until the training-length series has its three points on
+    the same seeds) and the other series against the training-length point of the same length,
+    E0 (``rules.unit_test``, once both are on the same seeds)."""
     import math
 
     from condenser_lite.reproduction.rules import run_reliance, scaling_trend, unit_test
@@ -178,17 +179,17 @@ def scaling(study: dict) -> dict | None:
                                             "steps": v["condenser"]["steps"]}
                                      for seed, v in entry["per_seed"].items()},
                         "reads_cls": entry["c0"]["relies"]}
-    length = [p for p in SERIES["training length"] if p in points]
-    seeds = [set(points[p]["per_seed"]) for p in length]
-    if len(length) < len(SERIES["training length"]) or any(s != seeds[0] for s in seeds):
-        return {"points": points, "trend": None}
-    trend = scaling_trend([{"seed": seed, **v} for p in length for seed, v in points[p]["per_seed"].items()])
     versus = {}
     for part in ("s1x4", "w256"):
-        if part in points and set(points[part]["per_seed"]) == set(points["e0"]["per_seed"]):
+        if part in points and "e0" in points and set(points[part]["per_seed"]) == set(points["e0"]["per_seed"]):
             order = sorted(points[part]["per_seed"], key=int)
             get = lambda p: {"seeds": order, "means": [points[p]["per_seed"][s]["reliance"] or 0.0 for s in order]}
             versus[part] = unit_test(get(part), get("e0"))
+    length = [p for p in SERIES["training length"] if p in points]
+    seeds = [set(points[p]["per_seed"]) for p in length]
+    if len(length) < len(SERIES["training length"]) or any(s != seeds[0] for s in seeds):
+        return {"points": points, "trend": None, "versus_e0": versus}
+    trend = scaling_trend([{"seed": seed, **v} for p in length for seed, v in points[p]["per_seed"].items()])
     return {"points": points, "trend": trend, "versus_e0": versus}
 
 
@@ -233,6 +234,9 @@ def main() -> None:
     ap.add_argument("--data-dir", default=None, help="data mirror (default: $CONDENSER_LITE_DATA or the Hub)")
     ap.add_argument("--preset", default="small", help="the preset whose Condenser is studied")
     ap.add_argument("--out", default=str(ROOT / "results" / "mechanism.json"))
+    ap.add_argument("--merge", nargs="*", metavar="FILE", help="add the parts of these results files (runs of the study "
+                    "on other machines) to --out, a part present in both only if identical, then re-judge the "
+                    "modified Condenser's choice and the scaling summary; with no FILE, re-judge --out only")
     ap.add_argument("--dry-run", action="store_true", help="time a few updates of each stage to train, print the "
                     "projected hours, stop")
     a = ap.parse_args()
@@ -240,8 +244,7 @@ def main() -> None:
     from condenser_lite.reproduction.jobs import load_average, run_jobs
     from condenser_lite.reproduction.presets import get_preset
     from condenser_lite.reproduction.results import environment, git, machine, now
-    from condenser_lite.reproduction.rules import (MODIFIED_RULE_COMMIT, PRE_REGISTRATION_COMMIT, SCALING_RULE_COMMIT,
-                                                   choose_modified)
+    from condenser_lite.reproduction.rules import PRE_REGISTRATION_COMMIT
 
     out = Path(a.out)
     study = json.loads(out.read_text()) if out.exists() else {}
@@ -260,6 +263,16 @@ def main() -> None:
         total = sum(n * s for _, n, s in rows)
         print(f"  total: {total / 3600:.1f} h of one-thread work, about {total / 3600 / a.workers:.1f} h on "
               f"{a.workers} workers (stages wait for their stage 1)")
+        return
+    if a.merge is not None:
+        for other in map(Path, a.merge):
+            for part, entry in json.loads(other.read_text()).items():
+                if part in PARTS and study.get(part, entry) != entry:
+                    raise SystemExit(f"{other} and {out} hold different runs of part {part}: keep one "
+                                     "file's part (delete it from the other), then merge")
+                if part in PARTS:
+                    study[part] = entry
+        write(study, out, preset)
         return
     env = environment()
     for part in a.only or list(PARTS):
@@ -280,7 +293,9 @@ def main() -> None:
             before = [*old.get("provenance_of_other_seeds", []),
                       {"seeds": old["seeds"], "stages_reread_by_the_run_below": True, **old["provenance"]}]
         # the tree counts as dirty for any change but this file, which the earlier parts rewrote
-        status = git("status", "--porcelain", "--untracked-files=no", "--", ".", f":(exclude){out.resolve()}")
+        inside = out.resolve().is_relative_to(ROOT.resolve())  # git refuses a pathspec outside the repository
+        status = git("status", "--porcelain", "--untracked-files=no", "--", ".",
+                     *([f":(exclude){out.resolve()}"] if inside else []))
         study[part] = {"what": PARTS[part][0], "seeds": all_seeds, "modified_condenser": PARTS[part][2],
                        **judge(per_seed),
                        "provenance": {"commit": git("rev-parse", "HEAD"), "dirty": None if status is None else bool(status),
@@ -291,15 +306,21 @@ def main() -> None:
                                       "packages": env["packages"], "seeds": list(seeds)},
                        **({"provenance_of_other_seeds": before} if before else {})}
         print(json.dumps({part: {"c0": study[part]["c0"]["status"], "reliance": study[part]["reliance"]}}, indent=1))
-        # the pre-registered choice among the deviations measured so far
-        study["modified"] = {**choose_modified({p: v["c0"] for p, v in study.items() if p in PARTS}),
-                             "rule_commit": MODIFIED_RULE_COMMIT}
-        study["scaling"] = {**scaling(study), "rule_commit": SCALING_RULE_COMMIT}
-        # written after every part, so a later part's failure loses nothing measured before it
-        study.update(study="mechanism", preset=preset.name)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(study, indent=1) + "\n")
-        print(f"wrote {out}")
+        write(study, out, preset)  # after every part, so a later part's failure loses nothing measured before it
+
+
+def write(study: dict, out: Path, preset) -> None:
+    """Judge what ``study`` holds by the pre-registered rules (the modified Condenser's choice
+    among the deviations, the scaling summary) and write it to ``out``."""
+    from condenser_lite.reproduction.rules import MODIFIED_RULE_COMMIT, SCALING_RULE_COMMIT, choose_modified
+
+    study["modified"] = {**choose_modified({p: v["c0"] for p, v in study.items() if p in PARTS}),
+                         "rule_commit": MODIFIED_RULE_COMMIT}
+    study["scaling"] = {**scaling(study), "rule_commit": SCALING_RULE_COMMIT}
+    study.update(study="mechanism", preset=preset.name)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(study, indent=1) + "\n")
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":

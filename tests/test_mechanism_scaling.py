@@ -93,6 +93,7 @@ def test_the_study_summary_reads_the_points_and_fits_the_training_length_series(
     assert json.loads(json.dumps(out)) == out  # what the results file stores
     partial = study.scaling({k: v for k, v in fake.items() if k != "l48"})
     assert partial["trend"] is None  # the training-length series needs its three points
+    assert set(partial["versus_e0"]) == {"w256"}  # the width point needs only E0 on its seeds
 
 
 def test_a_rerun_that_reads_the_old_seeds_stages_back_keeps_their_record():
@@ -104,3 +105,23 @@ def test_a_rerun_that_reads_the_old_seeds_stages_back_keeps_their_record():
     retrained = {**same, "42": {**same["42"], "condenser": {"checkpoint_key": "condenser-2"}}}
     assert not reused(old, retrained)  # another stage under the old seed: a new record
     assert not reused(old, {"44": same["44"]})  # the old seed left out
+
+
+def test_merging_another_machines_part_rejudges_and_refuses_a_different_run(tmp_path, monkeypatch):
+    """``--merge``: a part run elsewhere joins the file and the summaries are recomputed from
+    the parts; the same part holding another run is refused, naming the part."""
+    study = study_module()
+    committed = json.loads((ROOT / "results" / "mechanism.json").read_text())
+    part = next(p for p in study.SCALING_PARTS if p in committed and p != "e0")
+    base = {k: v for k, v in committed.items() if k not in (part, "scaling")}
+    out, other = tmp_path / "mechanism.json", tmp_path / "elsewhere.json"
+    out.write_text(json.dumps(base))
+    other.write_text(json.dumps({part: committed[part]}))
+    monkeypatch.setattr("sys.argv", ["mechanism_study.py", "--out", str(out), "--merge", str(other)])
+    study.main()
+    merged = json.loads(out.read_text())
+    assert merged[part] == committed[part] and merged["scaling"] == committed["scaling"]
+    changed = {**committed[part], "seeds": [1]}
+    other.write_text(json.dumps({part: changed}))
+    with pytest.raises(SystemExit, match=f"different runs of part {part}"):
+        study.main()

@@ -25,7 +25,8 @@ def recorded_stage_1() -> list[tuple[str, dict, int, str]]:
         for run in [bert, *bert.get("other_pretraining_seeds", [])]:
             rows.append((path.name, {}, run["seed"], run["checkpoint"].rsplit("/", 1)[-1]))
     mechanism = json.loads((ROOT / "results" / "mechanism.json").read_text())
-    shapes = {"e0": {}, "e2": {"num_hidden_layers": 6, "skip_from": 3, "n_head_layers": 2}}
+    shapes = {"e0": {}, "e2": {"num_hidden_layers": 6, "skip_from": 3, "n_head_layers": 2},
+              "w256": {"hidden_size": 256, "intermediate_size": 1024}}
     for part, changes in shapes.items():
         for seed, stages in mechanism[part]["per_seed"].items():
             rows.append((f"mechanism {part}", changes, int(seed), stages["bert"]["checkpoint_key"]))
