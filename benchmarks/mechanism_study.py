@@ -265,13 +265,7 @@ def main() -> None:
               f"{a.workers} workers (stages wait for their stage 1)")
         return
     if a.merge is not None:
-        for other in map(Path, a.merge):
-            for part, entry in json.loads(other.read_text()).items():
-                if part in PARTS and study.get(part, entry) != entry:
-                    raise SystemExit(f"{other} and {out} hold different runs of part {part}: keep one "
-                                     "file's part (delete it from the other), then merge")
-                if part in PARTS:
-                    study[part] = entry
+        merge(study, map(Path, a.merge), out, preset.name)
         write(study, out, preset)
         return
     env = environment()
@@ -307,6 +301,30 @@ def main() -> None:
                        **({"provenance_of_other_seeds": before} if before else {})}
         print(json.dumps({part: {"c0": study[part]["c0"]["status"], "reliance": study[part]["reliance"]}}, indent=1))
         write(study, out, preset)  # after every part, so a later part's failure loses nothing measured before it
+
+
+def merge(study: dict, others, out: Path, preset_name: str) -> None:
+    """Add to ``study`` (read from ``out``) the parts of the results files ``others`` (the study
+    run on other machines); a part both hold must be the same run, or the merge is refused."""
+    for other in others:
+        try:
+            theirs = json.loads(other.read_text())
+        except OSError as e:
+            raise SystemExit(f"--merge {other}: cannot be read ({e.strerror}); give the file the study "
+                             "wrote on the other machine (its --out)") from None
+        except ValueError:
+            raise SystemExit(f"--merge {other}: not JSON; give the file the study wrote on the other "
+                             "machine (its --out)") from None
+        if not isinstance(theirs, dict) or theirs.get("study") != "mechanism" or \
+                theirs.get("preset") != preset_name:
+            raise SystemExit(f"--merge {other}: not a mechanism study of preset {preset_name} (its 'study' "
+                             "and 'preset' fields); give the file the study wrote on the other machine (its --out)")
+        for part, entry in theirs.items():
+            if part in PARTS and study.get(part, entry) != entry:
+                raise SystemExit(f"{other} and {out} hold different runs of part {part}: keep one "
+                                 "file's part (delete it from the other), then merge")
+            if part in PARTS:
+                study[part] = entry
 
 
 def write(study: dict, out: Path, preset) -> None:

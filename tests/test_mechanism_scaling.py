@@ -116,12 +116,20 @@ def test_merging_another_machines_part_rejudges_and_refuses_a_different_run(tmp_
     base = {k: v for k, v in committed.items() if k not in (part, "scaling")}
     out, other = tmp_path / "mechanism.json", tmp_path / "elsewhere.json"
     out.write_text(json.dumps(base))
-    other.write_text(json.dumps({part: committed[part]}))
+    header = {"study": "mechanism", "preset": committed["preset"]}
+    other.write_text(json.dumps({**header, part: committed[part]}))
     monkeypatch.setattr("sys.argv", ["mechanism_study.py", "--out", str(out), "--merge", str(other)])
     study.main()
     merged = json.loads(out.read_text())
     assert merged[part] == committed[part] and merged["scaling"] == committed["scaling"]
     changed = {**committed[part], "seeds": [1]}
-    other.write_text(json.dumps({part: changed}))
+    other.write_text(json.dumps({**header, part: changed}))
     with pytest.raises(SystemExit, match=f"different runs of part {part}"):
+        study.main()
+    for bad, why in [("{not json", "not JSON"), ('{"study": "small"}', "not a mechanism study")]:
+        other.write_text(bad)
+        with pytest.raises(SystemExit, match=why):
+            study.main()
+    other.unlink()
+    with pytest.raises(SystemExit, match="cannot be read .No such file"):
         study.main()
