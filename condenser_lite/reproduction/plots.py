@@ -727,22 +727,10 @@ SCALING_STYLE = {"training length": ("#0072B2", "o"), "stage-1 length": ("#E69F0
                  "width": ("#009E73", "^")}  # series of the mechanism study's scaling part
 
 
-def plot_scaling(scaling: Mapping, reference: Mapping | None = None, ax=None):
-    """The faithful Condenser's [CLS] reliance against its Condenser stage's FLOPs (log axis):
-    ``scaling`` is ``results/mechanism.json``'s ``"scaling"`` (``points``: per part its
-    ``series`` and per seed ``reliance`` and ``log_flops``; ``trend``: ``rules.scaling_trend``'s
-    result or None). A hollow marker per seed, a filled one at each point's mean (an undefined
-    reliance counts as 0, as the rule counts it), a line through the training-length series,
-    C0's threshold, the pre-registered trend line with where it would reach the threshold
-    (and its interval), and ``reference`` (``{"label", "log_flops", "reliance": [per seed]}``,
-    e.g. the modified Condenser of ``small``) for comparison. The page "When does the head need
-    [CLS]?" (``notebooks/10_mechanism.md``)."""
-    fig, ax = _fig(ax, figsize=(6.4, 3.8))
-    points = scaling.get("points") or {}
-    if not points:
-        raise ValueError("plot_scaling: the scaling part has no points yet "
-                         "(run benchmarks/mechanism_study.py --only e0 --only e1 ...)")
-    xs_all = []
+def _scaling_points(ax, points: Mapping, labels: bool) -> tuple[list[float], list[float]]:
+    """``plot_scaling``'s markers: hollow per seed, filled at each point's mean, a line through
+    each series' means; returns every seed's FLOPs and reliance."""
+    xs_all, ys_all = [], []
     for series, (col, marker) in SCALING_STYLE.items():
         parts = [p for p, v in points.items() if v["series"] == series]
         means = []
@@ -751,12 +739,45 @@ def plot_scaling(scaling: Mapping, reference: Mapping | None = None, ax=None):
             x = [10 ** v["log_flops"] for v in per_seed]
             y = [v["reliance"] or 0.0 for v in per_seed]
             xs_all += x
+            ys_all += y
             ax.scatter(x, y, facecolors="none", edgecolors=col, marker=marker, s=28, lw=1)
             means.append((float(np.mean(x)), float(np.mean(y))))
         if means:
             means.sort()
             ax.plot(*zip(*means), color=col, marker=marker, ms=7,
-                    ls="-" if len(means) > 1 else "none", label=series)
+                    ls="-" if len(means) > 1 else "none", label=series if labels else None)
+    return xs_all, ys_all
+
+
+def plot_scaling(scaling: Mapping, reference: Mapping | None = None, ax=None):
+    """The faithful Condenser's [CLS] reliance against its Condenser stage's FLOPs (log axis):
+    ``scaling`` is ``results/mechanism.json``'s ``"scaling"`` (``points``: per part its
+    ``series`` and per seed ``reliance`` and ``log_flops``; ``trend``: ``rules.scaling_trend``'s
+    result or None). A hollow marker per seed, a filled one at each point's mean (an undefined
+    reliance counts as 0, as the rule counts it), a line through the training-length series,
+    C0's threshold, the pre-registered trend line with where it would reach the threshold
+    (and its interval), and ``reference`` (``{"label", "log_flops", "reliance": [per seed]}``,
+    e.g. the modified Condenser of ``small``) for comparison; an inset repeats the points on
+    their own scale where they stay under half the threshold and the reference passes it. The
+    page "When does the head need
+    [CLS]?" (``notebooks/10_mechanism.md``)."""
+    fig, ax = _fig(ax, figsize=(6.4, 3.8))
+    points = scaling.get("points") or {}
+    if not points:
+        raise ValueError("plot_scaling: the scaling part has no points yet "
+                         "(run benchmarks/mechanism_study.py --only e0 --only e1 ...)")
+    xs_all, ys_all = _scaling_points(ax, points, labels=True)
+    # Where the faithful points sit far below the threshold and the reference far above it,
+    # one axis squeezes them into a line: an inset repeats them on their own scale.
+    if reference and max(map(abs, ys_all)) < RELIANCE_THRESHOLD / 2 < max(reference["reliance"]):
+        inset = ax.inset_axes([0.5, 0.38, 0.47, 0.48])
+        _scaling_points(inset, points, labels=False)
+        inset.axhline(0, color="black", lw=0.6)
+        inset.set_xscale("log")
+        pad = 0.1 * (max(ys_all) - min(ys_all)) + 0.005
+        inset.set_ylim(min(ys_all) - pad, max(ys_all) + pad)
+        inset.tick_params(which="both", labelsize=7)
+        inset.set_title("the faithful points, zoomed", fontsize=7)
     if reference:
         x = 10 ** reference["log_flops"]
         ax.scatter([x] * len(reference["reliance"]), reference["reliance"], color="#CC79A7", marker="D",

@@ -293,3 +293,12 @@ def test_plot_scaling_draws_every_seed_the_threshold_and_the_trend():
     plt.close(bare)
     with pytest.raises(ValueError, match="no points yet"):
         plots.plot_scaling({"points": {}, "trend": None})
+    low = _scaling(None)  # every seed far under the threshold, the reference far above: an inset
+    for v in (v for p in low["points"].values() for v in p["per_seed"].values()):
+        v["reliance"] = 0.0 if v["reliance"] is None else v["reliance"] / 4
+    fig = plots.plot_scaling(low, reference={"label": "modified", "log_flops": 14.2, "reliance": [0.7, 0.5]})
+    (inset,) = fig.axes[0].child_axes
+    assert sum(len(c.get_offsets()) for c in inset.collections) == 12
+    plt.close(fig)
+    assert not plots.plot_scaling(low).axes[0].child_axes  # nothing to squeeze it against
+    assert not plots.plot_scaling(data).axes[0].child_axes  # a point at half the threshold: one scale
