@@ -428,7 +428,7 @@ def test_the_intros_findings_are_the_committed_runs():
     the precision it states it, and each verdict its bullets rest on."""
     import json
 
-    from condenser_lite.reproduction.rules import arm_seeds
+    from condenser_lite.reproduction.rules import arm_seeds, reliance_above_noise
 
     intro = (ROOT / "book" / "intro.md").read_text()
     part = intro[intro.index("## What the scaled-down run shows"):intro.index("## Time and hardware")]
@@ -454,8 +454,7 @@ def test_the_intros_findings_are_the_committed_runs():
     stage = {a: small["arms"][a]["compute"]["stage"] for a in ("bert_cont", "condenser_mod")}
 
     def readers(part):  # the seeds whose final reliance is above twice its noise
-        finals = {s: v["condenser"]["final"] for s, v in mech[part]["per_seed"].items()}
-        return [s for s, f in finals.items() if f["cls_reliance"] > 2 * f["cls_reliance_noise"]]
+        return [s for s, v in mech[part]["per_seed"].items() if reliance_above_noise(v["condenser"]["final"])]
     longer_or_wider = {(p, s): v["condenser"]["final"]["cls_reliance"]
                        for p in ("e1", "w256") for s, v in mech[p]["per_seed"].items()}
     words = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}

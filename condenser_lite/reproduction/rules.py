@@ -311,6 +311,15 @@ def run_reliance(heldout: Mapping | None) -> dict | None:
             "zero": cls_reliance(own, h["reliance_zero_loss"], late), "mean": cls_reliance(own, h["reliance_mean_loss"], late)}
 
 
+def reliance_above_noise(gauges: Mapping, times: float = 2.0) -> bool:
+    """Whether one evaluation's ``cls_reliance`` is more than ``times`` its ``cls_reliance_noise``
+    (a stage's final gauges or a row of its curve): the book's description of a head that has
+    started to use its [CLS], beside C0's pre-registered 0.2; False where it is undefined. The
+    page "When does the head need [CLS]?" and chapter 8."""
+    reliance = gauges.get("cls_reliance")
+    return reliance is not None and reliance > times * gauges["cls_reliance_noise"]
+
+
 def reliance_by_seed(results: Mapping, arm: str) -> list[dict]:
     """``run_reliance`` of each of ``arm``'s pre-training runs (first seed first); empty where
     any run lacks the gauges. Chapters 2 and 8."""

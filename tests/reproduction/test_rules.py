@@ -78,6 +78,16 @@ def test_reliance_threshold_is_inclusive_and_holds_on_every_seed():
     assert head_relies([None]) is False and head_relies([]) is None  # undefined does not count as relying
 
 
+def test_reliance_above_noise_is_strictly_above_twice_the_noise_and_false_where_undefined():
+    from condenser_lite.reproduction.rules import reliance_above_noise
+
+    assert reliance_above_noise({"cls_reliance": 0.093, "cls_reliance_noise": 0.014})
+    assert not reliance_above_noise({"cls_reliance": 0.02, "cls_reliance_noise": 0.01})  # exactly twice
+    assert not reliance_above_noise({"cls_reliance": -0.05, "cls_reliance_noise": 0.001})
+    assert not reliance_above_noise({"cls_reliance": None, "cls_reliance_noise": 0.01})
+    assert reliance_above_noise({"cls_reliance": 0.02, "cls_reliance_noise": 0.01}, times=1.5)
+
+
 def test_c0_rule_reliance_late_loss_and_cosine_parts():
     ok = c0_rule([0.3, 0.25], [4.00, 4.10], [4.02, 4.07], cosine=[0.6, 0.7], control_cosine=[0.8, 0.8])
     assert ok["relies"] is True and ok["cosine_lower"] is True and ok["status"] == "reproduced"
