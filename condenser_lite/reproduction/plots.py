@@ -759,8 +759,7 @@ def plot_scaling(scaling: Mapping, reference: Mapping | None = None, ax=None):
     (and its interval), and ``reference`` (``{"label", "log_flops", "reliance": [per seed]}``,
     e.g. the modified Condenser of ``small``) for comparison; an inset repeats the points on
     their own scale where they stay under half the threshold and the reference passes it. The
-    page "When does the head need
-    [CLS]?" (``notebooks/10_mechanism.md``)."""
+    page "When does the head need [CLS]?" (``notebooks/10_mechanism.md``)."""
     fig, ax = _fig(ax, figsize=(6.4, 3.8))
     points = scaling.get("points") or {}
     if not points:
