@@ -173,8 +173,12 @@ def scaling(study: dict) -> dict | None:
         entry = study.get(part)
         if not entry or any(v["condenser"].get("flops") is None for v in entry["per_seed"].values()):
             continue  # a part summarised before its stages' FLOPs were recorded is re-run for the figure
+        ungauged = [seed for seed, v in entry["per_seed"].items() if run_reliance(v["condenser"]["final"]) is None]
+        if ungauged:  # an undefined reliance counts as 0 in the trend; a missing gauge must not
+            raise ValueError(f"part {part}: seed(s) {', '.join(ungauged)} have no reliance gauges; "
+                             f"re-run it (--only {part}) with this version of the study")
         points[part] = {"series": next(s for s, ps in SERIES.items() if part in ps),
-                        "per_seed": {seed: {"reliance": (run_reliance(v["condenser"]["final"]) or {}).get("reliance"),
+                        "per_seed": {seed: {"reliance": run_reliance(v["condenser"]["final"])["reliance"],
                                             "log_flops": math.log10(v["condenser"]["flops"]),
                                             "steps": v["condenser"]["steps"]}
                                      for seed, v in entry["per_seed"].items()},

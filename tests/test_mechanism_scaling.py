@@ -133,3 +133,59 @@ def test_merging_another_machines_part_rejudges_and_refuses_a_different_run(tmp_
     other.unlink()
     with pytest.raises(SystemExit, match="cannot be read .No such file"):
         study.main()
+
+
+def test_the_crossing_range_runs_low_to_high_on_both_sides_of_the_threshold():
+    """Below the threshold the steeper slope reaches it sooner, above it later: either way the
+    range the slope's limits give is reported low end first."""
+    below = scaling_trend(points({42: 0.10, 43: 0.14, 44: 0.12}))
+    above = scaling_trend(points({42: 0.40, 43: 0.50, 44: 0.45}, base=0.1))
+    assert above["r_mean"] > RELIANCE_THRESHOLD > below["r_mean"]
+    for trend in (below, above):
+        lo, hi = trend["crossing_interval"]
+        assert lo < trend["crossing_log_flops"] < hi
+
+
+def test_the_trends_interval_cannot_see_a_rise_on_fewer_than_all_three_seeds():
+    """What the pre-registered test can detect, known before the runs: with three seeds, a rise
+    on one or two of them (the others flat) is never called a rise, however steep."""
+    from condenser_lite.reproduction.rules import trend_sensitivity
+
+    sens = trend_sensitivity(3)
+    assert sens["blind_to"] == 2
+    assert sens["ratio"] == pytest.approx(scipy_stats.t.ppf(0.975, 2) / math.sqrt(3))
+    for slopes in ({42: 5.0, 43: 0.0, 44: 0.0}, {42: 5.0, 43: 5.0, 44: 0.0}, {42: 9.0, 43: 4.0, 44: 0.0}):
+        assert scaling_trend(points(slopes))["flat"]
+    assert not scaling_trend(points({42: 5.0, 43: 5.0, 44: 4.0}))["flat"]  # all three: it can
+    assert trend_sensitivity(10)["blind_to"] == 3  # more seeds see a rise on fewer of them
+
+
+def test_the_trend_in_words_says_where_the_line_crosses_and_how_far_past_the_data():
+    """``trend_text``, each branch on made-up trends: a rise inside the measured range or past
+    it (an extrapolation), a flat trend whose upper slope crosses inside the range, past it, far
+    past it (no number), or never."""
+    from condenser_lite.reproduction.scorecard import flops_text, trend_text
+
+    assert flops_text(15.5) == "3.2 × 10¹⁵" and flops_text(13.0) == "1.0 × 10¹³"
+    base = {"mean_slope": 0.1, "slope_interval": [0.05, 0.15], "confidence": 0.95, "threshold": 0.2,
+            "slopes": {"42": 0.1, "43": 0.1, "44": 0.1}, "flat": False, "bound_log_flops": None}
+    inside = trend_text({**base, "crossing_log_flops": 14.0, "crossing_interval": [13.8, 14.3]}, 14.5)
+    assert "rises: a mean slope of 0.100" in inside and "within the measured range" in inside
+    assert "1.0 × 10¹⁴ FLOPs" in inside and "narrower than a confidence interval" in inside
+    past = trend_text({**base, "crossing_log_flops": 15.5, "crossing_interval": [15.2, 16.0]}, 14.5, brief=True)
+    assert "extrapolation to 10 times the largest stage" in past and "confidence" not in past
+    flat = {**base, "flat": True, "slope_interval": [-0.02, 0.05], "crossing_log_flops": None,
+            "crossing_interval": None}
+    assert "not ruled out" in trend_text({**flat, "bound_log_flops": 14.2}, 14.5)
+    assert "only at about 1.0 × 10¹⁶ FLOPs, 32 times" in trend_text({**flat, "bound_log_flops": 16.0}, 14.5)
+    far = trend_text({**flat, "bound_log_flops": 307.9}, 14.5)
+    assert "not reach 0.2 within 1,000 times" in far and "10³" not in far
+    assert "no line it allows" in trend_text({**flat, "bound_log_flops": None}, 14.5)
+
+
+def test_a_point_without_reliance_gauges_is_refused_not_counted_as_zero():
+    study = study_module()
+    fake = {"e0": fake_part(1e13, {"42": 0.0, "43": 0.01, "44": 0.0}, False)}
+    del fake["e0"]["per_seed"]["43"]["condenser"]["final"]["reliance_own_loss"]
+    with pytest.raises(ValueError, match="part e0: seed.s. 43 have no reliance gauges"):
+        study.scaling(fake)

@@ -15,7 +15,7 @@ import numpy as np
 
 from .registry import CLAIM, MAIN_ARMS, color, label
 from .rules import RELIANCE_THRESHOLD, arm_seeds, gauge, gauge_defined, model_means
-from .scorecard import claim_rows, fixed, p_text, scorecard
+from .scorecard import FAR_DECADES, claim_rows, fixed, p_text, scorecard
 
 
 def _fig(ax=None, figsize=(5.5, 3.6)):
@@ -756,10 +756,13 @@ def plot_scaling(scaling: Mapping, reference: Mapping | None = None, ax=None):
     result or None). A hollow marker per seed, a filled one at each point's mean (an undefined
     reliance counts as 0, as the rule counts it), a line through the training-length series,
     C0's threshold, the pre-registered trend line with where it would reach the threshold
-    (and its interval), and ``reference`` (``{"label", "log_flops", "reliance": [per seed]}``,
+    (and the range its slope's limits give; the axis stops ``FAR_DECADES`` past the data, as
+    the prose does), and ``reference`` (``{"label", "log_flops", "reliance": [per seed]}``,
     e.g. the modified Condenser of ``small``) for comparison; an inset repeats the points on
     their own scale where they stay under half the threshold and the reference passes it. The
     page "When does the head need [CLS]?" (``notebooks/10_mechanism.md``)."""
+    from matplotlib.ticker import NullFormatter
+
     fig, ax = _fig(ax, figsize=(6.4, 3.8))
     points = scaling.get("points") or {}
     if not points:
@@ -769,13 +772,14 @@ def plot_scaling(scaling: Mapping, reference: Mapping | None = None, ax=None):
     # Where the faithful points sit far below the threshold and the reference far above it,
     # one axis squeezes them into a line: an inset repeats them on their own scale.
     if reference and max(map(abs, ys_all)) < RELIANCE_THRESHOLD / 2 < max(reference["reliance"]):
-        inset = ax.inset_axes([0.5, 0.38, 0.47, 0.48])
+        inset = ax.inset_axes([0.47, 0.38, 0.45, 0.48])
         _scaling_points(inset, points, labels=False)
         inset.axhline(0, color="black", lw=0.6)
         inset.set_xscale("log")
         pad = 0.1 * (max(ys_all) - min(ys_all)) + 0.005
         inset.set_ylim(min(ys_all) - pad, max(ys_all) + pad)
         inset.tick_params(which="both", labelsize=7)
+        inset.xaxis.set_minor_formatter(NullFormatter())  # minor labels crowd a small inset
         inset.set_title("the faithful points, zoomed", fontsize=7)
     if reference:
         x = 10 ** reference["log_flops"]
@@ -787,21 +791,21 @@ def plot_scaling(scaling: Mapping, reference: Mapping | None = None, ax=None):
     trend = scaling.get("trend")
     if trend:
         lo, hi = np.log10(min(xs_all)), np.log10(max(xs_all))
+        far = hi + FAR_DECADES  # the axis stops where the prose stops giving a number
         end = trend.get("crossing_log_flops") or trend.get("bound_log_flops")
         if end is not None:
-            hi = max(hi, end)
+            hi = min(max(hi, end), far)
         grid = np.linspace(lo, hi, 50)
         line = trend["r_mean"] + trend["mean_slope"] * (grid - trend["x_mean"])
         ax.plot(10 ** grid, line, color="black", lw=1, ls="--", label="trend (pre-registered fit)")
-        if trend.get("crossing_log_flops") is not None:
-            left, right = trend["crossing_interval"]
-            ax.errorbar([10 ** trend["crossing_log_flops"]], [RELIANCE_THRESHOLD],
-                        xerr=[[10 ** trend["crossing_log_flops"] - 10 ** left],
-                              [10 ** right - 10 ** trend["crossing_log_flops"]]],
-                        fmt="x", color="black", capsize=3, label="reaches the threshold (95% interval)")
-        elif trend.get("bound_log_flops") is not None:
-            ax.axvline(10 ** trend["bound_log_flops"], color="grey", ls="-.", lw=1,
-                       label="no sooner than (upper slope)")
+        cross, bound = trend.get("crossing_log_flops"), trend.get("bound_log_flops")
+        if cross is not None and cross <= far:
+            left, right = (min(x, far) for x in trend["crossing_interval"])
+            ax.errorbar([10 ** cross], [RELIANCE_THRESHOLD],
+                        xerr=[[10 ** cross - 10 ** left], [10 ** right - 10 ** cross]], fmt="x",
+                        color="black", capsize=3, label="reaches the threshold (slope's 95% limits)")
+        elif bound is not None and bound <= far:
+            ax.axvline(10 ** bound, color="grey", ls="-.", lw=1, label="no sooner than (upper slope)")
     ax.set_xscale("log")
     ax.set_xlabel("FLOPs of the Condenser stage")
     ax.set_ylabel("reliance on the late [CLS]")

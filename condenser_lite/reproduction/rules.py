@@ -574,5 +574,18 @@ def scaling_trend(points: Sequence[Mapping], threshold: float = RELIANCE_THRESHO
            "r_mean": round(r_mean, 6), "threshold": threshold, "flat": flat}
     if flat:
         return {**out, "crossing_log_flops": None, "crossing_interval": None, "bound_log_flops": reach(hi)}
-    return {**out, "crossing_log_flops": reach(mean), "crossing_interval": [reach(hi), reach(lo)],
+    # low end first: below the threshold the steeper slope reaches it sooner, above it later
+    return {**out, "crossing_log_flops": reach(mean), "crossing_interval": sorted([reach(hi), reach(lo)]),
             "bound_log_flops": None}
+
+
+def trend_sensitivity(n: int, confidence: float = SCALING_CONFIDENCE) -> dict:
+    """What ``scaling_trend``'s interval over ``n`` seeds can detect, known before any run: its
+    lower end clears zero only where the mean slope exceeds ``ratio`` times the seeds' slopes'
+    standard deviation, so a rise on ``blind_to`` seeds of ``n`` or fewer, the others flat, is
+    never called a rise however steep (equal slopes on the rising seeds come closest to passing,
+    by Cauchy-Schwarz). The page "When does the head need [CLS]?"."""
+    t = float(scipy_stats.t.ppf(0.5 + confidence / 2, n - 1))
+    # k equal slopes b, n - k zero: mean / (sd / sqrt(n)) = sqrt(k (n - 1) / (n - k)), against t
+    blind = [k for k in range(1, n) if math.sqrt(k * (n - 1) / (n - k)) <= t]
+    return {"ratio": t / math.sqrt(n), "blind_to": max(blind, default=0)}

@@ -194,6 +194,64 @@ def p_text(p: float | None, equals: str = " ") -> str:
     return "p < 0.001" if p < 0.0005 else f"p{equals}{p:.3f}"
 
 
+def flops_text(log10: float) -> str:
+    """A FLOPs count given as its log10, in prose: ``flops_text(15.5)`` is ``3.2 × 10¹⁵``.
+    Chapters 8 and 10."""
+    exponent = int(np.floor(log10))
+    power = str(exponent).translate(str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹"))
+    return f"{10 ** (log10 - exponent):.1f} × 10{power}"
+
+
+FAR_DECADES = 3  # beyond 1,000 times the compute measured, a straight line says nothing worth a number
+
+
+def _times_text(decades: float) -> str:
+    """How many times one FLOPs count is another, from the difference of their log10."""
+    ratio = 10 ** min(decades, FAR_DECADES)
+    return f"{ratio:,.0f} times" if ratio >= 10 else f"{ratio:.1f} times"
+
+
+def trend_text(trend: Mapping, top_log_flops: float, subject: str = "The training-length trend",
+               brief: bool = False) -> str:
+    """The mechanism study's pre-registered trend (``rules.scaling_trend``'s result) in words,
+    without a final stop; ``top_log_flops``: the largest Condenser stage measured (log10 FLOPs).
+    A rise gives where the mean line reaches the threshold, said to be an extrapolation where it
+    lies past the data, and (unless ``brief``) the range the slope's limits give with the mean
+    point held fixed, which is narrower than a confidence interval for that FLOPs count. No
+    detectable rise gives the fewest FLOPs at which the interval's upper slope would reach the
+    threshold: within the measured range (a rise that steep is not ruled out), past it, or not
+    within ``FAR_DECADES`` decades. Chapters 8 and 10."""
+    lo, hi = trend["slope_interval"]
+    level = f"{trend['threshold']:g}"
+    said = f"{subject} {'shows no detectable rise' if trend['flat'] else 'rises'}"
+    if not brief:
+        said += (f": a mean slope of {trend['mean_slope']:.3f} reliance per tenfold FLOPs, "
+                 f"{trend['confidence']:.0%} interval {lo:.3f} to {hi:.3f} over {len(trend['slopes'])} seeds")
+    if not trend["flat"]:
+        cross = trend["crossing_log_flops"]
+        where = ("within the measured range" if cross <= top_log_flops else
+                 f"a straight-line extrapolation to {'over ' if cross - top_log_flops > FAR_DECADES else ''}"
+                 f"{_times_text(cross - top_log_flops)} the largest stage measured")
+        said += f"; its line reaches {level} at about {flops_text(cross)} FLOPs ({where}"
+        if not brief:
+            left, right = trend["crossing_interval"]
+            said += (f"; {flops_text(left)} to {flops_text(right)} with the slope's {trend['confidence']:.0%} "
+                     "limits and the mean point held fixed, a range narrower than a confidence interval "
+                     "for that count")
+        return said + ")"
+    bound = trend["bound_log_flops"]
+    if bound is None:
+        return said + f"; not even the interval's upper slope rises, so no line it allows reaches {level}"
+    if bound <= top_log_flops:
+        return (said + f"; the interval's upper slope would carry the line to {level} by {flops_text(bound)} "
+                "FLOPs, within the measured range, so a rise that steep is not ruled out")
+    if bound - top_log_flops > FAR_DECADES:
+        return (said + f"; even the interval's upper slope would not reach {level} within "
+                f"{_times_text(FAR_DECADES)} the largest stage measured")
+    return (said + f"; even the interval's upper slope would reach {level} only at about "
+            f"{flops_text(bound)} FLOPs, {_times_text(bound - top_log_flops)} the largest stage measured")
+
+
 def _compare(a: Mapping | None, b: Mapping | None) -> dict | None:
     """``a`` against ``b`` by the file's rules: over pre-trained models (``unit_test``) where both
     carry their ``models`` (rules version 2), else by the spread (``compare``, version 1)."""

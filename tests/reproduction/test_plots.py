@@ -276,7 +276,7 @@ def test_plot_scaling_draws_every_seed_the_threshold_and_the_trend():
     assert any(line.get_ydata()[0] == RELIANCE_THRESHOLD for line in ax.lines)
     labels = ax.get_legend_handles_labels()[1]
     assert {"training length", "width", "modified", "trend (pre-registered fit)"} <= set(labels)
-    assert ("reaches the threshold (95% interval)" in labels) != data["trend"]["flat"]
+    assert ("reaches the threshold (slope's 95% limits)" in labels) != data["trend"]["flat"]
     assert ax.get_xscale() == "log"
     plt.close(fig)
     rising = _scaling(None)  # every seed rising alike: a trend that crosses, with its interval
@@ -287,7 +287,7 @@ def test_plot_scaling_draws_every_seed_the_threshold_and_the_trend():
     rising["trend"] = scaling_trend(points)
     assert not rising["trend"]["flat"]
     labels = plots.plot_scaling(rising).axes[0].get_legend_handles_labels()[1]
-    assert "reaches the threshold (95% interval)" in labels and "no sooner than (upper slope)" not in labels
+    assert "reaches the threshold (slope's 95% limits)" in labels and "no sooner than (upper slope)" not in labels
     bare = plots.plot_scaling(_scaling(None))  # before the series is complete: no trend line
     assert "trend (pre-registered fit)" not in bare.axes[0].get_legend_handles_labels()[1]
     plt.close(bare)
@@ -302,3 +302,20 @@ def test_plot_scaling_draws_every_seed_the_threshold_and_the_trend():
     plt.close(fig)
     assert not plots.plot_scaling(low).axes[0].child_axes  # nothing to squeeze it against
     assert not plots.plot_scaling(data).axes[0].child_axes  # a point at half the threshold: one scale
+
+
+def test_plot_scaling_stops_the_axis_where_the_prose_stops_giving_a_number():
+    """A flat trend whose upper slope reaches the threshold only absurdly far away (10^307
+    FLOPs) draws no bound and keeps the axis within FAR_DECADES of the data: no overflow."""
+    import matplotlib.pyplot as plt
+
+    from condenser_lite.reproduction.scorecard import FAR_DECADES
+
+    data = _scaling({"r_mean": 0.01, "mean_slope": 0.0001, "x_mean": 14.6, "slope_interval": [-0.001, 0.0002],
+                     "flat": True, "crossing_log_flops": None, "crossing_interval": None,
+                     "bound_log_flops": 307.9})
+    fig = plots.plot_scaling(data)
+    ax = fig.axes[0]
+    assert np.log10(ax.get_xlim()[1]) < 15.2 + FAR_DECADES + 0.5
+    assert "no sooner than (upper slope)" not in ax.get_legend_handles_labels()[1]
+    plt.close(fig)
