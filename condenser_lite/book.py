@@ -166,7 +166,9 @@ class Chapter:
         scale = ("full scale (the paper preset)" if self.full else
                  f"re-running the {self.preset} preset" if self.preset else
                  f"committed {self.reads}")
-        return (f"{scale}, seed {self.seed}, device {self.device}; "
+        # a page that reads committed runs re-runs none of them: its seed is its live cells'
+        seed = f"seed {self.seed}" if self.rerun else f"live cells' seed {self.seed}"
+        return (f"{scale}, {seed}, device {self.device}; "
                 f"torch {torch.__version__}, transformers {transformers.__version__}")
 
 

@@ -240,9 +240,10 @@ def test_setup_parses_papermill_strings(tmp_path, monkeypatch):
     assert os.environ["CONDENSER_LITE_CACHE"] == str(tmp_path / "cache")
     assert ch.figures.is_dir() and (ch.device in ("cpu", "cuda") or ch.device.startswith("xla"))
     assert ch.rerun and ch.live_preset.name == "paper"
-    assert "full scale" in str(ch) and "device" in str(ch)
+    assert "full scale" in str(ch) and "seed 3, device" in str(ch)
     committed = book.setup(preset="None", figures_dir=str(tmp_path / "f"))  # papermill's text
     assert committed.preset is None and not committed.rerun
+    assert "live cells' seed 0" in str(committed)  # reading committed runs: the seed is the live cells'
     assert committed.live_preset.name == book.LIVE_PRESET and "committed" in str(committed)
     rerun = book.setup(preset="micro", figures_dir=str(tmp_path / "f"))
     assert rerun.live_preset.name == book.LIVE_PRESET and "re-running the micro preset" in str(rerun)
