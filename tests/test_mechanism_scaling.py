@@ -174,6 +174,8 @@ def test_the_trend_in_words_says_where_the_line_crosses_and_how_far_past_the_dat
     assert "1.0 × 10¹⁴ FLOPs" in inside and "narrower than a confidence interval" in inside
     past = trend_text({**base, "crossing_log_flops": 15.5, "crossing_interval": [15.2, 16.0]}, 14.5, brief=True)
     assert "extrapolation to 10 times the largest stage" in past and "confidence" not in past
+    beyond = trend_text({**base, "crossing_log_flops": 25.7, "crossing_interval": [20.0, 40.0]}, 14.5)
+    assert "would not reach 0.2 within 1,000 times" in beyond and "10²⁵" not in beyond
     flat = {**base, "flat": True, "slope_interval": [-0.02, 0.05], "crossing_log_flops": None,
             "crossing_interval": None}
     assert "not ruled out" in trend_text({**flat, "bound_log_flops": 14.2}, 14.5)

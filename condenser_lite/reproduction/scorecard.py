@@ -216,7 +216,7 @@ def trend_text(trend: Mapping, top_log_flops: float, subject: str = "The trainin
     """The mechanism study's pre-registered trend (``rules.scaling_trend``'s result) in words,
     without a final stop; ``top_log_flops``: the largest Condenser stage measured (log10 FLOPs).
     A rise gives where the mean line reaches the threshold, said to be an extrapolation where it
-    lies past the data, and (unless ``brief``) the range the slope's limits give with the mean
+    lies past the data (no number beyond ``FAR_DECADES`` decades past it), and (unless ``brief``) the range the slope's limits give with the mean
     point held fixed, which is narrower than a confidence interval for that FLOPs count. No
     detectable rise gives the fewest FLOPs at which the interval's upper slope would reach the
     threshold: within the measured range (a rise that steep is not ruled out), past it, or not
@@ -229,9 +229,12 @@ def trend_text(trend: Mapping, top_log_flops: float, subject: str = "The trainin
                  f"{trend['confidence']:.0%} interval {lo:.3f} to {hi:.3f} over {len(trend['slopes'])} seeds")
     if not trend["flat"]:
         cross = trend["crossing_log_flops"]
+        if cross - top_log_flops > FAR_DECADES:
+            return (said + f"; its line would not reach {level} within {_times_text(FAR_DECADES)} the "
+                    "largest stage measured")
         where = ("within the measured range" if cross <= top_log_flops else
-                 f"a straight-line extrapolation to {'over ' if cross - top_log_flops > FAR_DECADES else ''}"
-                 f"{_times_text(cross - top_log_flops)} the largest stage measured")
+                 f"a straight-line extrapolation to {_times_text(cross - top_log_flops)} the largest stage "
+                 "measured")
         said += f"; its line reaches {level} at about {flops_text(cross)} FLOPs ({where}"
         if not brief:
             left, right = trend["crossing_interval"]
