@@ -230,11 +230,13 @@ def estimate(parts: dict, data_dir: str | None, workers: int) -> list[tuple[str,
 
 
 def main() -> None:
+    from condenser_lite.cli import positive_int, seed_list
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", choices=sorted(PARTS), action="append", help="run these parts (default: all)")
     ap.add_argument("--seeds", help="pre-training seeds, comma-separated (default: 42,43; the scaling parts "
                     "L48, S1X4 and W256: rules.SCALING_SEEDS)")
-    ap.add_argument("--workers", type=int, default=2, help="one-thread worker processes")
+    ap.add_argument("--workers", type=positive_int, default=2, help="one-thread worker processes")
     ap.add_argument("--data-dir", default=None, help="data mirror (default: $CONDENSER_LITE_DATA or the Hub)")
     ap.add_argument("--preset", default="small", help="the preset whose Condenser is studied")
     ap.add_argument("--out", default=str(ROOT / "results" / "mechanism.json"))
@@ -243,7 +245,9 @@ def main() -> None:
                     "modified Condenser's choice and the scaling summary; with no FILE, re-judge --out only")
     ap.add_argument("--dry-run", action="store_true", help="time a few updates of each stage to train, print the "
                     "projected hours, stop")
+    ap.add_argument("--debug", action="store_true", help="show the traceback of a known error (a bad input)")
     a = ap.parse_args()
+    given_seeds = seed_list(a.seeds) if a.seeds is not None else None
 
     from condenser_lite.reproduction.jobs import load_average, run_jobs
     from condenser_lite.reproduction.presets import get_preset
@@ -256,8 +260,8 @@ def main() -> None:
     from condenser_lite.reproduction.rules import SCALING_SEEDS
 
     def part_seeds(part: str) -> tuple[int, ...]:
-        if a.seeds:
-            return tuple(int(s) for s in a.seeds.split(","))
+        if given_seeds:
+            return tuple(given_seeds)
         return SCALING_SEEDS if part in SCALING_PARTS and part not in ("e0", "e1") else SEEDS
     if a.dry_run:
         parts = {part: (*part_preset(part, preset), part_seeds(part)) for part in a.only or list(PARTS)}
@@ -346,4 +350,6 @@ def write(study: dict, out: Path, preset) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from condenser_lite.cli import run_script
+
+    run_script(main)  # a bad input is one line, not a traceback

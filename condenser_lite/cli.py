@@ -423,11 +423,7 @@ def _experiments(args: argparse.Namespace) -> None:
     preset = parse_overrides(get_preset(args.preset), args.set)
     if args.task:
         preset = preset.replace(task=_absolute(args.task))
-    try:
-        seeds = [int(x) for x in args.seeds.split(",")] if args.seeds is not None else None
-    except ValueError:
-        raise ConfigError(f"--seeds {args.seeds!r}: give at least one seed, comma-separated integers, e.g. "
-                          "--seeds 0,1,2") from None
+    seeds = seed_list(args.seeds) if args.seeds is not None else None
     if args.out is not None:  # before the estimate: a wrong --out costs nothing
         check_out_path(args.out, preset.name)
         check_writable("--out", args.out)
@@ -564,7 +560,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "split for evaluation)")
     p.add_argument("--out", help="write the results JSON here (it is also cached by its settings)")
     p.add_argument("--seeds", help="comma-separated seeds, e.g. 0,1,2 (default: the preset's)")
-    p.add_argument("--workers", type=int, help="processes for independent jobs (default: CPU cores, at most 2)")
+    p.add_argument("--workers", type=positive_int,
+                   help="processes for independent jobs (default: CPU cores, at most 2)")
     p.add_argument("--force", action="store_true", help="recompute the results file (models stay cached)")
     p.add_argument("--dry-run", action="store_true", help="time a few updates of each part, print the projected "
                    "wall time per part and in total, stop")
@@ -596,12 +593,49 @@ class _StderrHandler(logging.Handler):
         print(self.format(record), file=sys.stderr)
 
 
+def seed_list(text: str, flag: str = "--seeds") -> list[int]:
+    """Comma-separated pre-training seeds (``"42,43,44"``), each a whole number of at least 0;
+    a ``ConfigError`` naming ``flag`` otherwise. ``experiments`` and the benchmark scripts."""
+    try:
+        seeds = [int(x) for x in text.split(",")]
+    except ValueError:
+        seeds = []
+    if not seeds or min(seeds) < 0:
+        raise ConfigError(f"{flag} {text!r}: give at least one seed, comma-separated whole numbers of at "
+                          "least 0, e.g. --seeds 0,1,2")
+    return seeds
+
+
+def positive_int(text: str) -> int:
+    """``argparse`` type of a count of at least 1 (``--workers``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number of at least 1")
+    return value
+
+
 def _one_line(err: BaseException) -> str:
     return " ".join(part.strip() for part in str(err).splitlines() if part.strip())
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     print(f"warning: {_one_line(message)}", file=sys.stderr)
+
+
+def run_script(main: typing.Callable[[], None]) -> None:
+    """Run a benchmark script's ``main`` as ``condenser-lite`` runs a sub-command: a known error
+    (``errors.UserError``) is one line ``error: ...`` with exit status 1, its traceback only with
+    ``--debug`` on the script's command line; any other exception is a bug and keeps its traceback."""
+    try:
+        main()
+    except UserError as err:
+        if "--debug" in sys.argv[1:]:
+            raise
+        print(f"error: {_one_line(err)}", file=sys.stderr)
+        raise SystemExit(1) from None
 
 
 def main(argv: list[str] | None = None) -> None:

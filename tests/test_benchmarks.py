@@ -79,3 +79,24 @@ def test_bench_pretrain_cycles_its_blocks(tmp_path):
     assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
     assert "full 128-token blocks (480 used, cycled" in run.stdout, run.stdout[-3000:]
     assert "preset's stages" not in run.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--seeds", "42,,43"], "error: --seeds '42,,43': give at least one seed"),
+    (["--seeds", "-1"], "error: --seeds '-1': give at least one seed"),
+    (["--preset", "nope"], "error: unknown preset 'nope'"),
+    (["--data-dir", "/nonexistent"], "error: the data mirror /nonexistent"),
+    (["--workers", "0"], "--workers: '0': give a whole number of at least 1"),
+])
+def test_mechanism_study_names_a_bad_input_in_one_line(args, message, tmp_path):
+    """A bad input to the mechanism study is one line that says what to change, not a traceback
+    (``cli.run_script``); ``--debug`` shows the traceback."""
+    script = ROOT / "benchmarks" / "mechanism_study.py"
+    run = subprocess.run([sys.executable, str(script), "--dry-run", "--only", "e0", "--out", "x.json", *args],
+                         capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert run.returncode in (1, 2) and message in run.stderr, run.stderr[-2000:]
+    assert "Traceback" not in run.stderr
+    if args[0] == "--seeds":
+        debug = subprocess.run([sys.executable, str(script), "--dry-run", "--only", "e0", "--out", "x.json",
+                                *args, "--debug"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        assert "Traceback" in debug.stderr and "ConfigError" in debug.stderr

@@ -324,3 +324,18 @@ def test_an_out_path_that_cannot_be_written_is_refused_first(beir, retriever, tm
         locked.mkdir(mode=0o555)
         line = one_error_line(cli(["experiments", "--preset", "micro", "--out", locked / "micro.json"], capsys))
         assert f"{locked} cannot be written" in line
+
+
+def test_seed_lists_and_worker_counts_are_checked_where_they_enter():
+    import argparse
+
+    from condenser_lite.cli import positive_int, seed_list
+
+    assert seed_list("42,43,44") == [42, 43, 44] and seed_list("0") == [0]
+    for bad in ("", "42,,43", "abc", "-1", "1.5"):
+        with pytest.raises(ConfigError, match="give at least one seed"):
+            seed_list(bad)
+    assert positive_int("2") == 2
+    for bad in ("0", "-3", "two"):
+        with pytest.raises(argparse.ArgumentTypeError, match="at least 1"):
+            positive_int(bad)

@@ -310,7 +310,7 @@ def get_preset(preset: Preset | str | None = None, **changes: Any) -> Preset:
     if isinstance(preset, str):
         name = ALIASES.get(preset, preset)
         if name not in PRESETS:
-            raise ValueError(f"unknown preset {preset!r}; choose from {sorted([*PRESETS, *ALIASES])}")
+            raise ConfigError(f"unknown preset {preset!r}; choose from {sorted([*PRESETS, *ALIASES])}")
         preset = PRESETS[name]
     if not isinstance(preset, Preset):
         raise TypeError(f"expected a Preset or one of {sorted(PRESETS)}, got {type(preset).__name__}")
