@@ -685,6 +685,8 @@ def condenser_runs(stage1: dict, budget: float, splits=None) -> tuple[dict[str, 
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from condenser_lite.cli import positive_int
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", choices=["throughput", "parallel", "precision", "sweep", "long", "condenser"],
                     action="append",
@@ -695,7 +697,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--condenser-budget", type=float, default=300.0,
                     help="CPU seconds of a Condenser continuation (sets the common step count)")
     ap.add_argument("--extended", action="store_true", help="five more sweep runs (see sweep_runs)")
-    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--workers", type=positive_int, default=2)
+    ap.add_argument("--debug", action="store_true", help="show the traceback of a known error (a bad input)")
     ap.add_argument("--reps", type=int, default=3, help="interleaved repetitions in the throughput part")
     ap.add_argument("--steps", type=int, default=10, help="steps per throughput measurement")
     ap.add_argument("--long", action="append", default=None,
@@ -929,4 +932,6 @@ RECOMMENDATION: dict = {
 
 
 if __name__ == "__main__":
-    main()
+    from condenser_lite.cli import run_script
+
+    run_script(main)  # a bad input is one line, not a traceback
