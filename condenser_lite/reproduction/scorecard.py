@@ -206,8 +206,9 @@ FAR_DECADES = 3  # beyond 1,000 times the compute measured, a straight line says
 
 
 def _times_text(decades: float) -> str:
-    """How many times one FLOPs count is another, from the difference of their log10."""
-    ratio = 10 ** min(decades, FAR_DECADES)
+    """How many times one FLOPs count is another, from the difference of their log10 (at most
+    ``FAR_DECADES``: ``trend_text`` gives no number beyond)."""
+    ratio = 10 ** decades
     return f"{ratio:,.0f} times" if ratio >= 10 else f"{ratio:.1f} times"
 
 
