@@ -163,10 +163,12 @@ def scaling(study: dict) -> dict | None:
     its Condenser stage's FLOPs, whether it reads [CLS] (C0's ``relies``), the training-length
     trend (``rules.scaling_trend``; None until the training-length series has its three points on
     the same seeds) and the other series against the training-length point of the same length,
-    E0 (``rules.unit_test``, once both are on the same seeds)."""
+    E0 (``rules.unit_test``, once both are on the same seeds). A point is judged only on all of
+    ``rules.SCALING_SEEDS`` (rule 1): one run seed by seed, across sessions, has ``reads_cls`` None
+    and its ``missing_seeds`` until the last joins, so one seed past 0.2 is not a verdict."""
     import math
 
-    from condenser_lite.reproduction.rules import run_reliance, scaling_trend, unit_test
+    from condenser_lite.reproduction.rules import SCALING_SEEDS, run_reliance, scaling_trend, unit_test
 
     points = {}
     for part in SCALING_PARTS:
@@ -177,12 +179,13 @@ def scaling(study: dict) -> dict | None:
         if ungauged:  # an undefined reliance counts as 0 in the trend; a missing gauge must not
             raise ValueError(f"part {part}: seed(s) {', '.join(ungauged)} have no reliance gauges; "
                              f"re-run it (--only {part}) with this version of the study")
+        missing = [seed for seed in SCALING_SEEDS if str(seed) not in entry["per_seed"]]
         points[part] = {"series": next(s for s, ps in SERIES.items() if part in ps),
                         "per_seed": {seed: {"reliance": run_reliance(v["condenser"]["final"])["reliance"],
                                             "log_flops": math.log10(v["condenser"]["flops"]),
                                             "steps": v["condenser"]["steps"]}
                                      for seed, v in entry["per_seed"].items()},
-                        "reads_cls": entry["c0"]["relies"]}
+                        "reads_cls": None if missing else entry["c0"]["relies"], "missing_seeds": missing}
     versus = {}
     for part in ("s1x4", "w256"):
         if part in points and "e0" in points and set(points[part]["per_seed"]) == set(points["e0"]["per_seed"]):
@@ -191,7 +194,8 @@ def scaling(study: dict) -> dict | None:
             versus[part] = unit_test(get(part), get("e0"))
     length = [p for p in SERIES["training length"] if p in points]
     seeds = [set(points[p]["per_seed"]) for p in length]
-    if len(length) < len(SERIES["training length"]) or any(s != seeds[0] for s in seeds):
+    if len(length) < len(SERIES["training length"]) or any(s != seeds[0] for s in seeds) \
+            or any(points[p]["missing_seeds"] for p in length):
         return {"points": points, "trend": None, "versus_e0": versus}
     trend = scaling_trend([{"seed": seed, **v} for p in length for seed, v in points[p]["per_seed"].items()])
     return {"points": points, "trend": trend, "versus_e0": versus}

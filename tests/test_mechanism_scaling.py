@@ -191,3 +191,19 @@ def test_a_point_without_reliance_gauges_is_refused_not_counted_as_zero():
     del fake["e0"]["per_seed"]["43"]["condenser"]["final"]["reliance_own_loss"]
     with pytest.raises(ValueError, match="part e0: seed.s. 43 have no reliance gauges"):
         study.scaling(fake)
+
+
+def test_a_point_on_some_of_the_registered_seeds_is_not_judged():
+    """Rule 1 judges a point on every seed of SCALING_SEEDS: L48 run seed by seed across sessions
+    must not read [CLS] on its first seed alone, nor enter the trend."""
+    study = study_module()
+    fake = {"e0": fake_part(1e13, {"42": 0.0, "43": 0.01, "44": 0.0}, False),
+            "e1": fake_part(4e13, {"42": 0.05, "43": 0.08, "44": 0.04}, False),
+            "l48": fake_part(1.6e14, {"42": 0.3}, True)}  # c0 over its one seed: relies
+    out = study.scaling(fake)
+    assert out["points"]["l48"]["reads_cls"] is None
+    assert out["points"]["l48"]["missing_seeds"] == [43, 44]
+    assert out["points"]["e0"]["missing_seeds"] == [] and out["points"]["e0"]["reads_cls"] is False
+    assert out["trend"] is None
+    fake["l48"] = fake_part(1.6e14, {"42": 0.3, "43": 0.25, "44": 0.21}, True)
+    assert study.scaling(fake)["points"]["l48"]["reads_cls"] is True

@@ -8,6 +8,7 @@ Explained in chapters 4-7.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -729,7 +730,9 @@ SCALING_STYLE = {"training length": ("#0072B2", "o"), "stage-1 length": ("#E69F0
 
 def _scaling_points(ax, points: Mapping, labels: bool) -> tuple[list[float], list[float]]:
     """``plot_scaling``'s markers: hollow per seed, filled at each point's mean, a line through
-    each series' means; returns every seed's FLOPs and reliance."""
+    each series' means; a point still missing some of its seeds (``missing_seeds``) has its
+    seeds' markers only, since a mean over other seeds than its neighbours' would join a line
+    it does not belong to. Returns every seed's FLOPs and reliance."""
     xs_all, ys_all = [], []
     for series, (col, marker) in SCALING_STYLE.items():
         parts = [p for p, v in points.items() if v["series"] == series]
@@ -741,7 +744,8 @@ def _scaling_points(ax, points: Mapping, labels: bool) -> tuple[list[float], lis
             xs_all += x
             ys_all += y
             ax.scatter(x, y, facecolors="none", edgecolors=col, marker=marker, s=28, lw=1)
-            means.append((float(np.mean(x)), float(np.mean(y))))
+            if not points[part].get("missing_seeds"):
+                means.append((float(np.mean(x)), float(np.mean(y))))
         if means:
             means.sort()
             ax.plot(*zip(*means), color=col, marker=marker, ms=7,
@@ -749,11 +753,19 @@ def _scaling_points(ax, points: Mapping, labels: bool) -> tuple[list[float], lis
     return xs_all, ys_all
 
 
+def _two_and_five(x: float, pos=None) -> str:
+    """A minor tick's label on a log axis: "2×10¹⁴" or "5×10¹⁴", nothing at the other multiples."""
+    exponent = math.floor(math.log10(x) + 1e-9)
+    coefficient = round(x / 10 ** exponent)
+    return rf"${coefficient}\times10^{{{exponent}}}$" if coefficient in (2, 5) else ""
+
+
 def plot_scaling(scaling: Mapping, reference: Mapping | None = None, ax=None):
     """The faithful Condenser's [CLS] reliance against its Condenser stage's FLOPs (log axis):
     ``scaling`` is ``results/mechanism.json``'s ``"scaling"`` (``points``: per part its
     ``series`` and per seed ``reliance`` and ``log_flops``; ``trend``: ``rules.scaling_trend``'s
-    result or None). A hollow marker per seed, a filled one at each point's mean (an undefined
+    result or None). A hollow marker per seed, a filled one at each point's mean (none for a
+    point still missing some of its seeds; an undefined
     reliance counts as 0, as the rule counts it), a line through the training-length series,
     C0's threshold, the pre-registered trend line with where it would reach the threshold
     (and the range its slope's limits give; the axis stops ``FAR_DECADES`` past the data, as
@@ -761,7 +773,7 @@ def plot_scaling(scaling: Mapping, reference: Mapping | None = None, ax=None):
     e.g. the modified Condenser of ``small``) for comparison; an inset repeats the points on
     their own scale where they stay under half the threshold and the reference passes it. The
     page "When does the head need [CLS]?" (``notebooks/10_mechanism.md``)."""
-    from matplotlib.ticker import NullFormatter
+    from matplotlib.ticker import FuncFormatter, NullFormatter
 
     fig, ax = _fig(ax, figsize=(6.4, 3.8))
     points = scaling.get("points") or {}
@@ -807,6 +819,9 @@ def plot_scaling(scaling: Mapping, reference: Mapping | None = None, ax=None):
         elif bound is not None and bound <= far:
             ax.axvline(10 ** bound, color="grey", ls="-.", lw=1, label="no sooner than (upper slope)")
     ax.set_xscale("log")
+    # minor labels at every tick run into each other: 2 and 5 times each power of ten, up to two decades
+    lo, hi = ax.get_xlim()
+    ax.xaxis.set_minor_formatter(FuncFormatter(_two_and_five) if np.log10(hi / lo) <= 2 else NullFormatter())
     ax.set_xlabel("FLOPs of the Condenser stage")
     ax.set_ylabel("reliance on the late [CLS]")
     ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1))

@@ -304,6 +304,27 @@ def test_plot_scaling_draws_every_seed_the_threshold_and_the_trend():
     assert not plots.plot_scaling(data).axes[0].child_axes  # a point at half the threshold: one scale
 
 
+def test_a_point_on_some_of_its_seeds_has_no_mean_on_the_series_line():
+    """L48 run on one seed so far: its seed is drawn, but the training-length line joins only
+    the points on all their seeds (a mean over another set of seeds would bend it)."""
+    import matplotlib.pyplot as plt
+
+    data = _scaling(None)
+    data["points"]["l48"]["per_seed"] = {"42": {"reliance": 0.3, "log_flops": 15.2, "steps": 1}}
+    data["points"]["l48"]["missing_seeds"] = [43, 44]
+    fig = plots.plot_scaling(data)
+    ax = fig.axes[0]
+    (length,) = [line for line in ax.lines if line.get_label() == "training length"]
+    assert len(length.get_xdata()) == 2 and max(length.get_ydata()) < 0.1
+    hollow = sum(len(c.get_offsets()) for c in ax.collections if len(c.get_facecolors()) == 0)
+    assert hollow == 10  # L48's one seed among them
+    assert ax.get_xlim()[1] > 10 ** 15.2
+    fig.canvas.draw()  # over a decade the minor ticks are labelled at 2 and 5 times a power only
+    minor = [t.get_text() for t in ax.xaxis.get_minorticklabels() if t.get_text()]
+    assert minor and all(label.startswith(("$2\\times", "$5\\times")) for label in minor), minor
+    plt.close(fig)
+
+
 def test_plot_scaling_stops_the_axis_where_the_prose_stops_giving_a_number():
     """A flat trend whose upper slope reaches the threshold only absurdly far away (10^307
     FLOPs) draws no bound and keeps the axis within FAR_DECADES of the data: no overflow."""
