@@ -6,6 +6,7 @@ among the deviations: `rules.choose_modified`, committed before E3 and E5 ran).
     python benchmarks/mechanism_study.py              # every part, resumable -> results/mechanism.json
     python benchmarks/mechanism_study.py --only e3    # one part (the others stay as the file has them)
     python benchmarks/mechanism_study.py --merge gpu.json  # add parts run elsewhere (--out gpu.json there)
+    python benchmarks/mechanism_study.py --only l48 --seeds 42  # one seed; 43 and 44 join it later
 
 Every part pre-trains, per pre-training seed, a Condenser stage and its equal-step control
 (BERT-continued) from a stage-1 BERT, each logging the pre-registered [CLS]-reliance gauge on
@@ -37,7 +38,10 @@ seeds `rules.SCALING_SEEDS`:
 * W256: the preset's shape at hidden size 256 (FFN 1,024), its own stage 1, the preset's stage.
 
 `--dry-run` times a few updates of every stage a call would train and prints the projection;
-a part run on new seeds joins the seeds the file already has for it.
+a part run on new seeds joins the seeds the file already has for it (each run's provenance
+kept), so a point too long for one sitting runs a seed at a time on a machine that keeps
+nothing between sittings; a scaling point is judged once it has every seed of
+``rules.SCALING_SEEDS``. A run on some of a part's seeds and not all is refused.
 
 E3-E5 run as the protocol's `condenser_mod` arm (`Preset.modified_condenser`), so the stage of
 the deviation `rules.choose_modified` picks is the very one a later `experiments --preset
@@ -115,6 +119,20 @@ def part_jobs(preset, condenser: str, seeds, data_dir):
             jobs[(arm, s)] = Job(pretrain_arm, dict(arm=arm, preset=preset, data_dir=data_dir, seed=s,
                                                     init=Ref(("bert", s), "checkpoint")), priority=1)
     return jobs
+
+
+def check_seeds(part: str, old: dict | None, seeds) -> None:
+    """Refuse, before any training, a run of ``part`` on some of the seeds the results file
+    already holds for it and not all: its record would replace theirs and drop the others'.
+    New seeds join the old ones; the same seeds (or more) re-run the part."""
+    from condenser_lite.utils.errors import ConfigError
+
+    held = set(old["seeds"]) if old else set()
+    if held & set(seeds) and not held <= set(seeds):
+        joined = ",".join(map(str, sorted(held | set(seeds))))
+        raise ConfigError(f"part {part} already holds seeds {sorted(held)}; --seeds "
+                          f"{','.join(map(str, seeds))} would replace some and drop the others: "
+                          f"give only seeds it lacks, or all of them (--seeds {joined})")
 
 
 def summarise(stage: dict) -> dict:
@@ -267,6 +285,9 @@ def main() -> None:
         if given_seeds:
             return tuple(given_seeds)
         return SCALING_SEEDS if part in SCALING_PARTS and part not in ("e0", "e1") else SEEDS
+    if a.merge is None:
+        for part in a.only or list(PARTS):
+            check_seeds(part, study.get(part), part_seeds(part))
     if a.dry_run:
         parts = {part: (*part_preset(part, preset), part_seeds(part)) for part in a.only or list(PARTS)}
         rows = estimate(parts, a.data_dir, a.workers)

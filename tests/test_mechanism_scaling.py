@@ -207,3 +207,24 @@ def test_a_point_on_some_of_the_registered_seeds_is_not_judged():
     assert out["trend"] is None
     fake["l48"] = fake_part(1.6e14, {"42": 0.3, "43": 0.25, "44": 0.21}, True)
     assert study.scaling(fake)["points"]["l48"]["reads_cls"] is True
+
+
+def test_a_run_on_some_of_a_parts_seeds_is_refused_before_training(tmp_path, monkeypatch):
+    """A part holding seeds 42 and 43: --seeds 43 alone would replace seed 43 and drop 42's
+    record, so it is refused before any stage trains; new seeds only, or all of them, run."""
+    from condenser_lite.utils.errors import ConfigError
+
+    study = study_module()
+    out = tmp_path / "mechanism.json"
+    out.write_text(json.dumps({"study": "mechanism", "preset": "small", "l48": {"seeds": [42, 43]}}))
+
+    def trained(*args, **kwargs):
+        raise AssertionError("a stage was trained")
+    monkeypatch.setattr("condenser_lite.reproduction.jobs.run_jobs", trained)
+    monkeypatch.setattr("sys.argv", ["mechanism_study.py", "--out", str(out), "--only", "l48", "--seeds", "43"])
+    with pytest.raises(ConfigError, match=r"part l48 already holds seeds \[42, 43\].*--seeds 42,43\)"):
+        study.main()
+    for seeds in ("44", "42,43,44"):  # only new seeds join; all of them re-run the part
+        monkeypatch.setattr("sys.argv", ["mechanism_study.py", "--out", str(out), "--only", "l48", "--seeds", seeds])
+        with pytest.raises(AssertionError, match="a stage was trained"):
+            study.main()
