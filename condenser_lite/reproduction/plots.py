@@ -765,8 +765,8 @@ def plot_scaling(scaling: Mapping, reference: Mapping | None = None, ax=None):
     ``scaling`` is ``results/mechanism.json``'s ``"scaling"`` (``points``: per part its
     ``series`` and per seed ``reliance`` and ``log_flops``; ``trend``: ``rules.scaling_trend``'s
     result or None). A hollow marker per seed, a filled one at each point's mean (none for a
-    point still missing some of its seeds; an undefined
-    reliance counts as 0, as the rule counts it), a line through the training-length series,
+    point still missing some of its seeds; an undefined reliance counts as 0, as the rule
+    counts it), a line through the training-length series,
     C0's threshold, the pre-registered trend line with where it would reach the threshold
     (and the range its slope's limits give; the axis stops ``FAR_DECADES`` past the data, as
     the prose does), and ``reference`` (``{"label", "log_flops", "reliance": [per seed]}``,
