@@ -219,10 +219,10 @@ def scaling(study: dict) -> dict | None:
     return {"points": points, "trend": trend, "versus_e0": versus}
 
 
-def estimate(parts: dict, data_dir: str | None, workers: int) -> list[tuple[str, int, float]]:
-    """``(stage, how many, seconds each)`` for every stage the parts would train that the cache
-    lacks, each timed for a few updates on one thread (as the workers run them): the part's stage 1
-    once, its Condenser and control from the probe's checkpoint."""
+def estimate(parts: dict, data_dir: str | None, workers: int) -> list[tuple[str, str, int, float]]:
+    """``(part, stage, how many, seconds each)`` for every stage the parts would train that the
+    cache lacks, each timed for a few updates on one thread (as the workers run them): the part's
+    stage 1 once, its Condenser and control from the probe's checkpoint."""
     import tempfile
 
     from condenser_lite.reproduction.arms import arm_config
@@ -243,12 +243,28 @@ def estimate(parts: dict, data_dir: str | None, workers: int) -> list[tuple[str,
                 for arm in (condenser, "bert_cont"):
                     todo[arm] += init is None or not stage_done(arm_config(arm, part_set, init).replace(seed=s),
                                                                 data_dir=data_dir)
-            rows.append((f"{part}: stage 1", todo["bert"], stage_seconds(first, timing)))
+            rows.append((part, "stage 1", todo["bert"], stage_seconds(first, timing)))
             for arm in (condenser, "bert_cont"):
                 cfg = arm_config(arm, part_set, timing["checkpoint"])
                 probe = time_stage(cfg, Path(tmp) / part / arm, data_dir)
-                rows.append((f"{part}: {arm}", todo[arm], stage_seconds(cfg, probe)))
+                rows.append((part, arm, todo[arm], stage_seconds(cfg, probe)))
     return rows
+
+
+def wall_seconds(rows, workers: int) -> float:
+    """The wall time ``estimate``'s rows project on ``workers`` one-thread workers: the parts one
+    after another; in each, its stage-1 runs first (``ceil(n / workers)`` rounds), then its
+    Condenser stages and controls shared out, no sooner than the longest of them (a stage is not
+    split), as in ``estimate.Estimate.total_seconds``."""
+    import math
+
+    total = 0.0
+    for part in dict.fromkeys(r[0] for r in rows):
+        (n1, s1), *rest = [(n, sec) for p, _, n, sec in rows if p == part]
+        after = [(n, sec) for n, sec in rest if n]
+        total += math.ceil(n1 / workers) * s1 + max(
+            [sum(n * sec for n, sec in after) / workers, *(sec for _, sec in after)], default=0.0)
+    return total
 
 
 def main() -> None:
@@ -291,11 +307,11 @@ def main() -> None:
     if a.dry_run:
         parts = {part: (*part_preset(part, preset), part_seeds(part)) for part in a.only or list(PARTS)}
         rows = estimate(parts, a.data_dir, a.workers)
-        for name, n, seconds in rows:
-            print(f"  {name:<36} {n} x {seconds / 60:6.1f} min")
-        total = sum(n * s for _, n, s in rows)
-        print(f"  total: {total / 3600:.1f} h of one-thread work, about {total / 3600 / a.workers:.1f} h on "
-              f"{a.workers} workers (stages wait for their stage 1)")
+        for part, stage, n, seconds in rows:
+            print(f"  {part + ': ' + stage:<36} {n} x {seconds / 60:6.1f} min")
+        total = sum(n * s for *_, n, s in rows)
+        print(f"  total: {total / 3600:.1f} h of one-thread work, about {wall_seconds(rows, a.workers) / 3600:.1f} h "
+              f"of wall time on {a.workers} workers (the parts in turn; in each, its stage 1 first)")
         return
     if a.merge is not None:
         merge(study, map(Path, a.merge), out, preset.name)

@@ -228,3 +228,17 @@ def test_a_run_on_some_of_a_parts_seeds_is_refused_before_training(tmp_path, mon
         monkeypatch.setattr("sys.argv", ["mechanism_study.py", "--out", str(out), "--only", "l48", "--seeds", seeds])
         with pytest.raises(AssertionError, match="a stage was trained"):
             study.main()
+
+
+def test_the_dry_runs_wall_time_waits_for_stage_1_and_the_longest_stage():
+    """One L48 seed on two workers: stage 1 alone, then the Condenser stage and its control side
+    by side, so the wall time is stage 1 plus the longer of the two (measured 13 + 84 min), not
+    the one-thread total halved."""
+    wall = study_module().wall_seconds
+    one_seed = [("l48", "stage 1", 1, 780.0), ("l48", "condenser", 1, 5040.0), ("l48", "bert_cont", 1, 2934.0)]
+    assert wall(one_seed, 2) == pytest.approx(780 + 5040)
+    assert wall(one_seed, 1) == pytest.approx(780 + 5040 + 2934)
+    three = [("s1x4", "stage 1", 3, 3120.0), ("s1x4", "condenser", 3, 360.0), ("s1x4", "bert_cont", 3, 240.0)]
+    assert wall(three, 2) == pytest.approx(2 * 3120 + 3 * 600 / 2)  # stage 1 in two rounds
+    cached = [("e0", "stage 1", 0, 780.0), ("e0", "condenser", 0, 400.0), ("e0", "bert_cont", 0, 300.0)]
+    assert wall(cached, 2) == 0.0 and wall(one_seed + three, 2) == pytest.approx(5820 + 6240 + 900)
