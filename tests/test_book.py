@@ -458,6 +458,8 @@ def test_the_intros_findings_are_the_committed_runs():
         return [s for s, v in mech[part]["per_seed"].items() if reliance_above_noise(v["condenser"]["final"])]
     longer_or_wider = {(p, s): v["condenser"]["final"]["cls_reliance"]
                        for p in ("e1", "w256") for s, v in mech[p]["per_seed"].items()}
+    l48 = mech["scaling"]["points"]["l48"]  # run a seed at a time: judged once all are in
+    l48_reliance = max(v["reliance"] for v in l48["per_seed"].values())
     words = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}
     n_seeds = len(small["pretraining_seeds"])
     stated = {
@@ -491,6 +493,11 @@ def test_the_intros_findings_are_the_committed_runs():
             all(not mech[p]["c0"]["relies"] and len(mech[p]["seeds"]) == 3 and len(readers(p)) == 1
                 for p in ("e1", "w256")) and readers("e1") == readers("w256")
             and max(longer_or_wider.values()) < 0.1,
+        "A stage sixteen times as long (48,000 updates) has run on that seed so far and ends at a reliance of "
+        f"{l48_reliance:.3f}; the rule judges it only once seeds {listed(map(str, l48['missing_seeds']))} have run too":
+            [str(s) for s in mech["l48"]["seeds"]] == readers("e1")
+            and all(v["condenser"]["steps"] == 48000 for v in mech["l48"]["per_seed"].values())
+            and l48["reads_cls"] is None,
         "the head predicts a copy of the block with half its tokens masked":
             mech["modified"]["part"] == "e5"
             and small["preset"]["modified_condenser"] == {"head_mlm_probability": 0.5},
