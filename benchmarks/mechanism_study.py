@@ -312,7 +312,7 @@ def main() -> None:
             print(f"  {part + ': ' + stage:<36} {n} x {seconds / 60:6.1f} min")
         total = sum(n * s for *_, n, s in rows)
         print(f"  total: {total / 3600:.1f} h of one-thread work, about {wall_seconds(rows, a.workers) / 3600:.1f} h "
-              f"of wall time on {a.workers} workers (the parts in turn; in each, its stage 1 first)")
+              f"of wall time on {a.workers} worker{'s' * (a.workers > 1)} (the parts in turn; in each, its stage 1 first)")
         return
     if a.merge is not None:
         merge(study, map(Path, a.merge), out, preset.name)
