@@ -732,7 +732,8 @@ def _scaling_points(ax, points: Mapping, labels: bool) -> tuple[list[float], lis
     """``plot_scaling``'s markers: hollow per seed, filled at each point's mean, a line through
     each series' means; a point still missing some of its seeds (``missing_seeds``) has its
     seeds' markers only, since a mean over other seeds than its neighbours' would join a line
-    it does not belong to. Returns every seed's FLOPs and reliance."""
+    it does not belong to (a series with no complete point yet is named in the legend as
+    "<series> (seeds so far)"). Returns every seed's FLOPs and reliance."""
     xs_all, ys_all = [], []
     for series, (col, marker) in SCALING_STYLE.items():
         parts = [p for p, v in points.items() if v["series"] == series]
@@ -750,6 +751,9 @@ def _scaling_points(ax, points: Mapping, labels: bool) -> tuple[list[float], lis
             means.sort()
             ax.plot(*zip(*means), color=col, marker=marker, ms=7,
                     ls="-" if len(means) > 1 else "none", label=series if labels else None)
+        elif parts and labels:  # no mean to label yet: the legend names its seeds' markers
+            ax.scatter([], [], facecolors="none", edgecolors=col, marker=marker, s=28, lw=1,
+                       label=f"{series} (seeds so far)")
     return xs_all, ys_all
 
 

@@ -323,6 +323,13 @@ def test_a_point_on_some_of_its_seeds_has_no_mean_on_the_series_line():
     minor = [t.get_text() for t in ax.xaxis.get_minorticklabels() if t.get_text()]
     assert minor and all(label.startswith(("$2\\times", "$5\\times")) for label in minor), minor
     plt.close(fig)
+    # a series whose only point is on some of its seeds still has its entry in the legend
+    data["points"]["s1x4"] = {"series": "stage-1 length", "missing_seeds": [43, 44],
+                              "per_seed": {"42": {"reliance": 0.01, "log_flops": 14.0, "steps": 1}}}
+    fig = plots.plot_scaling(data)
+    labels = fig.axes[0].get_legend_handles_labels()[1]
+    assert "stage-1 length (seeds so far)" in labels and "training length" in labels
+    plt.close(fig)
 
 
 def test_plot_scaling_stops_the_axis_where_the_prose_stops_giving_a_number():
