@@ -506,3 +506,24 @@ def test_the_intros_findings_are_the_committed_runs():
     assert not missing, f"book/intro.md no longer states (or states differently): {missing}"
     wrong = [s for s, ok in stated.items() if not ok]
     assert not wrong, f"book/intro.md states what the committed runs do not support: {wrong}"
+
+
+def test_the_readmes_scaling_values_are_the_committed_runs():
+    """A regression check: the README's paragraph on ``results/mechanism.json`` lists each
+    scaling point's final reliance per seed (four decimals, seed order), so a seed merged into
+    the file without the README following it fails here."""
+    import json
+
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    mech = json.loads((ROOT / "results" / "mechanism.json").read_text())
+
+    def four(x):  # "-0.0000" reads as 0.0000
+        return f"{x:.4f}".replace("-0.0000", "0.0000")
+
+    for part in mech["scaling"]["points"]:
+        values = [four(mech[part]["per_seed"][str(s)]["condenser"]["final"]["cls_reliance"])
+                  for s in sorted(map(int, mech[part]["per_seed"]))]
+        said = ", ".join(values[:-1]) + " and " + values[-1] if len(values) > 1 else values[0]
+        assert f"{said} on " in readme, (
+            f"README.md does not give {part.upper()}'s reliance per seed as {said!r}; "
+            "update its paragraph on results/mechanism.json")
