@@ -50,8 +50,8 @@ cached by their settings); two one-thread worker processes run them (`jobs.run_j
 time measured on a 2-core AMD EPYC with bf16 units (other work sharing the cores at times):
 stage 1 28-37 minutes (both seeds side by side; skipped when cached), E0's continuations about
 15, E3's 11, E4's 5, E5's 19 (the head's copy adds a pass of the early layers), E1 about 40,
-E2 (its own stage 1) about an hour; one seed of L48 1.7 hours (its stage 1 13 minutes of one
-thread, then the 48,000-update Condenser stage, 74, beside its control, 53).
+E2 (its own stage 1) about an hour; one seed of L48 1.7 hours (its stage 1 13-14 minutes of
+one thread, then the 48,000-update Condenser stage, 73-74, beside its control, 53-55).
 """
 
 from __future__ import annotations
@@ -355,7 +355,8 @@ def main() -> None:
 
 def merge(study: dict, others, out: Path, preset_name: str) -> None:
     """Add to ``study`` (read from ``out``) the parts of the results files ``others`` (the study
-    run on other machines); a part both hold must be the same run, or the merge is refused."""
+    run on other machines); a part both hold must be the same run, or one must be the other
+    joined by new seeds (``grew_from``: the larger is kept), or the merge is refused."""
     for other in others:
         try:
             theirs = json.loads(other.read_text())
@@ -370,11 +371,24 @@ def merge(study: dict, others, out: Path, preset_name: str) -> None:
             raise SystemExit(f"--merge {other}: not a mechanism study of preset {preset_name} (its 'study' "
                              "and 'preset' fields); give the file the study wrote on the other machine (its --out)")
         for part, entry in theirs.items():
-            if part in PARTS and study.get(part, entry) != entry:
+            if part not in PARTS or part in study and grew_from(study[part], entry):
+                continue  # not a part, or the file already holds this run
+            if part in study and not grew_from(entry, study[part]):
                 raise SystemExit(f"{other} and {out} hold different runs of part {part}: keep one "
                                  "file's part (delete it from the other), then merge")
-            if part in PARTS:
-                study[part] = entry
+            study[part] = entry
+
+
+def grew_from(larger: dict, smaller: dict) -> bool:
+    """Whether part record ``larger`` is ``smaller`` or ``smaller`` joined by new seeds: every seed
+    of ``smaller`` kept unchanged, with the run that trained them among ``larger``'s provenance
+    (a point run seed by seed on machines that keep nothing, merged back in any order)."""
+    if larger == smaller:
+        return True
+    runs = larger.get("provenance_of_other_seeds", [])
+    return (all(larger["per_seed"].get(s) == v for s, v in smaller["per_seed"].items())
+            and {"seeds": smaller["seeds"], **smaller["provenance"]} in runs
+            and all(r in runs for r in smaller.get("provenance_of_other_seeds", [])))
 
 
 def write(study: dict, out: Path, preset) -> None:

@@ -459,7 +459,7 @@ def test_the_intros_findings_are_the_committed_runs():
     longer_or_wider = {(p, s): v["condenser"]["final"]["cls_reliance"]
                        for p in ("e1", "w256") for s, v in mech[p]["per_seed"].items()}
     l48 = mech["scaling"]["points"]["l48"]  # run a seed at a time: judged once all are in
-    l48_reliance = max(v["reliance"] for v in l48["per_seed"].values())
+    l48_reliance = [v["reliance"] for v in l48["per_seed"].values()]
     words = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}
     n_seeds = len(small["pretraining_seeds"])
     stated = {
@@ -493,11 +493,13 @@ def test_the_intros_findings_are_the_committed_runs():
             all(not mech[p]["c0"]["relies"] and len(mech[p]["seeds"]) == 3 and len(readers(p)) == 1
                 for p in ("e1", "w256")) and readers("e1") == readers("w256")
             and max(longer_or_wider.values()) < 0.1,
-        "A stage sixteen times as long (48,000 updates) has run on that seed so far and ends at a reliance of "
-        f"{l48_reliance:.3f}; the rule judges it only once seeds {listed(map(str, l48['missing_seeds']))} have run too":
-            [str(s) for s in mech["l48"]["seeds"]] == readers("e1")
+        f"A stage sixteen times as long (48,000 updates) has run on seeds {listed(list(l48['per_seed']))} so far "
+        f"and ends past 0.2 on both ({listed(f'{v:.3f}' for v in l48_reliance)}, with the late MLM loss within "
+        "0.05 nats of its control's): it reads `[CLS]` by the rule if seed "
+        f"{listed(map(str, l48['missing_seeds']))} does too":
+            len(l48_reliance) == 2 and min(l48_reliance) >= 0.2 and mech["l48"]["c0"]["relies"]
             and all(v["condenser"]["steps"] == 48000 for v in mech["l48"]["per_seed"].values())
-            and l48["reads_cls"] is None,
+            and len(l48["missing_seeds"]) == 1 and l48["reads_cls"] is None,
         "the head predicts a copy of the block with half its tokens masked":
             mech["modified"]["part"] == "e5"
             and small["preset"]["modified_condenser"] == {"head_mlm_probability": 0.5},

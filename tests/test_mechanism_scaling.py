@@ -135,6 +135,37 @@ def test_merging_another_machines_part_rejudges_and_refuses_a_different_run(tmp_
         study.main()
 
 
+def test_merging_a_part_that_grew_by_new_seeds_keeps_the_larger_run(tmp_path, monkeypatch):
+    """A point run seed by seed on a machine that keeps nothing: the file holds L48 on seed 42,
+    the other machine ran seed 43 from a copy of it, so its part holds seed 42's record unchanged
+    (its provenance kept) and seed 43's. Merging either way round keeps the larger part; an old
+    seed's record changed on the way is refused."""
+    study = study_module()
+    committed = json.loads((ROOT / "results" / "mechanism.json").read_text())
+    header = {"study": "mechanism", "preset": committed["preset"]}
+    old = {**committed["e1"], "seeds": [42], "per_seed": {"42": committed["e1"]["per_seed"]["42"]}}
+    old["provenance"] = {**old["provenance"], "seeds": [42]}
+    old.pop("provenance_of_other_seeds", None)
+    grown = {**committed["e1"], "seeds": [42, 43],
+             "per_seed": {s: committed["e1"]["per_seed"][s] for s in ("42", "43")},
+             "provenance": {**committed["e1"]["provenance"], "seeds": [43]},
+             "provenance_of_other_seeds": [{"seeds": [42], **old["provenance"]}]}
+    base = {k: v for k, v in committed.items() if k not in ("e1", "scaling")}
+    out, other = tmp_path / "mechanism.json", tmp_path / "elsewhere.json"
+    monkeypatch.setattr("sys.argv", ["mechanism_study.py", "--out", str(out), "--merge", str(other)])
+    for here, there in ((old, grown), (grown, old)):
+        out.write_text(json.dumps({**header, **base, "e1": here}))
+        other.write_text(json.dumps({**header, "e1": there}))
+        study.main()
+        assert json.loads(out.read_text())["e1"] == grown
+    bent = json.loads(json.dumps(grown))
+    bent["per_seed"]["42"]["condenser"]["final"]["cls_reliance"] += 0.1
+    out.write_text(json.dumps({**header, **base, "e1": old}))
+    other.write_text(json.dumps({**header, "e1": bent}))
+    with pytest.raises(SystemExit, match="different runs of part e1"):
+        study.main()
+
+
 def test_the_crossing_range_runs_low_to_high_on_both_sides_of_the_threshold():
     """Below the threshold the steeper slope reaches it sooner, above it later: either way the
     range the slope's limits give is reported low end first."""
