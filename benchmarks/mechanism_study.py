@@ -185,10 +185,12 @@ def scaling(study: dict) -> dict | None:
     the same seeds) and the other series against the training-length point of the same length,
     E0 (``rules.unit_test``, once both are on the same seeds). A point is judged only on all of
     ``rules.SCALING_SEEDS`` (rule 1): one run seed by seed, across sessions, has ``reads_cls`` None
-    and its ``missing_seeds`` until the last joins, so one seed past 0.2 is not a verdict."""
+    and its ``missing_seeds`` until the last joins, so one seed past 0.2 is not a verdict; its
+    ``below_threshold`` seeds say whether the verdict can still be "reads [CLS]"."""
     import math
 
-    from condenser_lite.reproduction.rules import SCALING_SEEDS, run_reliance, scaling_trend, unit_test
+    from condenser_lite.reproduction.rules import (RELIANCE_THRESHOLD, SCALING_SEEDS, run_reliance,
+                                                   scaling_trend, unit_test)
 
     points = {}
     for part in SCALING_PARTS:
@@ -200,12 +202,14 @@ def scaling(study: dict) -> dict | None:
             raise ValueError(f"part {part}: seed(s) {', '.join(ungauged)} have no reliance gauges; "
                              f"re-run it (--only {part}) with this version of the study")
         missing = [seed for seed in SCALING_SEEDS if str(seed) not in entry["per_seed"]]
-        points[part] = {"series": next(s for s, ps in SERIES.items() if part in ps),
-                        "per_seed": {seed: {"reliance": run_reliance(v["condenser"]["final"])["reliance"],
-                                            "log_flops": math.log10(v["condenser"]["flops"]),
-                                            "steps": v["condenser"]["steps"]}
-                                     for seed, v in entry["per_seed"].items()},
-                        "reads_cls": None if missing else entry["c0"]["relies"], "missing_seeds": missing}
+        per_seed = {seed: {"reliance": run_reliance(v["condenser"]["final"])["reliance"],
+                           "log_flops": math.log10(v["condenser"]["flops"]), "steps": v["condenser"]["steps"]}
+                    for seed, v in entry["per_seed"].items()}
+        points[part] = {"series": next(s for s, ps in SERIES.items() if part in ps), "per_seed": per_seed,
+                        "reads_cls": None if missing else entry["c0"]["relies"], "missing_seeds": missing,
+                        # rule 1 asks the threshold of every seed: one short of it settles "no" already
+                        "below_threshold": [seed for seed, v in per_seed.items()
+                                            if (v["reliance"] or 0.0) < RELIANCE_THRESHOLD]}
     versus = {}
     for part in ("s1x4", "w256"):
         if part in points and "e0" in points and set(points[part]["per_seed"]) == set(points["e0"]["per_seed"]):

@@ -234,6 +234,9 @@ def test_a_point_on_some_of_the_registered_seeds_is_not_judged():
     out = study.scaling(fake)
     assert out["points"]["l48"]["reads_cls"] is None
     assert out["points"]["l48"]["missing_seeds"] == [43, 44]
+    assert out["points"]["l48"]["below_threshold"] == []  # seed 42 alone leaves "reads" open
+    short = study.scaling({**fake, "l48": fake_part(1.6e14, {"42": 0.3, "43": 0.1}, False)})
+    assert short["points"]["l48"]["below_threshold"] == ["43"]  # no seed 44 can make it read
     assert out["points"]["e0"]["missing_seeds"] == [] and out["points"]["e0"]["reads_cls"] is False
     assert out["trend"] is None
     fake["l48"] = fake_part(1.6e14, {"42": 0.3, "43": 0.25, "44": 0.21}, True)
