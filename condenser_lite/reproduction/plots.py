@@ -733,9 +733,11 @@ def _scaling_points(ax, points: Mapping, labels: bool) -> tuple[list[float], lis
     each series' means; a point still missing some of its seeds (``missing_seeds``) has its
     seeds' markers only, since a mean over other seeds than its neighbours' would join a line
     it does not belong to (a series with no complete point yet is named in the legend as
-    "<series> (seeds so far)"). Returns every seed's FLOPs and reliance."""
+    "<series> (seeds so far)"). The first series' means are drawn smaller and on top of the
+    others', so a point of another series at the same FLOPs (S1X4 at E0's) leaves both in
+    sight. Returns every seed's FLOPs and reliance."""
     xs_all, ys_all = [], []
-    for series, (col, marker) in SCALING_STYLE.items():
+    for rank, (series, (col, marker)) in enumerate(SCALING_STYLE.items()):
         parts = [p for p, v in points.items() if v["series"] == series]
         means = []
         for part in parts:
@@ -749,8 +751,9 @@ def _scaling_points(ax, points: Mapping, labels: bool) -> tuple[list[float], lis
                 means.append((float(np.mean(x)), float(np.mean(y))))
         if means:
             means.sort()
-            ax.plot(*zip(*means), color=col, marker=marker, ms=7,
-                    ls="-" if len(means) > 1 else "none", label=series if labels else None)
+            ax.plot(*zip(*means), color=col, marker=marker, ms=6 if rank == 0 else 10,
+                    zorder=3 if rank == 0 else 2, ls="-" if len(means) > 1 else "none",
+                    label=series if labels else None)
         elif parts and labels:  # no mean to label yet: the legend names its seeds' markers
             ax.scatter([], [], facecolors="none", edgecolors=col, marker=marker, s=28, lw=1,
                        label=f"{series} (seeds so far)")

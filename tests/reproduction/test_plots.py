@@ -332,6 +332,23 @@ def test_a_point_on_some_of_its_seeds_has_no_mean_on_the_series_line():
     plt.close(fig)
 
 
+def test_a_point_at_another_series_place_leaves_both_in_sight():
+    """S1X4's Condenser stage is E0's, so its mean sits at E0's FLOPs: the training-length
+    series is drawn smaller and above it, or its first point would hide behind the square."""
+    import matplotlib.pyplot as plt
+
+    data = _scaling(None)
+    data["points"]["s1x4"] = {"series": "stage-1 length",
+                              "per_seed": {k: dict(v) for k, v in data["points"]["e0"]["per_seed"].items()}}
+    fig = plots.plot_scaling(data)
+    lines = {line.get_label(): line for line in fig.axes[0].lines}
+    length, stage1 = lines["training length"], lines["stage-1 length"]
+    assert length.get_xdata()[0] == pytest.approx(stage1.get_xdata()[0])  # the same place
+    assert length.get_zorder() > stage1.get_zorder()
+    assert length.get_markersize() < stage1.get_markersize()
+    plt.close(fig)
+
+
 def test_plot_scaling_stops_the_axis_where_the_prose_stops_giving_a_number():
     """A flat trend whose upper slope reaches the threshold only absurdly far away (10^307
     FLOPs) draws no bound and keeps the axis within FAR_DECADES of the data: no overflow."""
