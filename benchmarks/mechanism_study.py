@@ -52,7 +52,7 @@ stage 1 28-37 minutes (both seeds side by side; skipped when cached), E0's conti
 15, E3's 11, E4's 5, E5's 19 (the head's copy adds a pass of the early layers), E1 about 40,
 E2 (its own stage 1) about an hour; one seed of L48 1.7 hours (its stage 1 13-14 minutes of
 one thread, then the 48,000-update Condenser stage, 73-75, beside its control, 53-58); one seed
-of S1X4 about an hour of one thread (its 48,000-update stage 1 55 minutes).
+of S1X4 about an hour of one thread (its 48,000-update stage 1 55-56 minutes).
 """
 
 from __future__ import annotations

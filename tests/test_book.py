@@ -507,8 +507,8 @@ def test_the_intros_findings_are_the_committed_runs():
         f"{trend['slope_interval'][0]:.3f} to {trend['slope_interval'][1]:.3f} over the three seeds), and three "
         f"seeds cannot tell a rise on {words[trend_sensitivity(3)['blind_to']]} of them from none":
             trend["flat"] and len(trend["slopes"]) == 3 and trend["confidence"] == 0.95,
-        "after a long enough Condenser stage on some pre-training seeds, and 48,000 updates are not enough on "
-        "all three": bool(passed) and bool(short),
+        f"That the reliance passes 0.2 on {words[len(passed)]} pre-training seeds and stays near zero on the third":
+            len(passed) == 2 and len(short) == 1 and all(abs(l48_reliance[s]) < 0.05 for s in short),
         "the head predicts a copy of the block with half its tokens masked":
             mech["modified"]["part"] == "e5"
             and small["preset"]["modified_condenser"] == {"head_mlm_probability": 0.5},
