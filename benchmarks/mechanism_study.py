@@ -37,6 +37,13 @@ seeds `rules.SCALING_SEEDS`:
 * S1X4: the preset's Condenser stage from a stage 1 four times as long (48,000 updates);
 * W256: the preset's shape at hidden size 256 (FFN 1,024), its own stage 1, the preset's stage.
 
+The onset of L48 (``reproduction/onset.py``, ``onset.ONSET_RULE_COMMIT``): on the pre-training
+seeds ``onset.ONSET_SEEDS`` (42-49), when the faithful head's reliance leaves its noise for good,
+the share of models that switch on, and where they level off; its new seeds may run without their
+control (``--no-control``), which only C0's late-loss half needs:
+
+    python benchmarks/mechanism_study.py --only l48 --seeds 45,46 --no-control
+
 `--dry-run` times a few updates of every stage a call would train and prints the projection;
 a part run on new seeds joins the seeds the file already has for it (each run's provenance
 kept), so a point too long for one sitting runs a seed at a time on a machine that keeps
@@ -109,15 +116,16 @@ def part_preset(part: str, preset):
     return preset.replace(**changes(preset)), "condenser"
 
 
-def part_jobs(preset, condenser: str, seeds, data_dir):
-    """Stage 1, the Condenser and BERT-continued per pre-training seed, as the protocol's jobs."""
+def part_jobs(preset, condenser: str, seeds, data_dir, control: bool = True):
+    """Stage 1, the Condenser and (with ``control``) BERT-continued per pre-training seed, as the
+    protocol's jobs."""
     from condenser_lite.reproduction.arms import pretrain_arm
     from condenser_lite.reproduction.jobs import Job, Ref
 
     jobs = {}
     for s in seeds:
         jobs[("bert", s)] = Job(pretrain_arm, dict(arm="bert", preset=preset, data_dir=data_dir, seed=s), priority=0)
-        for arm in (condenser, "bert_cont"):
+        for arm in (condenser, "bert_cont")[:1 + control]:
             jobs[(arm, s)] = Job(pretrain_arm, dict(arm=arm, preset=preset, data_dir=data_dir, seed=s,
                                                     init=Ref(("bert", s), "checkpoint")), priority=1)
     return jobs
@@ -150,9 +158,11 @@ def summarise(stage: dict) -> dict:
 
 
 def per_seed_summaries(done: dict, condenser: str, seeds) -> dict:
-    """Per seed the stages' summaries, the part's Condenser under ``"condenser"``."""
+    """Per seed the stages' summaries, the part's Condenser under ``"condenser"`` (a seed run
+    without its control has no ``"bert_cont"``)."""
     return {str(s): {arm: summarise(done[(stage, s)]) for arm, stage in
-                     (("bert", "bert"), ("bert_cont", "bert_cont"), ("condenser", condenser))} for s in seeds}
+                     (("bert", "bert"), ("bert_cont", "bert_cont"), ("condenser", condenser))
+                     if (stage, s) in done} for s in seeds}
 
 
 def reused(old: dict, per_seed: dict) -> bool:
@@ -165,17 +175,21 @@ def reused(old: dict, per_seed: dict) -> bool:
 
 def judge(per_seed: dict) -> dict:
     """C0 by the pre-registered rule over the seeds of ``per_seed`` (seed order), from the final
-    gauges each summary keeps."""
+    gauges each summary keeps. C0 pairs each Condenser with its control, so it is judged on the
+    seeds that have one (``c0_seeds``); the reliance summary covers every seed."""
     from condenser_lite.reproduction.rules import c0_rule, reliance_summary, run_reliance
 
     seeds = sorted(per_seed, key=int)
-    cond = [per_seed[s]["condenser"]["final"] for s in seeds]
-    cont = [per_seed[s]["bert_cont"]["final"] for s in seeds]
+    paired = [s for s in seeds if "bert_cont" in per_seed[s]]
+    cond = [per_seed[s]["condenser"]["final"] for s in paired]
+    cont = [per_seed[s]["bert_cont"]["final"] for s in paired]
     reliance = [run_reliance(h) for h in cond]
     c0 = c0_rule([r["reliance"] if r else None for r in reliance], [h["mlm_loss"] for h in cond],
                  [h["mlm_loss"] for h in cont], [h["cls_cosine"] for h in cond], [h["cls_cosine"] for h in cont])
+    every = [run_reliance(per_seed[s]["condenser"]["final"]) for s in seeds]
     return {"per_seed": {s: per_seed[s] for s in seeds}, "c0": c0,
-            "reliance": reliance_summary([r or {} for r in reliance])}
+            **({"c0_seeds": [int(s) for s in paired]} if paired != seeds else {}),
+            "reliance": reliance_summary([r or {} for r in every])}
 
 
 def scaling(study: dict) -> dict | None:
@@ -195,6 +209,9 @@ def scaling(study: dict) -> dict | None:
     points = {}
     for part in SCALING_PARTS:
         entry = study.get(part)
+        if entry and set(entry["per_seed"]) - {str(s) for s in SCALING_SEEDS}:
+            # rule 1 judges a point on SCALING_SEEDS: seeds added for the onset rules stay out of it
+            entry = {**entry, **judge({s: v for s, v in entry["per_seed"].items() if int(s) in SCALING_SEEDS})}
         if not entry or any(v["condenser"].get("flops") is None for v in entry["per_seed"].values()):
             continue  # a part summarised before its stages' FLOPs were recorded is re-run for the figure
         ungauged = [seed for seed, v in entry["per_seed"].items() if run_reliance(v["condenser"]["final"]) is None]
@@ -225,7 +242,8 @@ def scaling(study: dict) -> dict | None:
     return {"points": points, "trend": trend, "versus_e0": versus}
 
 
-def estimate(parts: dict, data_dir: str | None, workers: int) -> list[tuple[str, str, int, float]]:
+def estimate(parts: dict, data_dir: str | None, workers: int,
+             control: bool = True) -> list[tuple[str, str, int, float]]:
     """``(part, stage, how many, seconds each)`` for every stage the parts would train that the
     cache lacks, each timed for a few updates on one thread (as the workers run them): the part's
     stage 1 once, its Condenser and control from the probe's checkpoint."""
@@ -241,16 +259,17 @@ def estimate(parts: dict, data_dir: str | None, workers: int) -> list[tuple[str,
         for part, (part_set, condenser, seeds) in parts.items():
             first = arm_config("bert", part_set, None)
             timing = time_stage(first, Path(tmp) / part / "bert", data_dir)
-            todo = {arm: 0 for arm in ("bert", condenser, "bert_cont")}
+            arms = (condenser, "bert_cont")[:1 + control]
+            todo = {arm: 0 for arm in ("bert", *arms)}
             for s in seeds:
                 s1 = first.replace(seed=s)
                 todo["bert"] += not stage_done(s1, data_dir=data_dir)
                 init = str(stage_folder(s1, data_dir)) if stage_done(s1, data_dir=data_dir) else None
-                for arm in (condenser, "bert_cont"):
+                for arm in arms:
                     todo[arm] += init is None or not stage_done(arm_config(arm, part_set, init).replace(seed=s),
                                                                 data_dir=data_dir)
             rows.append((part, "stage 1", todo["bert"], stage_seconds(first, timing)))
-            for arm in (condenser, "bert_cont"):
+            for arm in arms:
                 cfg = arm_config(arm, part_set, timing["checkpoint"])
                 probe = time_stage(cfg, Path(tmp) / part / arm, data_dir)
                 rows.append((part, arm, todo[arm], stage_seconds(cfg, probe)))
@@ -287,6 +306,8 @@ def main() -> None:
     ap.add_argument("--merge", nargs="*", metavar="FILE", help="add the parts of these results files (runs of the study "
                     "on other machines) to --out, a part present in both only if identical, then re-judge the "
                     "modified Condenser's choice and the scaling summary; with no FILE, re-judge --out only")
+    ap.add_argument("--no-control", action="store_true", help="train no equal-step control (BERT-continued): "
+                    "C0 then judges the part on the seeds that have one; the onset rules need none")
     ap.add_argument("--dry-run", action="store_true", help="time a few updates of each stage to train, print the "
                     "projected hours, stop")
     ap.add_argument("--debug", action="store_true", help="show the traceback of a known error (a bad input)")
@@ -312,7 +333,7 @@ def main() -> None:
             check_seeds(part, study.get(part), part_seeds(part))
     if a.dry_run:
         parts = {part: (*part_preset(part, preset), part_seeds(part)) for part in a.only or list(PARTS)}
-        rows = estimate(parts, a.data_dir, a.workers)
+        rows = estimate(parts, a.data_dir, a.workers, control=not a.no_control)
         for part, stage, n, seconds in rows:
             print(f"  {part + ': ' + stage:<36} {n} x {seconds / 60:6.1f} min")
         total = sum(n * s for *_, n, s in rows)
@@ -328,7 +349,7 @@ def main() -> None:
         started, t0, load_start = now(), time.perf_counter(), load_average()
         part_set, condenser = part_preset(part, preset)
         seeds = part_seeds(part)
-        done = run_jobs(part_jobs(part_set, condenser, seeds, a.data_dir), a.workers,
+        done = run_jobs(part_jobs(part_set, condenser, seeds, a.data_dir, control=not a.no_control), a.workers,
                         on_done=lambda key, r: print(f"[{part} {time.perf_counter() - t0:7.0f}s] {key}: "
                                                      f"{r['steps']} updates", flush=True))
         per_seed, all_seeds, before = per_seed_summaries(done, condenser, seeds), list(seeds), []
@@ -404,6 +425,10 @@ def write(study: dict, out: Path, preset) -> None:
     study["modified"] = {**choose_modified({p: v["c0"] for p, v in study.items() if p in PARTS}),
                          "rule_commit": MODIFIED_RULE_COMMIT}
     study["scaling"] = {**scaling(study), "rule_commit": SCALING_RULE_COMMIT}
+    if "l48" in study:
+        from condenser_lite.reproduction.onset import study_onset
+
+        study["onset"] = study_onset(study["l48"])
     study.update(study="mechanism", preset=preset.name)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(study, indent=1) + "\n")

@@ -276,3 +276,21 @@ def test_the_dry_runs_wall_time_waits_for_stage_1_and_the_longest_stage():
     assert wall(three, 2) == pytest.approx(2 * 3120 + 3 * 600 / 2)  # stage 1 in two rounds
     cached = [("e0", "stage 1", 0, 780.0), ("e0", "condenser", 0, 400.0), ("e0", "bert_cont", 0, 300.0)]
     assert wall(cached, 2) == 0.0 and wall(one_seed + three, 2) == pytest.approx(5820 + 6240 + 900)
+
+
+def test_seeds_added_for_the_onset_rules_leave_the_scaling_summary_as_it_was():
+    """L48 joined by seeds outside rules.SCALING_SEEDS (the onset rules' 45-49, some without a
+    control): every point, the trend and the comparisons stay those of SCALING_SEEDS."""
+    study = json.loads((ROOT / "results" / "mechanism.json").read_text())
+    m = study_module()
+    before = m.scaling(study)
+    grown = json.loads(json.dumps(study))
+    extra = {k: v for k, v in grown["l48"]["per_seed"]["44"].items() if k != "bert_cont"}
+    extra["condenser"] = {**extra["condenser"], "final": {**extra["condenser"]["final"], "reliance_own_loss": 0.0}}
+    grown["l48"]["per_seed"]["45"] = extra
+    grown["l48"].update(m.judge(grown["l48"]["per_seed"]))
+    assert grown["l48"]["c0_seeds"] == [42, 43, 44]  # C0 pairs each Condenser with its control
+    assert m.scaling(grown) == before
+    broken = json.loads(json.dumps(grown))
+    broken["l48"]["per_seed"]["44"]["condenser"]["final"]["reliance_own_loss"] -= 1.0  # a seed inside the scope
+    assert m.scaling(broken) != before

@@ -13,6 +13,7 @@
 * ``results.py``: the results file as evidence: provenance, headline, reading it back;
 * ``health.py``: a reader's pre-training stage against the committed seeds' held-out curves;
 * ``rules.py``: the rules that turn numbers into verdicts, the pre-registered ones among them;
+* ``onset.py``: when the faithful head switches on over a long Condenser stage (the onset rules);
 * ``scorecard.py``: the papers' claims C0-C8 (and the modified Condenser's C0m-C8m and Am) and their numbers,
   judged by those rules;
 * ``plots.py``, ``diagrams.py``: the book's figures and tables, and its diagrams;
