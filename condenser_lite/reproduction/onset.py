@@ -52,7 +52,7 @@ SEEN_SEEDS = (42, 43, 44)  # their curves were read before these rules were writ
 MIN_STAY = 4  # evaluations (2,000 updates of L48) above noise, at least, to count as switched on
 PLATEAU_FROM = 0.75  # the plateau: the evaluations after this share of the stage
 CONFIDENCE = 0.95
-ONSET_RULE_COMMIT = None  # the commit that fixed these rules: set by the commit after it
+ONSET_RULE_COMMIT = "24a6e9f265ace175328d76ac58d4b790807ea355"  # the commit that fixed these rules
 
 
 def onset(curve: Sequence[Mapping]) -> int | None:
