@@ -183,6 +183,11 @@ def stage_config_from_args(args: argparse.Namespace):
                               "stage from the model and pre-training settings); set it for experiments, or set "
                               "one of the stage's own settings (e.g. max_steps, lr, batch_size)")
         preset = changed
+    unread = StageConfig.unread(args.method, [p.split("=", 1)[0].strip().replace("-", "_") for p in stage_sets])
+    if unread:
+        raise ConfigError(f"--set {unread[0]}: {' and '.join(StageConfig.READ_ONLY_BY[unread[0]])} stages read "
+                          f"it, {args.method} stages do not (it would change the cache key and nothing else); "
+                          "leave it out")
     return parse_overrides(_stage_of(preset, args), stage_sets)
 
 

@@ -71,6 +71,19 @@ def test_one_set_dialect_refuses_what_would_not_change_the_command():
             stage_config_from_args(args) if argv[0] == "pretrain" else _recipe(args)
 
 
+@pytest.mark.parametrize("method, pair", [("condenser", "chunk_size=8"), ("condenser", "min_span=4"),
+                                          ("condenser", "mlm_weight=0.5"), ("mlm", "skip_from=2"),
+                                          ("mlm", "detach_early=true")])
+def test_a_stage_setting_its_method_does_not_read_is_refused(method, pair):
+    """coCondenser's settings change a Condenser stage's cache key and nothing it computes, the
+    head's an MLM stage's: refused in one line, so the same computation does not train again."""
+    with pytest.raises(ConfigError, match=f"{method} stages do not"):
+        stage_config_from_args(build_parser().parse_args(["pretrain", "--preset", "tiny", "--method", method,
+                                                          "--set", pair]))
+    stage_config_from_args(build_parser().parse_args(["pretrain", "--preset", "tiny", "--method", "cocondenser",
+                                                      "--init", "x", "--set", "chunk_size=8"]))
+
+
 def test_one_key_means_one_thing_to_pretrain_experiments_and_a_chapter(monkeypatch, capsys):
     """``--set s1_steps=5`` gives ``pretrain --method mlm`` the stage-1 stage that ``experiments
     --dry-run --set s1_steps=5`` would run (its estimate is made for that preset), and a chapter
@@ -250,6 +263,12 @@ CASES = {
                             "--set max_steps=abc: max_steps takes an integer"),
     "--set batch_size=eight": (lambda b, r, t: ["finetune", "--init", r, "--output-dir", t / "ft", "--set",
                                                 "batch_size=eight"], "--set batch_size=eight: batch_size takes an integer"),
+    "heads that do not divide the width": (lambda b, r, t: ["pretrain", "--preset", "micro", "--method", "mlm",
+                                                            "--set", "num_attention_heads=3", "--dry-run"],
+                                           "hidden_size=32 must be divisible by num_attention_heads=3"),
+    "a repeated pre-training seed": (lambda b, r, t: ["experiments", "--preset", "micro", "--set",
+                                                      "pretrain_seeds=[1, 1]", "--dry-run"],
+                                     "must be None (one seed: pretraining.seed) or distinct seeds"),
 }
 
 

@@ -25,7 +25,7 @@ from transformers import BertConfig, BertForMaskedLM
 from transformers.masking_utils import create_bidirectional_mask
 from transformers.models.bert.modeling_bert import BertLayer
 
-from ..utils.errors import CheckpointError
+from ..utils.errors import CheckpointError, ConfigError
 from ..utils.loading import (
     AUTHORS_HEAD_FILE,
     CONDENSER_CONFIG_FILE,
@@ -63,7 +63,7 @@ def tiny_bert_config(vocab_size: int = 8192, **overrides) -> BertConfig:
     )
     kwargs.update(overrides)
     if kwargs["hidden_size"] % kwargs["num_attention_heads"]:
-        raise ValueError(
+        raise ConfigError(
             f"hidden_size={kwargs['hidden_size']} must be divisible by "
             f"num_attention_heads={kwargs['num_attention_heads']}; change one of them."
         )

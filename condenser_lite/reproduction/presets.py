@@ -93,7 +93,7 @@ class Preset:
     def __post_init__(self) -> None:
         unknown = [a for a in self.arms if a not in ARMS]
         if unknown:
-            raise ValueError(f"Preset.arms: unknown arm(s) {unknown}; choose from {ARMS}")
+            raise ConfigError(f"Preset.arms: unknown arm(s) {unknown}; choose from {ARMS}")
         needs = [a for a in (MODIFIED_ARM, *CONTROL_ARMS) if a in self.arms]
         if needs and not self.modified_condenser:
             raise ConfigError(f"Preset.arms names {needs[0]!r} but modified_condenser is not set: give the "
@@ -105,17 +105,17 @@ class Preset:
             raise ConfigError("Preset.seeds must name at least one seed (the papers' claims need >= 3), e.g. "
                               "--seeds 0,1,2 (--set seeds='[0, 1, 2]')")
         if not isinstance(self.task, str) or not self.task.strip():
-            raise ValueError(f"Preset.task={self.task!r}: use 'scifact' (or another BEIR name), 'msmarco' (full "
+            raise ConfigError(f"Preset.task={self.task!r}: use 'scifact' (or another BEIR name), 'msmarco' (full "
                              "scale) or the path of a folder in BEIR's format")
         if self.pretraining.cocondenser_head not in ("load", "random"):
-            raise ValueError(f"pretraining.cocondenser_head={self.pretraining.cocondenser_head!r}: "
+            raise ConfigError(f"pretraining.cocondenser_head={self.pretraining.cocondenser_head!r}: "
                              "use 'load' or 'random'")
         if self.pretrain_seeds is not None and (not self.pretrain_seeds or len(set(self.pretrain_seeds))
                                                 < len(self.pretrain_seeds)):
-            raise ValueError(f"Preset.pretrain_seeds={self.pretrain_seeds!r} must be None (one seed: "
+            raise ConfigError(f"Preset.pretrain_seeds={self.pretrain_seeds!r} must be None (one seed: "
                              "pretraining.seed) or distinct seeds, e.g. (42, 43)")
         if not self.train_sizes:
-            raise ValueError("Preset.train_sizes must list at least one training size (None = all queries)")
+            raise ConfigError("Preset.train_sizes must list at least one training size (None = all queries)")
 
     def locate(self, key: str) -> tuple[str | None, str]:
         """``(component, field)`` that ``key`` names: a field of the preset (component None), a

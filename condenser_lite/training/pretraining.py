@@ -29,6 +29,7 @@ import shutil
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 from pathlib import Path
 
 import torch
@@ -236,6 +237,19 @@ class StageConfig:
         if self.eval_blocks < 2 or (self.eval_every is not None and self.eval_every < 1):
             raise ConfigError(f"eval_blocks={self.eval_blocks} must be >= 2 and eval_every={self.eval_every} "
                               ">= 1 (or None: evaluate after the last step only)")
+
+    # settings only some methods read: set for another, they would change the stage's cache key
+    # and nothing it computes (the gradient cache and the span sampler are coCondenser's)
+    READ_ONLY_BY: ClassVar[dict[str, tuple[str, ...]]] = {
+        **dict.fromkeys(("mlm_weight", "co_weight", "chunk_size", "min_span"), ("cocondenser",)),
+        **dict.fromkeys(("late_mlm", "head", "head_mlm_probability", "detach_early", "head_cls", "skip_from",
+                         "n_head_layers"), ("condenser", "cocondenser")),
+    }
+
+    @classmethod
+    def unread(cls, method: str, names) -> list[str]:
+        """Those of ``names`` a stage of ``method`` does not read."""
+        return [n for n in names if method not in cls.READ_ONLY_BY.get(n, (method,))]
 
     @classmethod
     def setting_names(cls) -> tuple[str, ...]:
