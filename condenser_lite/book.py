@@ -9,7 +9,7 @@ table, figure and number of the chapter reads (the committed ``results/small.jso
 when the reader asks for one) whose :meth:`Chapter.live_checkpoint` is the briefly
 pre-trained model the chapter's live training cells start from, and whose
 :meth:`Chapter.released` is one of the committed run's final models. Explained in the introduction
-(``book/intro.md``, "Running it").
+(``book/running.md``, "Running it").
 """
 
 from __future__ import annotations
@@ -204,8 +204,8 @@ def setup(full: object = False, preset: object = None, seed: object = 0, max_ste
     2.8 s with one thread and 37.5 s with two on a loaded 2-core machine). ``remade_by``: the
     command that remakes a page's own results file ``reads`` (the study and mechanism pages),
     which the protocol's ``full`` and ``preset`` cannot re-run: passing either is then an
-    error, not a silent no-op. Errors name the parameter and what to pass. Explained in the
-    introduction (``book/intro.md``).
+    error, not a silent no-op. Errors name the parameter and what to pass. Explained on the
+    page "Running the book" (``book/running.md``).
     """
     chapter_full = parse_bool(full, "full")
     unset = preset is None or str(preset).strip().lower() in ("", "none")  # papermill passes text

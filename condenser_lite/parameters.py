@@ -3,7 +3,7 @@
 Every chapter's first cell holds papermill parameters; papermill passes ``-p full true`` as the
 *string* ``"true"``, so each chapter (``book.setup``) and the command line read their parameters
 with the helpers here, which accept the spellings a user types and name the parameter otherwise
-(explained in the introduction, ``book/intro.md``, "Running the book").
+(explained in the page "Running the book", ``book/running.md``).
 """
 
 from __future__ import annotations

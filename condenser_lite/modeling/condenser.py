@@ -224,7 +224,7 @@ class Condenser(nn.Module):
             raise TypeError(f"backbone must be a transformers BertForMaskedLM, got {type(backbone).__name__}")
         n_layers = backbone.config.num_hidden_layers
         # skip_from=0 (the head reads the embeddings) is not the paper's design: the mechanism
-        # page's variant E4, where the early token states carry no context of their own
+        # page's variant that reads the embeddings, whose token states carry no context of their own
         if not isinstance(skip_from, int) or not 0 <= skip_from < n_layers:
             raise ValueError(
                 f"skip_from={skip_from!r} must be an int with 0 <= skip_from < num_hidden_layers={n_layers}: "
@@ -424,7 +424,7 @@ class Condenser(nn.Module):
 HEAD_CLS_SOURCES = ("late", "constant")
 CONSTANT_KEY = "head_cls_constant"  # its entry in the head's weights file
 # The switches of the mechanism page and chapter 8 at the values that make a Condenser stage the
-# paper's. ``head_mlm_probability`` is the masking of the head's own copy (E5), which the collator
+# paper's. ``head_mlm_probability`` is the masking of the head's own copy, which the collator
 # makes (``masking.MLMCollator``); the others are `CondenserVariant`'s arguments.
 PAPER_SWITCHES = {"detach_early": False, "head_cls": "late", "head_mlm_probability": None}
 
@@ -445,12 +445,12 @@ class CondenserVariant(Condenser):
     """A `Condenser` with the switches the book tries beside the paper's design; with every switch
     off it computes exactly what `Condenser` does.
 
-    * ``detach_early`` (the mechanism page's E3) stops the head's gradient at the early token
+    * ``detach_early`` (a variant on the mechanism page) stops the head's gradient at the early token
       states, so the early layers learn only from the late MLM loss.
-    * ``head_input_ids``/``head_labels`` in ``forward`` (E5, built by
+    * ``head_input_ids``/``head_labels`` in ``forward`` (built by
       ``masking.MLMCollator(head_mlm_probability=...)``) give the head the early states of a more
       heavily masked copy of the block and the labels of every position masked there, as
-      RetroMAE's decoder (Xiao et al., 2022). The modified Condenser of chapters 4 and 8 is E5.
+      RetroMAE's decoder (Xiao et al., 2022). The modified Condenser of chapters 4 and 8 is this variant.
     * ``head_cls="constant"`` feeds the head a learned, input-independent vector where it reads
       the late CLS: the head keeps its targets and its compute but can learn nothing from the
       late layers (the control without a bottleneck, chapter 8).
@@ -499,7 +499,7 @@ class CondenserVariant(Condenser):
     def early_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                      token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
         """The output of layer ``skip_from`` alone (the embeddings and the early layers), for
-        the head's own copy of the block (E5). [B, T, H]"""
+        the head's own copy of the block. [B, T, H]"""
         bert = self.backbone.bert
         hidden = bert.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)
         mask = create_bidirectional_mask(config=self.config, inputs_embeds=hidden, attention_mask=attention_mask)
@@ -521,9 +521,9 @@ class CondenserVariant(Condenser):
             return CondenserOutput(loss=None, head_loss=None, late_loss=None, cls=late[:, 0])
         if (head_input_ids is None) != (head_labels is None):
             raise ValueError("pass head_input_ids and head_labels together (MLMCollator(head_mlm_probability=...)).")
-        if head_input_ids is not None:  # E5: the head reads a more heavily masked copy of the block
+        if head_input_ids is not None:  # the head reads a more heavily masked copy of the block
             early = self.early_states(head_input_ids, attention_mask, token_type_ids)
-        if self.detach_early:  # E3: the head's loss does not train the early layers
+        if self.detach_early:  # the head's loss does not train the early layers
             early = early.detach()
         return self.condenser_loss(early, late, attention_mask, labels if head_labels is None else head_labels, labels)
 

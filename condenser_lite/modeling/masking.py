@@ -2,7 +2,7 @@
 
 ``MLMCollator`` pads blocks and masks 15% of their tokens a whole word at a time (BERT's rule,
 80% [MASK], 10% a random token, 10% unchanged); with ``head_mlm_probability`` it also makes the
-Condenser head's own, more heavily masked copy of each block (the mechanism page's variant E5).
+Condenser head's own, more heavily masked copy of each block (the modified Condenser's head).
 
 Explained in chapter 2, ``notebooks/02_condenser.ipynb``.
 """
@@ -31,7 +31,7 @@ class MLMCollator:
     All randomness comes from the global torch RNG, so `torch.manual_seed(s)` before a
     call reproduces it exactly (the training loop's determinism rule).
 
-    With `head_mlm_probability` (the mechanism page's variant E5, after RetroMAE's decoder),
+    With `head_mlm_probability` (the modified Condenser's head, after RetroMAE's decoder),
     each batch also holds `head_input_ids`: the masked block with further whole words turned
     into [MASK] until that share of its tokens is selected (the words of `labels` first, so
     they stay selected), and `head_labels`: the original tokens at every selected position.

@@ -56,7 +56,7 @@ def stage_flops(method: str, shape: Mapping, counts: Mapping, grad_cache_passes:
     ``n_head_layers`` and m_head the masked tokens of the head's MLM loss (both losses go through
     the shared output layer, d^2 transform + dV decoder, at masked positions only): the same
     tokens as the late loss (``counts["head_masked"]`` absent), or those of the head's own, more
-    heavily masked copy of the block (the modified Condenser, E5), whose early layers then run
+    heavily masked copy of the block (the modified Condenser), whose early layers then run
     too: c = ``shape["head_copy_layers"]`` (its ``skip_from``). g = ``grad_cache_passes``: the
     gradient cache's extra forward pass without gradients (coCondenser eq. 10), 1 when it is on.
     The embedding lookup and the contrastive loss ((2n)^2 d per step) are negligible and left
@@ -81,7 +81,7 @@ def stage_compute(log: Iterable[Mapping], method: str, shape: Mapping, sequences
     average several steps (``log_every``); its counts are weighted by the steps it covers.
     Explained in chapter 4."""
     totals = dict.fromkeys(COUNTS, 0.0)
-    head_masked = 0.0  # the head's own masked copy (E5), where the stage logs one
+    head_masked = 0.0  # the head's own masked copy, where the stage logs one
     steps, cpu = 0, 0.0
     for rec in log:
         if "tokens" not in rec:

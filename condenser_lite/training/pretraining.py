@@ -185,8 +185,8 @@ class StageConfig:
     # Condenser (paper section 3; the head's skip_from and n_head_layers are the model's)
     late_mlm: bool = True
     # switches of the Condenser stage that the mechanism page tries (condenser.PAPER_SWITCHES: off)
-    head_mlm_probability: float | None = None  # E5: the head reads a copy with this share masked
-    detach_early: bool = False  # E3: no gradient from the head into the early layers
+    head_mlm_probability: float | None = None  # the head reads a copy with this share masked
+    detach_early: bool = False  # no gradient from the head into the early layers
     head_cls: str = "late"  # "constant": the head reads a learned constant, not the late CLS (a control)
     # masking and packing
     mlm_probability: float = 0.15
@@ -386,7 +386,7 @@ def build_model(cfg: StageConfig, tokenizer):
     switches = deviations(cfg)
     head_copy = switches.pop("head_mlm_probability", None)  # the collator's: the model reads a batch input
     condenser_kw = dict(skip_from=cfg.model.skip_from, n_head_layers=cfg.model.n_head_layers, late_mlm=cfg.late_mlm, **switches)
-    # the head's own masked copy (E5) is a batch input only the variant's forward reads
+    # the head's own masked copy is a batch input only the variant's forward reads
     condenser = CondenserVariant if head_copy is not None else Condenser.class_for(condenser_kw)
     if cfg.init is None and cfg.method != "mlm" and cfg.resolved_head == "load":
         raise ConfigError("head='load' needs an init checkpoint that has a Condenser head")
@@ -524,7 +524,7 @@ def heldout_set(cfg: StageConfig, tokenizer, data_dir: str | None = None, corpus
             b["doc_id"] = section_doc[b.pop("doc_index")]
         return out
 
-    batches = draw(EVAL_SEED)  # the same blocks and masks as before the reliance gauge existed
+    batches = draw(EVAL_SEED)  # the blocks and masks of every committed stage's gauges, so runs compare
     mask_draws = [draw(EVAL_SEED + d) for d in range(1, RELIANCE_DRAWS)]
     # unigram counts from the training sections as text (packing would only drop a few short blocks)
     train_ids = tokenizer(list(train["text"]), add_special_tokens=False, return_attention_mask=False,
@@ -597,7 +597,7 @@ def counted(step_fn, grad_accum: int):
         metrics.update(tokens=float(batch["attention_mask"].sum()) * scale, positions=float(rows * length * scale),
                        pairs=float(rows * length * length * scale),
                        masked=float((batch["labels"] != -100).sum()) * scale if "labels" in batch else 0.0)
-        if "head_labels" in batch:  # the head's own masked copy (E5): its early layers and MLM loss
+        if "head_labels" in batch:  # the head's own masked copy: its early layers and MLM loss
             metrics["head_masked"] = float((batch["head_labels"] != -100).sum()) * scale
         return metrics
 

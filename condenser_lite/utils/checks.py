@@ -2,7 +2,7 @@
 
 Every config (``StageConfig``... the component configs of a preset, ``TrainConfig``) calls these
 in ``__post_init__``, so a wrong setting stops in one line naming the field before anything runs.
-Explained in the introduction (``book/intro.md``, "Running the book").
+Explained on the page "Running the book" (``book/running.md``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ def check_types(obj: object) -> None:
     """Raise ``ConfigError`` naming the first field of the dataclass ``obj`` whose value does not
     have its annotated type (``int``, ``float``, ``bool``, ``str``, optionally ``| None``): a
     ``max_steps`` of 2.5 would otherwise run 3 steps and be recorded as 2.5. Introduction
-    (``book/intro.md``, "Running the book")."""
+    (``book/running.md``)."""
     hints = typing.get_type_hints(type(obj))
     for f in dataclasses.fields(obj):  # type: ignore[arg-type]
         kind, value = hints[f.name], getattr(obj, f.name)
@@ -40,7 +40,7 @@ def check_types(obj: object) -> None:
 def check_positive(obj: object, *names: str) -> None:
     """Raise ``ConfigError`` naming the first of the fields ``names`` of ``obj`` that is set but
     not > 0: ``lr=0`` would train nothing without a word and ``batch_size=0`` fail deep inside.
-    Introduction (``book/intro.md``, "Running the book")."""
+    The page "Running the book" (``book/running.md``)."""
     for name in names:
         value = getattr(obj, name)
         if value is not None and not value > 0:

@@ -1,6 +1,6 @@
 """The library's known errors: problems a user can fix, each message saying what and how.
 
-Explained in the introduction (``book/intro.md``, "Running the book") and in DESIGN.md ("Bad
+Explained on the book's page "Running the book" (``book/running.md``) and in DESIGN.md ("Bad
 inputs"). Everything else that goes wrong is a bug. The command line prints a known error as one
 line (``error: ...``) and exits with status 1; any other exception keeps its traceback, and
 ``--debug`` shows the traceback of a known error too.
