@@ -105,7 +105,7 @@ CLAIM_LIST = (
     Claim("C8", "Condenser's neighbourhood recall beats BERT's, coCondenser's beats Condenser's",
           "difference beyond the spread, at the paper's n and every depth k (added after the run)"),
     Claim("C8m", "The modified Condenser's neighbourhood recall beats BERT's", "as C8, for the modified Condenser"),
-    Claim("Am", "The modified Condenser's gains come from its head reading [CLS]",
+    Claim("Am", "The modified Condenser's path through [CLS] adds to its gains beyond its compute and its targets",
           "rules version 2: beats BERT-continued for equal FLOPs and itself with the [CLS] path cut, wherever it "
           "beats BERT-continued; one-sided paired t-tests at 5% over pre-training seeds"),
 )

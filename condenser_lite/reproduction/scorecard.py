@@ -127,6 +127,9 @@ def paper_text(claim: str) -> str:
         # C0m, C1m, C7m: the paper has no modified Condenser; its numbers are those of the claim asked
         # no "; " at the top level: the scorecard breaks the line there
         return f"none for this arm, which is the book's deviation (for the faithful Condenser, see {claim[:-1]})."
+    if not sources:  # Am: the book's own question about its deviation, with controls neither paper ran
+        return ("none: neither paper has the modified Condenser or its two controls, so this is the book's own "
+                "question about its deviation.")
     return "; ".join(sources) + "."
 
 
@@ -621,10 +624,12 @@ def _flops_matched(results: Mapping) -> list[bool] | None:
 
 
 def _attribution(e: Evidence, arm: str) -> Judged:
-    """Am (rules version 2): the modified Condenser's gains come from its head reading [CLS].
-    Judged where the modified Condenser beats BERT-continued (a gain to attribute: C1m's settings,
+    """Am (rules version 2): the modified Condenser's path through [CLS] adds to its gain beyond
+    what its compute and its targets give (the pre-registered wording: "its gains come from its
+    head reading [CLS]"; the test shows the arm beating each control, not the controls adding
+    nothing). Judged where the modified Condenser beats BERT-continued (a gain to attribute: C1m's settings,
     the main metric at each training size, and C7m's, STS-b at the two smallest sizes): there the
-    gain is the head's reading of [CLS] only if the modified Condenser also beats both controls,
+    [CLS] path adds to the gain only if the modified Condenser also beats both controls,
     BERT-continued for the same FLOPs (``bert_cont_flops``) and the modified Condenser with its
     [CLS] path cut (``condenser_mod_nocls``), each by the one-sided paired test. Reproduced where
     every such setting holds, partly where some do. Each setting also records which control
@@ -764,10 +769,12 @@ CLAIM_CHECKS = (
         "Neighbourhood recall (nb-recall^{n}@k): the {name}'s round-1 top k covers more of its round-2 top n than "
         "BERT's does, at every depth k.", "C8"), _c8, _with_modified_v2),
     ClaimCheck("Am", MODIFIED_ARM, (MODIFIED_ARM, "bert_cont", *CONTROL_WORDS),
-               "The {name}'s gains over {ctl} come from its head reading [CLS]: wherever it beats {ctl}, it also beats "
-               "{ctl} trained for the same FLOPs ({flops_steps:,} updates) and the same {name} with its [CLS] path cut "
-               "(the head reads a learned constant: the same masked copy, targets and compute). Each comparison a "
-               "one-sided paired t-test at {alpha:.0%} over pre-training seeds (rules version 2).",
+               "The {name}'s path through [CLS] adds to its gain over {ctl} beyond what its compute and its targets "
+               "give: wherever it beats {ctl}, it also beats {ctl} trained for the same FLOPs ({flops_steps:,} "
+               "updates) and the same {name} with its [CLS] path cut (the head reads a learned constant: the same "
+               "masked copy, targets and compute). The controls may recover part of the gain themselves: their own "
+               "gains over {ctl} are shown, not judged. Each comparison a one-sided paired t-test at {alpha:.0%} over "
+               "pre-training seeds (rules version 2).",
                _attribution, _with_modified_v2),
 )
 CHECK = {c.id: c for c in CLAIM_CHECKS}
@@ -798,11 +805,13 @@ def scorecard(results: Mapping, version: int | None = None) -> list[dict]:
 # ---- the claims as tables and text ---------------------------------------------------------------------
 
 
-def _compares(d: Any, path: tuple = ()) -> list[tuple[tuple, dict]]:
-    if isinstance(d, Mapping):
-        if {"a", "b", "diff", "spread", "verdict"} <= set(d):
-            return [(path, d)]
-        return [x for k, v in d.items() for x in _compares(v, path + (str(k),))]
+def comparison_paths(ours: Any, path: tuple = ()) -> list[tuple[tuple, dict]]:
+    """Every comparison in a claim's ``ours`` as ``(path, numbers)``: the keys that lead to it
+    (``("by_size", "100", "bert")``) and the comparison as the rules made it. Chapter 8."""
+    if isinstance(ours, Mapping):
+        if {"a", "b", "diff", "spread", "verdict"} <= set(ours):
+            return [(path, ours)]
+        return [x for k, v in ours.items() for x in comparison_paths(v, path + (str(k),))]
     return []
 
 
@@ -844,7 +853,7 @@ def comparisons(claim: Mapping) -> list[tuple[str, str, str, dict]]:
     """Each comparison behind a claim as ``(setting, a, b, numbers)``: the setting and the two
     sides in words (``a`` the side the claim favours), and the comparison as the rules made it
     (``rules.unit_test``'s dict under version 2). Chapter 8."""
-    return [(*_sides(claim["id"], path, claim.get("arms", [])), c) for path, c in _compares(claim.get("ours", {}))]
+    return [(*_sides(claim["id"], path, claim.get("arms", [])), c) for path, c in comparison_paths(claim.get("ours", {}))]
 
 
 def claim_rows(claim: Mapping) -> list[dict]:

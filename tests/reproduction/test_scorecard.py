@@ -385,3 +385,27 @@ def test_claim_rows_name_both_sides_in_words_for_every_claim_of_a_version_2_file
     assert ("BERT", "modified Condenser") in sides["C5m"]
     assert {("modified Condenser", "BERT-continued"), ("modified Condenser", "modified Condenser, [CLS] cut"),
             ("BERT-continued, equal FLOPs", "BERT-continued")} <= sides["Am"]
+
+
+def test_am_says_what_its_test_shows_and_that_no_paper_has_it():
+    """Am's test finds the modified Condenser ahead of each control: its words say the [CLS] path
+    adds to the gain beyond compute and targets, not that the gain comes from it (the controls
+    recover part of it themselves); no paper has Am, and its papers' cell says so instead of
+    reading "."."""
+    from condenser_lite.reproduction.scorecard import CHECK, paper_text
+
+    for text in (CLAIM["Am"].title, CHECK["Am"].statement):
+        assert "come from" not in text and "adds to" in text and "compute" in text, text
+    assert "shown, not judged" in CHECK["Am"].statement
+    assert paper_text("Am").startswith("none") and "; " not in paper_text("Am")  # one line in the table
+    assert all(paper_text(c.id).strip(" .") for c in CLAIM_CHECKS)  # no claim's papers cell is empty
+
+
+def test_comparison_paths_find_every_comparison_with_its_keys():
+    from condenser_lite.reproduction.scorecard import comparison_paths, comparisons
+
+    c = {"a": 1.0, "b": 0.5, "diff": 0.5, "spread": 0.1, "verdict": "better"}
+    ours = {"by_size": {"100": {"bert": c, "bert_cont": None}}, "narrowing": False}
+    assert comparison_paths(ours) == [(("by_size", "100", "bert"), c)]
+    claim = {"id": "C1", "arms": ["Condenser", "BERT", "BERT-continued"], "ours": ours}
+    assert [x[-1] for x in comparisons(claim)] == [c]
