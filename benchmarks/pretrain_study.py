@@ -685,7 +685,7 @@ def condenser_runs(stage1: dict, budget: float, splits=None) -> tuple[dict[str, 
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from condenser_lite.cli import positive_int
+    from condenser_lite.utils.cli_args import positive_int
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", choices=["throughput", "parallel", "precision", "sweep", "long", "condenser"],
@@ -932,6 +932,6 @@ RECOMMENDATION: dict = {
 
 
 if __name__ == "__main__":
-    from condenser_lite.cli import run_script
+    from condenser_lite.utils.cli_args import run_script
 
     run_script(main)  # a bad input is one line, not a traceback

@@ -44,6 +44,7 @@ from .parameters import parse_bool
 from .reproduction.presets import ALIASES, PRESETS, RETRIEVAL_RECIPES, Preset, finetune_recipe, get_preset
 from .training.finetune import FinetuneConfig
 from .training.pretraining import MODEL_FIELDS, ModelConfig, StageConfig
+from .utils.cli_args import one_line, positive_int, seed_list
 from .utils.errors import ConfigError, UserError
 
 # Each sub-command imports the (torch-heavy) modules it needs inside its handler, so that
@@ -587,6 +588,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("parts", nargs="+", help="the parts' results files")
     p.add_argument("--out", required=True, help="the merged results file (e.g. results/small.json)")
     p.set_defaults(handler=_merge)
+    for name, what in STUDIES.items():  # each study parses its own options (--help lists them)
+        p = sub.add_parser(name, help=what, add_help=False, prefix_chars="\0")
+        p.add_argument("args", nargs=argparse.REMAINDER)
+        p.set_defaults(handler=_study)
     return ap
 
 
@@ -598,49 +603,17 @@ class _StderrHandler(logging.Handler):
         print(self.format(record), file=sys.stderr)
 
 
-def seed_list(text: str, flag: str = "--seeds") -> list[int]:
-    """Comma-separated pre-training seeds (``"42,43,44"``), each a whole number of at least 0;
-    a ``ConfigError`` naming ``flag`` otherwise. ``experiments`` and the benchmark scripts."""
-    try:
-        seeds = [int(x) for x in text.split(",")]
-    except ValueError:
-        seeds = []
-    if not seeds or min(seeds) < 0:
-        raise ConfigError(f"{flag} {text!r}: give at least one seed, comma-separated whole numbers of at "
-                          "least 0, e.g. --seeds 0,1,2")
-    return seeds
-
-
-def positive_int(text: str) -> int:
-    """``argparse`` type of a count of at least 1 (``--workers``)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number of at least 1")
-    return value
-
-
-def _one_line(err: BaseException) -> str:
-    return " ".join(part.strip() for part in str(err).splitlines() if part.strip())
-
-
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    print(f"warning: {_one_line(message)}", file=sys.stderr)
+    print(f"warning: {one_line(message)}", file=sys.stderr)
 
 
-def run_script(main: typing.Callable[[], None]) -> None:
-    """Run a benchmark script's ``main`` as ``condenser-lite`` runs a sub-command: a known error
-    (``errors.UserError``) is one line ``error: ...`` with exit status 1, its traceback only with
-    ``--debug`` on the script's command line; any other exception is a bug and keeps its traceback."""
-    try:
-        main()
-    except UserError as err:
-        if "--debug" in sys.argv[1:]:
-            raise
-        print(f"error: {_one_line(err)}", file=sys.stderr)
-        raise SystemExit(1) from None
+STUDIES = {"mechanism": "when the Condenser head needs [CLS]: the mechanism study (results/mechanism.json)"}
+
+
+def _study(args: argparse.Namespace) -> None:
+    import importlib
+
+    importlib.import_module(f"condenser_lite.studies.{args.command}").main(args.args)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -650,6 +623,8 @@ def main(argv: list[str] | None = None) -> None:
     progress messages are one line each. Ctrl-C exits with status 130."""
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
+    if args.command in STUDIES:  # a study parses its own options; --debug among them shows tracebacks
+        args.debug = args.debug or "--debug" in args.args
     args.argv = argv  # the command line as given, for the results' provenance
     log, handler = logging.getLogger("condenser_lite"), _StderrHandler()
     level = log.level
@@ -663,7 +638,7 @@ def main(argv: list[str] | None = None) -> None:
     except UserError as err:
         if args.debug:
             raise
-        print(f"error: {_one_line(err)}", file=sys.stderr)
+        print(f"error: {one_line(err)}", file=sys.stderr)
         raise SystemExit(1) from None
     except KeyboardInterrupt:
         if args.debug:

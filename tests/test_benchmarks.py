@@ -24,8 +24,6 @@ SMOKE = {  # script: arguments of a short run on micro settings, and what its ou
     "bench_gpu.py": (["--size", "tiny", "--part", "gradcache", "--sizes", "8", "--seq-len", "32", "--device", "cpu",
                       "--dtype", "fp32", "--steps", "1", "--warmup", "0", "--vocab", "1000"], "total wall time"),
     "bench_retrieval.py": (["--quick", "--repeats", "1", "--threads", "1"], "BM25: SciFact test nDCG@10"),
-    "mechanism_study.py": (["--preset", "micro", "--seeds", "1,2", "--workers", "1", "--out", "mechanism.json"],
-                           "wrote mechanism.json"),
     "health_demo.py": (["--preset", "micro", "--steps", "4", "--out", "health.json"],
                        ("health: no committed run to compare with", "wrote health.json")),
 }
@@ -79,24 +77,3 @@ def test_bench_pretrain_cycles_its_blocks(tmp_path):
     assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
     assert "full 128-token blocks (480 used, cycled" in run.stdout, run.stdout[-3000:]
     assert "preset's stages" not in run.stdout
-
-
-@pytest.mark.parametrize("args, message", [
-    (["--seeds", "42,,43"], "error: --seeds '42,,43': give at least one seed"),
-    (["--seeds", "-1"], "error: --seeds '-1': give at least one seed"),
-    (["--preset", "nope"], "error: unknown preset 'nope'"),
-    (["--data-dir", "/nonexistent"], "error: the data mirror /nonexistent"),
-    (["--workers", "0"], "--workers: '0': give a whole number of at least 1"),
-])
-def test_mechanism_study_names_a_bad_input_in_one_line(args, message, tmp_path):
-    """A bad input to the mechanism study is one line that says what to change, not a traceback
-    (``cli.run_script``); ``--debug`` shows the traceback."""
-    script = ROOT / "benchmarks" / "mechanism_study.py"
-    run = subprocess.run([sys.executable, str(script), "--dry-run", "--only", "e0", "--out", "x.json", *args],
-                         capture_output=True, text=True, timeout=300, cwd=tmp_path)
-    assert run.returncode in (1, 2) and message in run.stderr, run.stderr[-2000:]
-    assert "Traceback" not in run.stderr
-    if args[0] == "--seeds":
-        debug = subprocess.run([sys.executable, str(script), "--dry-run", "--only", "e0", "--out", "x.json",
-                                *args, "--debug"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
-        assert "Traceback" in debug.stderr and "ConfigError" in debug.stderr

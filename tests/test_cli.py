@@ -348,7 +348,7 @@ def test_an_out_path_that_cannot_be_written_is_refused_first(beir, retriever, tm
 def test_seed_lists_and_worker_counts_are_checked_where_they_enter():
     import argparse
 
-    from condenser_lite.cli import positive_int, seed_list
+    from condenser_lite.utils.cli_args import positive_int, seed_list
 
     assert seed_list("42,43,44") == [42, 43, 44] and seed_list("0") == [0]
     for bad in ("", "42,,43", "abc", "-1", "1.5"):

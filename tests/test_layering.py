@@ -2,6 +2,7 @@
 it, nothing imports a private name of another module, and no module imports itself in a circle.
 
     book.py, cli.py, parameters.py   (the top: the chapters' setup, the command line)
+    studies/
     reproduction/
     training/
     retrieval/
@@ -21,7 +22,7 @@ pytestmark = pytest.mark.unit
 
 PACKAGE = Path(__file__).resolve().parent.parent / "condenser_lite"
 # floor of each part of the package; a module may import from strictly lower floors and its own folder
-FLOORS = {"utils": 0, "modeling": 1, "data": 1, "retrieval": 2, "training": 3, "reproduction": 4, "": 5}
+FLOORS = {"utils": 0, "modeling": 1, "data": 1, "retrieval": 2, "training": 3, "reproduction": 4, "studies": 5, "": 6}
 
 
 def module_name(path: Path, root: Path = PACKAGE) -> str:

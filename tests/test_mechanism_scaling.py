@@ -1,8 +1,7 @@
 """The scaling part of the mechanism study: the pre-registered trend of reliance against log
 FLOPs (rules.scaling_trend) checked against a least-squares fit by scipy, and the study's parts
-and summary on made-up gauges (benchmarks/mechanism_study.py)."""
+and summary on made-up gauges (condenser_lite/studies/mechanism.py)."""
 
-import importlib.util
 import json
 import math
 
@@ -17,10 +16,9 @@ pytestmark = pytest.mark.unit
 
 
 def study_module():
-    spec = importlib.util.spec_from_file_location("mechanism_study", ROOT / "benchmarks" / "mechanism_study.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from condenser_lite.studies import mechanism
+
+    return mechanism
 
 
 def points(slopes, xs=(13.0, 13.6, 14.2), base=0.0):

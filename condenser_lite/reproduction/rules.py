@@ -515,7 +515,7 @@ def judged_seeds(results: Mapping, arm: str, version: int | None = None) -> list
 # ---- The faithful Condenser against scale: when does its head start to read [CLS]? ---------------
 #
 # Fixed before the runs it judges (``SCALING_RULE_COMMIT``), for the mechanism study's scaling part
-# (``benchmarks/mechanism_study.py``, parts "l12"/"l48"/"s1x4"/"w256" beside E0 and E1):
+# (``studies/mechanism.py``, parts "l48"/"s1x4"/"w256" beside E0 and E1):
 # 1. Each point is a faithful Condenser stage on SCALING_SEEDS with its equal-step BERT-continued
 #    control from the same stage-1 model; its reliance is the gauge's final value (``run_reliance``)
 #    and it "reads [CLS]" where ``c0_rule``'s ``relies`` holds: reliance >= RELIANCE_THRESHOLD on

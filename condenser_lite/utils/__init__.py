@@ -3,6 +3,7 @@ files and several processes.
 
 * ``errors.py``: the problems a user can fix, each named in one line;
 * ``checks.py``: settings' types and signs, checked where they enter;
+* ``cli_args.py``: the command line's argument types and its one-line errors, for the scripts too;
 * ``cache.py``: the cache root, names by content, compute-once and the folder lock;
 * ``devices.py``: the device to run on, the precision ``"auto"`` means here, the TPU's few calls;
 * ``loading.py``: checkpoint files, loading them with errors that name the folder, naming them by

@@ -3,10 +3,10 @@
 its runs (the C0 rule: `rules.PRE_REGISTRATION_COMMIT`; the choice of a modified Condenser
 among the deviations: `rules.choose_modified`, committed before E3 and E5 ran).
 
-    python benchmarks/mechanism_study.py              # every part, resumable -> results/mechanism.json
-    python benchmarks/mechanism_study.py --only e3    # one part (the others stay as the file has them)
-    python benchmarks/mechanism_study.py --merge gpu.json  # add parts run elsewhere (--out gpu.json there)
-    python benchmarks/mechanism_study.py --only l48 --seeds 42  # one seed; 43 and 44 join it later
+    python -m condenser_lite mechanism              # every part, resumable -> results/mechanism.json
+    python -m condenser_lite mechanism --only e3    # one part (the others stay as the file has them)
+    python -m condenser_lite mechanism --merge gpu.json  # add parts run elsewhere (--out gpu.json there)
+    python -m condenser_lite mechanism --only l48 --seeds 42  # one seed; 43 and 44 join it later
 
 Every part pre-trains, per pre-training seed, a Condenser stage and its equal-step control
 (BERT-continued) from a stage-1 BERT, each logging the pre-registered [CLS]-reliance gauge on
@@ -42,7 +42,7 @@ seeds ``onset.ONSET_SEEDS`` (42-49), when the faithful head's reliance leaves it
 the share of models that switch on, and where they level off; its new seeds may run without their
 control (``--no-control``), which only C0's late-loss half needs:
 
-    python benchmarks/mechanism_study.py --only l48 --seeds 45,46 --no-control
+    python -m condenser_lite mechanism --only l48 --seeds 45,46 --no-control
 
 `--dry-run` times a few updates of every stage a call would train and prints the projection;
 a part run on new seeds joins the seeds the file already has for it (each run's provenance
@@ -71,8 +71,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[2]  # the repository: results/ and git live there
 
 SEEDS = (42, 43)
 E1_FACTOR = 4  # E1's Condenser stage and control: four times the preset's (small: 12,000 updates)
@@ -292,10 +291,13 @@ def wall_seconds(rows, workers: int) -> float:
     return total
 
 
-def main() -> None:
-    from condenser_lite.cli import positive_int, seed_list
+def main(argv: list[str] | None = None) -> None:
+    """The study's command line (``python -m condenser_lite mechanism ...``)."""
+    from condenser_lite.utils.cli_args import positive_int, seed_list
 
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    ap = argparse.ArgumentParser(prog="python -m condenser_lite mechanism", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", choices=sorted(PARTS), action="append", help="run these parts (default: all)")
     ap.add_argument("--seeds", help="pre-training seeds, comma-separated (default: 42,43; the scaling parts "
                     "L48, S1X4 and W256: rules.SCALING_SEEDS)")
@@ -311,7 +313,7 @@ def main() -> None:
     ap.add_argument("--dry-run", action="store_true", help="time a few updates of each stage to train, print the "
                     "projected hours, stop")
     ap.add_argument("--debug", action="store_true", help="show the traceback of a known error (a bad input)")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     given_seeds = seed_list(a.seeds) if a.seeds is not None else None
 
     from condenser_lite.reproduction.jobs import load_average, run_jobs
@@ -370,7 +372,7 @@ def main() -> None:
                        **judge(per_seed),
                        "provenance": {"commit": git("rev-parse", "HEAD"), "dirty": None if status is None else bool(status),
                                       "pre_registration_commit": PRE_REGISTRATION_COMMIT,
-                                      "command": shlex.join(["python", *sys.argv]), "started": started,
+                                      "command": shlex.join(["python", "-m", "condenser_lite", "mechanism", *argv]), "started": started,
                                       "finished": now(), "wall_seconds": round(time.perf_counter() - t0, 1),
                                       "machine": machine(load_start), "python": env["python"],
                                       "packages": env["packages"], "seeds": list(seeds)},
@@ -434,8 +436,3 @@ def write(study: dict, out: Path, preset) -> None:
     out.write_text(json.dumps(study, indent=1) + "\n")
     print(f"wrote {out}")
 
-
-if __name__ == "__main__":
-    from condenser_lite.cli import run_script
-
-    run_script(main)  # a bad input is one line, not a traceback
