@@ -220,6 +220,74 @@ def test_built_page_shows_every_figure(built_book, chapter):
     assert shown == expected, f"{chapter}: {shown} figures in the HTML, {expected} plotting cells"
 
 
+# --- prose a student can follow, on the built pages ----------------------------------------------
+
+MAX_SENTENCE_WORDS = 60
+PROSE_PAGES = ("intro", "glossary", "running", "notebooks/08_scorecard", "notebooks/10_mechanism")
+COMMIT_HASH = re.compile(r"\b(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b")
+
+
+def prose_sentences(html: str) -> list[str]:
+    """The sentences of a built page's prose: its paragraphs, list items and glossary entries,
+    without code, cell outputs, tables or equations."""
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup(html, "html.parser")
+    main = soup.find("main") or soup
+    for junk in main.select("div.cell_output, div.highlight, pre, table, .math, script, style, "
+                            "div.toggle-details, details, nav, footer, .headerlink"):
+        junk.decompose()
+    blocks = [el for el in main.find_all(["p", "dd", "li"]) if not el.find_parent(["li", "dd"])]
+    texts = [" ".join(el.get_text(" ").split()) for el in blocks]  # a paragraph ends its sentence
+    return [s for t in texts for s in re.split(r"(?<=[.!?])\s+(?=[A-Z`(\[*])", t) if s.strip()]
+
+
+def long_sentences(html: str, limit: int = MAX_SENTENCE_WORDS) -> list[str]:
+    return [f"{len(s.split())} words: {s[:100]}..." for s in prose_sentences(html) if len(s.split()) > limit]
+
+
+def test_the_prose_checks_see_a_long_sentence_and_a_hash():
+    long = "<main><p>" + " ".join(["word"] * 61) + ". A short one.</p><pre>" + "x " * 90 + "</pre></main>"
+    assert len(long_sentences(long)) == 1 and not long_sentences(long.replace("word word", "word. Word", 1))
+    assert COMMIT_HASH.search("run at 757d05f on") and not COMMIT_HASH.search("the word faceted and 1234567")
+
+
+@pytest.mark.parametrize("page", PROSE_PAGES)
+def test_built_prose_has_no_overlong_sentence_and_no_commit_hash(built_book, page):
+    html = (built_book / f"{page}.html").read_text()
+    long = long_sentences(html)
+    assert not long, f"{page}: sentences over {MAX_SENTENCE_WORDS} words: {long}"
+    hashes = sorted({m.group(0) for s in prose_sentences(html) for m in COMMIT_HASH.finditer(s)})
+    assert not hashes, f"{page}: commit hashes in the prose (provenance lives in the results files): {hashes}"
+
+
+def share_before_first_table(html: str) -> float:
+    """How far down a built page its first table starts, as the share of the article's text
+    (prose, code and tables) that comes before it: a proxy for the share of the page's height."""
+    from bs4 import BeautifulSoup
+
+    main = BeautifulSoup(html, "html.parser").find("article") or BeautifulSoup(html, "html.parser")
+    table = main.find("table")
+    if table is None:
+        return 1.0
+    marker = "\x00TABLE\x00"
+    table.insert_before(marker)
+    text = " ".join(main.get_text(" ").split())
+    return text.index(marker) / len(text)
+
+
+def test_the_intros_claims_table_stands_in_the_first_quarter_of_its_page(built_book):
+    share = share_before_first_table((built_book / "intro.html").read_text())
+    assert share < 0.25, f"the claims table starts {share:.0%} of the way down the introduction"
+    assert share_before_first_table("<article><p>" + "x " * 90 + "</p><table><tr><td>a</td></tr></table></article>") > 0.9
+
+
+def test_the_glossary_is_linked_from_the_pages(built_book):
+    linked = [p for p in ("intro", "notebooks/08_scorecard", "notebooks/10_mechanism")
+              if 'href="glossary.html#term-' in (built_book / f"{p}.html").read_text().replace("../glossary", "glossary")]
+    assert linked == ["intro", "notebooks/08_scorecard", "notebooks/10_mechanism"], linked
+
+
 # --- the setup call --------------------------------------------------------------------------
 
 
@@ -329,7 +397,7 @@ def test_live_checkpoint_rejects_an_unknown_method(tmp_path):
     # the study and mechanism pages: their results come from their own scripts
     ({"preset": "small", "remade_by": "python benchmarks/pretrain_study.py"},
      r"'preset': this page reads its own committed results.*python benchmarks/pretrain_study\.py"),
-    ({"full": "true", "remade_by": "python benchmarks/mechanism_study.py"}, "'full': this page reads its own"),
+    ({"full": "true", "remade_by": "python -m condenser_lite mechanism"}, "'full': this page reads its own"),
 ])
 def test_setup_rejects_bad_parameters(kwargs, message):
     with pytest.raises(ValueError, match=message):
@@ -408,115 +476,126 @@ def test_book_pages_speak_about_the_papers_not_the_project_history(page):
     assert not hits, f"book/{page}: development-log voice: {hits}"
 
 
+def _plain(md: str) -> str:
+    """Markdown with MyST roles read as their text ({term}`a <b>` -> a) and whitespace folded."""
+    md = re.sub(r"\{term\}`([^`<]+?)(?:\s*<[^>]+>)?`", r"\1", md)
+    return " ".join(md.split())
+
+
 def test_the_intros_parameter_count_is_the_committed_models():
     """The introduction is plain Markdown (nothing glued there): its parameter count of the book's
     encoder is checked here against the committed model that chapter 4 counts live."""
-    import re
-
     from transformers import AutoModel
 
-    intro = (ROOT / "book" / "intro.md").read_text()
-    stated = float(re.search(r"a model of ([\d.]+)M parameters", intro).group(1))
+    intro = _plain((ROOT / "book" / "intro.md").read_text())
+    stated = float(re.search(r"BERT of ([\d.]+)M parameters", intro).group(1))
     share = float(re.search(r"\(([\d.]+)% of BERT-base's 110M\)", intro).group(1))
     model = AutoModel.from_pretrained(ROOT / "results" / "checkpoints" / "small" / "bert", add_pooling_layer=False)
     n = sum(p.numel() for p in model.parameters())
     assert stated == round(n / 1e6, 2) and share == round(100 * n / 110e6, 1)
 
 
+def _comparisons(d, path=()):
+    """Every paired comparison (a dict with ``per_seed`` and ``p``) under a claim's ``ours``."""
+    if isinstance(d, dict):
+        if isinstance(d.get("per_seed"), dict) and "p" in d:
+            yield path, d
+        for k, v in d.items():
+            yield from _comparisons(v, (*path, k))
+
+
 def test_the_intros_findings_are_the_committed_runs():
-    """The introduction's summary of the scaled-down run (plain Markdown, nothing glued) is checked
-    here against ``results/small.json`` and ``results/mechanism.json``: each number it states, at
-    the precision it states it, and each verdict its bullets rest on."""
+    """The introduction's findings (plain Markdown, nothing glued there) are checked here against
+    ``results/small.json`` and ``results/mechanism.json``: each number at the precision it is
+    stated, and each verdict its sentences rest on."""
     import json
 
-    from condenser_lite.reproduction.rules import arm_seeds, reliance_above_noise, trend_sensitivity
+    from scipy import stats as scipy_stats
 
-    intro = (ROOT / "book" / "intro.md").read_text()
-    part = intro[intro.index("## What the scaled-down run shows"):intro.index("## Time and hardware")]
-    part = " ".join(part.split())
+    from condenser_lite.reproduction.claims_table import headline_rows, multiplicity
+    from condenser_lite.reproduction.rules import arm_seeds
+
+    intro = _plain((ROOT / "book" / "intro.md").read_text())
+    part = intro[intro.index("## What the runs found"):intro.index("## How to read this book")]
     small = json.loads((ROOT / "results" / "small.json").read_text())
     mech = json.loads((ROOT / "results" / "mechanism.json").read_text())
     claims = {c["id"]: c for c in small["claims"]}
-
-    def listed(items):  # "a", "a and b", "a, b and c"
-        items = list(items)
-        return ", ".join(items[:-1]) + " and " + items[-1] if len(items) > 1 else items[0]
-
-    c2 = claims["C2"]["ours"]["round1"]["nDCG@10"]
-    c4 = claims["C4"]["ours"]["round2_vs_round1"]
-    c1 = claims["C1"]["ours"]["by_size"]
-    c7 = claims["C7"]["ours"]["by_size"]
-    c1m = claims["C1m"]["ours"]["by_size"]["809"]["bert"]
-    c1m_cont = claims["C1m"]["ours"]["by_size"]["809"]["bert_cont"]
-    c7m = claims["C7m"]["ours"]["by_size"]["500"]["bert"]
-    am = claims["Am"]["ours"]["settings"]
-    gained = [v for v in am.values() if v["gain"]["verdict"] == "better"]
-    beats_both = [v for v in gained if all(c["verdict"] == "better" for c in v["vs_control"].values())]
-    stage = {a: small["arms"][a]["compute"]["stage"] for a in ("bert_cont", "condenser_mod")}
-
-    def readers(part):  # the seeds whose final reliance is above twice its noise
-        return [s for s, v in mech[part]["per_seed"].items() if reliance_above_noise(v["condenser"]["final"])]
-    longer_or_wider = {(p, s): v["condenser"]["final"]["cls_reliance"]
-                       for p in ("e1", "w256") for s, v in mech[p]["per_seed"].items()}
-    l48 = mech["scaling"]["points"]["l48"]
-    l48_reliance = {s: v["reliance"] for s, v in l48["per_seed"].items()}
-    passed = [s for s, r in l48_reliance.items() if r >= 0.2]
-    short = l48["below_threshold"]
-    trend = mech["scaling"]["trend"]
-    words = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}
+    words = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight"}
     n_seeds = len(small["pretraining_seeds"])
+
+    def all_verdicts(cid, verdict):
+        return all(d["verdict"] == verdict for _, d in _comparisons(claims[cid]["ours"]))
+
+    unseen = [str(s) for s in small["pretraining_seeds"] if s not in (42, 43)]
+
+    def unseen_p(d):  # the one-sided paired t-test on the unseen seeds alone
+        return scipy_stats.ttest_1samp([d["per_seed"][s] for s in unseen], 0, alternative="greater").pvalue
+    arm_tests = [d for cid in ("C1m", "C7m", "Am") for path, d in _comparisons(claims[cid]["ours"])
+                 if "control_vs_bert_cont" not in path]  # the controls against BERT-continued are not the arm's
+    onset = mech["onset"]
+    switched = sum(v["switched_on"] for v in onset["per_seed"].values())
+    bm25 = small["bm25"]
+    best_dense = max(d["nDCG@10"]["mean"] for arm in small["retrieval"].values() for rnd in arm.values()
+                     for d in rnd.values())
+    others = ("C1", "C4", "C5", "C6", "C7")
+    m = multiplicity(small)
+    rows = {r["id"]: r for r in headline_rows(small)}
     stated = {
-        f"Every arm is pre-trained from {words[n_seeds]} seeds": all(
-            len(arm_seeds(small, a)) == n_seeds for a in small["arms"]),
-        f"nDCG@10 {c2['a']:.3f} against {c2['b']:.3f} with 809 training queries": claims["C2"]["verdict"] == "reproduced",
-        "the contrastive-only ablation is not significantly different":
-            claims["C3"]["ours"]["mlm_term"]["nDCG@10"]["verdict"] == "not significant",
-        f"a reliance of at most {max(abs(r) for r in claims['C0']['ours']['reliance']):.3f}, against the 0.2":
+        f"Every arm is pre-trained from {words[n_seeds]} pre-training seeds":
+            all(len(arm_seeds(small, a)) == n_seeds for a in small["arms"]),
+        "coCondenser's contrastive pre-training works at this scale": claims["C2"]["verdict"] == "reproduced",
+        f"reliance at most {max(abs(r) for r in claims['C0']['ours']['reliance']):.3f} against the 0.2 of the rule":
             not claims["C0"]["ours"]["relies"],
-        "it beats BERT, but with every training query no more than BERT-continued":
-            all(c1[s]["bert"]["verdict"] == "reproduced" for s in c1)
-            and c1["809"]["bert_cont"]["verdict"] != "reproduced",
-        "on STS-b the test finds it better than BERT only at 1,000 pairs":
-            [s for s in c7 if c7[s]["bert"]["verdict"] == "reproduced"] == ["1000"],
-        "round 2's hard negatives help coCondenser but not detectably it":
-            c4["cocondenser"]["verdict"] == "better" and c4["condenser"]["verdict"] != "better",
-        "on the seeds that choice never saw ({})".format(listed(
-            f"{r:.2f}" for r in claims["C0m"]["ours"]["reliance"])): claims["C0m"]["ours"]["relies"],
-        f"nDCG@10 {c1m['a']:.3f} against BERT's {c1m['b']:.3f} and BERT-continued's {c1m_cont['b']:.3f} with 809 "
-        "training queries": c1m["verdict"] == c1m_cont["verdict"] == "reproduced",
-        f"STS-b Spearman {c7m['a']:.3f} against {c7m['b']:.3f} with 500 training pairs": c7m["verdict"] == "reproduced",
-        "spends {:.2f} times BERT-continued's FLOPs and predicts {:.1f} times as many tokens".format(
-            stage["condenser_mod"]["flops"] / stage["bert_cont"]["flops"],
-            stage["condenser_mod"]["head_masked"] / stage["bert_cont"]["masked"]): True,
-        f"It beats both in all {words[len(gained)]} settings where it beats BERT-continued":
-            beats_both == gained and len(gained) == len(am),
-        f"BM25 (nDCG@10 {claims['C1']['ours']['bm25']:.3f})": True,
-        "closes more than twice the gauge's noise on one pre-training seed of three, the same seed in both, at most "
-        f"{max(longer_or_wider.values()):.3f}: under half the 0.2, so by the rule the head still does not read":
-            all(not mech[p]["c0"]["relies"] and len(mech[p]["seeds"]) == 3 and len(readers(p)) == 1
-                for p in ("e1", "w256")) and readers("e1") == readers("w256")
-            and max(longer_or_wider.values()) < 0.1,
-        f"A stage sixteen times as long (48,000 updates) ends past 0.2 on seeds {listed(passed)} "
-        f"({listed(f'{l48_reliance[s]:.3f}' for s in passed)}, with the late MLM loss within 0.05 nats of its "
-        f"control's) but at {listed(f'{l48_reliance[s]:.3f}' for s in short)} on seed {listed(short)}, so by the "
-        "rule, which asks it of every seed, it does not read `[CLS]` either":
-            l48["reads_cls"] is False and not l48["missing_seeds"] and passed and short
-            and all(mech["l48"]["c0"]["late_loss_matched"])
-            and all(v["condenser"]["steps"] == 48000 for v in mech["l48"]["per_seed"].values()),
-        f"shows no detectable rise (a mean slope of {trend['mean_slope']:.3f} per tenfold FLOPs, 95% interval "
-        f"{trend['slope_interval'][0]:.3f} to {trend['slope_interval'][1]:.3f} over the three seeds), and three "
-        f"seeds cannot tell a rise on {words[trend_sensitivity(3)['blind_to']]} of them from none":
-            trend["flat"] and len(trend["slopes"]) == 3 and trend["confidence"] == 0.95,
-        f"That the reliance passes 0.2 on {words[len(passed)]} pre-training seeds and stays near zero on the third":
-            len(passed) == 2 and len(short) == 1 and all(abs(l48_reliance[s]) < 0.05 for s in short),
-        "the head predicts a copy of the block with half its tokens masked":
-            mech["modified"]["part"] == "e5"
-            and small["preset"]["modified_condenser"] == {"head_mlm_probability": 0.5},
+        "Of its other claims, only neighbourhood recall (C8) holds in full":
+            claims["C8"]["verdict"] == "reproduced" and all(claims[c]["verdict"] != "reproduced" for c in others),
+        "its reliance is {} on the seeds its choice never saw".format(
+            ", ".join(f"{r:.2f}" for r in claims["C0m"]["ours"]["reliance"][:-1])
+            + f" and {claims['C0m']['ours']['reliance'][-1]:.2f}"): claims["C0m"]["ours"]["relies"],
+        "It beats both BERT arms in retrieval and on STS-b":
+            all_verdicts("C1m", "reproduced") and all_verdicts("C7m", "reproduced"),
+        "The modified Condenser's early fine-tuning loss (C6m) is significantly higher than BERT's, against the "
+        "paper's direction": all_verdicts("C6m", "worse") and rows["C6m"]["q"] < 0.05,
+        "Its attention entropy (C5m) also moves the wrong way, but that call does not stand under the FDR reading":
+            all_verdicts("C5m", "worse") and rows["C5m"]["q"] >= 0.05,
+        f"The verdicts rest on {m['tests']} distinct one-sided tests at 5%": m["alpha"] == 0.05,
+        f"about {m['expected_false']:.1f} of them would call \"better\" by chance; {m['significant']} do": True,
+        f"Holding the FDR at 5% keeps {m['bh']} of those {m['significant']} calls. The two that fall are C4's and "
+        "C4m's": m["significant"] - m["bh"] == 2 and all(rows[c]["verdict_bh"] != rows[c]["verdict"]
+                                                          for c in ("C4", "C4m")),
+        "On the unseen seeds 44-46 alone, every C1m, C7m and Am comparison still has p < 0.05":
+            unseen == ["44", "45", "46"] and arm_tests and all(unseen_p(d) < 0.05 for d in arm_tests),
+        f"the faithful head switched on in {words[switched]} of the {words[len(onset['per_seed'])]} "
+        "pre-training seeds": 0 < switched < len(onset["per_seed"]),
+        f"BM25 reaches nDCG@10 {bm25['truncated']['nDCG@10']:.3f} on the same {bm25['truncated_tokens']}-token "
+        f"passages the dense models see, and {bm25['full']['nDCG@10']:.3f} on whole documents":
+            best_dense < bm25["truncated"]["nDCG@10"],
     }
     missing = [s for s in stated if s not in part]
     assert not missing, f"book/intro.md no longer states (or states differently): {missing}"
     wrong = [s for s, ok in stated.items() if not ok]
     assert not wrong, f"book/intro.md states what the committed runs do not support: {wrong}"
+
+
+def test_the_intros_claims_table_is_the_committed_runs():
+    """A regression check: ``book/claims_table.md`` (included by the introduction) is what
+    ``claims_summary.intro_tables`` makes of ``results/small.json``; remake it with
+    ``python -m condenser_lite.reproduction.claims_summary > book/claims_table.md``."""
+    import json
+
+    from condenser_lite.reproduction.claims_summary import intro_tables
+
+    made = intro_tables(json.loads((ROOT / "results" / "small.json").read_text()))
+    assert (ROOT / "book" / "claims_table.md").read_text().strip() == made.strip()
+
+
+def test_the_running_pages_rerun_time_is_the_committed_runs():
+    import json
+
+    page = _plain((ROOT / "book" / "running.md").read_text())
+    prov = json.loads((ROOT / "results" / "small.json").read_text())["provenance"]
+    hours = prov["work_cpu_seconds"] / 3600
+    assert f"{hours:.1f} CPU-hours of work" in page
+    assert f"about {hours / 2:.1f} hours of wall time on its two one-thread workers" in page
 
 
 def test_the_readmes_scaling_values_are_the_committed_runs():

@@ -16,7 +16,13 @@
 * ``onset.py``: when the faithful head switches on over a long Condenser stage (the onset rules);
 * ``scorecard.py``: the papers' claims C0-C8 (and the modified Condenser's C0m-C8m and Am) and their numbers,
   judged by those rules;
-* ``plots.py``, ``diagrams.py``: the book's figures and tables, and its diagrams;
+* ``claims_table.py``: the tests behind the verdicts, their number (BH q-values, Holm), the weak-verdict mark
+  and one row per claim;
+* ``claims_summary.py``: the introduction's two claims tables from those rows;
+* ``plots.py``, ``diagrams.py``: the book's figures and tables (and the legibility rule every
+  figure meets), and its diagrams;
+* ``plots_mechanism.py``, ``plots_study.py``: the mechanism page's and the study page's figures;
+* ``mechanism_report.py``: the mechanism page's analysis: its tables and the phrases it pastes;
 * ``release.py``: the committed checkpoints of a run.
 
 May import: ``training``, ``retrieval``, ``modeling``, ``data`` and ``utils``.
