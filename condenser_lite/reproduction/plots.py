@@ -8,7 +8,6 @@ Explained in chapters 4-7.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -16,18 +15,102 @@ import numpy as np
 
 from .registry import CLAIM, MAIN_ARMS, color, label
 from .rules import RELIANCE_THRESHOLD, arm_seeds, gauge, gauge_defined, model_means
-from .scorecard import FAR_DECADES, claim_rows, fixed, p_text, scorecard
+from .scorecard import claim_rows, fixed, p_text, scorecard
 
 
-def _fig(ax=None, figsize=(5.5, 3.6)):
+def figure_for(ax=None, figsize=None):
+    """``(fig, ax)``: ``ax``'s figure, or a new one at the book's width (``FIGURE_WIDTH``)."""
     import matplotlib.pyplot as plt
 
     if ax is None:
-        fig, ax = plt.subplots(figsize=figsize)
+        fig, ax = plt.subplots(figsize=figsize or (FIGURE_WIDTH, 3.6))
     return ax.figure, ax
 
 
-FIGURE_WIDTH = 7.2  # inches: the book's text column at 100 dpi, so 10-point text reads as 10 points
+# ---------------------------------------------------------------------------------------
+# The legibility rule: every figure of the book is read at the text column's width
+# ---------------------------------------------------------------------------------------
+# The notebooks show a figure at DPI dots per inch, cropped to its drawing plus PAD inches a
+# side (``bbox_inches="tight"``), and the page shrinks an image wider than its column to
+# COLUMN_PX pixels. A font of f points then reads as f * shown_scale(width) points, which
+# must be at least MIN_FONT. A figure FIGURE_WIDTH inches wide fills the column at its own
+# size (scale 1), so its fonts read at the size they are set.
+COLUMN_PX = 690  # the book's text column, in pixels
+DPI = 100  # the notebooks' figure.dpi (``book.setup``)
+PAD = 0.1  # inches around a figure's drawing (matplotlib's savefig.pad_inches)
+FIGURE_WIDTH = COLUMN_PX / DPI - 2 * PAD  # 6.7 inches: with its padding, the column's width
+MIN_FONT = 9  # points, as the page shows them
+SMALL = MIN_FONT  # the size of every secondary text (legends, ticks, notes): the rule's floor
+MIN_GAP_PX = 4  # pixels between two texts at least, or they read as one ("CondensercoCondenser")
+MIN_CONTRAST = 2.2  # a line or marker against the white page: Okabe-Ito's lightest kept colours
+# (orange 2.25, sky blue 2.31) pass; their yellow (1.32) would vanish beside other series
+
+
+def shown_scale(width_inches: float) -> float:
+    """How much the page shrinks a figure ``width_inches`` wide (padding included): 1 when it
+    fits the column, ``COLUMN_PX / (width_inches * DPI)`` when wider."""
+    return min(1.0, COLUMN_PX / (width_inches * DPI))
+
+
+def _contrast(rgba) -> float:
+    # WCAG contrast ratio against white, of a colour blended over white by its alpha
+    *rgb, a = rgba
+    lin = [x / 12.92 if x <= 0.04045 else ((x + 0.055) / 1.055) ** 2.4 for x in (1 - a + a * c for c in rgb)]
+    return 1.05 / (0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2] + 0.05)
+
+
+def _inks(fig) -> list[tuple[str, tuple]]:
+    # (artist label, rgba) of every line and marker colour drawn (areas and fills are left out)
+    from matplotlib.collections import PathCollection
+    from matplotlib.colors import to_rgba
+    from matplotlib.lines import Line2D
+
+    inks = []
+    for art in fig.findobj(lambda a: isinstance(a, (Line2D, PathCollection)) and a.get_visible()):
+        alpha = art.get_alpha()
+        if isinstance(art, Line2D):
+            colours = [art.get_color()] if art.get_linestyle() not in ("None", "none", "", " ") else []
+            if art.get_marker() not in (None, "None", "none", "", " "):
+                colours += [c for c in (art.get_markeredgecolor(), art.get_markerfacecolor())
+                            if not (isinstance(c, str) and c.lower() == "none")]
+            colours = [to_rgba(c, alpha) for c in colours]
+        else:
+            colours = [tuple(c) for c in (*art.get_edgecolors(), *art.get_facecolors())]
+        inks += [(str(art.get_label()), c) for c in colours if c[3] > 0 and c[:3] != (1.0, 1.0, 1.0)]
+    return inks
+
+
+def legibility(fig) -> dict:
+    """``fig`` measured by the rule above: ``width_px`` as the page receives it, ``scale``
+    (``shown_scale``), ``texts`` (each drawn text with its size as shown, in points),
+    ``smallest`` (the smallest of them), ``too_small`` (those under ``MIN_FONT``), ``overlaps``
+    (pairs of texts closer than ``MIN_GAP_PX``) and ``faint`` (line or marker colours under
+    ``MIN_CONTRAST``). Every chapter's figure passes it (``tests/reproduction/test_figure_legibility.py``)."""
+    from unittest import mock
+
+    from matplotlib.text import Text
+
+    drawn, draw = [], Text.draw
+
+    def record(text, renderer):  # the texts a drawing really shows, with their text
+        if text.get_visible() and text.get_text().strip() and text not in drawn:
+            drawn.append(text)
+        return draw(text, renderer)
+
+    with mock.patch.object(Text, "draw", record):
+        fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    width = fig.get_tightbbox(renderer).width + 2 * PAD
+    scale = shown_scale(width)
+    texts = [(t.get_text(), t.get_fontsize() * scale) for t in drawn]
+    boxes = [t.get_window_extent(renderer) for t in drawn]
+    overlaps = [(drawn[i].get_text(), drawn[j].get_text()) for i in range(len(drawn)) for j in range(i)
+                if min(boxes[i].x1, boxes[j].x1) - max(boxes[i].x0, boxes[j].x0) > -MIN_GAP_PX
+                and min(boxes[i].y1, boxes[j].y1) - max(boxes[i].y0, boxes[j].y0) > -MIN_GAP_PX]
+    faint = sorted({(name, round(_contrast(c), 2)) for name, c in _inks(fig) if _contrast(c) < MIN_CONTRAST})
+    return {"width_px": round(width * DPI), "scale": scale, "texts": texts,
+            "smallest": min(texts, key=lambda t: t[1]) if texts else None,
+            "too_small": [t for t in texts if t[1] < MIN_FONT - 1e-9], "overlaps": overlaps, "faint": faint}
 
 
 def panels(n: int, height: float = 2.9, columns: int = 2):
@@ -37,7 +120,7 @@ def panels(n: int, height: float = 2.9, columns: int = 2):
 
     cols = min(n, columns)
     rows = -(-n // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(FIGURE_WIDTH if n > 1 else 5.5, height * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(FIGURE_WIDTH, height * rows), squeeze=False)
     flat = list(axes.flat)
     for ax in flat[n:]:
         ax.set_visible(False)
@@ -53,16 +136,22 @@ def thousands(ax, axis: str = "x") -> None:
     target.set_major_formatter(FuncFormatter(lambda v, _: f"{v / 1000:g}k" if abs(v) >= 1000 else f"{v:g}"))
 
 
-def legend_above(fig, ax, ncol: int = 4) -> None:
-    """One legend for the figure, above its panels, where it covers no data."""
-    handles, labels = [], []
-    for a in fig.axes:
+def legend_above(fig, ax=None, ncol: int = 4, handles=None, below: bool = False) -> None:
+    """One legend for the figure (``handles``, or its panels' entries, each once), above the
+    panels (``below``: under them), which are laid out beside it: it covers no data, no title
+    and no axis label."""
+    labels = [h.get_label() for h in handles or []]
+    handles = list(handles or [])
+    for a in fig.axes if not handles else ():
         for h, lab in zip(*a.get_legend_handles_labels()):
             if lab not in labels:
                 handles.append(h)
                 labels.append(lab)
-    fig.tight_layout(rect=(0, 0, 1, 0.9 if len(labels) > ncol else 0.93))
-    fig.legend(handles, labels, loc="upper center", ncol=min(ncol, len(labels)), frameon=False, fontsize=8)
+    legend = fig.legend(handles, labels, loc="lower center" if below else "upper center",
+                        bbox_to_anchor=(0.5, 0.0 if below else 1.0), ncol=min(ncol, len(labels)), frameon=False,
+                        fontsize=SMALL)
+    height = legend.get_window_extent(fig.canvas.get_renderer()).height / fig.bbox.height + 0.01
+    fig.tight_layout(rect=(0, height, 1, 1) if below else (0, 0, 1, 1 - height))
 
 
 def log_axis(ax, axis: str = "y") -> None:
@@ -79,12 +168,17 @@ def log_axis(ax, axis: str = "y") -> None:
     target.set_minor_locator(NullLocator())
 
 
-def _log_ticks(lo: float, hi: float, least: int = 4) -> list[float]:
-    # the sparsest of the 1-2-5 style sequences that puts at least `least` ticks in [lo, hi]
+def _log_ticks(lo: float, hi: float, least: int = 4, most: int = 6) -> list[float]:
+    # the sparsest of the 1-2-5 style sequences that puts at least `least` ticks in [lo, hi],
+    # or the densest under `most` where the next one would crowd the axis (0.2, 0.3, ..., 0.9)
     lo, hi = max(lo, 1e-12), max(hi, 2e-12)
     decades = range(int(np.floor(np.log10(lo))), int(np.ceil(np.log10(hi))) + 1)
+    ticks = []
     for mantissas in ((1,), (1, 2, 5), (1, 2, 3, 5), tuple(range(1, 10))):
-        ticks = [m * 10.0**d for d in decades for m in mantissas if lo <= m * 10.0**d <= hi]
+        denser = [m * 10.0**d for d in decades for m in mantissas if lo <= m * 10.0**d <= hi]
+        if len(denser) > most and len(ticks) >= 2:
+            break
+        ticks = denser
         if len(ticks) >= least:
             break
     return ticks
@@ -225,6 +319,9 @@ def gauge_table(results: Mapping, arms: Sequence[str], digits: int = 4):
                         ).rename_axis("end of pre-training")
 
 
+_SHORT = {"BERT-continued, equal FLOPs": "equal-FLOPs control", "modified Condenser, [CLS] cut": "[CLS]-cut control"}
+
+
 def claim_table(results: Mapping, ids: Sequence[str]):
     """The comparisons behind the claims ``ids`` as one table (``scorecard.claim_rows``): per
     claim and setting the two models with our numbers, the verdict, and the difference: under
@@ -259,8 +356,16 @@ def claim_table(results: Mapping, ids: Sequence[str]):
         table["detectable / paper's"] = [
             "–" if pd.isna(m) else f"{m:.3f} / " + ("–" if pd.isna(e) else f"{e:.3f}")
             for m, e in zip(table["detectable"], table["paper's effect here"])]
-    cols = ["claim", "setting", "compared", "verdict", "per pre-trained model", "difference (p)",
-            "difference (spread)", "detectable / paper's"]
+    # short names, and (rules version 2) the verdict and the test's p first, so they show at the
+    # column's width without scrolling; each pre-trained model's difference comes last
+    for long, short in (*_SHORT.items(), ("training queries", "queries"), ("training pairs", "pairs"),
+                        (": the gain", ": gain"), (": against the control", ": vs a control"),
+                        (": the control's own gain", ": control's gain")):
+        table["setting"] = table["setting"].str.replace(long, short, regex=False)
+        table["compared"] = table["compared"].str.replace(long, short, regex=False)
+    cols = (["claim", "setting", "verdict", "difference (p)", "compared"] if "difference (p)" in table else
+            ["claim", "setting", "compared", "verdict", "difference (spread)"])
+    cols += ["detectable / paper's", "per pre-trained model"]
     return table[[c for c in cols if c in table]].set_index(["claim", "setting"])
 
 
@@ -327,7 +432,7 @@ def _models_and_mean(ax, results: Mapping, arm: str, by_x: Mapping[str, Mapping]
     at = np.array(xs) * dodge
     ax.plot(at, [p.mean() for p in points], marker="o", color=color(arm), label=label(arm))
     for x, p in zip(at, points):
-        ax.plot([x] * len(p), p, "o", ms=3.5, color=color(arm), markerfacecolor="white", alpha=0.8)
+        ax.plot([x] * len(p), p, "o", ms=3.5, color=color(arm), markerfacecolor="white")
 
 
 def _dodges(n: int, step: float = 0.03) -> list[float]:
@@ -335,13 +440,23 @@ def _dodges(n: int, step: float = 0.03) -> list[float]:
     return [(1 + step) ** (i - (n - 1) / 2) for i in range(n)]
 
 
-def plot_low_data(results: Mapping, metric: str | None = None, arms: Sequence[str] | None = None, ax=None):
+def plot_low_data(results: Mapping, metric: str | Sequence[str] | None = None, arms: Sequence[str] | None = None,
+                  ax=None):
     """Round-1 retrieval quality against the number of training queries (a hollow dot per
-    pre-trained model, fine-tuning seeds averaged; the line through their mean), with BM25 as horizontal lines: the low-data curves of Condenser tables 3 and 5. The
-    y axis is logarithmic, so that dense models far below BM25 are not squeezed into a sliver
-    under its lines. Chapter 4."""
+    pre-trained model, fine-tuning seeds averaged; the line through their mean), with BM25 as
+    horizontal lines: the low-data curves of Condenser tables 3 and 5. The y axis is
+    logarithmic, so that dense models far below BM25 are not squeezed into a sliver under its
+    lines. A list of metrics draws one panel each, under one legend. Chapter 4."""
+    if not isinstance(metric, (str, type(None))):
+        fig, axes = panels(len(metric), height=3.3)
+        for a, m in zip(axes, metric):
+            plot_low_data(results, m, arms, ax=a)
+            a.set_title(f"{m}, round 1")
+            a.get_legend().remove()
+        legend_above(fig, ncol=3)
+        return fig
     metric = metric or results["preset"]["metrics"][0]
-    fig, ax = _fig(ax)
+    fig, ax = figure_for(ax)
     R = results["retrieval"]
     arms = [a for a in (arms or R) if a in R and len(R[a]["round1"]) > 1]
     for arm, dodge in zip(arms, _dodges(len(arms))):
@@ -356,33 +471,48 @@ def plot_low_data(results: Mapping, metric: str | None = None, arms: Sequence[st
     xs = sorted({int(s) for a in arms for s in R[a]["round1"]})
     ax.set_xticks(xs, [str(x) for x in xs])
     ax.minorticks_off()
-    ax.set_xlabel("training queries (round 1, BM25 negatives)")
+    ax.set_xlabel("training queries (round 1)")
     ax.set_ylabel(f"{metric} (log scale)")
     log_axis(ax, "y")
-    ax.legend(fontsize=8, frameon=False)
+    ax.legend(fontsize=SMALL, frameon=False)
     return fig
 
 
-def plot_rounds(results: Mapping, metric: str | None = None, arms: Sequence[str] | None = None, ax=None):
-    """Round 1 (BM25 negatives) vs round 2 (+ self-mined hard negatives) per arm at the full
-    training set, with one dot per pre-trained model (fine-tuning seeds averaged). Chapter 4."""
-    metric = metric or results["preset"]["metrics"][0]
-    fig, ax = _fig(ax)
+def plot_rounds(results: Mapping, metric: str | Sequence[str] | None = None, arms: Sequence[str] | None = None,
+                ax=None):
+    """Round 1 (BM25 negatives, light) vs round 2 (+ self-mined hard negatives, dark) per arm
+    at the full training set, with one dot per pre-trained model (fine-tuning seeds averaged):
+    horizontal bars, the arms' names on the y axis, where they never run into each other. A
+    list of metrics draws one panel each, side by side on the same arms. Chapter 4."""
+    import matplotlib.pyplot as plt
+
     R, full = results["retrieval"], _full(results)
     arms = [a for a in (arms or R) if "round2" in R.get(a, {})]
-    width = 0.38
+    if not isinstance(metric, (str, type(None))):
+        fig, axes = plt.subplots(1, len(metric), sharey=True, squeeze=False,
+                                 figsize=(FIGURE_WIDTH, 0.55 * len(arms) + 1.4))
+        for i, (a, m) in enumerate(zip(axes[0], metric)):
+            plot_rounds(results, m, arms, ax=a)
+            a.set_title(m)
+            if i:
+                a.get_legend().remove()
+        fig.tight_layout()
+        return fig
+    metric = metric or results["preset"]["metrics"][0]
+    fig, ax = figure_for(ax)
+    height = 0.38
     for i, arm in enumerate(arms):
         for j, rnd in enumerate(("round1", "round2")):
             st = R[arm][rnd][full][metric]
-            x = i + (j - 0.5) * width
-            ax.bar(x, st["mean"], width * 0.95, color=color(arm), alpha=0.55 if j == 0 else 1.0,
-                   label=("round 1" if j == 0 else "round 2") if i == 0 else None)
+            y = i + (j - 0.5) * height
+            ax.barh(y, st["mean"], height * 0.95, color=color(arm), alpha=0.55 if j == 0 else 1.0,
+                    label=("round 1" if j == 0 else "round 2") if i == 0 else None)
             models = by_model(results, arm, st)
-            ax.plot([x] * len(models), models, "k.", ms=4)
-    # one word a line, small: four or more arms' names fit under their bars
-    ax.set_xticks(range(len(arms)), [label(a).replace(" ", "\n") for a in arms], fontsize=8)
-    ax.set_ylabel(metric)
-    ax.legend(fontsize=8, frameon=False)
+            ax.plot(models, [y] * len(models), "k.", ms=4)
+    ax.set_yticks(range(len(arms)), [label(a) for a in arms])
+    ax.invert_yaxis()  # the first arm on top
+    ax.set_xlabel(metric)
+    ax.legend(fontsize=SMALL, frameon=False, loc="lower right")
     return fig
 
 
@@ -391,7 +521,7 @@ def plot_nb_recall(results: Mapping, n: int | None = None, ax=None):
     round-1 retriever already had in its top ``k``, against ``k`` (a hollow dot per pre-trained
     model, the line through their mean). Chapter 6."""
     nb = results.get("nb_recall", {})
-    fig, ax = _fig(ax)
+    fig, ax = figure_for(ax)
     if not nb:
         return fig
     names = next(iter(nb.values())).keys()
@@ -402,7 +532,7 @@ def plot_nb_recall(results: Mapping, n: int | None = None, ax=None):
         _models_and_mean(ax, results, arm, {str(k): d[f"n{n}@k{k}"] for k in ks})
     ax.set_xlabel("k (depth of the round-1 ranking)")
     ax.set_ylabel(f"nb-recall, round-2 top {n}")
-    ax.legend(fontsize=8, frameon=False)
+    ax.legend(fontsize=SMALL, frameon=False)
     return fig
 
 
@@ -415,8 +545,12 @@ def plot_entropy(results: Mapping, arms: Sequence[str] = ("bert", "condenser", "
 
     E = results["entropy"]
     arms = [a for a in arms if a in E]
-    fig, axes = plt.subplots(1, len(arms), figsize=(2.4 * len(arms), 3.0), sharey=True, squeeze=False)
-    for ax, arm in zip(axes[0], arms):
+    cols = min(len(arms), 3)  # three panels a row at most: each wide enough for its ticks
+    rows = -(-len(arms) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(FIGURE_WIDTH, 2.4 * rows + 0.5), sharey=True, squeeze=False)
+    for ax in axes.flat[len(arms):]:
+        ax.set_visible(False)
+    for ax, arm in zip(axes.flat, arms):
         before = np.asarray(E[arm]["before"])
         layers = np.arange(1, len(before) + 1)
         ax.plot(layers, before, "o-", color=color(arm), label="pre-trained")
@@ -427,12 +561,15 @@ def plot_entropy(results: Mapping, arms: Sequence[str] = ("bert", "condenser", "
             # the arm's own colour, dashed and hollow: black would be one arm's (BERT-continued's) colour
             ax.plot(layers, m, "s--", color=color(arm), markerfacecolor="white", label="fine-tuned")
             ax.fill_between(layers, models.min(0), models.max(0), color=color(arm), alpha=0.15)
-        ax.set_title(label(arm))
+        ax.set_title(label(arm), fontsize=plt.rcParams["font.size"])
         ax.set_xlabel("layer")
         ax.set_xticks(layers)
-    axes[0][0].set_ylabel("CLS attention entropy (nats)")
-    axes[0][0].legend(fontsize=8, frameon=False)
-    fig.tight_layout()
+    for row in axes:
+        row[0].set_ylabel("entropy (nats)")
+    for i, ax in enumerate(axes.flat[:len(arms)]):  # the x axis named once per column, at its lowest panel
+        if i + cols < len(arms):
+            ax.set_xlabel("")
+    legend_above(fig, ncol=2)
     return fig
 
 
@@ -454,7 +591,7 @@ def plot_loss_curves(results: Mapping, size: str | None = None, arms: Sequence[s
     steps; the line is their mean, the band runs from their lowest to their highest. Chapter 6."""
 
     size = size or _full(results)
-    fig, ax = _fig(ax)
+    fig, ax = figure_for(ax)
     curves = results["loss_curves"]
     for arm in arms or MAIN_ARMS:
         runs = curves.get(arm, {}).get(size)
@@ -468,14 +605,14 @@ def plot_loss_curves(results: Mapping, size: str | None = None, arms: Sequence[s
         log_axis(ax, "y")
     ax.set_xlabel("fine-tuning step")
     ax.set_ylabel("fine-tuning loss (nats)")
-    ax.legend(fontsize=8, frameon=False)
+    ax.legend(fontsize=SMALL, frameon=False)
     return fig
 
 
 def plot_sts(results: Mapping, arms: Sequence[str] | None = None, ax=None):
     """STS-b test Spearman against the number of training pairs (a hollow dot per pre-trained
     model, fine-tuning seeds averaged; the line through their mean): Condenser table 1. Chapter 7."""
-    fig, ax = _fig(ax)
+    fig, ax = figure_for(ax)
     S = results["sts"]
     arms = [a for a in (arms or S) if a in S]
     for arm, dodge in zip(arms, _dodges(len(arms))):
@@ -486,8 +623,10 @@ def plot_sts(results: Mapping, arms: Sequence[str] | None = None, ax=None):
     ax.minorticks_off()
     ax.set_xlabel("training pairs")
     ax.set_ylabel("Spearman correlation")
-    outside = {"loc": "upper left", "bbox_to_anchor": (1.0, 1.0)} if len(arms) > 4 else {}
-    ax.legend(fontsize=8, frameon=False, **outside)  # seven arms' labels would cover their lines
+    if len(arms) > 4:  # seven arms' labels would cover their lines: above the panel
+        legend_above(fig, ncol=3)
+    else:
+        ax.legend(fontsize=SMALL, frameon=False)
     return fig
 
 
@@ -501,9 +640,8 @@ def plot_health(reference: Mapping[str, Sequence[Mapping]], runs: Mapping[str, S
     last = max(r["step"] for rows in runs.values() for r in rows)
     for ax, upto in zip(axes, (None, last)):
         _health_panel(ax, reference, runs, gauge_name, upto)
-    axes[1].set_title(f"the first {last:,} updates", fontsize=9)
-    fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=2, fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.14, 1, 1))  # the legend below both panels, clear of the curves
+    axes[1].set_title(f"the first {last:,} updates", fontsize=SMALL)
+    legend_above(fig, ncol=2, handles=axes[0].get_legend_handles_labels()[0], below=True)  # clear of the curves
     return fig
 
 
@@ -608,7 +746,8 @@ def plot_gauges(results: Mapping, arms: Sequence[str] | None = None, gauges: Seq
             z.text(0.5, 0.5, "no continuing arm\nin this figure", ha="center", va="center", transform=z.transAxes)
     for name, a in ax.items():
         a.set_xlabel("pre-training update (cumulative)")
-        a.set_title("The continuations, closer" if name == "zoom" else GAUGE_TITLES.get(name, GAUGES[name]))
+        a.set_title("The continuations, closer" if name == "zoom" else GAUGE_TITLES.get(name, GAUGES[name]),
+                    fontsize=SMALL + 1)
         a.set_ylabel(GAUGES["mlm_loss" if name == "zoom" else name])
         a.ticklabel_format(axis="y", useOffset=False)
         thousands(a)
@@ -646,15 +785,15 @@ def plot_gain_vs_paper(results: Mapping, arms: Sequence[str] = ("condenser", "co
             for x, s in zip(at, ordered):
                 a, b = by_model(results, arm, pick(by_arm[arm][s])), by_model(results, "bert", pick(by_arm["bert"][s]))
                 gains = 100 * (a / b - 1) if paired else 100 * (a / b.mean() - 1)
-                ax.plot([x] * len(gains), gains, "o", ms=3.5, color=color(arm), markerfacecolor="white", alpha=0.8)
+                ax.plot([x] * len(gains), gains, "o", ms=3.5, color=color(arm), markerfacecolor="white")
                 means.append(100 * (a.mean() / b.mean() - 1))
             ax.plot(at, means, "o", ms=7, color=color(arm), label=f"ours, {label(arm)}")
         ax.axhline(0, color="grey", lw=0.6)
         columns = [paper_column(cid, s, ordered) or "-" for s in ordered]
-        ax.set_xticks(xs, [f"{s}\n(paper: {c})" for s, c in zip(ordered, columns)], fontsize=8)
+        ax.set_xticks(xs, [f"{s}\n(paper: {c})" for s, c in zip(ordered, columns)], fontsize=SMALL)
         ax.set_xlabel(unit)
         ax.set_ylabel("gain over BERT (%)")
-        ax.set_title(f"{cid}: {title}\n(paper: {EXPECTED_GAIN_SOURCE[cid]})", fontsize=9)
+        ax.set_title(f"{cid}: {title}\n(paper: {EXPECTED_GAIN_SOURCE[cid]})", fontsize=SMALL)
     legend_above(fig, axes[0], ncol=3)
     return fig
 
@@ -662,27 +801,30 @@ def plot_gain_vs_paper(results: Mapping, arms: Sequence[str] = ("condenser", "co
 VERDICT_COLOURS = {"reproduced": "#2a9d4b", "better": "#2a9d4b", "reversed": "#c0392b", "worse": "#c0392b"}
 
 
-_SHORT = {"BERT-continued, equal FLOPs": "equal-FLOPs control", "modified Condenser, [CLS] cut": "[CLS]-cut control"}
 
 
-def _difference_label(cid: str | None, setting: str, a: str, b: str, claimed: str) -> str:
-    # short: the claim (where several are drawn), the setting, and the side compared with (both
-    # sides where the claim's own arm is not the first)
-    setting = setting.replace("training queries", "queries").replace("training pairs", "pairs")
-    setting = setting.split(": ")[0]  # Am's kind of comparison shows in its sides
-    a, b = _SHORT.get(a, a), _SHORT.get(b, b)
-    sides = f"vs {b}" if a == claimed else f"{a} vs {b}"
-    where = " ".join(x for x in (cid, setting) if x)
-    return f"{where}: {sides}" if where else sides
+def _difference_rows(rows: Sequence[tuple], claimed: Mapping[str, str], several: bool) -> list[tuple]:
+    # the rows grouped under a heading per claim and setting: [(heading or None, label, row or None)]
+    out, last = [], None
+    for cid, setting, a, b, c in rows:
+        where = setting.replace("training queries", "queries").replace("training pairs", "pairs").split(": ")[0]
+        heading = f"{cid}, {where}" if several else where  # Am's kind of comparison shows in its sides
+        if heading != last:
+            out.append((heading, heading, None))
+            last = heading
+        a, b = _SHORT.get(a, a), _SHORT.get(b, b)
+        out.append((None, f"vs {b}" if a == claimed[cid] else f"{a} vs {b}", c))
+    return out
 
 
 def plot_differences(results: Mapping, ids: Sequence[str], ax=None):
     """The comparisons behind the claims ``ids`` as a test over pre-trained models sees them
-    (rules version 2): one row per comparison, a hollow dot per pre-trained model's difference
-    (a - b, fine-tuning seeds averaged), a filled dot for their mean (green where the one-sided
-    test says a is better, red where it says worse, grey where neither), a grey bar from 0 to
-    the smallest difference the test detects with 80% power, and a black tick at the paper's
-    effect at our scale where the claim quantifies one. Chapter 8."""
+    (rules version 2): one row per comparison, under a bold heading per claim and setting, a
+    hollow dot per pre-trained model's difference (a - b, fine-tuning seeds averaged), a filled
+    dot for their mean (green where the one-sided test says a is better, red where it says
+    worse, grey where neither), a grey bar from 0 to the smallest difference the test detects
+    with 80% power, and a black tick at the paper's effect at our scale where the claim
+    quantifies one. Chapter 8."""
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
@@ -692,11 +834,15 @@ def plot_differences(results: Mapping, ids: Sequence[str], ax=None):
     claims = {c["id"]: c for c in results.get("claims") or scorecard(results)}
     rows = [(cid, setting, a, b, c) for cid in ids if cid in claims
             for setting, a, b, c in comparisons(claims[cid]) if c.get("per_seed")]
+    claimed = {cid: claims[cid]["arms"][0] if claims[cid]["arms"] else "" for cid in ids if cid in claims}
+    lines = _difference_rows(rows, claimed, len({cid for cid, *_ in rows}) > 1)
     if ax is None:
-        fig, ax = plt.subplots(figsize=(6.2, 0.3 * len(rows) + 1.6))
+        fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 0.25 * len(lines) + 1.5))
     else:
         fig = ax.figure
-    for y, (cid, setting, a, b, c) in enumerate(rows):
+    for y, (_, _, c) in enumerate(lines):
+        if c is None:
+            continue
         if c.get("mdd") is not None:
             ax.barh(y, c["mdd"], left=0, height=0.5, color="0.88", zorder=0)
         per = list(c["per_seed"].values())
@@ -705,12 +851,13 @@ def plot_differences(results: Mapping, ids: Sequence[str], ax=None):
         if c.get("expected") is not None:
             ax.plot(c["expected"], y, "|", ms=13, mew=2, color="black")
     ax.axvline(0, color="black", lw=0.7)
-    claimed = {cid: claims[cid]["arms"][0] if claims[cid]["arms"] else "" for cid in ids if cid in claims}
-    several = len({cid for cid, *_ in rows}) > 1
-    ax.set_yticks(range(len(rows)), [_difference_label(cid if several else None, setting, a, b, claimed[cid])
-                                     for cid, setting, a, b, _ in rows], fontsize=8)
-    ax.invert_yaxis()
-    ax.set_xlabel("difference a - b, per pre-trained model (fine-tuning seeds averaged)")
+    ax.set_yticks(range(len(lines)), [text for _, text, _ in lines], fontsize=SMALL)
+    for tick, (heading, _, _) in zip(ax.yaxis.get_major_ticks(), lines):
+        if heading:  # a heading row: bold, flush with the axis, no tick mark
+            tick.label1.set_fontweight("bold")
+            tick.tick1line.set_visible(False)
+    ax.set_ylim(len(lines) - 0.5, -0.5)  # the first row on top
+    ax.set_xlabel("difference a - b per pre-trained model")
     handles = [Line2D([], [], marker="o", ls="", color="0.35", markerfacecolor="white", label="one pre-trained model"),
                Line2D([], [], marker="o", ls="", color=VERDICT_COLOURS["better"], label="mean: better (one-sided test)"),
                Line2D([], [], marker="o", ls="", color="0.5", label="mean: not significant")]
@@ -719,117 +866,5 @@ def plot_differences(results: Mapping, ids: Sequence[str], ax=None):
     handles.append(Patch(color="0.88", label="below the detectable difference"))
     if any(c.get("expected") is not None for *_, c in rows):
         handles.append(Line2D([], [], marker="|", ms=10, mew=2, ls="", color="black", label="the paper's effect here"))
-    ax.legend(handles=handles, fontsize=7.5, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.09 - 1.2 / (len(rows) + 4)),
-              ncol=2)
-    return fig
-
-
-SCALING_STYLE = {"training length": ("#0072B2", "o"), "stage-1 length": ("#E69F00", "s"),
-                 "width": ("#009E73", "^")}  # series of the mechanism study's scaling part
-
-
-def _scaling_points(ax, points: Mapping, labels: bool) -> tuple[list[float], list[float]]:
-    """``plot_scaling``'s markers: hollow per seed, filled at each point's mean, a line through
-    each series' means; a point still missing some of its seeds (``missing_seeds``) has its
-    seeds' markers only, since a mean over other seeds than its neighbours' would join a line
-    it does not belong to (a series with no complete point yet is named in the legend as
-    "<series> (seeds so far)"). The first series' means are drawn smaller and on top of the
-    others', so a point of another series at the same FLOPs (S1X4 at E0's) leaves both in
-    sight. Returns every seed's FLOPs and reliance."""
-    xs_all, ys_all = [], []
-    for rank, (series, (col, marker)) in enumerate(SCALING_STYLE.items()):
-        parts = [p for p, v in points.items() if v["series"] == series]
-        means = []
-        for part in parts:
-            per_seed = points[part]["per_seed"].values()
-            x = [10 ** v["log_flops"] for v in per_seed]
-            y = [v["reliance"] or 0.0 for v in per_seed]
-            xs_all += x
-            ys_all += y
-            ax.scatter(x, y, facecolors="none", edgecolors=col, marker=marker, s=28, lw=1)
-            if not points[part].get("missing_seeds"):
-                means.append((float(np.mean(x)), float(np.mean(y))))
-        if means:
-            means.sort()
-            ax.plot(*zip(*means), color=col, marker=marker, ms=6 if rank == 0 else 10,
-                    zorder=3 if rank == 0 else 2, ls="-" if len(means) > 1 else "none",
-                    label=series if labels else None)
-        elif parts and labels:  # no mean to label yet: the legend names its seeds' markers
-            ax.scatter([], [], facecolors="none", edgecolors=col, marker=marker, s=28, lw=1,
-                       label=f"{series} (seeds so far)")
-    return xs_all, ys_all
-
-
-def _two_and_five(x: float, pos=None) -> str:
-    """A minor tick's label on a log axis: "2×10¹⁴" or "5×10¹⁴", nothing at the other multiples."""
-    exponent = math.floor(math.log10(x) + 1e-9)
-    coefficient = round(x / 10 ** exponent)
-    return rf"${coefficient}\times10^{{{exponent}}}$" if coefficient in (2, 5) else ""
-
-
-def plot_scaling(scaling: Mapping, reference: Mapping | None = None, ax=None):
-    """The faithful Condenser's [CLS] reliance against its Condenser stage's FLOPs (log axis):
-    ``scaling`` is ``results/mechanism.json``'s ``"scaling"`` (``points``: per part its
-    ``series`` and per seed ``reliance`` and ``log_flops``; ``trend``: ``rules.scaling_trend``'s
-    result or None). A hollow marker per seed, a filled one at each point's mean (none for a
-    point still missing some of its seeds; an undefined reliance counts as 0, as the rule
-    counts it), a line through the training-length series,
-    C0's threshold, the pre-registered trend line with where it would reach the threshold
-    (and the range its slope's limits give; the axis stops ``FAR_DECADES`` past the data, as
-    the prose does), and ``reference`` (``{"label", "log_flops", "reliance": [per seed]}``,
-    e.g. the modified Condenser of ``small``) for comparison; an inset repeats the points on
-    their own scale where they stay under half the threshold and the reference passes it. The
-    page "When does the head need [CLS]?" (``notebooks/10_mechanism.md``)."""
-    from matplotlib.ticker import FuncFormatter, NullFormatter
-
-    fig, ax = _fig(ax, figsize=(6.4, 3.8))
-    points = scaling.get("points") or {}
-    if not points:
-        raise ValueError("plot_scaling: the scaling part has no points yet "
-                         "(run benchmarks/mechanism_study.py --only e0 --only e1 ...)")
-    xs_all, ys_all = _scaling_points(ax, points, labels=True)
-    # Where the faithful points sit far below the threshold and the reference far above it,
-    # one axis squeezes them into a line: an inset repeats them on their own scale.
-    if reference and max(map(abs, ys_all)) < RELIANCE_THRESHOLD / 2 < max(reference["reliance"]):
-        inset = ax.inset_axes([0.47, 0.38, 0.45, 0.48])
-        _scaling_points(inset, points, labels=False)
-        inset.axhline(0, color="black", lw=0.6)
-        inset.set_xscale("log")
-        pad = 0.1 * (max(ys_all) - min(ys_all)) + 0.005
-        inset.set_ylim(min(ys_all) - pad, max(ys_all) + pad)
-        inset.tick_params(which="both", labelsize=7)
-        inset.xaxis.set_minor_formatter(NullFormatter())  # minor labels crowd a small inset
-        inset.set_title("the faithful points, zoomed", fontsize=7)
-    if reference:
-        x = 10 ** reference["log_flops"]
-        ax.scatter([x] * len(reference["reliance"]), reference["reliance"], color="#CC79A7", marker="D",
-                   s=22, label=reference.get("label", "reference"))
-        xs_all.append(x)
-    ax.axhline(RELIANCE_THRESHOLD, color="black", ls=":", lw=1, label="C0's threshold")
-    ax.axhline(0, color="black", lw=0.6)
-    trend = scaling.get("trend")
-    if trend:
-        lo, hi = np.log10(min(xs_all)), np.log10(max(xs_all))
-        far = hi + FAR_DECADES  # the axis stops where the prose stops giving a number
-        end = trend.get("crossing_log_flops") or trend.get("bound_log_flops")
-        if end is not None:
-            hi = min(max(hi, end), far)
-        grid = np.linspace(lo, hi, 50)
-        line = trend["r_mean"] + trend["mean_slope"] * (grid - trend["x_mean"])
-        ax.plot(10 ** grid, line, color="black", lw=1, ls="--", label="trend (pre-registered fit)")
-        cross, bound = trend.get("crossing_log_flops"), trend.get("bound_log_flops")
-        if cross is not None and cross <= far:
-            left, right = (min(x, far) for x in trend["crossing_interval"])
-            ax.errorbar([10 ** cross], [RELIANCE_THRESHOLD],
-                        xerr=[[10 ** cross - 10 ** left], [10 ** right - 10 ** cross]], fmt="x",
-                        color="black", capsize=3, label="reaches the threshold (slope's 95% limits)")
-        elif bound is not None and bound <= far:
-            ax.axvline(10 ** bound, color="grey", ls="-.", lw=1, label="no sooner than (upper slope)")
-    ax.set_xscale("log")
-    # minor labels at every tick run into each other: 2 and 5 times each power of ten, up to two decades
-    lo, hi = ax.get_xlim()
-    ax.xaxis.set_minor_formatter(FuncFormatter(_two_and_five) if np.log10(hi / lo) <= 2 else NullFormatter())
-    ax.set_xlabel("FLOPs of the Condenser stage")
-    ax.set_ylabel("reliance on the late [CLS]")
-    ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1))
+    legend_above(fig, ncol=2, handles=handles)
     return fig

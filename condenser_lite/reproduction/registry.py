@@ -45,7 +45,7 @@ ARM_LIST = (
         "stage 1 + a Condenser stage with the preset's deviation (Preset.modified_condenser)"),
     Arm("bert_cont_flops", "BERT-continued, equal FLOPs", "#56b4e9", "bert", "control",
         "stage 1 + as many MLM updates as spend the modified Condenser's FLOPs: the equal-compute control"),
-    Arm("condenser_mod_nocls", "modified Condenser, [CLS] cut", "#f0e442", "bert", "control",
+    Arm("condenser_mod_nocls", "modified Condenser, [CLS] cut", "#882255", "bert", "control",
         "the modified Condenser whose head reads a learned constant instead of the late [CLS]: the "
         "no-bottleneck control (same masked copy, targets and compute)"),
 )

@@ -12,7 +12,7 @@ from locations import MIRROR
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from condenser_lite.reproduction import plots, registry  # noqa: E402
+from condenser_lite.reproduction import plots, plots_mechanism, registry  # noqa: E402
 from condenser_lite.reproduction.registry import STANDARD_ARMS  # noqa: E402
 from condenser_lite.reproduction.rules import POWER_VERDICTS  # noqa: E402
 from condenser_lite.reproduction.scorecard import claim_rows  # noqa: E402
@@ -233,7 +233,9 @@ def test_differences_figure_draws_each_pre_trained_models_difference_and_the_tes
     rows = [c for cid in ("C1m", "C7m") for *_, c in comparisons(claims[cid])]
     fig = plots.plot_differences({**results, "claims": list(claims.values())}, ["C1m", "C7m"])
     ax = fig.axes[0]
-    assert len(ax.get_yticks()) == len(rows) == 8
+    headings = [t.get_text() for t in ax.get_yticklabels() if t.get_fontweight() == "bold"]
+    assert headings == ["C1m, 100 queries", "C1m, 809 queries", "C7m, 500 pairs", "C7m, 1000 pairs"]
+    assert len(ax.get_yticks()) - len(headings) == len(rows) == 8  # a row per comparison, under its heading
     hollow = [line for line in ax.lines if line.get_markerfacecolor() == "white"]
     assert [list(h.get_xdata()) for h in hollow] == [pytest.approx(list(c["per_seed"].values())) for c in rows]
     filled = [line for line in ax.lines if line.get_marker() == "o" and line.get_markerfacecolor() != "white"]
@@ -269,14 +271,14 @@ def test_plot_scaling_draws_every_seed_the_threshold_and_the_trend():
     data = _scaling(None)
     points = [{"seed": s, **v} for p in ("e0", "e1", "l48") for s, v in data["points"][p]["per_seed"].items()]
     data["trend"] = scaling_trend(points)
-    fig = plots.plot_scaling(data, reference={"label": "modified", "log_flops": 14.2, "reliance": [0.7, 0.5]})
+    fig = plots_mechanism.plot_scaling(data, reference={"label": "modified", "log_flops": 14.2, "reliance": [0.7, 0.5]})
     ax = fig.axes[0]
     hollow = sum(len(c.get_offsets()) for c in ax.collections if len(c.get_facecolors()) == 0)
     assert hollow == 12  # one per seed and point, an undefined reliance drawn at 0
     assert any(line.get_ydata()[0] == RELIANCE_THRESHOLD for line in ax.lines)
     labels = ax.get_legend_handles_labels()[1]
-    assert {"training length", "width", "modified", "trend (pre-registered fit)"} <= set(labels)
-    assert ("reaches the threshold (slope's 95% limits)" in labels) != data["trend"]["flat"]
+    assert {"training length", "width", "modified", "trend (pre-registered)"} <= set(labels)
+    assert ("reaches 0.2 (slope's 95% limits)" in labels) != data["trend"]["flat"]
     assert ax.get_xscale() == "log"
     plt.close(fig)
     rising = _scaling(None)  # every seed rising alike: a trend that crosses, with its interval
@@ -286,22 +288,22 @@ def test_plot_scaling_draws_every_seed_the_threshold_and_the_trend():
     points = [{"seed": s, **v} for p in ("e0", "e1", "l48") for s, v in rising["points"][p]["per_seed"].items()]
     rising["trend"] = scaling_trend(points)
     assert not rising["trend"]["flat"]
-    labels = plots.plot_scaling(rising).axes[0].get_legend_handles_labels()[1]
-    assert "reaches the threshold (slope's 95% limits)" in labels and "no sooner than (upper slope)" not in labels
-    bare = plots.plot_scaling(_scaling(None))  # before the series is complete: no trend line
-    assert "trend (pre-registered fit)" not in bare.axes[0].get_legend_handles_labels()[1]
+    labels = plots_mechanism.plot_scaling(rising).axes[0].get_legend_handles_labels()[1]
+    assert "reaches 0.2 (slope's 95% limits)" in labels and "no sooner than (upper slope)" not in labels
+    bare = plots_mechanism.plot_scaling(_scaling(None))  # before the series is complete: no trend line
+    assert "trend (pre-registered)" not in bare.axes[0].get_legend_handles_labels()[1]
     plt.close(bare)
     with pytest.raises(ValueError, match="no points yet"):
-        plots.plot_scaling({"points": {}, "trend": None})
+        plots_mechanism.plot_scaling({"points": {}, "trend": None})
     low = _scaling(None)  # every seed far under the threshold, the reference far above: an inset
     for v in (v for p in low["points"].values() for v in p["per_seed"].values()):
         v["reliance"] = 0.0 if v["reliance"] is None else v["reliance"] / 4
-    fig = plots.plot_scaling(low, reference={"label": "modified", "log_flops": 14.2, "reliance": [0.7, 0.5]})
+    fig = plots_mechanism.plot_scaling(low, reference={"label": "modified", "log_flops": 14.2, "reliance": [0.7, 0.5]})
     (inset,) = fig.axes[0].child_axes
     assert sum(len(c.get_offsets()) for c in inset.collections) == 12
     plt.close(fig)
-    assert not plots.plot_scaling(low).axes[0].child_axes  # nothing to squeeze it against
-    assert not plots.plot_scaling(data).axes[0].child_axes  # a point at half the threshold: one scale
+    assert not plots_mechanism.plot_scaling(low).axes[0].child_axes  # nothing to squeeze it against
+    assert not plots_mechanism.plot_scaling(data).axes[0].child_axes  # a point at half the threshold: one scale
 
 
 def test_a_point_on_some_of_its_seeds_has_no_mean_on_the_series_line():
@@ -312,7 +314,7 @@ def test_a_point_on_some_of_its_seeds_has_no_mean_on_the_series_line():
     data = _scaling(None)
     data["points"]["l48"]["per_seed"] = {"42": {"reliance": 0.3, "log_flops": 15.2, "steps": 1}}
     data["points"]["l48"]["missing_seeds"] = [43, 44]
-    fig = plots.plot_scaling(data)
+    fig = plots_mechanism.plot_scaling(data)
     ax = fig.axes[0]
     (length,) = [line for line in ax.lines if line.get_label() == "training length"]
     assert len(length.get_xdata()) == 2 and max(length.get_ydata()) < 0.1
@@ -326,7 +328,7 @@ def test_a_point_on_some_of_its_seeds_has_no_mean_on_the_series_line():
     # a series whose only point is on some of its seeds still has its entry in the legend
     data["points"]["s1x4"] = {"series": "stage-1 length", "missing_seeds": [43, 44],
                               "per_seed": {"42": {"reliance": 0.01, "log_flops": 14.0, "steps": 1}}}
-    fig = plots.plot_scaling(data)
+    fig = plots_mechanism.plot_scaling(data)
     labels = fig.axes[0].get_legend_handles_labels()[1]
     assert "stage-1 length (seeds so far)" in labels and "training length" in labels
     plt.close(fig)
@@ -340,7 +342,7 @@ def test_a_point_at_another_series_place_leaves_both_in_sight():
     data = _scaling(None)
     data["points"]["s1x4"] = {"series": "stage-1 length",
                               "per_seed": {k: dict(v) for k, v in data["points"]["e0"]["per_seed"].items()}}
-    fig = plots.plot_scaling(data)
+    fig = plots_mechanism.plot_scaling(data)
     lines = {line.get_label(): line for line in fig.axes[0].lines}
     length, stage1 = lines["training length"], lines["stage-1 length"]
     assert length.get_xdata()[0] == pytest.approx(stage1.get_xdata()[0])  # the same place
@@ -359,7 +361,7 @@ def test_plot_scaling_stops_the_axis_where_the_prose_stops_giving_a_number():
     data = _scaling({"r_mean": 0.01, "mean_slope": 0.0001, "x_mean": 14.6, "slope_interval": [-0.001, 0.0002],
                      "flat": True, "crossing_log_flops": None, "crossing_interval": None,
                      "bound_log_flops": 307.9})
-    fig = plots.plot_scaling(data)
+    fig = plots_mechanism.plot_scaling(data)
     ax = fig.axes[0]
     assert np.log10(ax.get_xlim()[1]) < 15.2 + FAR_DECADES + 0.5
     assert "no sooner than (upper slope)" not in ax.get_legend_handles_labels()[1]

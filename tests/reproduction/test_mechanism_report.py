@@ -1,0 +1,177 @@
+"""The mechanism page's analysis (condenser_lite/reproduction/mechanism_report.py) and its figures
+(plots_mechanism.py): on the committed study, on made-up ones, and on a made-up study whose L48
+holds all eight onset seeds, as the page will read it once seeds 45-49 have run."""
+
+import copy
+import json
+import math
+import re
+
+import matplotlib
+import pytest
+from locations import ROOT
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from condenser_lite.reproduction import mechanism_report as report  # noqa: E402
+from condenser_lite.reproduction import plots, plots_mechanism  # noqa: E402
+from condenser_lite.reproduction.onset import ONSET_SEEDS, onset, study_onset  # noqa: E402
+
+pytestmark = pytest.mark.unit
+
+PAGE = ROOT / "notebooks" / "10_mechanism.md"
+
+
+@pytest.fixture(scope="module")
+def committed():
+    read = lambda name: json.loads((ROOT / "results" / f"{name}.json").read_text())  # noqa: E731
+    return read("mechanism"), read("small")
+
+
+def _curve(steps: int, start: int | None, level: float) -> list[dict]:
+    """A made-up L48 curve: zero until ``start``, then ``level`` well above its noise."""
+    return [{"step": s, "cls_reliance": level if start is not None and s >= start else 0.0,
+             "cls_reliance_noise": 0.005} for s in range(500, steps + 1, 500)]
+
+
+def eight_seeds(study: dict, starts: dict[int, int | None]) -> dict:
+    """The committed study with L48 run on seeds 45-49 too (made-up curves that switch on at
+    ``starts``), its onset summary recomputed by the pre-registered rules."""
+    study = copy.deepcopy(study)
+    l48 = study["l48"]["per_seed"]
+    for seed, start in starts.items():
+        entry = copy.deepcopy(l48["42"])
+        entry["condenser"]["curve"] = _curve(entry["condenser"]["steps"], start, 0.15 + 0.01 * (seed - 45))
+        l48[str(seed)] = entry
+    study["onset"] = study_onset(study["l48"])
+    return study
+
+
+def test_words_and_seeds():
+    assert report.words([42]) == "42" and report.words([42, 43]) == "42 and 43"
+    assert report.words([42, 43, 44], "or") == "42, 43 or 44"
+    assert report.seeds_text(["42"]) == "seed 42" and report.seeds_text([43, 44]) == "seeds 43 and 44"
+    assert report.seeds_text([45, 46, 47, 48, 49]) == "seeds 45-49" and report.seeds_text([42, 44, 46]) == "seeds 42, 44 and 46"
+    assert report.values_text([0.21049, None, -0.0001]) == "0.210, undefined and 0.000"  # never -0.000
+
+
+def test_the_committed_study_is_its_rules(committed):
+    study, _ = committed
+    assert report.check(study) == []
+    tampered = copy.deepcopy(study)
+    tampered["e0"]["c0"]["status"] = "reproduced"
+    tampered["scaling"]["points"]["e1"]["reads_cls"] = True
+    wrong = report.check(tampered)
+    assert any(w.startswith("e0: C0") for w in wrong) and any(w.startswith("e1: reads_cls") for w in wrong)
+
+
+def test_final_table_one_column_per_seed(committed):
+    study, _ = committed
+    table = report.final_table(study, "e2")
+    assert list(table.columns) == ["seed 42", "seed 43"]
+    f = study["e2"]["per_seed"]["43"]["condenser"]["final"]
+    assert table.loc["deficit (nats)", "seed 43"] == pytest.approx(
+        f["reliance_ablated_loss"] - f["reliance_late_loss"], abs=1e-4)
+    assert not any(v == 0 and math.copysign(1, v) < 0 for v in table.to_numpy().flat)  # no -0.0000
+
+
+def test_provenance_names_a_shared_stage_1_and_sums_hours(committed):
+    study, _ = committed
+    table = report.provenance_table(study)
+    assert table.loc["E1", "stage 1 (h)"] == "E0's" and table.loc["E2", "stage 1 (h)"] != "E0's"
+    cpu = sum(v["condenser"]["cpu_seconds"] for v in study["e2"]["per_seed"].values()) / 3600
+    assert float(table.loc["E2", "Condenser (h)"]) == pytest.approx(cpu, abs=0.01)
+
+
+def test_a_seed_still_to_run_shows_as_to_run(committed):
+    study, _ = committed
+    study = copy.deepcopy(study)
+    point = study["scaling"]["points"]["l48"]
+    del point["per_seed"]["44"]
+    point["missing_seeds"], point["reads_cls"] = [44], None
+    table = report.points_table(study)
+    assert table.loc["L48", "seed 44"] == "to run" and table.loc["L48", "reads [CLS]"] == "when all seeds are in"
+
+
+def test_onset_readings_now_and_with_all_eight_seeds(committed):
+    """Today (seeds 42-44): the seeds to run are named, the estimates described, the rules'
+    reading not given. With all of ONSET_SEEDS in: the reading's two sentences, word for word,
+    and the unseen seeds' row in the table."""
+    study, _ = committed
+    now = report.onset_readings(study)
+    assert now["onset_scope"] == "The study holds seeds 42-44; seeds 45-49 are to run."
+    assert "read these estimates once seeds 42-49 are all in" in now["onset_plateau"]
+    assert report.onset_table(study).loc["unseen seeds", "seeds"] == "seeds 45-49 to run"
+    full = eight_seeds(study, {45: 4000, 46: 20000, 47: None, 48: 9000, 49: 47000})
+    assert full["onset"]["missing_seeds"] == [] and full["onset"]["reading"]
+    later = report.onset_readings(full)
+    assert later["onset_scope"] == "The study holds seeds 42-49."
+    assert (later["onset_fraction"], later["onset_plateau"]) == (
+        full["onset"]["reading"]["fraction"], full["onset"]["reading"]["plateau"])
+    # seed 49 switches on at the last evaluations: fewer than MIN_STAY of them, so not switched on
+    assert later["onset_finding"].startswith("5 of 8 switch on")
+    table = report.onset_table(full)
+    assert table.loc["unseen seeds", "switched on"] == "3 of 5"
+    assert table.loc["all seeds", "onset range"] == "4,000 to 20,000"
+
+
+def test_every_phrase_the_page_pastes_exists_now_and_with_eight_seeds(committed):
+    study, small = committed
+    names = set(re.findall(r"\{glue:text\}`([^`]+)`", PAGE.read_text()))
+    glued_in_page = {"trend_ratio"}  # glued by the page itself
+    for s in (study, eight_seeds(study, {45: 4000, 46: 20000, 47: None, 48: 9000, 49: 47000})):
+        said = report.readings(s, small)
+        assert names - glued_in_page <= set(said), sorted(names - glued_in_page - set(said))
+        assert all(isinstance(v, str) for v in said.values())
+        long = [v for v in said.values() for sentence in re.split(r"(?<=[.!?])\s+(?=[A-Z])", v)
+                if len(sentence.split()) > 40]
+        assert not long, long
+
+
+def test_onset_figure_marks_each_onset_and_draws_both_curves_with_eight_seeds(committed):
+    study, _ = committed
+    full = eight_seeds(study, {45: 4000, 46: 20000, 47: None, 48: 9000, 49: 47000})
+    fig = plots_mechanism.plot_onset(full)
+    top, bottom = fig.axes[:2]
+    marks = [line for line in top.lines if line.get_marker() == "v"]
+    switched = [s for s, v in full["onset"]["per_seed"].items() if v["switched_on"]]
+    assert sorted(m.get_xdata()[0] for m in marks) == sorted(full["onset"]["per_seed"][s]["onset"] for s in switched)
+    assert [line.get_label() for line in bottom.lines] == ["all 8 seeds", "seeds 45-49 alone"]
+    assert not plots.legibility(fig)["too_small"]
+    plt.close(fig)
+    fig = plots_mechanism.plot_onset(study)  # today: three seeds, one curve below
+    assert [line.get_label() for line in fig.axes[1].lines] == ["all 3 seeds"]
+    plt.close(fig)
+
+
+def test_the_page_s_exercise_reads_an_onset_by_hand(committed):
+    study, _ = committed
+    curve = study["l48"]["per_seed"]["43"]["condenser"]["curve"]
+    by_hand = None
+    for row in reversed(curve):
+        if (row["cls_reliance"] or 0.0) <= 2 * row["cls_reliance_noise"]:
+            break
+        by_hand = row["step"]
+    assert by_hand == onset(curve) == study["onset"]["per_seed"]["43"]["onset"]
+    assert report.onsets(study, "l48") == {s: v["onset"] for s, v in study["onset"]["per_seed"].items()}
+
+
+def test_the_scaling_curves_draw_the_threshold_in_every_panel(committed):
+    from condenser_lite.reproduction.rules import RELIANCE_THRESHOLD
+
+    study, _ = committed
+    fig = plots_mechanism.plot_scaling_curves(study)
+    shown = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(shown) == len(study["scaling"]["points"])
+    for ax in shown:
+        assert any(list(line.get_ydata()) == [RELIANCE_THRESHOLD] * 2 for line in ax.lines), ax.get_title()
+    plt.close(fig)
+
+
+def test_the_page_keeps_its_code_short():
+    """The page calls this module and shows what it returns: its code stays under 400 lines."""
+    cells = re.findall(r"```\{code-cell\} ipython3\n(.*?)```", PAGE.read_text(), re.S)
+    lines = sum(len(cell.strip("\n").splitlines()) for cell in cells)
+    assert lines < 400, lines
+    assert ONSET_SEEDS == tuple(range(42, 50))  # the onset rows the page's table names
