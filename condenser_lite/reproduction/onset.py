@@ -25,8 +25,8 @@ updates with the reliance ``cls_reliance`` and its noise ``cls_reliance_noise``)
      is above one half; "a minority" only where its upper end is below one half; otherwise the
      interval, and that these seeds cannot tell most from a minority;
    * the plateau: "below C0's threshold" only where the t-interval's upper end is below 0.2,
-     "above" only where its lower end is above it, otherwise "near it, on no side these seeds
-     can tell";
+     "above" only where its lower end is above it, otherwise "near it; these seeds cannot
+     tell on which side";
    * the onset: a description (median, range), no test.
 
 Example::
@@ -148,14 +148,14 @@ def reading(e: Mapping, threshold: float = RELIANCE_THRESHOLD) -> dict:
     elif hi < 0.5:
         fraction = f"A minority of pre-trained models switch their head on within the stage (95% interval {span})."
     else:
-        fraction = (f"Between {span} of pre-trained models switch their head on within the stage (95%); "
-                    f"{e['n']} seeds cannot tell most from a minority.")
+        fraction = (f"Between {lo:.0%} and {hi:.0%} of pre-trained models switch their head on within the "
+                    f"stage (95% interval); {e['n']} seeds cannot tell most from a minority.")
     if e["plateau_interval"] is None:
         level = "Too few seeds switched on to put an interval on where they level off."
     else:
         p_lo, p_hi = e["plateau_interval"]
         where = ("below" if p_hi < threshold else "above" if p_lo > threshold
-                 else "near, on no side these seeds can tell of,")
+                 else "near; these seeds cannot tell on which side of")
         level = (f"Those that switch on level off {where} C0's threshold of {threshold} "
                  f"(mean {e['plateau_mean']:.3f}, 95% interval {p_lo:.3f} to {p_hi:.3f}).")
     return {"fraction": fraction, "plateau": level}
