@@ -544,6 +544,11 @@ def test_the_intros_findings_are_the_committed_runs():
         f"Every arm is pre-trained from {words[n_seeds]} pre-training seeds":
             all(len(arm_seeds(small, a)) == n_seeds for a in small["arms"]),
         "coCondenser's contrastive pre-training works at this scale": claims["C2"]["verdict"] == "reproduced",
+        "coCondenser's contrastive pre-training reproduces clearly": claims["C2"]["verdict"] == "reproduced",
+        f"in its {small['preset']['pretraining']['s2_steps']:,}-update stage its head reads nothing through `[CLS]`":
+            not claims["C0"]["ours"]["relies"] and max(abs(r) for r in claims["C0"]["ours"]["reliance"]) < 0.01,
+        "Every dense retriever here stays below BM25": best_dense < bm25["truncated"]["nDCG@10"],
+        "so by the rule it still does not read `[CLS]`": mech["scaling"]["points"]["l48"]["reads_cls"] is False,
         f"reliance at most {max(abs(r) for r in claims['C0']['ours']['reliance']):.3f} against the 0.2 of the rule":
             not claims["C0"]["ours"]["relies"],
         "Of its other claims, only neighbourhood recall (C8) holds in full":
