@@ -1,26 +1,41 @@
-"""A reader's short pre-training runs judged against the committed ones: the figure of chapter 2's
-section "Is my pre-training healthy?" (`notebooks/02_condenser.md`) reads the file this writes.
+"""A reader's short pre-training runs judged against the committed ones: the figure and the rates of
+chapter 2's section "Is my pre-training healthy?" (`notebooks/02_condenser.md`) read the file this
+writes.
 
-    python benchmarks/health_demo.py            # -> results/health.json (about 10 minutes on 2 cores)
+    python benchmarks/health_demo.py              # -> results/health.json (32 min on a shared 2-core CPU)
+    python benchmarks/health_demo.py --rejudge    # the same runs judged again by the check as it is (seconds)
 
-Two short stage-1 runs of the `small` preset's BERT (MLM from scratch), as a reader would start
-one with `pretrain --preset small --method mlm --set max_steps=1500`:
+Short stage-1 runs of the `small` preset's BERT (MLM from scratch), all on pre-training seed 47,
+which no committed run used (so each is one more seed), and so all see the same batches:
 
-* `healthy`: the preset's settings with 1,500 updates (its schedule warms up and decays over them);
-* `lr_x100`: the same with a learning rate 100 times the preset's, the broken setting the check
-  must flag.
+* `schedule`: the preset's settings, stopped after 1,500 of its 12,000 updates, as a reader
+  checks the first evaluations of a full run (Ctrl-C); the run that should pass;
+* `short`: the preset's settings with 1,500 updates in all (`--set max_steps=1500`: its schedule
+  warms up and decays over them, so it is not the committed schedule);
+* three broken runs of the committed schedule, each stopped after 1,500 updates, whose settings
+  read exactly as the preset's (the bug is outside them, so only the loss can show it):
+  `lr_x100` (a learning rate 100 times the preset's: this one does show in the settings),
+  `mask_5pct` (the training batches masked at 5% instead of 15%; the held-out set keeps its
+  masks) and `leak` (the 256 held-out blocks copied into the training blocks, one block in 16).
 
 Each runs through `pretraining.pretrain` with `health.stage_check`, as the command line does, in
-its own folder (not the cache); the file keeps each run's held-out evaluations, the verdict and
-the line printed at each, the settings that differ from the committed stage, and the provenance
-(commit, command, wall time, machine, versions). Nothing here is compared digit for digit: the
-chapter recomputes each verdict from the committed curves and checks the file's verdicts with it.
+its own folder (not the cache). The file keeps each run's held-out evaluations and, for each,
+the verdict and the line the check gives, the settings that differ from the committed stage,
+and the provenance (commit, command, wall time, machine, versions). `--rejudge` re-reads the
+losses and writes the verdicts and lines again (when the committed curves or the check change);
+the chapter recomputes every verdict from the committed curves and checks the file with it.
+
+The file also holds `committed_curves`: held-out curves of committed stages that the results
+files lack, each with its source, which `health.reference_curves` adds to the band (a run of
+this script keeps them).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import math
 import shlex
 import sys
 import tempfile
@@ -31,7 +46,90 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 STEPS = 1500
-RUNS = {"healthy": {}, "lr_x100": {"lr_factor": 100}}
+SEED = 47  # a pre-training seed outside the committed run's (42-46)
+MASK_RATE = 0.05
+LEAK_SHARE = 1 / 16
+# name: (what changes, whether the run keeps the committed schedule and stops after --steps)
+RUNS = {"schedule": ({}, True), "short": ({}, False), "lr_x100": ({"lr_factor": 100}, True),
+        "mask_5pct": ({"mask_rate": MASK_RATE}, True), "leak": ({"leak_share": LEAK_SHARE}, True)}
+
+
+class Stopped(KeyboardInterrupt):
+    """Raised after the last evaluation wanted: the training loop saves and stops, as on Ctrl-C."""
+
+
+class Recorder:
+    """A health check that keeps every verdict it gives and stops the stage after ``stop`` updates."""
+
+    def __init__(self, check, stop: int | None):
+        self.check, self.stop, self.seen = check, stop, []
+
+    def check_heldout(self, info) -> None:
+        self.check.check_heldout(info)
+
+    def __call__(self, step, gauges):
+        out = self.check(step, gauges)
+        self.seen.append({"step": step, "mlm_loss": gauges["mlm_loss"], **out})
+        if out.get("line"):
+            print(out["line"], flush=True)
+        if self.stop is not None and step >= self.stop:
+            raise Stopped
+        return out
+
+
+@contextlib.contextmanager
+def broken(change: dict):
+    """The pre-training module with a bug the stage's settings do not show: its training batches
+    masked at ``mask_rate``, or the held-out blocks in its training blocks at ``leak_share``."""
+    import condenser_lite.training.pretraining as pt
+
+    saved = pt.stage_training, pt.general_blocks
+    if "mask_rate" in change:
+        def stage_training(cfg, tokenizer, mlm_collator, *args, **kw):
+            wrong = pt.MLMCollator(tokenizer, mlm_probability=change["mask_rate"])
+            return saved[0](cfg, tokenizer, wrong, *args, **kw)
+        pt.stage_training = stage_training
+    if "leak_share" in change:
+        def general_blocks(cfg, tokenizer, data_dir=None, corpus=None):
+            import torch
+            from datasets import Dataset, concatenate_datasets
+
+            blocks = saved[1](cfg, tokenizer, data_dir, corpus)
+            if cfg.heldout_fraction is None:  # no held-out set to leak
+                return blocks
+            rows = []
+            for b in pt.heldout_set(cfg, tokenizer, data_dir, corpus)["batches"]:
+                ids = torch.where(b["labels"] != -100, b["labels"], b["input_ids"])  # the unmasked text
+                rows += [r[m.bool()].tolist() for r, m in zip(ids, b["attention_mask"])]
+            copies = max(1, round(change["leak_share"] / (1 - change["leak_share"]) * len(blocks) / len(rows)))
+            leak = Dataset.from_dict({"input_ids": rows * copies, "doc_index": [-1] * (len(rows) * copies)})
+            return concatenate_datasets([blocks, leak.cast(blocks.features)])
+        pt.general_blocks = general_blocks
+    try:
+        yield
+    finally:
+        pt.stage_training, pt.general_blocks = saved
+
+
+def run_config(base, change: dict, keep_schedule: bool, steps: int):
+    """A run's stage settings: the preset's, seed ``SEED``, the learning rate scaled, and either the
+    committed schedule (evaluated at least every ``steps`` updates, so a short smoke run still
+    stops) or ``steps`` updates in all."""
+    cfg = base.replace(seed=SEED, lr=base.lr * change.get("lr_factor", 1))
+    if keep_schedule:
+        return cfg.replace(eval_every=min(cfg.eval_every or steps, steps))
+    return cfg.replace(max_steps=steps)
+
+
+def judge(run: dict, cfg) -> None:
+    """``run``'s evaluations judged again from the committed curves, as a fresh run would be."""
+    from condenser_lite.reproduction.health import stage_check
+
+    check = stage_check(cfg)
+    run.update(reference_arm=check.arm, suspects=check.suspects, alarm_level=getattr(check, "level", None))
+    for e in run["evaluations"]:
+        e.update({"health": None, "health_excess": None, "health_p": None})
+        e.update(check(e["step"], {"mlm_loss": e["mlm_loss"]}))
 
 
 def main() -> None:
@@ -39,51 +137,72 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=STEPS, help=f"updates per run (default {STEPS})")
     ap.add_argument("--preset", default="small", help="the preset whose first stage runs (default small: the one "
                     "the committed runs are the reference of)")
+    ap.add_argument("--runs", default=",".join(RUNS),
+                    help=f"which runs, comma-separated (default all: {','.join(RUNS)})")
     ap.add_argument("--data-dir", default=None, help="data mirror (default: $CONDENSER_LITE_DATA or the Hub)")
     ap.add_argument("--out", default=str(ROOT / "results" / "health.json"))
+    ap.add_argument("--rejudge", action="store_true", help="train nothing: judge the runs in --out again")
     a = ap.parse_args()
 
     from condenser_lite.reproduction.health import stage_check
     from condenser_lite.reproduction.jobs import load_average
     from condenser_lite.reproduction.presets import get_preset, stage_config
     from condenser_lite.reproduction.results import environment, git, machine, now
-    from condenser_lite.training.pretraining import pretrain, read_log
     from condenser_lite.utils.errors import DivergedError
+
+    if a.rejudge:
+        result = json.loads(Path(a.out).read_text())
+        base = stage_config(get_preset(result["preset"]), "mlm")
+        for name, run in result["runs"].items():
+            judge(run, base.replace(**run["settings"]))
+            for e in run["evaluations"]:
+                print(f"{name}: {e['line']}" if e["line"] else f"{name}: update {e['step']:,}", flush=True)
+        result["provenance"]["judged"] = {"commit": git("rev-parse", "HEAD"), "finished": now(),
+                                          "command": shlex.join(["python", *sys.argv])}
+        Path(a.out).write_text(json.dumps(result, indent=1) + "\n")
+        print(f"wrote {a.out}")
+        return
+
+    from condenser_lite.training.loop import read_log
+    from condenser_lite.training.pretraining import pretrain
 
     preset = get_preset(a.preset)
     base = stage_config(preset, "mlm")
     started, t0, load_start = now(), time.perf_counter(), load_average()
     runs = {}
-    for name, change in RUNS.items():
-        cfg = base.replace(max_steps=a.steps, lr=base.lr * change.get("lr_factor", 1))
-        check = stage_check(cfg)
-        t = time.perf_counter()
-        with tempfile.TemporaryDirectory(prefix=f"health-{name}-") as tmp:
-            diverged = None
+    for name in a.runs.split(","):
+        change, keep_schedule = RUNS[name]
+        cfg = run_config(base, change, keep_schedule, a.steps)
+        recorder = Recorder(stage_check(cfg), a.steps if keep_schedule else None)
+        t, stopped, diverged = time.perf_counter(), False, None
+        print(f"{name}: lr {cfg.lr:g}, {cfg.max_steps:,}-update schedule"
+              + (f", stopped after {a.steps:,}" if keep_schedule else ""), flush=True)
+        with tempfile.TemporaryDirectory(prefix=f"health-{name}-") as tmp, broken(change):
             try:
-                out = pretrain(cfg, output_dir=Path(tmp) / name, data_dir=a.data_dir, progress=False, check=check)
-                log = read_log(out)
-            except DivergedError as e:  # a broken run may stop: the file says where
-                diverged, log = str(e), read_log(Path(tmp) / name / "train")
-        lines = stage_check(cfg)  # a fresh check: its lines as a reader's run printed them
-        evaluations = [{"step": r["step"], "mlm_loss": r["eval_mlm_loss"], "health": r.get("health"),
-                        "health_excess": r.get("health_excess"),
-                        "line": lines(r["step"], {"mlm_loss": r["eval_mlm_loss"]})["line"]}
-                       for r in log if "eval_mlm_loss" in r]
-        for e in evaluations:
-            if e["line"]:
-                print(e["line"], flush=True)
-        runs[name] = {"lr": cfg.lr, "max_steps": cfg.max_steps, "reference_arm": check.arm,
-                      "suspects": check.suspects, "evaluations": evaluations, "diverged": diverged,
-                      "train_loss": [{"step": r["step"], "loss": r["loss"]} for r in log if r["step"] % 25 == 0],
+                pretrain(cfg, output_dir=Path(tmp) / name, data_dir=a.data_dir, progress=False, check=recorder)
+            except Stopped:
+                stopped = True
+            except DivergedError as e:  # a broken run may stop on its own: the file says where
+                diverged = str(e)
+            log = read_log(Path(tmp) / name / "train")
+        settings = {"seed": cfg.seed, "lr": cfg.lr, "max_steps": cfg.max_steps, "eval_every": cfg.eval_every}
+        runs[name] = {"settings": settings, "bug": {k: v for k, v in change.items() if k != "lr_factor"} or None,
+                      "stopped_after": a.steps if stopped else None, "diverged": diverged,
+                      "evaluations": [{"step": e["step"], "mlm_loss": e["mlm_loss"]} for e in recorder.seen],
+                      "train_loss": [{"step": r["step"], "loss": r["loss"]} for r in log
+                                     if r["step"] % 25 == 0 and math.isfinite(r["loss"])],
                       "wall_seconds": round(time.perf_counter() - t, 1)}
+        judge(runs[name], cfg)
     status = git("status", "--porcelain", "--untracked-files=no", "--", ".", f":(exclude){Path(a.out).resolve()}")
     env = environment()
-    result = {"study": "health", "preset": preset.name, "steps": a.steps, "runs": runs,
+    result = {"study": "health", "preset": preset.name, "steps": a.steps, "seed": SEED, "runs": runs,
               "provenance": {"commit": git("rev-parse", "HEAD"), "dirty": None if status is None else bool(status),
                              "command": shlex.join(["python", *sys.argv]), "started": started, "finished": now(),
                              "wall_seconds": round(time.perf_counter() - t0, 1), "machine": machine(load_start),
                              "python": env["python"], "packages": env["packages"]}}
+    previous = json.loads(Path(a.out).read_text()) if Path(a.out).is_file() else {}
+    if "committed_curves" in previous:  # curves of the committed run this file adds to the band
+        result["committed_curves"] = previous["committed_curves"]
     Path(a.out).write_text(json.dumps(result, indent=1) + "\n")
     print(f"wrote {a.out}")
 

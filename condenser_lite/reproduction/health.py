@@ -4,19 +4,22 @@ Every stage of the committed ``small`` run logged, at each held-out evaluation, 
 loss and, for the Condenser family, the [CLS] reliance, on several pre-training seeds. For a
 reader's stage that trains the same model on the same corpus with the same masking as one of
 those arms, ``stage_check`` builds a ``StageCheck``; at each evaluation it says whether the
-reader's numbers fall inside the band the committed seeds predict for one more seed, and, where
-they do not, which of the reader's training settings differ from the committed stage's (the first
-suspects). Where the shape, the corpus, the masking or the starting model differ, there is no
-reference, and it says so rather than judge.
+reader's numbers fall inside the band the committed seeds predict for one more seed, how unusual
+they are, and, where they leave the band, which of the reader's training settings differ from the
+committed stage's (the first suspects). Where the shape, the corpus, the masking or the starting
+model differ, there is no reference, and it says so rather than judge.
 
-The band at update ``s`` is a prediction interval for one more pre-training seed: the committed
-seeds' mean at ``s`` plus or minus ``t(0.975, n-1) * sd * sqrt(1 + 1/n)`` (``n`` seeds; linear
-between evaluations), and never narrower than ``FLOOR`` (runs on other CPUs differ in the last
-digits). Two seeds give a wide band (``t`` = 12.7); five give a usable one (2.78).
+The band is built for the whole stage, not for one evaluation. At update ``s`` it is the committed
+seeds' mean plus or minus ``t(1 - a/2, n-1) * sd * sqrt(1 + 1/n)`` (``n`` seeds; linear between
+evaluations; never narrower than ``FLOOR``, since runs on other CPUs differ in the last digits),
+with ``a = 1 - (1 - LEVEL) ** (1/m)`` for a stage judged at ``m`` evaluations: each evaluation is
+a prediction interval at confidence ``(1 - LEVEL) ** (1/m)``, so a healthy stage leaves the band
+somewhere in at most ``LEVEL`` of cases (Sidak's bound; evaluations that move together only make
+it rarer). ``leave_one_out`` measures that rate on the committed seeds themselves.
 
     >>> check = stage_check(stage_config("small", "mlm"))      # doctest: +SKIP
     >>> check(500, {"mlm_loss": 6.71})["line"]                  # doctest: +SKIP
-    'health at update 500: held-out MLM loss 6.710, within the committed runs' band (6.52 to 6.95; ...)'
+    'health at update 500: held-out MLM loss 6.710, within the committed runs' band (6.64 to 6.87; ...)'
 """
 
 from __future__ import annotations
@@ -39,7 +42,12 @@ from .rules import pretraining_runs
 REFERENCE_PRESET = "small"  # the committed run whose curves are the reference
 GAUGES = {"mlm_loss": "held-out MLM loss", "cls_reliance": "[CLS] reliance"}
 FLOOR = {"mlm_loss": 0.02, "cls_reliance": 0.02}  # the narrowest half-width of a band
-CONFIDENCE = 0.95
+CONFIDENCE = 0.95  # one evaluation's prediction interval (chapter 2's equation; exercise 5)
+# the chance that a healthy stage leaves its band at any evaluation, under the band's model (normal
+# spread between seeds). Below 1 in 20 on purpose: with 3-5 seeds the model is rough (one seed
+# leaving the loss plateau late is not a normal draw), and leaving committed seeds out must find
+# at most 1 healthy stage in 20 flagged (tests/reproduction/test_health.py)
+LEVEL = 0.01
 # settings that change how a stage trains, not what it learns from or its shape: a difference
 # here is compared, and named as a first suspect when the run leaves the band, in this order
 # (the learning rate and the batch move a loss curve most)
@@ -59,23 +67,40 @@ ADVICE = {"above": "check the learning rate, the masking and the corpus",
 
 @dataclasses.dataclass
 class Band:
-    """The committed runs at one update: ``low`` to ``high``, from ``n`` seeds."""
+    """The committed runs at one update: ``low`` to ``high``, from ``n`` seeds. Each side is ``k``
+    times ``sd * sqrt(1 + 1/n)`` from the mean (or ``FLOOR``, if wider), and one more seed falls
+    outside with chance ``each``."""
     step: int
     low: float
     high: float
     n: int
+    k: float = float("nan")
+    each: float = 1 - CONFIDENCE
 
 
-def prediction_band(values: Sequence[float], gauge: str) -> tuple[float, float] | None:
-    """``(low, high)``: where one more seed's value should fall, from ``values`` (one per seed);
-    None with fewer than two seeds (no spread to go on)."""
+def prediction_band(values: Sequence[float], gauge: str,
+                    confidence: float = CONFIDENCE) -> tuple[float, float] | None:
+    """``(low, high)``: where one more seed's value should fall with chance ``confidence``, from
+    ``values`` (one per seed); None with fewer than two seeds (no spread to go on)."""
     n = len(values)
     if n < 2:
         return None
     mean = sum(values) / n
     sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
-    half = max(stats.t.ppf(0.5 + CONFIDENCE / 2, n - 1) * sd * math.sqrt(1 + 1 / n), FLOOR[gauge])
+    half = max(stats.t.ppf(0.5 + confidence / 2, n - 1) * sd * math.sqrt(1 + 1 / n), FLOOR[gauge])
     return mean - half, mean + half
+
+
+def each_evaluation(evaluations: int, level: float = LEVEL) -> float:
+    """The chance ``a`` that one evaluation of a healthy stage leaves its band, such that a stage of
+    ``evaluations`` independent evaluations leaves it somewhere with chance ``level`` (Sidak)."""
+    return 1 - (1 - level) ** (1 / max(evaluations, 1))
+
+
+def stage_p(p_each: float, evaluations: int) -> float:
+    """How unusual a healthy stage would be with one of its ``evaluations`` this far out: the
+    chance that one evaluation or more lies as far, where one does with chance ``p_each``."""
+    return 1 - (1 - p_each) ** max(evaluations, 1)
 
 
 def _curve_rows(run: Mapping) -> list[dict]:
@@ -89,8 +114,9 @@ def _curve_rows(run: Mapping) -> list[dict]:
 def reference_curves(folder: str | Path | None = None,
                      preset: str = REFERENCE_PRESET) -> dict[str, dict[str, list[dict]]]:
     """``{arm: {checkpoint key: rows}}``: every committed held-out curve of the ``preset`` run, one
-    per pre-training seed, from ``results/<preset>.json`` (and its parts, ``results/parts/``) and
-    the mechanism study's ``e0`` part (the preset's own stages), each stage once."""
+    per pre-training seed, from ``results/<preset>.json`` (and its parts, ``results/parts/``), the
+    curves ``results/health.json`` adds (``committed_curves``: a committed stage re-run, with its
+    source) and the mechanism study's ``e0`` part (the preset's own stages), each stage once."""
     folder = Path(folder or results_dir())
     out: dict[str, dict[str, list[dict]]] = {}
     files = [folder / f"{preset}.json", *sorted((folder / "parts").glob(f"{preset}-*.json"))]
@@ -103,6 +129,14 @@ def reference_curves(folder: str | Path | None = None,
                 rows = _curve_rows(run)
                 if rows and run.get("checkpoint"):
                     out.setdefault(arm, {})[Path(run["checkpoint"]).name] = rows
+    # stages of the committed run whose curve its results file lacks, re-run to every digit of
+    # its final held-out loss and kept with where each came from
+    extra = folder / "health.json"
+    if extra.is_file():
+        added = json.loads(extra.read_text()).get("committed_curves", {})
+        for arm, per_key in added.get("arms", {}).items() if added.get("preset") == preset else ():
+            for key, entry in per_key.items():
+                out.setdefault(arm, {}).setdefault(key, entry["curve"])
     study = folder / "mechanism.json"
     if study.is_file():
         data = json.loads(study.read_text())
@@ -121,18 +155,30 @@ def committed_heldout(folder: str | Path | None = None, preset: str = REFERENCE_
     return json.loads(path.read_text()).get("heldout") if path.is_file() else None
 
 
-def bands(curves: Mapping[str, list[dict]], gauge: str) -> list[Band]:
-    """The band at every update where at least two committed seeds evaluated ``gauge``."""
+def _by_step(curves: Mapping[str, list[dict]], gauge: str) -> dict[int, list[float]]:
     by_step: dict[int, list[float]] = {}
     for rows in curves.values():
         for r in rows:
             if r.get(gauge) is not None:
                 by_step.setdefault(r["step"], []).append(r[gauge])
+    return {step: v for step, v in sorted(by_step.items()) if len(v) >= 2}
+
+
+def bands(curves: Mapping[str, list[dict]], gauge: str, evaluations: int | None = None,
+          level: float = LEVEL) -> list[Band]:
+    """The stage's band at every update where at least two committed seeds evaluated ``gauge``,
+    for a stage judged at ``evaluations`` of them (default: as many as the committed stage had),
+    left somewhere by a healthy stage with chance ``level`` (``level=0.05, evaluations=1``: one
+    evaluation's 95% prediction interval)."""
+    by_step = _by_step(curves, gauge)
+    each = each_evaluation(evaluations or len(by_step), level)
+    ks = {n: float(stats.t.ppf(1 - each / 2, n - 1)) for n in {len(v) for v in by_step.values()}}
     out = []
-    for step in sorted(by_step):
-        band = prediction_band(by_step[step], gauge)
-        if band:
-            out.append(Band(step, float(band[0]), float(band[1]), n=len(by_step[step])))
+    for step, values in by_step.items():  # prediction_band at confidence 1 - each, its t once per n
+        n, mean = len(values), sum(values) / len(values)
+        sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+        half = max(ks[n] * sd * math.sqrt(1 + 1 / n), FLOOR[gauge])
+        out.append(Band(step, mean - half, mean + half, n=n, k=ks[n], each=each))
     return out
 
 
@@ -142,8 +188,44 @@ def band_at(table: Sequence[Band], step: int) -> Band | None:
     for lo, hi in zip(table, table[1:]):
         if lo.step <= step <= hi.step:
             w = (step - lo.step) / (hi.step - lo.step)
-            return Band(step, lo.low + w * (hi.low - lo.low), lo.high + w * (hi.high - lo.high), min(lo.n, hi.n))
+            fewer = lo if lo.n <= hi.n else hi  # the fewer seeds, the wider: their k
+            return Band(step, lo.low + w * (hi.low - lo.low), lo.high + w * (hi.high - lo.high), fewer.n,
+                        fewer.k, fewer.each)
     return next((b for b in table if b.step == step), None)
+
+
+def p_each(band: Band, value: float) -> float:
+    """The chance that one more seed lies at least as far from the seeds' mean as ``value`` does,
+    on the band's scale (its half-width is ``k`` of it): below ``band.each`` exactly outside."""
+    mean, half = (band.low + band.high) / 2, (band.high - band.low) / 2
+    return float(2 * stats.t.sf(abs(value - mean) / half * band.k, band.n - 1))
+
+
+def leave_one_out(curves: Mapping[str, Mapping[str, list[dict]]], **band) -> dict[str, dict]:
+    """The false-alarm rate measured on the committed runs: for every arm with three seeds or
+    more, each seed's held-out MLM loss judged against the band of the others over its whole
+    stage. Returns ``{arm: {"stages", "flagged", "evaluations", "outside", "first"}}`` (``first``:
+    ``{checkpoint key: first update outside}``). ``band``: ``StageCheck``'s ``evaluations`` and
+    ``level`` (``evaluations=1, level=0.05``: one evaluation's 95% interval, as if each
+    evaluation were the only one). Chapter 2."""
+    out = {}
+    for arm, seeds in curves.items():
+        if len(seeds) < 3:
+            continue
+        counts = {"stages": 0, "flagged": 0, "evaluations": 0, "outside": 0, "first": {}}
+        for key, rows in seeds.items():
+            check = StageCheck(arm, {k: v for k, v in seeds.items() if k != key}, **band)
+            verdicts = [(r["step"], check(r["step"], {"mlm_loss": r["mlm_loss"]})["health"]) for r in rows
+                        if r.get("mlm_loss") is not None]
+            outside = [step for step, v in verdicts if v in ("above", "below")]
+            counts["stages"] += any(v != "none" for _, v in verdicts)
+            counts["flagged"] += bool(outside)
+            counts["evaluations"] += sum(v != "none" for _, v in verdicts)
+            counts["outside"] += len(outside)
+            if outside:
+                counts["first"][key] = outside[0]
+        out[arm] = counts
+    return out
 
 
 def _differences(cfg, ref) -> tuple[list[str], list[str]]:
@@ -172,15 +254,19 @@ def _init_config(init: str | None) -> dict | None:
 class StageCheck:
     """A stage's held-out gauges against the committed runs of ``arm`` (None: no reference, and
     ``reason`` says why). Call it with an update and the gauges logged there; it returns
-    ``{"health": "within" | "above" | "below" | "none", "line": one line to print}`` and, outside
-    the band, ``"health_excess"`` (nats beyond it)."""
+    ``{"health": "within" | "above" | "below" | "none", "line": one line to print}`` and, where
+    judged, ``"health_p"`` (how unusual a healthy stage would be with an evaluation this far out:
+    ``stage_p``) and, outside the band, ``"health_excess"`` (nats beyond it). The band holds for
+    a stage judged at ``evaluations`` evaluations (default: as many as the committed stage had),
+    and a healthy one leaves it somewhere with chance ``level``."""
 
     def __init__(self, arm: str | None, curves: Mapping[str, list[dict]] | None = None,
                  suspects: Sequence[str] = (), reason: str | None = None, heldout: Mapping | None = None,
-                 preset: str = REFERENCE_PRESET):
+                 preset: str = REFERENCE_PRESET, evaluations: int | None = None, level: float = LEVEL):
         self.arm, self.suspects, self.reason, self.heldout = arm, list(suspects), reason, heldout
-        self.preset = preset
-        self.bands = {g: bands(curves, g) for g in GAUGES} if curves else {}
+        self.preset, self.level = preset, level
+        self.evaluations = evaluations or len(_by_step(curves or {}, "mlm_loss"))
+        self.bands = {g: bands(curves, g, self.evaluations, level) for g in GAUGES} if curves else {}
         self.seeds = len(curves or {})
         self._said_none = False
 
@@ -201,7 +287,7 @@ class StageCheck:
             line = None if self._said_none else f"health: no committed run to compare with: {self.reason}"
             self._said_none = True
             return {"health": "none", "line": line}
-        parts, verdict, excess = [], "within", 0.0
+        parts, verdict, excess, p = [], "within", 0.0, None
         for gauge, name in GAUGES.items():
             value = gauges.get(gauge)
             band = band_at(self.bands.get(gauge, []), step) if value is not None else None
@@ -211,8 +297,11 @@ class StageCheck:
             text = f"{name} {value:.3f}, {where} the committed runs' band ({band.low:.3f} to {band.high:.3f}"
             if where != "within":
                 gap = value - band.high if where == "above" else band.low - value
-                text += f"; {gap:.3f} {'nats ' if gauge == 'mlm_loss' else ''}{'above' if where == 'above' else 'below'} it"
-                if gauge == "mlm_loss":  # the loss decides the verdict; reliance is reported beside it
+                text += f"; {gap:.3f} {'nats ' if gauge == 'mlm_loss' else ''}{where} it"
+            if gauge == "mlm_loss":  # the loss decides the verdict; reliance is reported beside it
+                p = stage_p(p_each(band, value), self.evaluations)
+                text += f"; p {_p(p)} that a healthy stage strays this far"
+                if where != "within":
                     verdict, excess = where, value - band.high if where == "above" else value - band.low
             parts.append(text + ")")
         if not parts:
@@ -220,7 +309,8 @@ class StageCheck:
                                               f"(the committed {self.arm} stage evaluated every "
                                               f"{self._spacing()} updates up to {self._last():,})"}
         line = (f"health at update {step:,}: " + "; ".join(parts)
-                + f" [{self.arm} stage, {self.seeds} seeds of `{self.preset}`]")
+                + f" [{self.arm} stage, {self.seeds} seeds of `{self.preset}`; a healthy stage of "
+                f"{self.evaluations} evaluations leaves this band {_odds(self.level)}]")
         if verdict != "within":
             line += f": {ADVICE[verdict]}"
             if self.suspects:
@@ -228,6 +318,8 @@ class StageCheck:
         elif self.suspects:
             line += "; settings that differ from the committed stage: " + ", ".join(self.suspects)
         out = {"health": verdict, "line": line}
+        if p is not None:
+            out["health_p"] = float(f"{p:.3g}")
         if verdict != "within":
             out["health_excess"] = round(float(excess), 4)
         return out
@@ -238,6 +330,27 @@ class StageCheck:
 
     def _last(self) -> int:
         return max((b.step for b in self.bands.get("mlm_loss", [])), default=0)
+
+
+def planned_evaluations(cfg, curves: Mapping[str, list[dict]]) -> int | None:
+    """How many of the stage ``cfg``'s held-out evaluations fall where the committed ``curves``
+    have a band (every ``eval_every`` updates and after the last), so the band holds for the
+    evaluations it judges; None where the stage's length is not fixed in updates."""
+    steps = list(_by_step(curves, "mlm_loss"))
+    if not cfg.max_steps or not steps:
+        return None
+    mine = set(range(cfg.eval_every, cfg.max_steps + 1, cfg.eval_every)) if cfg.eval_every else set()
+    return sum(steps[0] <= s <= steps[-1] for s in mine | {cfg.max_steps}) or None
+
+
+def _p(p: float) -> str:
+    """A p-value to print, with its sign: two significant digits, none below 1 in 10,000."""
+    return "< 0.0001" if p < 1e-4 else f"= {p:.2g}"
+
+
+def _odds(level: float) -> str:
+    """``0.01`` -> ``"1 time in 100"``."""
+    return f"1 time in {round(1 / level):,}"
 
 
 def stage_check(cfg, folder: str | Path | None = None, preset: str = REFERENCE_PRESET) -> StageCheck:
@@ -267,7 +380,8 @@ def stage_check(cfg, folder: str | Path | None = None, preset: str = REFERENCE_P
         if closest is None or len(other) < closest[0]:
             closest = (len(other), arm, other)
     if best is not None:
-        return StageCheck(best[1], curves[best[1]], best[2], heldout=committed_heldout(folder, name), preset=name)
+        return StageCheck(best[1], curves[best[1]], best[2], heldout=committed_heldout(folder, name), preset=name,
+                          evaluations=planned_evaluations(cfg, curves[best[1]]))
     if closest is None:
         return StageCheck(None, reason="the committed results hold no held-out curve of such a stage "
                                        f"({'from scratch' if cfg.init is None else 'a continuation'})")
