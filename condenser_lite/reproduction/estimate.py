@@ -30,14 +30,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from ..training.accounting import forward_flops
 from ..training.finetune import round_loop_config
-from ..training.pretraining import StageConfig, is_done, pretrain, read_log, stage_folder
+from ..training.loop import read_log
+from ..training.pretraining import StageConfig, is_done, pretrain, stage_folder
 from ..utils.cache import CACHE_ENV, cache_dir
 from ..utils.devices import resolve_precision
 from ..utils.errors import ConfigError
 from .arms import arm_config, finetune_arm, needed_arms, sts_arm
-from .jobs import default_workers, load_average, num_threads, quiet, threads_per_worker
+from .jobs import default_workers, first_stage_threads, load_average, num_threads, quiet, threads_per_worker
 from .presets import Preset, get_preset
 from .registry import PARENT
 from .tasks import load_task, sts_data
@@ -193,6 +196,7 @@ def estimate_protocol(preset: Preset | str | None = "tiny", data_dir: str | None
     preset = get_preset(preset)
     workers = default_workers() if workers is None else int(workers)
     job_threads = threads_per_worker(workers) if workers > 1 else None
+    first_threads = first_stage_threads(workers)  # what the run will take at this load
     t0 = time.perf_counter()
     pretrained = dict(preset.pretrained or {})
     plan = needed_arms(preset.arms, pretrained)
@@ -218,8 +222,11 @@ def estimate_protocol(preset: Preset | str | None = "tiny", data_dir: str | None
             parent = PARENT[arm]
             cfg = arm_config(arm, preset, probes.get(parent) if parent else None)
             first = arm == plan[0]
-            with num_threads(None if first else job_threads):
+            with num_threads(first_threads if first else job_threads):
                 timings[arm] = time_stage(cfg, scratch / arm, data_dir)
+                if first:
+                    notes.append(f"the first stage timed on {torch.get_num_threads()} thread(s), as the run "
+                                 "takes them at this load")
             probes[arm] = timings[arm]["checkpoint"]
             real = arm_config(arm, preset, None) if first else cfg
             seconds = stage_seconds(real, timings[arm])

@@ -118,6 +118,17 @@ def default_workers() -> int:
     return max(1, min(2, os.cpu_count() or 1))
 
 
+def first_stage_threads(workers: int) -> int | None:
+    """Threads for the protocol's first pre-training stage, which runs alone in its process: all
+    cores on a quiet machine; one when the machine is already busy (1-minute load average above
+    1), where two threads beside other work run slower than one. None: leave the caller's
+    setting (one worker). The protocol and its dry run both take it. Chapter 4."""
+    if workers <= 1:
+        return None
+    load = load_average()
+    return 1 if load and load[0] > 1.0 else None
+
+
 def threads_per_worker(workers: int) -> int:
     """Torch threads per worker process: the cores shared out, at least one. Chapter 4."""
     return max(1, (os.cpu_count() or 1) // workers)

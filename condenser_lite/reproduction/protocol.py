@@ -39,7 +39,8 @@ from ..utils.devices import cpu_precision, resolve_precision
 from ..utils.errors import ConfigError
 from .arms import arm_config, entropy_before, finetune_arm, load_run, needed_arms, pretrain_arm, sts_arm
 from .health import stage_check
-from .jobs import Job, Ref, default_workers, load_average, num_threads, quiet, run_jobs, threads_per_worker
+from .jobs import (Job, Ref, default_workers, first_stage_threads, load_average, num_threads, quiet, run_jobs,
+                   threads_per_worker)
 from .presets import Preset, get_preset
 from .registry import ABLATION_ARMS, PARENT
 from .results import RESULTS_VERSION, cpu_seconds, environment, headline, now, provenance
@@ -178,15 +179,6 @@ def _size_label(size: int | None, total: int) -> str:
     return str(total if size is None else min(size, total))
 
 
-def _first_stage_threads(workers: int) -> int | None:
-    """Threads for the first pre-training stage, which runs alone in this process: all cores
-    on a quiet machine; one when the machine is already busy (1-minute load average above 1)."""
-    if workers <= 1:
-        return None  # the caller's setting
-    load = load_average()
-    return 1 if load and load[0] > 1.0 else None
-
-
 def _describe(key: tuple, result: Any) -> str:
     if key[0] == "finetune":
         metrics = ", ".join(f"{k} {v:.3f}" for k, v in result["metrics"].items())
@@ -307,7 +299,7 @@ def _run(preset: Preset, data_dir: str | None, verbose: bool, workers: int, comm
     texts = entropy_texts(preset, data_dir)
     say(f"task {task.name}: {task.info}; BM25 {bm25['full']}")
     t = lap("setup", t)
-    threads = _first_stage_threads(workers)
+    threads = first_stage_threads(workers)
     with num_threads(threads):
         done: dict[tuple, Any] = {("pretrain", first, ps0): pretrain_arm(first, preset, None, data_dir, ps0,
                                                                          check=stage_check)}

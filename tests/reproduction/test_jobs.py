@@ -23,3 +23,37 @@ def test_refs_fill_in_results_and_order_follows_priority():
     assert run_jobs({("x",): Job(add, dict(a=Ref(("known",), "sum"), b=0))}, done={("known",): {"sum": 7}})[("x",)] == {"sum": 7}
     with pytest.raises(RuntimeError, match="unmet dependencies"):
         run_jobs({("x",): Job(add, dict(a=Ref(("missing",)), b=0))})
+
+
+def test_the_first_stage_takes_one_thread_on_a_busy_machine(monkeypatch):
+    """The protocol's first stage and its dry run take the same count: all cores when the machine
+    is quiet, one when the 1-minute load is above 1 (two threads beside other work lose to one)."""
+    from condenser_lite.reproduction import jobs
+
+    monkeypatch.setattr(jobs, "load_average", lambda: [2.3, 1.0, 1.0])
+    assert jobs.first_stage_threads(2) == 1
+    monkeypatch.setattr(jobs, "load_average", lambda: [0.2, 1.0, 1.0])
+    assert jobs.first_stage_threads(2) is None
+    assert jobs.first_stage_threads(1) is None  # one worker: the caller's setting
+
+
+def test_the_dry_run_times_the_first_stage_with_the_runs_threads(monkeypatch, tmp_path):
+    """``estimate_protocol`` times the first stage on the threads ``first_stage_threads`` gives,
+    and says so in a note."""
+    import torch
+
+    from condenser_lite.reproduction import estimate
+
+    seen = []
+
+    def time_stage(cfg, folder, data_dir):
+        seen.append(torch.get_num_threads())
+        raise RuntimeError("timed")
+    monkeypatch.setattr(estimate, "first_stage_threads", lambda workers: 1)
+    monkeypatch.setattr(estimate, "time_stage", time_stage)
+    monkeypatch.setattr(estimate, "load_task", lambda preset, data_dir: None)
+    monkeypatch.setattr(estimate, "sts_data", lambda preset, data_dir: (None, None))
+    monkeypatch.setattr(estimate, "cached_stages", lambda *a: [])
+    with pytest.raises(RuntimeError, match="timed"):
+        estimate.estimate_protocol("micro", workers=2)
+    assert seen == [1]
