@@ -282,16 +282,17 @@ def _get_loss(out: Any) -> torch.Tensor:
     return loss
 
 
-def _read_log(path: Path, upto: int) -> list[dict]:
+def read_log(path: str | Path, upto: int | None = None) -> list[dict]:
+    """A training run's per-step log as a list of dicts, its rows up to update ``upto`` (a resume
+    keeps what its checkpoint saw); ``path`` is the log file, a run's folder or a stage's folder
+    (``<stage>/train/log.jsonl``). A missing file is an empty log. Chapters 2 and 6 plot it."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "train" / "log.jsonl" if (path / "train").exists() else path / "log.jsonl"
     if not path.exists():
         return []
-    kept = []
-    for line in path.read_text().splitlines():
-        if line.strip():
-            rec = json.loads(line)
-            if rec["step"] <= upto:
-                kept.append(rec)
-    return kept
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return rows if upto is None else [r for r in rows if r["step"] <= upto]
 
 
 def train(model: nn.Module, data: Sequence | Callable[[int], Sequence], cfg: TrainConfig, *,
@@ -432,7 +433,7 @@ def _start_or_resume(out_dir: Path, cfg: TrainConfig, acc: Accelerator, run: dic
                 "line: --restart; it deletes that checkpoint and log) or use another output folder.")
         logger.info("%s %s at step %d of %d", "reusing the finished run in" if state["step"] >= total
                     else "resuming from the checkpoint in", out_dir, state["step"], total)
-    history = _read_log(log_path, state["step"] if state else 0)
+    history = read_log(log_path, state["step"] if state else 0)
     acc.wait_for_everyone()  # every process has read the log before it is rewritten
     if acc.is_main_process:
         if not state and ckpt.exists():

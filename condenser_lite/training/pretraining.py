@@ -744,11 +744,3 @@ def _check_stage_record(out: Path, key: str, settings: dict) -> None:
     diff = settings_diff(saved, now) if saved else [f"settings hash: saved {record.get('key')!r} vs now {key!r}"]
     raise CheckpointError(f"{out} holds another pre-training stage ({'; '.join(diff)}); use another output "
                           "folder, or restart=True (command line: --restart) to replace it")
-
-
-def read_log(path: str | Path) -> list[dict]:
-    """A stage's (or any training run's) per-step log as a list of dicts (chapter 6 plots it)."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / "train" / "log.jsonl" if (path / "train").exists() else path / "log.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

@@ -17,7 +17,8 @@ from safetensors.torch import load_file
 from transformers import AutoModel
 
 from condenser_lite.modeling.condenser import Condenser
-from condenser_lite.training.pretraining import StageConfig, build_model, is_done, pretrain, read_log, stage_key
+from condenser_lite.training.loop import read_log
+from condenser_lite.training.pretraining import StageConfig, build_model, is_done, pretrain, stage_key
 from condenser_lite.utils.errors import CheckpointError, ConfigError, DataSourceError
 
 pytestmark = pytest.mark.skipif(not MIRROR.exists(), reason="local data mirror ../shared/data not found")
