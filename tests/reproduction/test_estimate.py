@@ -112,8 +112,8 @@ def test_the_colab_budget_fits_one_free_colab_session(cache):
     longer = get_preset("colab").replace(**{"finetune.epochs_round1": 15.0, "finetune.epochs_round2": 15.0})
     assert estimate_by_flops(longer).total_seconds > 2 * 3600
     assert "computed from the FLOPs" in format_estimate(est)
-    quoted = f"about {est.total_seconds / 3600:.1f} hours"  # what the README and the intro say
-    for page in ("README.md", "book/intro.md"):
+    quoted = f"about {est.total_seconds / 3600:.1f} hours"  # what the README and "Running the book" say
+    for page in ("README.md", "book/running.md"):
         assert quoted in " ".join((ROOT / page).read_text().split()), page
     with pytest.raises(ConfigError, match="--dry-run"):
         estimate_by_flops("small")
