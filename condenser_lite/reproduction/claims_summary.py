@@ -13,14 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from .claims_table import WEAK_MARK, WEAK_P, headline_rows, q_text
-
-
-def _link(row: Mapping) -> str:
-    # the claim's id links to the page that argues it (MyST roles resolve from any page)
-    if row["anchor"]:
-        return f"{{ref}}`{row['id']} <{row['anchor']}>`"
-    return f"{{doc}}`{row['id']} </{row['doc']}>`"
+from .claims_table import WEAK_MARK, WEAK_P, headline_rows, q_text, where_link
 
 
 def _paper(text: str) -> str:
@@ -40,7 +33,8 @@ def _table(rows, paper: bool) -> list[str]:
     head = ["claim", *(["the papers"] if paper else []), "ours", "verdict"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        cells = [f"**{_link(r)}** {r['claim']}", *([_paper(r["paper"])] if paper else []), r["ours"], _verdict(r)]
+        cells = [f"**{where_link(r, r['id'])}** {r['claim']}", *([_paper(r["paper"])] if paper else []),
+                 r["ours"], _verdict(r)]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return lines
 

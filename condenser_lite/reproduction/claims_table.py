@@ -484,11 +484,14 @@ def headline_rows(results: Mapping, alpha: float = ALPHA_ONE_SIDED) -> list[dict
     return rows
 
 
-def _where_link(row: Mapping) -> str:
-    # MyST roles, resolved from any page of the book: a label where the row has one, else the page
+def where_link(row: Mapping, text: str | None = None) -> str:
+    """A MyST link to the page that argues ``row``'s claim, resolved from any page of the book:
+    its label where the row has one, else the page; ``text`` defaults to the page's name.
+    Chapter 8 and the introduction."""
+    text = row["where"] if text is None else text
     if row["anchor"]:
-        return f"{{ref}}`{row['where']} <{row['anchor']}>`"
-    return f"{{doc}}`{row['where']} </{row['doc']}>`"
+        return f"{{ref}}`{text} <{row['anchor']}>`"
+    return f"{{doc}}`{text} </{row['doc']}>`"
 
 
 def q_text(q: float | None) -> str:
@@ -509,7 +512,7 @@ def headline_markdown(results: Mapping, links: bool = True, alpha: float = ALPHA
         if r["verdict_bh"] != r["verdict"]:
             verdict += f" (under BH: {r['verdict_bh']})"
         cells = [f"**{r['id']}** {r['claim']}", r["paper"], r["ours"], verdict, q_text(r["q"]),
-                 _where_link(r) if links else r["where"]]
+                 where_link(r) if links else r["where"]]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     lines += ["", f"{WEAK_MARK} weak: a test the verdict rests on has {WEAK_P[0]:g} ≤ p < {WEAK_P[1]:g} and a "
               "difference below its MDD. BH q: the Benjamini-Hochberg q-value of the test shown in *ours*, over "
