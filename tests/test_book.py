@@ -239,7 +239,7 @@ def prose_sentences(html: str) -> list[str]:
         junk.decompose()
     blocks = [el for el in main.find_all(["p", "dd", "li"]) if not el.find_parent(["li", "dd"])]
     texts = [" ".join(el.get_text(" ").split()) for el in blocks]  # a paragraph ends its sentence
-    return [s for t in texts for s in re.split(r"(?<=[.!?])\s+(?=[A-Z`(\[*])", t) if s.strip()]
+    return [s for t in texts for s in re.split(r"(?<=[.!?])\s+(?=[A-Z`(\[*]|co[A-Z])", t) if s.strip()]
 
 
 def long_sentences(html: str, limit: int = MAX_SENTENCE_WORDS) -> list[str]:
