@@ -223,7 +223,7 @@ def test_built_page_shows_every_figure(built_book, chapter):
 # --- prose a student can follow, on the built pages ----------------------------------------------
 
 MAX_SENTENCE_WORDS = 60
-PROSE_PAGES = ("intro", "glossary", "running", "notebooks/08_scorecard", "notebooks/10_mechanism")
+PROSE_PAGES = ("intro", "glossary", "running", *(f"notebooks/{nb.stem}" for nb in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.md"))))
 COMMIT_HASH = re.compile(r"\b(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b")
 
 
