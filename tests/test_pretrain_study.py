@@ -119,3 +119,14 @@ def test_provenance_keeps_the_fields_the_study_page_reads():
     assert list(v) == ["python", "torch", "transformers", "tokenizers", "datasets", "accelerate", "onednn"]
     assert v["torch"] == torch.__version__
     assert re.fullmatch(r"[0-9a-f]{40}(\+dirty)?|unknown", ps.git_commit())
+
+
+def test_every_committed_run_keeps_its_cache_key():
+    """The key of every run in results/study.json, recomputed from its recorded settings, is the key
+    it was stored under (so its cache folder is found); a changed setting gives another key."""
+    keys = [(r["run"], r["key"]) for part in RUN_PARTS for r in STUDY[part].values()]
+    for settings, key in keys:
+        assert ps.Run(**settings).key() == key, settings
+    assert len({k for _, k in keys}) == len(keys) >= 10
+    run = ps.Run(**keys[0][0])
+    assert run.replace(seed=run.seed + 1).key() != keys[0][1]
