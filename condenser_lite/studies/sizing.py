@@ -160,10 +160,10 @@ def git_commit() -> str:
 def provenance(parts: list[str], command: str, start: dict, t0: float, cpu0: float, study: dict) -> dict:
     """The study's provenance: this call's commit, command, times and machine, the runs' CPU
     seconds and the held-out sets' sizes. Chapter 9."""
-    from condenser_lite.studies.sizing_runs import EVAL_BLOCKS, HELDOUT_FRACTION, study_data
-
     # taken before git_commit() and the data, so the times leave out their imports
     finished, wall, cpu = time.strftime("%Y-%m-%d %H:%M:%S"), time.perf_counter() - t0, sum(os.times()[:4]) - cpu0
+    from condenser_lite.studies.sizing_runs import EVAL_BLOCKS, HELDOUT_FRACTION, study_data
+
     combos = sorted({(r["run"]["vocab"], r["run"]["max_len"]) for p in ("sweep", "long", "condenser")
                      for r in study.get(p, {}).values()})
     fields = ("heldout_sections", "train_sections", "heldout_blocks", "eval_masked_tokens", "train_tokens",
