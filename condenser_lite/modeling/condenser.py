@@ -47,9 +47,9 @@ def tiny_bert_config(vocab_size: int = 8192, **overrides) -> BertConfig:
 
     The defaults are the ``tiny`` preset's shape (its ``ModelConfig``, which the pre-training
     stages build from; a test keeps the two equal). ``max_position_embeddings`` is 128 unless
-    given: a stage sets it to its block length (``ModelConfig.max_len``: 64 tokens in the tiny and
-    small presets), and an input longer than the position rows then fails loudly instead of silently using rows that
-    pre-training never touched. Any `BertConfig` field can be overridden.
+    given: a stage sets it to its block length (``ModelConfig.max_len``: 64 tokens in the tiny
+    and small presets), and an input longer than the position rows then fails loudly instead of
+    silently using rows that pre-training never touched. Any `BertConfig` field can be overridden.
 
     Explained in chapter 2, `notebooks/02_condenser.ipynb`.
     """
