@@ -38,15 +38,22 @@ warnings.filterwarnings("ignore")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-BASE = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
-            max_position_embeddings=512)
-TINY = dict(max_position_embeddings=512)  # tiny_bert_config's defaults otherwise
+SIZES = {"base": "paper", "tiny": "tiny"}  # --size: the preset whose model (shape, Condenser split) is built
+
+
+def model_shape(args):
+    from condenser_lite.reproduction.presets import get_preset
+
+    return get_preset(SIZES[args.size]).model
 
 
 def bert_config(args, vocab: int):
     from condenser_lite.modeling.condenser import tiny_bert_config
 
-    return tiny_bert_config(vocab_size=vocab, **(BASE if args.size == "base" else TINY))
+    m = model_shape(args)
+    return tiny_bert_config(vocab_size=vocab, hidden_size=m.hidden_size, num_hidden_layers=m.num_hidden_layers,
+                            num_attention_heads=m.num_attention_heads, intermediate_size=m.intermediate_size,
+                            max_position_embeddings=512)
 
 
 def sync(device: str) -> None:
@@ -97,9 +104,10 @@ def bench_gradcache(args) -> None:
 
     dev = args.device
     cfg = bert_config(args, args.vocab)
-    skip = 6 if args.size == "base" else 2
+    shape = model_shape(args)
+    skip = shape.skip_from
     torch.manual_seed(0)
-    model = Condenser.from_config(cfg, skip_from=skip, n_head_layers=2).to(dev).train()
+    model = Condenser.from_config(cfg, skip_from=skip, n_head_layers=shape.n_head_layers).to(dev).train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     # The library's mixed precision: accelerate autocast per forward, fp32 master weights.
     acc = make_accelerator("bf16" if args.dtype == "bf16" else "no")
@@ -179,7 +187,8 @@ def check_exact(args) -> None:
     dev, n = args.device, args.exact_spans
     cfg = bert_config(args, args.vocab)
     torch.manual_seed(0)
-    model = Condenser.from_config(cfg, skip_from=6 if args.size == "base" else 2, n_head_layers=2).to(dev).eval()
+    shape = model_shape(args)
+    model = Condenser.from_config(cfg, skip_from=shape.skip_from, n_head_layers=shape.n_head_layers).to(dev).eval()
     batch = span_batch(n, args.seq_len, args.vocab, dev)
     rows = []
     for dtype in ("fp32", "bf16"):
@@ -467,7 +476,7 @@ def main() -> None:
     ap.add_argument("--exact-spans", type=int, default=0, help="first check cache vs plain loss/gradient at this batch")
     ap.add_argument("--tok-parallel", choices=["true", "false"], default="true",
                     help="TOKENIZERS_PARALLELISM (the Rust tokenizer's threads)")
-    ap.add_argument("--size", choices=["base", "tiny"], default="base", help="BERT-base-sized or tiny_bert_config")
+    ap.add_argument("--size", choices=["base", "tiny"], default="base", help="the model of the paper preset (BERT-base-sized) or of the tiny preset")
     ap.add_argument("--dtype", choices=["bf16", "fp32"], default="bf16")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--vocab", type=int, default=30522, help="vocab size (gradcache); WordPiece target (retrieval)")

@@ -607,7 +607,8 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
     print(f"warning: {one_line(message)}", file=sys.stderr)
 
 
-STUDIES = {"mechanism": "when the Condenser head needs [CLS]: the mechanism study (results/mechanism.json)"}
+STUDIES = {"mechanism": "when the Condenser head needs [CLS]: the mechanism study (results/mechanism.json)",
+           "sizing": "the pre-training study that sized the small preset (results/study.json)"}
 
 
 def _study(args: argparse.Namespace) -> None:

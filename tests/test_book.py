@@ -394,9 +394,9 @@ def test_live_checkpoint_rejects_an_unknown_method(tmp_path):
     ({"seed": "-1"}, "'seed' must be >= 0"),
     ({"max_steps": "0"}, "'max_steps' must be >= 1"),
     ({"data_dir": 3}, "'data_dir' must be a folder path"),
-    # the study and mechanism pages: their results come from their own scripts
-    ({"preset": "small", "remade_by": "python benchmarks/pretrain_study.py"},
-     r"'preset': this page reads its own committed results.*python benchmarks/pretrain_study\.py"),
+    # the study and mechanism pages: their results come from their own commands
+    ({"preset": "small", "remade_by": "python -m condenser_lite sizing"},
+     r"'preset': this page reads its own committed results.*python -m condenser_lite sizing"),
     ({"full": "true", "remade_by": "python -m condenser_lite mechanism"}, "'full': this page reads its own"),
 ])
 def test_setup_rejects_bad_parameters(kwargs, message):

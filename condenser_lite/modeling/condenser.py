@@ -45,11 +45,11 @@ PAPER_CONDENSER = dict(skip_from=6, n_head_layers=2, late_mlm=True, head_weight=
 def tiny_bert_config(vocab_size: int = 8192, **overrides) -> BertConfig:
     """A scaled-down BERT that a 2-core CPU pre-trains in minutes.
 
-    4 layers, hidden 128, 4 heads, FFN 512. `max_position_embeddings=128`: BERT's
-    position ids start at 0, so 128 rows cover the 128-token blocks we pre-train on;
-    a longer input then fails loudly instead of silently using position rows that
-    pre-training never touched (pass `max_position_embeddings=...` to change it).
-    Any `BertConfig` field can be overridden.
+    The defaults are the ``tiny`` preset's shape (its ``ModelConfig``, which the pre-training
+    stages build from; a test keeps the two equal). ``max_position_embeddings`` is 128 unless
+    given: a stage sets it to its block length (``ModelConfig.max_len``: 64 tokens in the tiny
+    and small presets), and an input longer than the position rows then fails loudly instead of
+    silently using rows that pre-training never touched. Any `BertConfig` field can be overridden.
 
     Explained in chapter 2, `notebooks/02_condenser.ipynb`.
     """

@@ -19,9 +19,11 @@
 * ``claims_table.py``: the tests behind the verdicts, their number (BH q-values, Holm), the weak-verdict mark
   and one row per claim;
 * ``claims_summary.py``: the introduction's two claims tables from those rows;
-* ``plots.py``, ``diagrams.py``: the book's figures and tables (and the legibility rule every
-  figure meets), and its diagrams;
+* ``plots.py``: the legibility rule every figure meets and the figures' shared style;
+* ``plots_gauges.py``, ``plots_arms.py``: the figures of the pre-training gauges (chapters 1-2) and of
+  the arms' evaluations and the scorecard (chapters 4-8); ``tables.py``: the book's tables;
 * ``plots_mechanism.py``, ``plots_study.py``: the mechanism page's and the study page's figures;
+* ``diagrams.py``: the book's diagrams;
 * ``mechanism_report.py``: the mechanism page's analysis: its tables and the phrases it pastes;
 * ``release.py``: the committed checkpoints of a run.
 

@@ -1,5 +1,5 @@
 """The study page's figures ("Choosing the scaled-down world", ``notebooks/09_study.md``), drawn from
-``results/study.json`` (``benchmarks/pretrain_study.py``) by the legibility rule of ``plots``:
+``results/study.json`` (``python -m condenser_lite sizing``) by the legibility rule of ``plots``:
 the training loop's throughput per lever, the recipe sweep, the long run, and the Condenser splits.
 """
 

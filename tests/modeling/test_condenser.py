@@ -40,6 +40,15 @@ def test_tiny_bert_config_covers_its_blocks_and_takes_overrides():
         tiny_bert_config(num_attention_heads=3)
 
 
+def test_tiny_bert_config_defaults_are_the_tiny_presets_shape():
+    from condenser_lite.reproduction.presets import get_preset
+
+    m, config = get_preset("tiny").model, tiny_bert_config()
+    assert (config.vocab_size, config.hidden_size, config.num_hidden_layers, config.num_attention_heads,
+            config.intermediate_size) == (m.vocab_size, m.hidden_size, m.num_hidden_layers, m.num_attention_heads,
+                                          m.intermediate_size)
+
+
 def test_a_condenser_without_settings_is_the_papers():
     """Condenser's defaults are PAPER_CONDENSER, the paper's settings that the loaders fall back on."""
     backbone = BertForMaskedLM(small_config(num_hidden_layers=PAPER_CONDENSER["skip_from"] + 1))

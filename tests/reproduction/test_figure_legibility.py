@@ -14,7 +14,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from condenser_lite import book  # noqa: E402
-from condenser_lite.reproduction import plots  # noqa: E402
+from condenser_lite.reproduction import plots, plots_arms, plots_gauges  # noqa: E402
 
 pytestmark = pytest.mark.unit
 
@@ -47,14 +47,14 @@ def _health(_):
     names = {"schedule": "the preset's settings", "lr_x100": "a learning rate 100x too high",
              "mask_5pct": "masked at 5%", "leak": "held-out blocks in the training data"}
     runs = {names.get(n, n): run["evaluations"] for n, run in demo["runs"].items() if n in names}
-    return plots.plot_health(reference_curves()["bert"], runs)
+    return plots_gauges.plot_health(reference_curves()["bert"], runs)
 
 
 def _nb_recall(small):
     # chapter 6: one panel per n, one legend above them
     fig, axes = plots.panels(2, height=3.2)
     for ax, n in zip(axes, small["preset"]["nb_n"]):
-        plots.plot_nb_recall(small, n=n, ax=ax)
+        plots_arms.plot_nb_recall(small, n=n, ax=ax)
         ax.set_title(f"round-2 top {n}")
         ax.get_legend().remove()
     plots.legend_above(fig, axes[0], ncol=4)
@@ -68,8 +68,8 @@ def _chapter_4(kind):
         metrics = small["preset"]["metrics"]
         pair = [metrics[0], next(m for m in metrics if m.startswith("R@"))]
         if kind == "low_data":
-            return plots.plot_low_data(small, pair, arms=[*MAIN_ARMS, MODIFIED_ARM])
-        return plots.plot_rounds(small, pair)
+            return plots_arms.plot_low_data(small, pair, arms=[*MAIN_ARMS, MODIFIED_ARM])
+        return plots_arms.plot_rounds(small, pair)
     return draw
 
 
@@ -89,21 +89,21 @@ def _mechanism(name, deficit=False):
 
 # chapter figure: how its chapter draws it from the committed results
 SMALL_FIGURES = {
-    "01_heldout_mlm_loss": lambda r: plots.plot_gauges(r, arms=["bert"], gauges=["mlm_loss"]),
-    "02_gauges": lambda r: plots.plot_gauges(r, arms=["bert", "bert_cont", "condenser"],
-                                             gauges=["mlm_loss", "cls_cosine", "cls_reliance"], zoom=True),
+    "01_heldout_mlm_loss": lambda r: plots_gauges.plot_gauges(r, arms=["bert"], gauges=["mlm_loss"]),
+    "02_gauges": lambda r: plots_gauges.plot_gauges(r, arms=["bert", "bert_cont", "condenser"],
+                                                    gauges=["mlm_loss", "cls_cosine", "cls_reliance"], zoom=True),
     "02_health": _health,
     "04_low_data": _chapter_4("low_data"),
     "04_rounds": _chapter_4("rounds"),
-    "05_cls_attention_entropy": lambda r: plots.plot_entropy(
+    "05_cls_attention_entropy": lambda r: plots_arms.plot_entropy(
         r, arms=("bert", "bert_cont", "condenser", "cocondenser", "condenser_mod")),
-    "06_loss_curves": lambda r: plots.plot_loss_curves(
+    "06_loss_curves": lambda r: plots_arms.plot_loss_curves(
         r, arms=("bert", "bert_cont", "condenser", "cocondenser", "condenser_mod"), window=10),
     "06_nb_recall": _nb_recall,
-    "07_sts": lambda r: plots.plot_sts(r),
-    "08_differences": lambda r: plots.plot_differences(r, ["C1", "C1m", "C7", "C7m"]),
-    "08_gain_vs_paper": lambda r: plots.plot_gain_vs_paper(r),
-    "08_controls": lambda r: plots.plot_differences(r, ["Am"]),
+    "07_sts": lambda r: plots_arms.plot_sts(r),
+    "08_differences": lambda r: plots_arms.plot_differences(r, ["C1", "C1m", "C7", "C7m"]),
+    "08_gain_vs_paper": lambda r: plots_arms.plot_gain_vs_paper(r),
+    "08_controls": lambda r: plots_arms.plot_differences(r, ["Am"]),
 }
 MECHANISM_FIGURES = {
     "10_reliance": _mechanism(("e0",), deficit=True),

@@ -12,10 +12,10 @@ from locations import MIRROR
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from condenser_lite.reproduction import plots, plots_mechanism, registry  # noqa: E402
+from condenser_lite.reproduction import plots, plots_arms, plots_gauges, plots_mechanism, registry, tables  # noqa: E402
 from condenser_lite.reproduction.registry import STANDARD_ARMS  # noqa: E402
 from condenser_lite.reproduction.rules import POWER_VERDICTS  # noqa: E402
-from condenser_lite.reproduction.scorecard import claim_rows  # noqa: E402
+from condenser_lite.reproduction.scorecard import claim_rows, p_text  # noqa: E402
 
 needs_mirror = pytest.mark.skipif(not MIRROR.exists(), reason="local data mirror ../shared/data not found")
 
@@ -39,7 +39,7 @@ def test_low_data_plot_is_on_a_log_scale_with_dodged_arms():
                "retrieval": {a: {"round1": {"100": {"nDCG@10": stat(0.01)}, "809": {"nDCG@10": stat(0.02)}}}
                              for a in ("bert", "condenser")},
                "bm25": {"full": {"nDCG@10": 0.69}, "truncated": {"nDCG@10": 0.5}, "truncated_tokens": 64}}
-    fig = plots.plot_low_data(results)
+    fig = plots_arms.plot_low_data(results)
     ax = fig.axes[0]
     assert ax.get_yscale() == "log"
     xs = [line.get_xdata()[0] for line in ax.lines if line.get_label() in ("BERT", "Condenser")]
@@ -56,14 +56,14 @@ def test_figures_show_one_point_per_pre_trained_model():
     arm = {"seed": 42, "other_pretraining_seeds": [{"seed": 43}]}
     results = {"preset": {"metrics": ["nDCG@10"]}, "train_sizes": [100, 809], "arms": {"condenser": arm},
                "retrieval": {"condenser": {"round1": {"100": {"nDCG@10": stat}, "809": {"nDCG@10": stat}}}}}
-    assert list(plots.by_model(results, "condenser", stat)) == pytest.approx([0.11, 0.21])
-    fig = plots.plot_low_data(results)
+    assert list(tables.by_model(results, "condenser", stat)) == pytest.approx([0.11, 0.21])
+    fig = plots_arms.plot_low_data(results)
     dots = [line for line in fig.axes[0].lines if line.get_markerfacecolor() == "white"]
     assert len(dots) == 2 and all(list(d.get_ydata()) == pytest.approx([0.11, 0.21]) for d in dots)
     mean = next(line for line in fig.axes[0].lines if line.get_label() == "Condenser")
     assert list(mean.get_ydata()) == pytest.approx([0.16, 0.16])
-    assert plots.unit_stat(results, "condenser", stat)["std"] == pytest.approx(np.std([0.11, 0.21], ddof=1))
-    assert plots.retrieval_table(results).iloc[0]["nDCG@10"] == "0.160 ± 0.071"
+    assert tables.unit_stat(results, "condenser", stat)["std"] == pytest.approx(np.std([0.11, 0.21], ddof=1))
+    assert tables.retrieval_table(results).iloc[0]["nDCG@10"] == "0.160 ± 0.071"
     plt.close(fig)
 
 
@@ -76,10 +76,10 @@ def _claim(cid, verdict):
 def test_scorecard_html_one_row_per_claim_in_plain_words():
     results = {"claims": [_claim("C0", "reproduced"), _claim("C1", "not reproduced at this scale"),
                           _claim("C2", "partly reproduced")]}
-    table = plots.scorecard_table(results)
+    table = tables.scorecard_table(results)
     assert list(table.index) == ["C0", "C1", "C2"]
     assert table.loc["C1", "claim"] == registry.CLAIM["C1"].title and table.loc["C1", "models"] == ["Condenser", "BERT"]
-    html = plots.scorecard_html(results)
+    html = tables.scorecard_html(results)
     assert html.startswith('<table class="scorecard">') and html.count("<tr>") == 4  # head + 3 claims
     assert "&lt;b&gt;" in html and "<b>C1</b>" in html  # text escaped, ids bold
     assert "verdict-yes" in html and "verdict-no" in html and "verdict-partly" in html
@@ -87,20 +87,20 @@ def test_scorecard_html_one_row_per_claim_in_plain_words():
     # the numbers fold out under the claim's name: three cells a row, the table stays narrow
     assert html.count("<td>") == 3 * 3 and "<details><summary><b>C1</b>" in html
     # one published source per line, a source's own "; " kept
-    assert plots._lines("table 5 (dev; MRR@10): 1.0; figure 3 (NQ)") == "table 5 (dev; MRR@10): 1.0<br>figure 3 (NQ)"
+    assert tables._lines("table 5 (dev; MRR@10): 1.0; figure 3 (NQ)") == "table 5 (dev; MRR@10): 1.0<br>figure 3 (NQ)"
 
 
 def test_plot_gauges_draws_the_panels_asked_for():
     log = [{"step": s, "eval_mlm_loss": 8.0 - s, "eval_cls_cosine": 0.9} for s in (1, 2)]
     results = {"arms": {"bert": {"pretrain_log": log, "compute": {"stage": {"steps": 2}, "cumulative": {"steps": 2}}}},
                "heldout": {"unigram_entropy": 6.5}}
-    fig = plots.plot_gauges(results, gauges=["mlm_loss"])
-    assert len(fig.axes) == 1 and fig.axes[0].get_ylabel() == plots.GAUGES["mlm_loss"]
+    fig = plots_gauges.plot_gauges(results, gauges=["mlm_loss"])
+    assert len(fig.axes) == 1 and fig.axes[0].get_ylabel() == plots_gauges.GAUGES["mlm_loss"]
     assert [line.get_ydata()[0] for line in fig.axes[0].lines] == [7.0, 6.5]  # the loss, the entropy
     plt.close(fig)
-    assert len(plots.plot_gauges(results).axes) == 4
+    assert len(plots_gauges.plot_gauges(results).axes) == 4
     with pytest.raises(ValueError, match="choose from"):
-        plots.plot_gauges(results, gauges=["loss"])
+        plots_gauges.plot_gauges(results, gauges=["loss"])
 
 
 def test_the_zoom_panel_shows_the_continuations_alone():
@@ -111,15 +111,15 @@ def test_the_zoom_panel_shows_the_continuations_alone():
     stage1 = {"stage": {"steps": 12000}, "cumulative": {"steps": 12000}}
     results = {"arms": {"bert": {"pretrain_log": bert, "compute": stage1}, "bert_cont": {
         "pretrain_log": cont, "compute": {"stage": {"steps": 3000}, "cumulative": {"steps": 15000}}}}}
-    fig = plots.plot_gauges(results, gauges=["mlm_loss"], zoom=True)
+    fig = plots_gauges.plot_gauges(results, gauges=["mlm_loss"], zoom=True)
     whole, zoom = fig.axes
     assert len(whole.lines) == len(zoom.lines) == 2 and zoom.get_title() == "The continuations, closer"
     assert min(min(line.get_xdata()) for line in zoom.lines) >= 12000 - 0.15 * 3000  # only where they run
     assert zoom.get_ylim()[1] < 5.0 < whole.get_ylim()[1]  # BERT's early losses are off the zoom's scale
     plt.close(fig)
     with pytest.raises(ValueError, match="zoom needs mlm_loss"):
-        plots.plot_gauges(results, gauges=["cls_cosine"], zoom=True)
-    alone = plots.plot_gauges({"arms": {"bert": results["arms"]["bert"]}}, gauges=["mlm_loss"], zoom=True)
+        plots_gauges.plot_gauges(results, gauges=["cls_cosine"], zoom=True)
+    alone = plots_gauges.plot_gauges({"arms": {"bert": results["arms"]["bert"]}}, gauges=["mlm_loss"], zoom=True)
     assert "no continuing arm" in alone.axes[1].texts[0].get_text()  # not an empty frame
     plt.close(alone)
 
@@ -131,8 +131,8 @@ def test_gauge_table_one_column_per_arm_blank_where_not_measured():
                                       "other_pretraining_seeds": [{"heldout": {"mlm_loss": 6.7, "head_loss": 6.6,
                                                                                "cls_swap_gap": 0.0, "cls_swap_noise": 0.001,
                                                                                "cls_cosine": 0.7, "cls_reliance": 0.3}}]}}}
-    table = plots.gauge_table(results, ["bert", "condenser"])
-    assert list(table.columns) == ["BERT", "Condenser"] and list(table.index) == list(plots.GAUGE_NAMES.values())
+    table = tables.gauge_table(results, ["bert", "condenser"])
+    assert list(table.columns) == ["BERT", "Condenser"] and list(table.index) == list(tables.GAUGE_NAMES.values())
     assert table.loc["held-out MLM loss", "BERT"] == "6.5432" and table.loc["[CLS]-swap gap", "BERT"] == ""
     assert table.loc["held-out MLM loss", "Condenser"] == "6.6000"  # the mean over pre-training seeds
     assert table.loc["[CLS]-swap gap", "Condenser"] == "0.0062"  # fixed decimals, no exponent
@@ -147,7 +147,7 @@ def test_plot_gauges_draws_the_reliance_with_its_threshold():
            {"step": 2, "eval_mlm_loss": 4.9},  # an undefined reliance is not logged: left out
            {"step": 3, "eval_mlm_loss": 4.8, "eval_cls_reliance": 0.3, "eval_cls_reliance_noise": 0.02}]
     results = {"arms": {"condenser": {"pretrain_log": log, "compute": {"stage": {"steps": 3}, "cumulative": {"steps": 10}}}}}
-    fig = plots.plot_gauges(results, gauges=["cls_reliance"])
+    fig = plots_gauges.plot_gauges(results, gauges=["cls_reliance"])
     ys = [list(line.get_ydata()) for line in fig.axes[0].lines]
     assert [0.1, 0.3] in ys and [RELIANCE_THRESHOLD, RELIANCE_THRESHOLD] in ys
     assert list(fig.axes[0].lines[0].get_xdata()) == [8, 10]  # cumulative steps
@@ -155,7 +155,7 @@ def test_plot_gauges_draws_the_reliance_with_its_threshold():
 
 
 def test_smooth_is_a_trailing_mean():
-    from condenser_lite.reproduction.plots import smooth
+    from condenser_lite.reproduction.plots_arms import smooth
 
     assert smooth([1, 2, 3, 4], 2).tolist() == [1.0, 1.5, 2.5, 3.5]
     assert smooth([5.0], 10).tolist() == [5.0]
@@ -166,20 +166,19 @@ def test_plots_and_tables_from_results(micro_run, tmp_path):
     import matplotlib
 
     matplotlib.use("Agg")
-    from condenser_lite.reproduction import plots, registry
 
     _, out, _, _ = micro_run
     results = json.loads(out.read_text())  # what the chapters read: the JSON file, not the in-memory dict
-    table = plots.retrieval_table(results)
+    table = tables.retrieval_table(results)
     assert table.index.get_level_values(0)[0] == "BM25"
     assert {registry.label(a) for a in STANDARD_ARMS} <= set(table.index.get_level_values(0))
-    assert set(plots.sts_table(results).columns) == {str(s) for s in results["sts_sizes"]}
-    assert list(plots.scorecard_table(results).index) == [f"C{i}" for i in range(0, 9)]
-    table = plots.compute_table(results)
+    assert set(tables.sts_table(results).columns) == {str(s) for s in results["sts_sizes"]}
+    assert list(tables.scorecard_table(results).index) == [f"C{i}" for i in range(0, 9)]
+    table = tables.compute_table(results)
     assert list(table.index) == [registry.label(a) for a in STANDARD_ARMS] and (table["TFLOPs"] >= 0).all()
-    for name in ("plot_low_data", "plot_rounds", "plot_nb_recall", "plot_entropy", "plot_loss_curves", "plot_sts",
-                 "plot_gauges"):
-        path = plots.save(getattr(plots, name)(results), tmp_path / f"{name}.png")
+    for module, name in [*((plots_arms, n) for n in ("plot_low_data", "plot_rounds", "plot_nb_recall", "plot_entropy",
+                                                       "plot_loss_curves", "plot_sts")), (plots_gauges, "plot_gauges")]:
+        path = plots.save(getattr(module, name)(results), tmp_path / f"{name}.png")
         assert path.stat().st_size > 1000, name
     # the scorecard page's numbers: one row per comparison, each naming its verdict
     rows = claim_rows(next(c for c in results["claims"] if c["id"] == "C1"))
@@ -190,11 +189,10 @@ def test_plots_and_tables_from_results(micro_run, tmp_path):
 def test_gain_vs_paper_sets_ours_beside_the_papers(micro_run):
     """One panel per quantified claim (C1, C7): the paper's relative gain at the columns our
     sizes are compared with, and ours per size: each pre-trained model's and the means'."""
-    from condenser_lite.reproduction import plots
     from condenser_lite.reproduction.scorecard import expected_gain
 
     _, _, results, _ = micro_run
-    fig = plots.plot_gain_vs_paper(results)
+    fig = plots_arms.plot_gain_vs_paper(results)
     c1, c7 = fig.axes[:2]
     assert c1.get_title().startswith("C1") and c7.get_title().startswith("C7")
     sizes = sorted(results["retrieval"]["bert"]["round1"], key=int)
@@ -211,7 +209,7 @@ def test_plot_health_draws_the_band_the_seeds_and_the_runs_whole_and_zoomed():
                  for k, d in (("a", 0.0), ("b", 0.05), ("c", 0.1))}
     runs = {"mine": [{"step": 500, "mlm_loss": 7.6, "health": "above"},
                      {"step": 1000, "mlm_loss": 6.0, "health": "within"}]}
-    fig = plots.plot_health(reference, runs)
+    fig = plots_gauges.plot_health(reference, runs)
     whole, zoom = [ax for ax in fig.axes if ax.get_visible()]
     assert len(whole.collections) == len(zoom.collections) == 1  # the band
     labels = [ln.get_label() for ln in whole.lines if not ln.get_label().startswith("_")]
@@ -231,7 +229,7 @@ def test_differences_figure_draws_each_pre_trained_models_difference_and_the_tes
     results = json.loads((ROOT / "results" / "parts" / "small-44-45.json").read_text())
     claims = {c["id"]: c for c in scorecard(results)}
     rows = [c for cid in ("C1m", "C7m") for *_, c in comparisons(claims[cid])]
-    fig = plots.plot_differences({**results, "claims": list(claims.values())}, ["C1m", "C7m"])
+    fig = plots_arms.plot_differences({**results, "claims": list(claims.values())}, ["C1m", "C7m"])
     ax = fig.axes[0]
     headings = [t.get_text() for t in ax.get_yticklabels() if t.get_fontweight() == "bold"]
     assert headings == ["C1m, 100 queries", "C1m, 809 queries", "C7m, 500 pairs", "C7m, 1000 pairs"]
@@ -239,17 +237,17 @@ def test_differences_figure_draws_each_pre_trained_models_difference_and_the_tes
     hollow = [line for line in ax.lines if line.get_markerfacecolor() == "white"]
     assert [list(h.get_xdata()) for h in hollow] == [pytest.approx(list(c["per_seed"].values())) for c in rows]
     filled = [line for line in ax.lines if line.get_marker() == "o" and line.get_markerfacecolor() != "white"]
-    green = [matplotlib.colors.to_hex(f.get_color()) == plots.VERDICT_COLOURS["better"] for f in filled]
+    green = [matplotlib.colors.to_hex(f.get_color()) == plots_arms.VERDICT_COLOURS["better"] for f in filled]
     assert green == [c["verdict"] in ("reproduced", "better") for c in rows]
     assert [b.get_width() for b in ax.patches] == pytest.approx([c["mdd"] for c in rows])
     plt.close(fig)
 
 
 def test_p_values_never_print_as_zero():
-    assert plots.p_text(0.0421) == "p 0.042"
-    assert plots.p_text(0.0004) == "p < 0.001" and plots.p_text(0.0) == "p < 0.001"
-    assert plots.p_text(0.0005) == "p 0.001"  # rounds to 0.001, not to zero
-    assert plots.p_text(None) == "–" and plots.p_text(float("nan")) == "–"
+    assert p_text(0.0421) == "p 0.042"
+    assert p_text(0.0004) == "p < 0.001" and p_text(0.0) == "p < 0.001"
+    assert p_text(0.0005) == "p 0.001"  # rounds to 0.001, not to zero
+    assert p_text(None) == "–" and p_text(float("nan")) == "–"
 
 
 def _scaling(trend):

@@ -209,7 +209,7 @@ def test_every_registered_claim_has_one_check_in_the_registrys_order():
 
 
 def test_fmt_and_fixed_format_numbers_alike():
-    from condenser_lite.reproduction.plots import fmt
+    from condenser_lite.reproduction.tables import fmt
 
     assert fixed(-0.0001) == "0.000" and fixed(0.0124, signed=True) == "+0.012"
     assert fmt(stats([-0.0001, -0.0002])) == "0.000 ± 0.000"  # never "-0.000"
@@ -337,7 +337,7 @@ def test_c8_neighbourhood_recall_at_the_papers_n_and_every_depth():
 
 
 def test_claim_rows_name_each_comparison():
-    from condenser_lite.reproduction.plots import claim_table
+    from condenser_lite.reproduction.tables import claim_table
     from condenser_lite.reproduction.scorecard import claim_rows
 
     results = with_modified(made_up())
