@@ -14,8 +14,10 @@ from pathlib import Path
 import numpy as np
 
 from .registry import CLAIM, MAIN_ARMS, color, label
-from .rules import RELIANCE_THRESHOLD, arm_seeds, gauge, gauge_defined, model_means
-from .scorecard import claim_rows, fixed, p_text, scorecard
+from .results import arm_seeds, gauge, gauge_defined
+from .rules import RELIANCE_THRESHOLD, model_means
+from .scorecard import claim_rows, scorecard
+from .wording import fixed, p_text
 
 
 def figure_for(ax=None, figsize=None):
@@ -201,7 +203,7 @@ def _full(results: Mapping) -> str:
 
 
 def fmt(stat: Mapping | None, digits: int = 3) -> str:
-    """``mean ± std`` of a ``rules.stats`` dict, each number by ``scorecard.fixed`` (``digits``
+    """``mean ± std`` of a ``rules.stats`` dict, each number by ``wording.fixed`` (``digits``
     decimals, never ``-0.000``), or an empty string. Chapters 4-8."""
     if not stat or stat.get("mean") is None:
         return ""
@@ -301,7 +303,7 @@ GAUGE_NAMES = {"mlm_loss": "held-out MLM loss", "head_loss": "head MLM loss", "c
 
 
 def gauge_table(results: Mapping, arms: Sequence[str], digits: int = 4):
-    """The held-out gauges at the end of each arm's pre-training (``scorecard.gauge``: the mean
+    """The held-out gauges at the end of each arm's pre-training (``results.gauge``: the mean
     over its pre-training seeds), one column per arm, one row per gauge (``GAUGE_NAMES``), as
     text with ``digits`` decimals (never in exponent form, never "-0.0000"); "undefined on k of
     n seeds" where only some seeds define it (the reliance without a deficit); empty where an
@@ -759,10 +761,10 @@ def plot_gain_vs_paper(results: Mapping, arms: Sequence[str] = ("condenser", "co
     """Our relative gain over BERT beside the paper's, for the two claims the paper quantifies
     at several training sizes: C1 (round-1 retrieval, our first metric; the paper's MS MARCO
     MRR@10, Condenser table 5) and C7 (STS-b Spearman, Condenser table 1). Each of our sizes sits
-    at the paper's column it is compared with (``scorecard.expected_gain``); a hollow dot per
+    at the paper's column it is compared with (``papers.expected_gain``); a hollow dot per
     pre-trained model (its gain over the BERT of the same seed), a filled one for the gain of
     the means. Chapter 8."""
-    from .scorecard import EXPECTED_GAIN_SOURCE, expected_gain, paper_column
+    from .papers import EXPECTED_GAIN_SOURCE, expected_gain, paper_column
 
     fig, axes = panels(2, height=3.2)
     metric = results["preset"]["metrics"][0]

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from condenser_lite.reproduction.release import verify_checkpoints
-from condenser_lite.reproduction.results import RESULTS_DIR, RESULTS_VERSION, headline, load_results
+from condenser_lite.reproduction.results import (RESULTS_DIR, RESULTS_VERSION, headline, load_results,
+                                                 runs_without_reliance)
 from condenser_lite.reproduction.rules import PRE_REGISTERED_RULES, PRE_REGISTRATION_COMMIT
 from condenser_lite.reproduction.scorecard import scorecard
 from condenser_lite.utils.errors import DataSourceError, SchemaError
@@ -157,3 +158,16 @@ def test_a_results_file_whose_headline_disagrees_with_its_body_is_refused(tmp_pa
     with pytest.raises(SchemaError, match=rf"small.json: its headline says ndcg10.cocondenser=0.2 but its body gives "
                                           rf"{true}; .*experiments --preset small --out"):
         load_results("small", folder=tmp_path)
+
+
+def test_runs_without_reliance_are_heads_gauged_before_the_reliance_gauge():
+    """A run that logged its head's swap gap but no reliance predates the reliance gauge; a
+    published checkpoint (no gauges at all) and BERT (no head) do not."""
+    gauged = {"cls_swap_gap": 0.01, "cls_swap_noise": 0.001, "reliance_own_loss": 2.9}
+    old = {"cls_swap_gap": 0.01, "cls_swap_noise": 0.001}
+    results = {"arms": {"bert": {"heldout": {"mlm_loss": 4.0}}, "condenser": {"heldout": gauged},
+                        "cocondenser": {"heldout": gauged, "other_pretraining_seeds": [{"heldout": old}]},
+                        "published": {"seed": None, "heldout": None}}}
+    assert runs_without_reliance(results) == ["cocondenser"]  # its second pre-training seed
+    assert runs_without_reliance({"arms": {"condenser": {"heldout": old}}}) == ["condenser"]
+    assert runs_without_reliance({}) == []
