@@ -22,8 +22,9 @@ import numpy as np
 from ..utils.errors import SchemaError
 from .papers import expected_gain
 from .registry import MAIN_ARMS, MODIFIED_ARM, label
-from .results import (arm_seeds, get_path, head_gate, judged_seeds, pretraining_runs, reliance_by_seed, rules_version,
-                      runs_without_reliance)
+from .results import (arm_seeds, bm25_score, entropy_change, head_gate, judged_seeds, loss_curves, nb_recall,
+                      preset_name, pretraining_runs, reliance_by_seed, retrieval_score, rules_version,
+                      runs_without_reliance, stage_flops, sts_score)
 from .rules import (FLOPS_MATCH, LATE_LOSS_MARGIN, MODIFIED_CHOICE_SEEDS, NOT_ATTRIBUTABLE, NOT_ATTRIBUTABLE_UNGAUGED,
                     ONE_SEED, PRE_REGISTERED_RULES, RULES_V2, RULES_VERSION, c0_rule, claim_status, compare, holds,
                     model_means, power_claim_status, power_verdict, reliance_summary, stats, unit_test)
@@ -60,7 +61,7 @@ def read_evidence(results: Mapping) -> Evidence:
     Chapter 8."""
     version = rules_version(results)
     if version not in (None, RULES_VERSION):
-        name = get_path(results, "preset", "name") or "<preset>"
+        name = preset_name(results) or "<preset>"
         raise SchemaError(f"results file of preset {name!r} was made under rules version {version}, this library "
                           f"judges by version {RULES_VERSION}: re-run it with `python -m condenser_lite experiments "
                           f"--preset {name} --force --out results/{name}.json`")
@@ -76,7 +77,7 @@ def refuse_ungauged(results: Mapping) -> None:
     read the reliance, so such a file cannot be judged; re-running it logs them. Chapter 8."""
     arms = runs_without_reliance(results)
     if arms:
-        name = get_path(results, "preset", "name") or "<preset>"
+        name = preset_name(results) or "<preset>"
         raise SchemaError(f"results file of preset {name!r} has no [CLS]-reliance gauges for {', '.join(arms)}, which "
                           f"the pre-registered rules read: re-run it with `python -m condenser_lite experiments "
                           f"--preset {name} --force --out results/{name}.json`")
@@ -95,7 +96,7 @@ class Judged(NamedTuple):
 def early_loss(results: Mapping, arm: str, label: str, frac: float = 0.25) -> dict | None:
     """Mean round-1 fine-tuning loss over the first ``frac`` of the steps, per seed, as ``stats``
     (claim C6; ``frac=1`` averages every step). Explained in chapter 6."""
-    curves = get_path(results, "loss_curves", arm, label)
+    curves = loss_curves(results, arm, label)
     if not curves:
         return None
     vals = [float(np.mean(c[: max(1, int(len(c) * frac))])) for c in curves]
@@ -228,7 +229,7 @@ def check_c1(e: Evidence, arm: str) -> Judged:
     small, full = (sizes[0], sizes[-1]) if sizes else (None, None)
 
     def against(size: str, base: str) -> dict | None:
-        a, b = (get_path(results, "retrieval", x, "round1", size, e.metric) for x in (arm, base))
+        a, b = (retrieval_score(results, x, "round1", size, e.metric) for x in (arm, base))
         return _power(a, b, expected_gain("C1", size, sizes))
 
     per_size = {s: {b: against(s, b) for b in BERT_ARMS} for s in sizes}
@@ -241,7 +242,7 @@ def check_c1(e: Evidence, arm: str) -> Judged:
     words = "; ".join(f"{e.metric} at {s} training queries: " + ", ".join(
         comparison_text(per_size[s][b], name, label(b)) for b in BERT_ARMS) for s in sizes)
     return Judged((words or "not measured") + ".",
-                  {"metric": e.metric, "by_size": per_size, "bm25": get_path(results, "bm25", "full", e.metric),
+                  {"metric": e.metric, "by_size": per_size, "bm25": bm25_score(results, e.metric),
                    "narrowing": narrowing, "rules": RULES_V2},
                   power_claim_status([c for s in sizes for c in per_size[s].values()], [ahead]))
 
@@ -249,11 +250,11 @@ def check_c1(e: Evidence, arm: str) -> Judged:
 def check_c2(e: Evidence, arm: str) -> Judged:
     """C2: coCondenser beats Condenser, visibly in recall, in round 1 and round 2, and beats the
     Condenser MLM continued on the target corpus (not target-corpus exposure alone). Chapter 8."""
-    retrieval, measures = e.results.get("retrieval", {}), (e.metric, e.recall)
+    results, measures = e.results, (e.metric, e.recall)
 
     def against(base: str, rnd: str = "round1") -> dict:
-        return {m: _compare(get_path(retrieval, "cocondenser", rnd, e.full, m), get_path(retrieval, base, rnd, e.full, m))
-                for m in measures}
+        return {m: _compare(retrieval_score(results, "cocondenser", rnd, e.full, m),
+                            retrieval_score(results, base, rnd, e.full, m)) for m in measures}
 
     r1, r2, ctl = against("condenser"), against("condenser", "round2"), against("co_mlm_only")
     words = (f"{e.recall}, full training set: round 1 {comparison_text(r1[e.recall], 'coCondenser', 'Condenser')}, "
@@ -274,9 +275,9 @@ def check_c3(e: Evidence, arm: str) -> Judged:
     """C3: both coCondenser loss terms add something (coCondenser table 4); the MLM term's gain is
     the Condenser head's only where coCondenser's own head relies on [CLS] (``head_gate``), so it
     is gated by that head alone, not by C0, C2 or C4. Chapter 8."""
-    retrieval, measures = e.results.get("retrieval", {}), (e.metric, e.recall)
-    c3 = {term: {m: _compare(get_path(retrieval, "cocondenser", "round1", e.full, m),
-                             get_path(retrieval, without, "round1", e.full, m)) for m in measures}
+    results, measures = e.results, (e.metric, e.recall)
+    c3 = {term: {m: _compare(retrieval_score(results, "cocondenser", "round1", e.full, m),
+                             retrieval_score(results, without, "round1", e.full, m)) for m in measures}
           for term, without in C3_TERMS}
     parts = {}
     for term, by_measure in c3.items():  # a term adds something where coCondenser is ahead on some measure
@@ -296,10 +297,9 @@ def check_c3(e: Evidence, arm: str) -> Judged:
 def check_c4(e: Evidence, arm: str) -> Judged:
     """C4 (C4m): round 2 with hard negatives mined by the arm's own round-1 retriever improves the
     pre-trained arms without collapse. Chapter 4."""
-    retrieval = e.results.get("retrieval", {})
     shown = list(MAIN_ARMS) if arm == "condenser" else ["bert", arm]
-    c4 = {a: _compare(get_path(retrieval, a, "round2", e.full, e.metric), get_path(retrieval, a, "round1", e.full, e.metric))
-          for a in shown}
+    c4 = {a: _compare(retrieval_score(e.results, a, "round2", e.full, e.metric),
+                      retrieval_score(e.results, a, "round1", e.full, e.metric)) for a in shown}
     judged = ("condenser", "cocondenser") if arm == "condenser" else (arm,)
     collapse = [a for a, c in c4.items() if c and c["verdict"] == "worse"]
     words = f"{e.metric}, round 2 vs round 1: " + ", ".join(
@@ -316,12 +316,11 @@ def check_c5(e: Evidence, arm: str) -> Judged:
     """C5 (C5m): BERT's CLS attention entropy profile changes more in fine-tuning than the
     Condenser's (mean |after - before| over layers). Chapter 5."""
     entropy = e.results.get("entropy", {})
-    c5 = {b: _compare(get_path(entropy, b, "mean_abs_change"), get_path(entropy, arm, "mean_abs_change"))
-          for b in BERT_ARMS}
+    c5 = {b: _compare(entropy_change(e.results, b), entropy_change(e.results, arm)) for b in BERT_ARMS}
     shown = entropy if arm == "condenser" else (*BERT_ARMS, arm)
     return Judged("Mean change of the per-layer CLS attention entropy (nats): " + ", ".join(
         comparison_text(c5[b], label(b), label(arm)) for b in c5) + ".",
-        {"change": {a: get_path(entropy, a, "mean_abs_change") for a in shown}, "bert_minus_condenser": c5},
+        {"change": {a: entropy_change(e.results, a) for a in shown}, "bert_minus_condenser": c5},
         claim_status([holds(c) for c in c5.values()]))
 
 
@@ -341,8 +340,8 @@ def check_c7(e: Evidence, arm: str) -> Judged:
     sts = e.results.get("sts", {})
     all_sts = [str(s) for s in e.results.get("sts_sizes", [])]
     low, name = all_sts[:2], label(arm)
-    c7 = {s: {b: _power(get_path(sts, arm, s), get_path(sts, b, s), expected_gain("C7", s, all_sts)) for b in BERT_ARMS}
-          for s in low}
+    c7 = {s: {b: _power(sts_score(e.results, arm, s), sts_score(e.results, b, s), expected_gain("C7", s, all_sts))
+              for b in BERT_ARMS} for s in low}
     words = "; ".join(f"STS-b Spearman at {s} pairs: "
                       + ", ".join(comparison_text(c7[s][b], name, label(b)) for b in c7[s]) for s in low)
     return Judged((words or "not measured") + ".", {"by_size": c7, "all": sts, "rules": RULES_V2},
@@ -360,7 +359,7 @@ def check_c8(e: Evidence, arm: str) -> Judged:
     n = 50 if 50 in ns else (ns[-1] if ns else None)
     depths = sorted((name for name in names if name.startswith(f"n{n}@")), key=lambda name: int(name.split("@k")[1]))
     pairs = (("condenser", "bert"), ("cocondenser", "condenser")) if arm == "condenser" else ((arm, "bert"),)
-    c8 = {f"{a}_vs_{b}": {name: _compare(get_path(nb, a, name), get_path(nb, b, name)) for name in depths}
+    c8 = {f"{a}_vs_{b}": {name: _compare(nb_recall(e.results, a, name), nb_recall(e.results, b, name)) for name in depths}
           for a, b in pairs}
     if not depths:
         return Judged("not measured.", {"n": n, **c8}, "not measured", {"n": n})
@@ -377,7 +376,7 @@ def _flops_matched(results: Mapping) -> list[bool] | None:
     """Per pre-training seed, whether the equal-compute control's stage spent the modified
     Condenser's FLOPs within ``FLOPS_MATCH`` (None where either was not accounted)."""
     ctl, mod = pretraining_runs(results, "bert_cont_flops"), pretraining_runs(results, MODIFIED_ARM)
-    flops = [[get_path(r, "compute", "stage", "flops") for r in runs] for runs in (ctl, mod)]
+    flops = [[stage_flops(r) for r in runs] for runs in (ctl, mod)]
     if not ctl or len(ctl) != len(mod) or None in flops[0] + flops[1]:
         return None
     return [abs(c / m - 1) <= FLOPS_MATCH for c, m in zip(*flops)]
@@ -397,11 +396,10 @@ def check_attribution(e: Evidence, arm: str) -> Judged:
     results = e.results
     arms = results.get("arms", {})
     controls = [c for c in CONTROL_WORDS if c in arms]
-    retrieval, sts = results.get("retrieval", {}), results.get("sts", {})
     low = [str(s) for s in results.get("sts_sizes", [])][:2]
-    where = {f"{e.metric} at {s} training queries": lambda a, s=s: get_path(retrieval, a, "round1", s, e.metric)
+    where = {f"{e.metric} at {s} training queries": lambda a, s=s: retrieval_score(results, a, "round1", s, e.metric)
              for s in e.sizes}
-    where.update({f"STS-b at {s} training pairs": lambda a, s=s: get_path(sts, a, s) for s in low})
+    where.update({f"STS-b at {s} training pairs": lambda a, s=s: sts_score(results, a, s) for s in low})
     settings, parts = {}, []
     for name, read in where.items():
         gain = _compare(read(arm), read("bert_cont"))

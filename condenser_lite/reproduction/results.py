@@ -125,6 +125,53 @@ def get_path(d: Mapping, *path: Any) -> Any:
     return d
 
 
+def preset_name(results: Mapping) -> str | None:
+    """The name of the preset a results file was made with. Chapter 8."""
+    return get_path(results, "preset", "name")
+
+
+def retrieval_score(results: Mapping, arm: str, rnd: str, size: str | None, metric: str) -> Mapping | None:
+    """``arm``'s retrieval ``metric`` over its fine-tuning runs (a ``rules.stats`` dict) in round
+    ``rnd`` (``"round1"``, ``"round2"``) at training ``size`` (the file's key, a string); None
+    where it was not run. Chapters 4 and 8."""
+    return get_path(results, "retrieval", arm, rnd, size, metric)
+
+
+def bm25_score(results: Mapping, metric: str, text: str = "full") -> float | None:
+    """BM25's ``metric`` on whole documents (``text="full"``) or on the dense models' first tokens
+    (``"truncated"``). Chapters 4 and 8."""
+    return get_path(results, "bm25", text, metric)
+
+
+def sts_score(results: Mapping, arm: str, size: str) -> Mapping | None:
+    """``arm``'s STS-b Spearman over its runs (a ``rules.stats`` dict) at ``size`` training pairs
+    (the file's key, a string); None where it was not run. Chapters 7 and 8."""
+    return get_path(results, "sts", arm, size)
+
+
+def entropy_change(results: Mapping, arm: str) -> Mapping | None:
+    """How much fine-tuning changed ``arm``'s per-layer CLS attention entropy (mean |after -
+    before| over layers, a ``rules.stats`` dict). Chapters 5 and 8."""
+    return get_path(results, "entropy", arm, "mean_abs_change")
+
+
+def nb_recall(results: Mapping, arm: str, name: str) -> Mapping | None:
+    """``arm``'s neighbourhood recall ``name`` (``"n50@k10"``: the round-2 top 50 covered by the
+    round-1 top 10) over its runs, a ``rules.stats`` dict. Chapters 6 and 8."""
+    return get_path(results, "nb_recall", arm, name)
+
+
+def loss_curves(results: Mapping, arm: str, size: str) -> list | None:
+    """``arm``'s round-1 fine-tuning loss per step at training ``size``, one curve per run.
+    Chapters 6 and 8."""
+    return get_path(results, "loss_curves", arm, size)
+
+
+def stage_flops(run: Mapping) -> float | None:
+    """The FLOPs one pre-training run's own stage spent (its ``compute``). Chapters 3 and 8."""
+    return get_path(run, "compute", "stage", "flops")
+
+
 def pretraining_runs(results: Mapping, arm: str) -> list[dict]:
     """Every pre-training run of ``arm`` in a results dict, first pre-training seed first (each
     with its final ``heldout`` gauges and ``compute``); empty for an arm that was not run.
