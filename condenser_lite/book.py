@@ -250,7 +250,7 @@ def glue(name: str, value: object, digits: int | None = None) -> None:
     that many decimals (``0.50``, not ``0.5``; never ``-0.00``). Without MyST-NB (on Colab)
     nothing happens: the prose then shows the role itself. Introduction, "Running it"."""
     if digits is not None:
-        from .reproduction.scorecard import fixed
+        from .reproduction.wording import fixed
 
         value = fixed(float(value), digits)
     try:

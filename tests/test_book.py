@@ -512,8 +512,9 @@ def test_the_intros_findings_are_the_committed_runs():
 
     from scipy import stats as scipy_stats
 
-    from condenser_lite.reproduction.claims_table import headline_rows, multiplicity
-    from condenser_lite.reproduction.rules import arm_seeds
+    from condenser_lite.reproduction.claims_table import headline_rows
+    from condenser_lite.reproduction.multiplicity import multiplicity
+    from condenser_lite.reproduction.results import arm_seeds
 
     intro = _plain((ROOT / "book" / "intro.md").read_text())
     part = intro[intro.index("## What the runs found"):intro.index("## How to read this book")]

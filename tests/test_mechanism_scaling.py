@@ -1,5 +1,5 @@
 """The scaling part of the mechanism study: the pre-registered trend of reliance against log
-FLOPs (rules.scaling_trend) checked against a least-squares fit by scipy, and the study's parts
+FLOPs (mechanism_rules.scaling_trend) checked against a least-squares fit by scipy, and the study's parts
 and summary on made-up gauges (condenser_lite/studies/mechanism.py)."""
 
 import json
@@ -10,7 +10,8 @@ import pytest
 from locations import ROOT
 from scipy import stats as scipy_stats
 
-from condenser_lite.reproduction.rules import RELIANCE_THRESHOLD, SCALING_SEEDS, scaling_trend
+from condenser_lite.reproduction.mechanism_rules import SCALING_SEEDS, scaling_trend
+from condenser_lite.reproduction.rules import RELIANCE_THRESHOLD
 
 pytestmark = pytest.mark.unit
 
@@ -178,7 +179,7 @@ def test_the_crossing_range_runs_low_to_high_on_both_sides_of_the_threshold():
 def test_the_trends_interval_cannot_see_a_rise_on_fewer_than_all_three_seeds():
     """What the pre-registered test can detect, known before the runs: with three seeds, a rise
     on one or two of them (the others flat) is never called a rise, however steep."""
-    from condenser_lite.reproduction.rules import trend_sensitivity
+    from condenser_lite.reproduction.mechanism_rules import trend_sensitivity
 
     sens = trend_sensitivity(3)
     assert sens["blind_to"] == 2
@@ -193,7 +194,7 @@ def test_the_trend_in_words_says_where_the_line_crosses_and_how_far_past_the_dat
     """``trend_text``, each branch on made-up trends: a rise inside the measured range or past
     it (an extrapolation), a flat trend whose upper slope crosses inside the range, past it, far
     past it (no number), or never."""
-    from condenser_lite.reproduction.scorecard import flops_text, trend_text
+    from condenser_lite.reproduction.wording import flops_text, trend_text
 
     assert flops_text(15.5) == "3.2 × 10¹⁵" and flops_text(13.0) == "1.0 × 10¹³"
     base = {"mean_slope": 0.1, "slope_interval": [0.05, 0.15], "confidence": 0.95, "threshold": 0.2,
@@ -277,7 +278,7 @@ def test_the_dry_runs_wall_time_waits_for_stage_1_and_the_longest_stage():
 
 
 def test_seeds_added_for_the_onset_rules_leave_the_scaling_summary_as_it_was():
-    """L48 joined by seeds outside rules.SCALING_SEEDS (the onset rules' 45-49, some without a
+    """L48 joined by seeds outside mechanism_rules.SCALING_SEEDS (the onset rules' 45-49, some without a
     control): every point, the trend and the comparisons stay those of SCALING_SEEDS."""
     study = json.loads((ROOT / "results" / "mechanism.json").read_text())
     m = study_module()

@@ -10,14 +10,21 @@
 * ``protocol.py``: the whole scaled-down reproduction as one job graph;
 * ``merge.py``: one results file from runs of a preset on different pre-training seeds;
 * ``estimate.py``: the projected wall time, measured before long work;
-* ``results.py``: the results file as evidence: provenance, headline, reading it back;
+* ``results.py``: the results file as evidence: provenance, headline, reading it back, and the
+  readers of what it holds;
 * ``health.py``: a reader's pre-training stage against the committed seeds' held-out curves;
 * ``rules.py``: the rules that turn numbers into verdicts, the pre-registered ones among them;
+* ``mechanism_rules.py``: the mechanism study's pre-registered rules (the modified Condenser, the
+  scaling trend);
 * ``onset.py``: when the faithful head switches on over a long Condenser stage (the onset rules);
-* ``scorecard.py``: the papers' claims C0-C8 (and the modified Condenser's C0m-C8m and Am) and their numbers,
-  judged by those rules;
-* ``claims_table.py``: the tests behind the verdicts, their number (BH q-values, Holm), the weak-verdict mark
-  and one row per claim;
+* ``papers.py``: the papers' published numbers behind each claim, read from ``papers.json``;
+* ``wording.py``: numbers in words (decimals, p-values, FLOPs, a comparison, the scaling trend);
+* ``checks.py``: the scorecard's checks, one per claim, and what each reads in a results file;
+* ``scorecard.py``: the papers' claims C0-C8 (and the modified Condenser's C0m-C8m and Am), each
+  judged by its check, with the papers' numbers beside ours;
+* ``multiplicity.py``: the tests behind the verdicts, their number (BH q-values, Holm) and the
+  weak-verdict mark;
+* ``claims_table.py``: one row per claim, for chapter 8 and the introduction;
 * ``claims_summary.py``: the introduction's two claims tables from those rows;
 * ``plots.py``: the legibility rule every figure meets and the figures' shared style;
 * ``plots_gauges.py``, ``plots_arms.py``: the figures of the pre-training gauges (chapters 1-2) and of

@@ -13,7 +13,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from .claims_table import WEAK_MARK, WEAK_P, headline_rows, q_text, where_link
+from .claims_table import headline_rows, q_text, where_link
+from .multiplicity import WEAK_MARK, WEAK_P
 
 
 def _paper(text: str) -> str:

@@ -36,8 +36,7 @@ from scipy import stats
 from .arms import arm_config
 from .presets import get_preset
 from .registry import ARMS, PARENT
-from .results import results_dir
-from .rules import pretraining_runs
+from .results import pretraining_runs, results_dir
 
 REFERENCE_PRESET = "small"  # the committed run whose curves are the reference
 GAUGES = {"mlm_loss": "held-out MLM loss", "cls_reliance": "[CLS] reliance"}

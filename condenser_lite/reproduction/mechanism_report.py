@@ -14,9 +14,10 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 
 from .onset import ONSET_SEEDS, SEEN_SEEDS, onset
-from .rules import (RELIANCE_THRESHOLD, c0_rule, judged_seeds, pretraining_runs, reliance_above_noise,
-                    run_reliance)
-from .scorecard import fixed, trend_text
+from .mechanism_rules import reliance_above_noise
+from .results import judged_seeds, pretraining_runs, run_reliance
+from .rules import RELIANCE_THRESHOLD, c0_rule
+from .wording import fixed, trend_text
 
 ORDER = ("e0", "e1", "e2", "e3", "e4", "e5", "l48", "s1x4", "w256")  # the page's order
 SCALING_PARTS = ("e0", "e1", "l48", "s1x4", "w256")

@@ -7,7 +7,7 @@ The rules, each on one Condenser stage's held-out gauge curve (a row every ``eva
 updates with the reliance ``cls_reliance`` and its noise ``cls_reliance_noise``):
 
 1. **Above noise.** An evaluation is above noise where its reliance exceeds twice its noise
-   (``rules.reliance_above_noise``).
+   (``mechanism_rules.reliance_above_noise``).
 2. **Onset.** The update of the first evaluation from which every evaluation to the stage's end
    is above noise. A curve whose last evaluation is not above noise has no onset.
 3. **Switched on.** The onset exists and the stay above noise spans at least ``MIN_STAY``
@@ -45,7 +45,8 @@ from typing import Mapping, Sequence
 import numpy as np
 from scipy import stats as scipy_stats
 
-from condenser_lite.reproduction.rules import RELIANCE_THRESHOLD, reliance_above_noise
+from condenser_lite.reproduction.mechanism_rules import reliance_above_noise
+from condenser_lite.reproduction.rules import RELIANCE_THRESHOLD
 
 ONSET_SEEDS = (42, 43, 44, 45, 46, 47, 48, 49)
 SEEN_SEEDS = (42, 43, 44)  # their curves were read before these rules were written

@@ -14,7 +14,7 @@ import numpy as np
 
 from .plots import FIGURE_WIDTH, SMALL, figure_for, legend_above, log_axis, panels
 from .registry import MAIN_ARMS, color, label
-from .rules import arm_seeds
+from .results import arm_seeds
 from .scorecard import scorecard
 from .tables import SHORT_LABELS, by_model, by_model_rows, full_size
 
@@ -229,10 +229,10 @@ def plot_gain_vs_paper(results: Mapping, arms: Sequence[str] = ("condenser", "co
     """Our relative gain over BERT beside the paper's, for the two claims the paper quantifies
     at several training sizes: C1 (round-1 retrieval, our first metric; the paper's MS MARCO
     MRR@10, Condenser table 5) and C7 (STS-b Spearman, Condenser table 1). Each of our sizes sits
-    at the paper's column it is compared with (``scorecard.expected_gain``); a hollow dot per
+    at the paper's column it is compared with (``papers.expected_gain``); a hollow dot per
     pre-trained model (its gain over the BERT of the same seed), a filled one for the gain of
     the means. Chapter 8."""
-    from .scorecard import EXPECTED_GAIN_SOURCE, expected_gain, paper_column
+    from .papers import EXPECTED_GAIN_SOURCE, expected_gain, paper_column
 
     fig, axes = panels(2, height=3.2)
     metric = results["preset"]["metrics"][0]

@@ -14,7 +14,7 @@ import numpy as np
 from .onset import onset as onset_of
 from .plots import FIGURE_WIDTH, SMALL, figure_for, legend_above, thousands
 from .rules import RELIANCE_THRESHOLD
-from .scorecard import FAR_DECADES
+from .wording import FAR_DECADES
 
 # one colour per pre-training seed, the same in every figure of the page (Okabe-Ito's, without
 # its yellow, then Tol's wine): seeds 42-49
@@ -225,7 +225,7 @@ def _two_and_five(x: float, pos=None) -> str:
 def plot_scaling(scaling: Mapping, reference: Mapping | None = None, ax=None):
     """The faithful Condenser's [CLS] reliance against its Condenser stage's FLOPs (log axis):
     ``scaling`` is ``results/mechanism.json``'s ``"scaling"`` (``points``: per part its
-    ``series`` and per seed ``reliance`` and ``log_flops``; ``trend``: ``rules.scaling_trend``'s
+    ``series`` and per seed ``reliance`` and ``log_flops``; ``trend``: ``mechanism_rules.scaling_trend``'s
     result or None). A hollow marker per seed, a filled one at each point's mean (none for a
     point still missing some of its seeds; an undefined reliance counts as 0, as the rule
     counts it), a line through the training-length series,

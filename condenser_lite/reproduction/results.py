@@ -1,9 +1,12 @@
 """The results file as evidence: what it records about how it was made (commit, command,
-settings, wall and CPU time, machine, package versions), its headline for tools, and reading the
-committed file back with its version checked.
+settings, wall and CPU time, machine, package versions), its headline for tools, reading the
+committed file back with its version checked, and the readers of what it holds (its pre-training
+runs, their gauges and [CLS] reliance, the seeds each arm was pre-trained on).
 
 ``protocol.run_protocol`` writes the file; the chapters read it with ``load_results`` (the
-committed ``results/<name>.json``). Explained in chapters 4 and 8
+committed ``results/<name>.json``) and look into it with the readers here (``get_path`` for a
+number at a path, ``pretraining_runs``, ``gauge``, ``reliance_by_seed``, ``arm_seeds``...), so a
+results file's layout is read in one place. Explained in chapters 4 and 8
 (``notebooks/04_finetune.ipynb``, ``notebooks/08_scorecard.ipynb``).
 """
 
@@ -20,15 +23,19 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import torch
 
 import condenser_lite
 
+from ..modeling.gauges import cls_reliance
 from ..utils.errors import DataSourceError, SchemaError
 from .jobs import load_average
 from .presets import Preset
-from .rules import PRE_REGISTRATION_COMMIT, RULES_V2_COMMIT, RULES_VERSION, gauge, head_arms, pretraining_runs, reliance_by_seed, reliance_summary
+from .rules import (MODIFIED_CHOICE_SEEDS, PRE_REGISTRATION_COMMIT, RULES_V2_COMMIT, RULES_VERSION, head_relies,
+                    reliance_summary)
 
 RESULTS_VERSION = 4  # 4: the preset under "preset" (3: "budget")
 REPO_ROOT = Path(__file__).resolve().parents[2]  # condenser_lite/reproduction/results.py -> the repository
@@ -105,6 +112,160 @@ def provenance(preset: Preset, command: str | None, started: str, wall_seconds: 
                       git("merge-base", "--is-ancestor", RULES_V2_COMMIT, "HEAD") is not None}}
 
 
+# ---- reading what a results file holds ------------------------------------------------------------
+
+
+def get_path(d: Mapping, *path: Any) -> Any:
+    """``d[path[0]][path[1]]...``, or None where a step is missing: results files of other presets
+    lack some parts. Chapter 8."""
+    for p in path:
+        if not isinstance(d, Mapping) or p not in d:
+            return None
+        d = d[p]
+    return d
+
+
+def preset_name(results: Mapping) -> str | None:
+    """The name of the preset a results file was made with. Chapter 8."""
+    return get_path(results, "preset", "name")
+
+
+def retrieval_score(results: Mapping, arm: str, rnd: str, size: str | None, metric: str) -> Mapping | None:
+    """``arm``'s retrieval ``metric`` over its fine-tuning runs (a ``rules.stats`` dict) in round
+    ``rnd`` (``"round1"``, ``"round2"``) at training ``size`` (the file's key, a string); None
+    where it was not run. Chapters 4 and 8."""
+    return get_path(results, "retrieval", arm, rnd, size, metric)
+
+
+def bm25_score(results: Mapping, metric: str, text: str = "full") -> float | None:
+    """BM25's ``metric`` on whole documents (``text="full"``) or on the dense models' first tokens
+    (``"truncated"``). Chapters 4 and 8."""
+    return get_path(results, "bm25", text, metric)
+
+
+def sts_score(results: Mapping, arm: str, size: str) -> Mapping | None:
+    """``arm``'s STS-b Spearman over its runs (a ``rules.stats`` dict) at ``size`` training pairs
+    (the file's key, a string); None where it was not run. Chapters 7 and 8."""
+    return get_path(results, "sts", arm, size)
+
+
+def entropy_change(results: Mapping, arm: str) -> Mapping | None:
+    """How much fine-tuning changed ``arm``'s per-layer CLS attention entropy (mean |after -
+    before| over layers, a ``rules.stats`` dict). Chapters 5 and 8."""
+    return get_path(results, "entropy", arm, "mean_abs_change")
+
+
+def nb_recall(results: Mapping, arm: str, name: str) -> Mapping | None:
+    """``arm``'s neighbourhood recall ``name`` (``"n50@k10"``: the round-2 top 50 covered by the
+    round-1 top 10) over its runs, a ``rules.stats`` dict. Chapters 6 and 8."""
+    return get_path(results, "nb_recall", arm, name)
+
+
+def loss_curves(results: Mapping, arm: str, size: str) -> list | None:
+    """``arm``'s round-1 fine-tuning loss per step at training ``size``, one curve per run.
+    Chapters 6 and 8."""
+    return get_path(results, "loss_curves", arm, size)
+
+
+def stage_flops(run: Mapping) -> float | None:
+    """The FLOPs one pre-training run's own stage spent (its ``compute``). Chapters 3 and 8."""
+    return get_path(run, "compute", "stage", "flops")
+
+
+def pretraining_runs(results: Mapping, arm: str) -> list[dict]:
+    """Every pre-training run of ``arm`` in a results dict, first pre-training seed first (each
+    with its final ``heldout`` gauges and ``compute``); empty for an arm that was not run.
+    Chapters 2 and 8."""
+    entry = get_path(results, "arms", arm)
+    if not entry:
+        return []
+    return [entry, *entry.get("other_pretraining_seeds", [])]
+
+
+def gauge(results: Mapping, arm: str, name: str) -> float | None:
+    """The mean over ``arm``'s pre-training runs of its final held-out gauge ``name``
+    (``mlm_loss``, ``head_loss``, ``cls_swap_gap``, ``cls_swap_noise``, ``cls_cosine``,
+    ``cls_reliance``), or None where any run lacks it: a mean over only the seeds where a gauge
+    is defined (the reliance is undefined without a deficit) would stand for a seed or two as if
+    for all (``gauge_defined`` counts them). Chapters 2 and 8."""
+    values = [(r.get("heldout") or {}).get(name) for r in pretraining_runs(results, arm)]
+    return float(np.mean(values)) if values and all(v is not None for v in values) else None
+
+
+def gauge_defined(results: Mapping, arm: str, name: str) -> tuple[int, int]:
+    """``(runs with the gauge name, runs)`` over ``arm``'s pre-training runs. Chapter 2."""
+    runs = pretraining_runs(results, arm)
+    return sum((r.get("heldout") or {}).get(name) is not None for r in runs), len(runs)
+
+
+def run_reliance(heldout: Mapping | None) -> dict | None:
+    """One pre-training run's [CLS] reliance, recomputed by the pre-registered ``cls_reliance``
+    from the losses its final gauges logged (``reliance_{own,ablated,late}_loss``; ``zero`` and
+    ``mean`` with the zero / mean [CLS] as the ablation), with the gauge's ``noise`` over blocks
+    and masks; None where the run has no reliance gauges. Chapters 2 and 8."""
+    h = heldout or {}
+    if h.get("reliance_own_loss") is None:
+        return None
+    own, late = h["reliance_own_loss"], h["reliance_late_loss"]
+    return {"reliance": cls_reliance(own, h["reliance_ablated_loss"], late), "noise": h.get("cls_reliance_noise"),
+            "zero": cls_reliance(own, h["reliance_zero_loss"], late), "mean": cls_reliance(own, h["reliance_mean_loss"], late)}
+
+
+def reliance_by_seed(results: Mapping, arm: str) -> list[dict]:
+    """``run_reliance`` of each of ``arm``'s pre-training runs (first seed first); empty where
+    any run lacks the gauges. Chapters 2 and 8."""
+    runs = [run_reliance(r.get("heldout")) for r in pretraining_runs(results, arm)]
+    return runs if runs and all(r is not None for r in runs) else []
+
+
+def head_arms(results: Mapping) -> list[str]:
+    """The Condenser-family arms of a results file: those whose runs logged the reliance gauges
+    (condenser, cocondenser, the coCondenser ablations, any modified Condenser). Chapter 8."""
+    return [a for a in results.get("arms", {}) if reliance_by_seed(results, a)]
+
+
+def runs_without_reliance(results: Mapping) -> list[str]:
+    """The arms with a pre-training run that logged its head's gauges (the [CLS]-swap gap) but not
+    the [CLS]-reliance ones: a run made before the reliance gauge existed, whose C0 the
+    pre-registered rule cannot judge (``scorecard`` refuses such a file). A published checkpoint,
+    pre-trained elsewhere, logged no gauges at all and is not among them. Chapter 8."""
+    def predates_reliance(heldout: Mapping | None) -> bool:
+        h = heldout or {}
+        return h.get("cls_swap_gap") is not None and h.get("reliance_own_loss") is None
+
+    return [arm for arm in results.get("arms", {})
+            if any(predates_reliance(r.get("heldout")) for r in pretraining_runs(results, arm))]
+
+
+def head_gate(results: Mapping, arm: str) -> bool | None:
+    """Whether ``arm``'s own head relies on [CLS] by the pre-registered ``head_relies`` (the C3
+    gate reads coCondenser's); None where its runs logged no reliance gauges. Chapter 8."""
+    return head_relies([r["reliance"] for r in reliance_by_seed(results, arm)])
+
+
+def arm_seeds(results: Mapping, arm: str) -> list:
+    """The pre-training seeds of ``arm``'s pre-trained models in a results file, first first
+    (None for a published checkpoint, which has no seed of ours). Chapter 8."""
+    return [r.get("seed") for r in pretraining_runs(results, arm)]
+
+
+def rules_version(results: Mapping) -> int | None:
+    """The version of the rules a results file was made under (its provenance's ``rules``), None
+    where it records none (a file made by hand, as the tests' are). Chapter 8."""
+    version = get_path(results, "provenance", "rules", "version")
+    return None if version is None else int(version)
+
+
+def judged_seeds(results: Mapping, arm: str) -> list:
+    """The pre-training seeds on which C0 is judged for ``arm``: every seed, except for the
+    modified Condenser, which is judged only on seeds the choice never saw (not in
+    ``MODIFIED_CHOICE_SEEDS``). Chapter 8."""
+    seeds = arm_seeds(results, arm)
+    if arm == "condenser_mod":
+        return [s for s in seeds if s not in MODIFIED_CHOICE_SEEDS]
+    return seeds
+
+
 # ---- the headline and the committed results -----------------------------------------------------------
 
 
@@ -123,7 +284,7 @@ def headline(results: Mapping) -> dict:
     tokens), ``cls_swap_gap`` / ``cls_swap_noise`` (the Condenser arm's), ``ndcg10`` per arm and
     BM25 on the same tokens (round 1, every training query, means over seeds), ``wall_minutes``
     (of the call that computed the file), ``cls_reliance`` (``{arm: reliance}`` for every
-    Condenser-family arm that logged the reliance gauges, ``scorecard.head_arms``; None for an arm
+    Condenser-family arm that logged the reliance gauges, ``head_arms``; None for an arm
     undefined on some seed; empty where no arm logged them) and ``pretraining_seeds`` (their number).
     Gauges are means over pre-training seeds. Chapter 8."""
     sizes = results.get("train_sizes") or [None]

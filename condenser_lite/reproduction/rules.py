@@ -1,27 +1,24 @@
 """The rules that turn numbers into verdicts, fixed before the runs they judge.
 
-Pure functions over a results file's numbers: the spread of a set of runs (``stats``) and whether
-two differ beyond it (``compare``); the pre-registered rules of the [CLS] mechanism (C0:
-``c0_rule`` on the reliance, ``cls_reliance`` being the gauge's ratio, ``modeling.gauges``) and of
-the claims' power (``minimum_detectable_difference``, ``power_verdict``), committed in
-``PRE_REGISTRATION_COMMIT`` before the run they judged; the pre-registered choice of a modified
-Condenser (``choose_modified``, ``MODIFIED_RULE_COMMIT``); and the few readers of a results file's
-pre-training runs and gauges they need. The results file (``results.py``), the scorecard and the
-chapters' checks all judge with these, so a verdict is computed one way. Explained in chapter 8
-(``notebooks/08_scorecard.ipynb``) and chapter 2.
+Pure functions over numbers: the spread of a set of runs (``stats``) and whether two differ
+beyond it (``compare``); the pre-registered rules of the [CLS] mechanism (C0: ``c0_rule`` on the
+reliance, ``cls_reliance`` being the gauge's ratio, ``modeling.gauges``) and of the claims' power
+(``minimum_detectable_difference``, ``power_verdict``), committed in ``PRE_REGISTRATION_COMMIT``
+before the run they judged; a claim's status from its parts (``claim_status``,
+``power_claim_status``); and the rules of version 2, which test every comparison over pre-trained
+models (``model_means``, ``unit_test``, ``RULES_V2_COMMIT``). The mechanism study's own rules are
+``mechanism_rules.py``'s; what a results file holds is read by ``results.py``. The scorecard and
+the chapters' checks all judge with these, so a verdict is computed one way. Explained in
+chapter 8 (``notebooks/08_scorecard.ipynb``) and chapter 2.
 """
-
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import numpy as np
 from scipy import stats as scipy_stats
-
-from ..modeling.gauges import cls_reliance
 
 ONE_SEED = "one seed, no spread"  # a verdict, and a claim's status, where no spread exists
 NOT_ATTRIBUTABLE = "not attributable: the head ignores [CLS]"
@@ -116,49 +113,6 @@ def c0_rule(reliance: Sequence[float | None], late_loss: Sequence[float], contro
             "status": claim_status([relies, cosine_lower])}
 
 
-# The modified Condenser, pre-registered before the mechanism study's parts E3 and E5 ran: which
-# deviation from the paper's head, if any, the `small` run carries as an extra arm beside the
-# faithful Condenser (which stays the main arm).
-MODIFIED_CANDIDATES = ("e3", "e4", "e5")  # no gradient into the early layers; embeddings; a more masked copy
-MODIFIED_FLOOR = 0.1  # a candidate that fails C0 is still carried if it reads [CLS] this much on every seed
-MODIFIED_RULE_COMMIT = "345dbf9ea156701a26acf6a271be2592f996eb4a"  # the commit that fixed choose_modified
-
-
-def choose_modified(parts: Mapping[str, Mapping]) -> dict:
-    """Which of the mechanism study's deviations becomes the "modified Condenser" arm, by the rule
-    fixed before E3 and E5 ran. ``parts`` maps a part name to its ``c0_rule`` result (one entry
-    per pre-training seed, each candidate run for the preset's Condenser steps from the same
-    stage-1 BERTs as the faithful Condenser); only ``MODIFIED_CANDIDATES`` are considered.
-
-    1. A candidate *meets C0* when its ``relies`` holds: reliance >= ``RELIANCE_THRESHOLD`` on
-       every seed with the late MLM loss within ``LATE_LOSS_MARGIN`` of BERT-continued's on each.
-    2. Among those that meet it, the largest smallest-seed reliance is chosen.
-    3. If none does, the candidate with the largest smallest-seed reliance among those whose late
-       loss is matched on every seed is chosen all the same, provided that reliance is at least
-       ``MODIFIED_FLOOR`` (it reads [CLS] on every seed): the book then says it does not meet C0.
-    4. Otherwise none is chosen, and the run has no modified arm.
-
-    Returns ``{"part", "meets_c0", "smallest_reliance", "candidates", "rule"}`` (``part`` None
-    for rule 4). Chapter 8 and the mechanism page (``notebooks/10_mechanism.md``)."""
-    scored = {}
-    for name in MODIFIED_CANDIDATES:
-        c0 = parts.get(name)
-        if not c0 or not c0.get("reliance"):
-            continue
-        values = c0["reliance"]
-        smallest = None if any(r is None for r in values) else min(values)  # undefined: reads no [CLS]
-        scored[name] = {"meets_c0": bool(c0.get("relies")), "smallest_reliance": smallest,
-                        "late_loss_matched": all(c0.get("late_loss_matched") or [False])}
-    meets = [n for n, v in scored.items() if v["meets_c0"]]
-    fallback = [n for n, v in scored.items() if v["late_loss_matched"] and v["smallest_reliance"] is not None
-                and v["smallest_reliance"] >= MODIFIED_FLOOR]
-    pool, rule = (meets, 2) if meets else (fallback, 3) if fallback else ([], 4)
-    part = max(pool, key=lambda n: scored[n]["smallest_reliance"]) if pool else None
-    return {"part": part, "meets_c0": scored[part]["meets_c0"] if part else None,
-            "smallest_reliance": scored[part]["smallest_reliance"] if part else None,
-            "candidates": scored, "rule": rule}
-
-
 def reliance_summary(per_seed: Sequence[Mapping]) -> dict:
     """The reliance over pre-training seeds: ``per_seed`` holds each seed's ``{"reliance",
     "noise"}`` (its noise over held-out blocks and mask draws, from the gauge). Returns ``mean``
@@ -233,16 +187,6 @@ def power_verdict(a: Mapping | None, b: Mapping | None, gain: float | None,
             "expected": None if expected is None else round(expected, 4), "gain": gain}
 
 
-def get_path(d: Mapping, *path: Any) -> Any:
-    """``d[path[0]][path[1]]...``, or None where a step is missing: results files of other presets
-    lack some parts. Chapter 8."""
-    for p in path:
-        if not isinstance(d, Mapping) or p not in d:
-            return None
-        d = d[p]
-    return d
-
-
 def holds(c: Mapping | None) -> bool | str | None:
     """A comparison as a claim part: True where ``a`` is better beyond the spread, False where it
     is not, ``ONE_SEED`` where no spread exists, None where it was not measured. Chapter 8."""
@@ -266,90 +210,10 @@ def claim_status(parts: Sequence[bool | str | None]) -> str:
     return "not reproduced at this scale"
 
 
-def pretraining_runs(results: Mapping, arm: str) -> list[dict]:
-    """Every pre-training run of ``arm`` in a results dict, first pre-training seed first (each
-    with its final ``heldout`` gauges and ``compute``); empty for an arm that was not run.
-    Chapters 2 and 8."""
-    entry = get_path(results, "arms", arm)
-    if not entry:
-        return []
-    return [entry, *entry.get("other_pretraining_seeds", [])]
-
-
-def gauge(results: Mapping, arm: str, name: str) -> float | None:
-    """The mean over ``arm``'s pre-training runs of its final held-out gauge ``name``
-    (``mlm_loss``, ``head_loss``, ``cls_swap_gap``, ``cls_swap_noise``, ``cls_cosine``,
-    ``cls_reliance``), or None where any run lacks it: a mean over only the seeds where a gauge
-    is defined (the reliance is undefined without a deficit) would stand for a seed or two as if
-    for all (``gauge_defined`` counts them). Chapters 2 and 8."""
-    values = [(r.get("heldout") or {}).get(name) for r in pretraining_runs(results, arm)]
-    return float(np.mean(values)) if values and all(v is not None for v in values) else None
-
-
-def gauge_defined(results: Mapping, arm: str, name: str) -> tuple[int, int]:
-    """``(runs with the gauge name, runs)`` over ``arm``'s pre-training runs. Chapter 2."""
-    runs = pretraining_runs(results, arm)
-    return sum((r.get("heldout") or {}).get(name) is not None for r in runs), len(runs)
-
-
 # The commit that fixed the pre-registered rules above (its message starts "Pre-register:"); a
 # results file made under them records it in its provenance (results.provenance).
 PRE_REGISTRATION_COMMIT = "59b4084943f1ff1ff5041095c1e5190f26812d3e"
 PRE_REGISTERED_RULES = f"pre-registered rules version 1 (commit {PRE_REGISTRATION_COMMIT[:7]})"
-
-
-def run_reliance(heldout: Mapping | None) -> dict | None:
-    """One pre-training run's [CLS] reliance, recomputed by the pre-registered ``cls_reliance``
-    from the losses its final gauges logged (``reliance_{own,ablated,late}_loss``; ``zero`` and
-    ``mean`` with the zero / mean [CLS] as the ablation), with the gauge's ``noise`` over blocks
-    and masks; None where the run has no reliance gauges. Chapters 2 and 8."""
-    h = heldout or {}
-    if h.get("reliance_own_loss") is None:
-        return None
-    own, late = h["reliance_own_loss"], h["reliance_late_loss"]
-    return {"reliance": cls_reliance(own, h["reliance_ablated_loss"], late), "noise": h.get("cls_reliance_noise"),
-            "zero": cls_reliance(own, h["reliance_zero_loss"], late), "mean": cls_reliance(own, h["reliance_mean_loss"], late)}
-
-
-def reliance_above_noise(gauges: Mapping, times: float = 2.0) -> bool:
-    """Whether one evaluation's ``cls_reliance`` is more than ``times`` its ``cls_reliance_noise``
-    (a stage's final gauges or a row of its curve): the book's description of a head that has
-    started to use its [CLS], beside C0's pre-registered 0.2; False where it is undefined. The
-    page "When does the head need [CLS]?" and chapter 8."""
-    reliance = gauges.get("cls_reliance")
-    return reliance is not None and reliance > times * gauges["cls_reliance_noise"]
-
-
-def reliance_by_seed(results: Mapping, arm: str) -> list[dict]:
-    """``run_reliance`` of each of ``arm``'s pre-training runs (first seed first); empty where
-    any run lacks the gauges. Chapters 2 and 8."""
-    runs = [run_reliance(r.get("heldout")) for r in pretraining_runs(results, arm)]
-    return runs if runs and all(r is not None for r in runs) else []
-
-
-def head_arms(results: Mapping) -> list[str]:
-    """The Condenser-family arms of a results file: those whose runs logged the reliance gauges
-    (condenser, cocondenser, the coCondenser ablations, any modified Condenser). Chapter 8."""
-    return [a for a in results.get("arms", {}) if reliance_by_seed(results, a)]
-
-
-def runs_without_reliance(results: Mapping) -> list[str]:
-    """The arms with a pre-training run that logged its head's gauges (the [CLS]-swap gap) but not
-    the [CLS]-reliance ones: a run made before the reliance gauge existed, whose C0 the
-    pre-registered rule cannot judge (``scorecard`` refuses such a file). A published checkpoint,
-    pre-trained elsewhere, logged no gauges at all and is not among them. Chapter 8."""
-    def predates_reliance(heldout: Mapping | None) -> bool:
-        h = heldout or {}
-        return h.get("cls_swap_gap") is not None and h.get("reliance_own_loss") is None
-
-    return [arm for arm in results.get("arms", {})
-            if any(predates_reliance(r.get("heldout")) for r in pretraining_runs(results, arm))]
-
-
-def head_gate(results: Mapping, arm: str) -> bool | None:
-    """Whether ``arm``'s own head relies on [CLS] by the pre-registered ``head_relies`` (the C3
-    gate reads coCondenser's); None where its runs logged no reliance gauges. Chapter 8."""
-    return head_relies([r["reliance"] for r in reliance_by_seed(results, arm)])
 
 
 def power_claim_status(records: Sequence[Mapping | None], extra: Sequence[bool | None] = ()) -> str:
@@ -380,7 +244,7 @@ def power_claim_status(records: Sequence[Mapping | None], extra: Sequence[bool |
 # pre-training method: most of the spread lies between pre-trained models. Version 2 averages
 # each pre-trained model's fine-tuning runs into one number and tests the arms over pre-training
 # seeds. Fixed before the runs it judges (``RULES_V2_COMMIT``); a results file records its rules'
-# version in its provenance (``results.provenance``), and ``scorecard`` judges it by that version.
+# version in its provenance (``results.provenance``), and ``scorecard`` refuses one made under others.
 #
 # What version 2 fixes, for the `small` run (presets.SMALL) it judges:
 # 1. Design: pre-training seeds 42-46 for every arm (the ablations too), three fine-tuning seeds
@@ -417,12 +281,6 @@ RULES_V2_COMMIT: str | None = "d199379665bfdfdfb7ae2d9fb9cddeca5f60843a"
 RULES_V2 = ("rules version 2: the pre-trained model as the unit, fine-tuning seeds averaged; one-sided paired "
             f"t-test at {ALPHA_ONE_SIDED:.0%} over pre-training seeds, Welch's where unpaired"
             + (f" (commit {RULES_V2_COMMIT[:7]})" if RULES_V2_COMMIT else ""))
-
-
-def arm_seeds(results: Mapping, arm: str) -> list:
-    """The pre-training seeds of ``arm``'s pre-trained models in a results file, first first
-    (None for a published checkpoint, which has no seed of ours). Chapter 8."""
-    return [r.get("seed") for r in pretraining_runs(results, arm)]
 
 
 def model_means(values: Sequence[float], seeds: Sequence) -> dict | None:
@@ -496,96 +354,3 @@ def unit_test(a: Mapping, b: Mapping, expected: float | None = None, alpha: floa
             "mdd": round(mdd, 4), "verdict": verdict}
 
 
-def rules_version(results: Mapping) -> int:
-    """The version of the rules a results file was made under (its provenance's ``rules``; files
-    made before version 2 carry none and are judged by version 1). Chapter 8."""
-    return int(get_path(results, "provenance", "rules", "version") or 1)
-
-
-def judged_seeds(results: Mapping, arm: str, version: int | None = None) -> list:
-    """The pre-training seeds on which C0 is judged for ``arm``: every seed, except for the
-    modified Condenser under version 2, which is judged only on seeds the choice never saw
-    (not in ``MODIFIED_CHOICE_SEEDS``); ``version``: the rules' version (default: the file's). Chapter 8."""
-    seeds = arm_seeds(results, arm)
-    if arm == "condenser_mod" and (rules_version(results) if version is None else version) >= 2:
-        return [s for s in seeds if s not in MODIFIED_CHOICE_SEEDS]
-    return seeds
-
-
-# ---- The faithful Condenser against scale: when does its head start to read [CLS]? ---------------
-#
-# Fixed before the runs it judges (``SCALING_RULE_COMMIT``), for the mechanism study's scaling part
-# (``studies/mechanism.py``, parts "l48"/"s1x4"/"w256" beside E0 and E1):
-# 1. Each point is a faithful Condenser stage on SCALING_SEEDS with its equal-step BERT-continued
-#    control from the same stage-1 model; its reliance is the gauge's final value (``run_reliance``)
-#    and it "reads [CLS]" where ``c0_rule``'s ``relies`` holds: reliance >= RELIANCE_THRESHOLD on
-#    every seed with the late MLM loss within LATE_LOSS_MARGIN nats of the control's.
-# 2. The x axis is log10 of the Condenser stage's own FLOPs (``accounting.stage_flops``).
-# 3. The trend, for the series "training length" (Condenser stages of 3,000, 12,000 and 48,000
-#    updates from the same stage-1 models): per seed, the least-squares slope of reliance on log10
-#    FLOPs; their mean with a two-sided 95% t-interval over seeds; the line through the mean point
-#    (mean log10 FLOPs, mean reliance) with that slope. Where the interval's lower end is above 0,
-#    the FLOPs at which the line reaches RELIANCE_THRESHOLD, with the interval the slope's limits
-#    give; otherwise the trend is called flat and reported as a bound: the fewest FLOPs at which a
-#    line with the interval's upper slope would reach the threshold (none if that slope is <= 0).
-# 4. The other series (stage 1 four times as long; hidden size 256 with its own stage 1), each at
-#    the preset's Condenser length, are compared with the training-length series' point of the same
-#    length by a one-sided paired t-test over seeds (``unit_test``: is the reliance higher?).
-SCALING_SEEDS = (42, 43, 44)
-SCALING_RULE_COMMIT = "9ab310ba47451c5ea041c8ad7c20b7b2cfcfa681"  # the commit that fixed these rules
-SCALING_CONFIDENCE = 0.95
-
-
-def scaling_trend(points: Sequence[Mapping], threshold: float = RELIANCE_THRESHOLD,
-                  confidence: float = SCALING_CONFIDENCE) -> dict:
-    """The pre-registered trend of reliance against log10 FLOPs (rule 3 above). ``points``: one
-    per seed and stage, ``{"seed", "log_flops", "reliance"}`` (an undefined reliance counts as 0:
-    a head that never trails its backbone reads nothing). Returns per-seed ``slopes``, their
-    ``mean_slope`` and ``slope_interval``, the mean point (``x_mean``, ``r_mean``), ``flat``, and
-    ``crossing_log_flops`` with ``crossing_interval`` (log10 FLOPs; None where no line reaches
-    the threshold) or, for a flat trend, ``bound_log_flops``. Explained on the page "When does the
-    head need [CLS]?" (``notebooks/10_mechanism.md``)."""
-    by_seed: dict[Any, list[tuple[float, float]]] = {}
-    for p in points:
-        by_seed.setdefault(p["seed"], []).append((float(p["log_flops"]), float(p["reliance"] or 0.0)))
-    slopes = {}
-    for seed, xy in by_seed.items():
-        if len({x for x, _ in xy}) < 2:
-            raise ValueError(f"seed {seed} has points at fewer than two FLOPs: no slope")
-        x, y = np.asarray(xy).T
-        slopes[seed] = float(np.polyfit(x, y, 1)[0])
-    s = np.asarray(list(slopes.values()))
-    n = s.size
-    mean = float(s.mean())
-    if n < 2:
-        raise ValueError("the trend needs at least two pre-training seeds")
-    half = float(scipy_stats.t.ppf(0.5 + confidence / 2, n - 1) * s.std(ddof=1) / math.sqrt(n))
-    lo, hi = mean - half, mean + half
-    xs = np.asarray([x for xy in by_seed.values() for x, _ in xy])
-    rs = np.asarray([r for xy in by_seed.values() for _, r in xy])
-    x_mean, r_mean = float(xs.mean()), float(rs.mean())
-
-    def reach(slope: float) -> float | None:
-        return None if slope <= 0 else x_mean + (threshold - r_mean) / slope
-
-    flat = lo <= 0
-    out = {"slopes": {str(k): round(v, 6) for k, v in slopes.items()}, "mean_slope": round(mean, 6),
-           "slope_interval": [round(lo, 6), round(hi, 6)], "confidence": confidence, "x_mean": round(x_mean, 4),
-           "r_mean": round(r_mean, 6), "threshold": threshold, "flat": flat}
-    if flat:
-        return {**out, "crossing_log_flops": None, "crossing_interval": None, "bound_log_flops": reach(hi)}
-    # low end first: below the threshold the steeper slope reaches it sooner, above it later
-    return {**out, "crossing_log_flops": reach(mean), "crossing_interval": sorted([reach(hi), reach(lo)]),
-            "bound_log_flops": None}
-
-
-def trend_sensitivity(n: int, confidence: float = SCALING_CONFIDENCE) -> dict:
-    """What ``scaling_trend``'s interval over ``n`` seeds can detect, known before any run: its
-    lower end clears zero only where the mean slope exceeds ``ratio`` times the seeds' slopes'
-    standard deviation, so a rise on ``blind_to`` seeds of ``n`` or fewer, the others flat, is
-    never called a rise however steep (equal slopes on the rising seeds come closest to passing,
-    by Cauchy-Schwarz). The page "When does the head need [CLS]?"."""
-    t = float(scipy_stats.t.ppf(0.5 + confidence / 2, n - 1))
-    # k equal slopes b, n - k zero: mean / (sd / sqrt(n)) = sqrt(k (n - 1) / (n - k)), against t
-    blind = [k for k in range(1, n) if math.sqrt(k * (n - 1) / (n - k)) <= t]
-    return {"ratio": t / math.sqrt(n), "blind_to": max(blind, default=0)}

@@ -10,8 +10,10 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from .registry import CLAIM, label
-from .rules import arm_seeds, gauge, gauge_defined, model_means
-from .scorecard import claim_rows, fixed, p_text, scorecard
+from .results import arm_seeds, gauge, gauge_defined
+from .rules import model_means
+from .scorecard import claim_rows, scorecard
+from .wording import fixed, p_text
 
 
 def full_size(results: Mapping) -> str:
@@ -20,7 +22,7 @@ def full_size(results: Mapping) -> str:
 
 
 def fmt(stat: Mapping | None, digits: int = 3) -> str:
-    """``mean ± std`` of a ``rules.stats`` dict, each number by ``scorecard.fixed`` (``digits``
+    """``mean ± std`` of a ``rules.stats`` dict, each number by ``wording.fixed`` (``digits``
     decimals, never ``-0.000``), or an empty string. Chapters 4-8."""
     if not stat or stat.get("mean") is None:
         return ""
@@ -118,7 +120,7 @@ GAUGE_NAMES = {"mlm_loss": "held-out MLM loss", "head_loss": "head MLM loss", "c
 
 
 def gauge_table(results: Mapping, arms: Sequence[str], digits: int = 4):
-    """The held-out gauges at the end of each arm's pre-training (``scorecard.gauge``: the mean
+    """The held-out gauges at the end of each arm's pre-training (``results.gauge``: the mean
     over its pre-training seeds), one column per arm, one row per gauge (``GAUGE_NAMES``), as
     text with ``digits`` decimals (never in exponent form, never "-0.0000"); "undefined on k of
     n seeds" where only some seeds define it (the reliance without a deficit); empty where an

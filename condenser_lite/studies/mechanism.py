@@ -176,7 +176,8 @@ def judge(per_seed: dict) -> dict:
     """C0 by the pre-registered rule over the seeds of ``per_seed`` (seed order), from the final
     gauges each summary keeps. C0 pairs each Condenser with its control, so it is judged on the
     seeds that have one (``c0_seeds``); the reliance summary covers every seed."""
-    from condenser_lite.reproduction.rules import c0_rule, reliance_summary, run_reliance
+    from condenser_lite.reproduction.results import run_reliance
+    from condenser_lite.reproduction.rules import c0_rule, reliance_summary
 
     seeds = sorted(per_seed, key=int)
     paired = [s for s in seeds if "bert_cont" in per_seed[s]]
@@ -202,8 +203,9 @@ def scaling(study: dict) -> dict | None:
     ``below_threshold`` seeds say whether the verdict can still be "reads [CLS]"."""
     import math
 
-    from condenser_lite.reproduction.rules import (RELIANCE_THRESHOLD, SCALING_SEEDS, run_reliance,
-                                                   scaling_trend, unit_test)
+    from condenser_lite.reproduction.mechanism_rules import SCALING_SEEDS, scaling_trend
+    from condenser_lite.reproduction.results import run_reliance
+    from condenser_lite.reproduction.rules import RELIANCE_THRESHOLD, unit_test
 
     points = {}
     for part in SCALING_PARTS:
@@ -324,7 +326,7 @@ def main(argv: list[str] | None = None) -> None:
     out = Path(a.out)
     study = json.loads(out.read_text()) if out.exists() else {}
     preset = get_preset(a.preset)
-    from condenser_lite.reproduction.rules import SCALING_SEEDS
+    from condenser_lite.reproduction.mechanism_rules import SCALING_SEEDS
 
     def part_seeds(part: str) -> tuple[int, ...]:
         if given_seeds:
@@ -422,7 +424,7 @@ def grew_from(larger: dict, smaller: dict) -> bool:
 def write(study: dict, out: Path, preset) -> None:
     """Judge what ``study`` holds by the pre-registered rules (the modified Condenser's choice
     among the deviations, the scaling summary) and write it to ``out``."""
-    from condenser_lite.reproduction.rules import MODIFIED_RULE_COMMIT, SCALING_RULE_COMMIT, choose_modified
+    from condenser_lite.reproduction.mechanism_rules import MODIFIED_RULE_COMMIT, SCALING_RULE_COMMIT, choose_modified
 
     study["modified"] = {**choose_modified({p: v["c0"] for p, v in study.items() if p in PARTS}),
                          "rule_commit": MODIFIED_RULE_COMMIT}

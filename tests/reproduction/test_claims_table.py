@@ -1,178 +1,20 @@
-"""The claims at a glance (condenser_lite/reproduction/claims_table.py): the tests behind each
-verdict and their number, the Benjamini-Hochberg q-values against a hand-written procedure and
-Holm's against a hand loop, the verdicts judged again (each test on its own gives the stored
-verdicts back, on the committed file and on every part), the weak-verdict rule at its edges, the
-unseen seeds recomputed from the runs, the controls' shares, and the introduction's table."""
+"""The claims at a glance (condenser_lite/reproduction/claims_table.py): one row per claim with
+the papers' number, ours and the verdict with its weak mark and BH q, and the introduction's
+table made from them."""
 
-import copy
 import json
 
-import numpy as np
 import pytest
 from locations import ROOT
-from scipy import stats
 
 from condenser_lite.reproduction import claims_table as ct
+from condenser_lite.reproduction.multiplicity import WEAK_MARK, family
 from condenser_lite.reproduction.registry import CLAIM
-from condenser_lite.reproduction.rules import arm_seeds, model_means
-
-RESULTS = [ROOT / "results" / "small.json", *sorted((ROOT / "results" / "parts").glob("*.json"))]
 
 
 @pytest.fixture(scope="module")
 def small():
     return json.loads((ROOT / "results" / "small.json").read_text())
-
-
-def bh_by_hand(p):
-    """Benjamini-Hochberg q-values as the procedure is written: sort, p_(k) m / k, the running
-    minimum from the largest down, at most 1."""
-    p = list(p)
-    m = len(p)
-    order = sorted(range(m), key=lambda i: p[i])
-    q, running = [0.0] * m, 1.0
-    for rank in range(m, 0, -1):
-        i = order[rank - 1]
-        running = min(running, p[i] * m / rank)
-        q[i] = running
-    return q
-
-
-def holm_by_hand(p, alpha):
-    """Holm's step-down procedure: reject the k-th smallest while it is below alpha / (m - k + 1)."""
-    m, rejected = len(p), set()
-    for k, i in enumerate(sorted(range(m), key=lambda i: p[i])):
-        if p[i] >= alpha / (m - k):
-            break
-        rejected.add(i)
-    return rejected
-
-
-def test_scipys_q_values_are_the_procedure_by_hand(small):
-    rng = np.random.default_rng(0)
-    for p in (rng.uniform(size=40), rng.uniform(size=7) ** 3, [0.01, 0.04, 0.03, 0.04, 0.5]):
-        assert np.allclose(stats.false_discovery_control(p, method="bh"), bh_by_hand(p))
-    family = ct.family(small)
-    assert np.allclose([r["q"] for r in family], bh_by_hand([r["p"] for r in family]))
-    assert np.allclose([r["q_reversed"] for r in family], bh_by_hand([r["p_reversed"] for r in family]))
-
-
-def test_holm_is_the_step_down_procedure():
-    rng = np.random.default_rng(1)
-    for p in (rng.uniform(size=30) ** 4, [0.001, 0.011, 0.02, 0.04], [0.2, 0.01, 0.01]):
-        adjusted = ct.holm(p)
-        assert {i for i, a in enumerate(adjusted) if a < 0.05} == holm_by_hand(p, 0.05)
-        assert (adjusted >= np.asarray(p)).all() and (adjusted <= 1).all()
-    assert list(ct.holm([0.01, 0.04, 0.03])) == pytest.approx([0.03, 0.06, 0.06])
-
-
-def test_the_tests_behind_the_verdicts_are_counted_once(small):
-    tests = ct.deciding_tests(small)
-    by_claim = {cid: [t for t in tests if t.claim == cid] for cid in CLAIM}
-    assert not by_claim["C0"] and not by_claim["C0m"]  # the reliance rule, no test
-    assert all(t.path[-1] == "R@100" for t in by_claim["C2"])  # C2 by recall
-    assert all(t.path[-1] != "bert" for t in by_claim["C4"] + by_claim["C4m"])  # BERT's round 2 only shown
-    assert not [t for t in by_claim["Am"] if t.path[2] == "control_vs_bert_cont"]  # shown, not judged
-    family = ct.family(small)
-    shared = [r["claims"] for r in family if len(r["claims"]) > 1]
-    assert sorted(shared) == [["C1m", "Am"], ["C1m", "Am"], ["C2", "C3"], ["C7m", "Am"], ["C7m", "Am"]]
-    assert len(family) == len(tests) - len(shared)
-    m = ct.multiplicity(small)
-    assert m["tests"] == len(family) and m["listed"] == len(tests)
-    assert m["expected_false"] == pytest.approx(0.05 * len(family))
-    assert m["significant"] == sum(r["p"] < 0.05 for r in family)
-
-
-def test_each_test_on_its_own_gives_the_stored_verdicts_back():
-    for path in RESULTS:
-        results = json.loads(path.read_text())
-        stored = {c["id"]: c["status"] for c in results["claims"]}
-        assert ct.rejudge(results) == stored, path.name
-
-
-def test_a_test_that_falls_changes_its_claims_verdict(small):
-    edited = copy.deepcopy(small)
-    c4m = next(c for c in edited["claims"] if c["id"] == "C4m")
-    c4m["ours"]["round2_vs_round1"]["condenser_mod"].update(p=0.2, p_reversed=0.8)
-    assert ct.rejudge(edited)["C4m"] == "not reproduced at this scale"
-    # a shown, not judged, comparison changes no verdict
-    edited = copy.deepcopy(small)
-    am = next(c for c in edited["claims"] if c["id"] == "Am")
-    for st in am["ours"]["settings"].values():
-        for c in st["control_vs_bert_cont"].values():
-            c.update(p=0.9, p_reversed=0.1)
-    assert ct.rejudge(edited) == ct.rejudge(small)
-    # Am holds only where the modified Condenser beats both controls
-    am["ours"]["settings"]["STS-b at 500 training pairs"]["vs_control"]["bert_cont_flops"].update(p=0.3)
-    assert ct.rejudge(edited)["Am"] == "partly reproduced"
-    with pytest.raises(ValueError, match="bh"):
-        ct.rejudge(small, "bonferroni")
-
-
-def test_bh_and_holm_on_the_committed_run(small):
-    m = ct.multiplicity(small)
-    changed_bh = {c for c, v in m["verdicts_bh"].items() if v != m["verdicts"][c]}
-    family = ct.family(small)
-    falls = {c for r in family if r["p"] < 0.05 <= r["q"] for c in r["claims"]}
-    assert changed_bh == falls  # a verdict changes exactly where one of its tests falls
-    assert m["bh"] == m["significant"] - sum(r["p"] < 0.05 <= r["q"] for r in family)
-    assert m["holm"] == len(holm_by_hand([r["p"] for r in family], 0.05))
-    assert m["holm"] <= m["bh"] <= m["significant"]
-    assert all(m["verdicts_holm"][c] == m["verdicts"][c] for c in ("C0", "C0m", "C2", "C8", "C8m"))
-
-
-@pytest.mark.parametrize("p, diff, mdd, verdict, weak", [
-    (0.02, 0.01, 0.011, "better", True), (0.0499, 0.01, 0.011, "reproduced", True),
-    (0.0199, 0.01, 0.011, "better", False), (0.05, 0.01, 0.011, "better", False),
-    (0.03, 0.011, 0.011, "better", False), (0.03, 0.01, 0.011, "not significant", False),
-    (0.03, 0.01, None, "better", False)])
-def test_the_weak_rule_at_its_edges(p, diff, mdd, verdict, weak):
-    assert ct.is_weak({"p": p, "diff": diff, "mdd": mdd, "verdict": verdict}) is weak
-
-
-def test_the_weak_verdicts_of_the_committed_run(small):
-    weak = ct.weak_tests(small)
-    for cid, tests in weak.items():
-        assert all(ct.is_weak(t.numbers) for t in tests)
-        assert next(c for c in small["claims"] if c["id"] == cid)["status"] != "not reproduced at this scale"
-    rows = {r["id"]: r for r in ct.headline_rows(small)}
-    assert {c for c, r in rows.items() if r["weak"]} == set(weak)
-    # a weak test outside what a verdict counts as holding marks nothing: Am's controls' own gains
-    am = next(c for c in small["claims"] if c["id"] == "Am")
-    own = [c for st in am["ours"]["settings"].values() for c in st["control_vs_bert_cont"].values()]
-    assert any(ct.is_weak(c) for c in own)
-    assert all(t.path[2] != "control_vs_bert_cont" for t in weak.get("Am", []))
-
-
-def test_the_unseen_seeds_recomputed_from_the_runs(small):
-    rows = ct.unseen_seed_tests(small)
-    unseen = [s for s in arm_seeds(small, "condenser_mod") if s not in (42, 43)]
-    assert rows and all(r["seeds"] == unseen and r["n"] == len(unseen) for r in rows)
-    assert len({(r["a"], r["b"], r["setting"]) for r in rows}) == len(rows)  # each test once
-    # one of them from the fine-tuning runs themselves, with scipy's paired test
-    full = str(small["train_sizes"][-1])
-
-    def means(arm):
-        m = model_means(small["retrieval"][arm]["round1"][full]["nDCG@10"]["values"], arm_seeds(small, arm))
-        return [x for s, x in zip(m["seeds"], m["means"]) if s in unseen]
-
-    p = stats.ttest_rel(means("condenser_mod"), means("bert_cont"), alternative="greater").pvalue
-    row = next(r for r in rows if r["claim"] == "C1m" and r["setting"].startswith(full) and r["b"] == "BERT-continued")
-    assert row["p"] == pytest.approx(p, abs=1e-4)
-
-
-def test_the_controls_shares_recomputed_from_the_runs(small):
-    rows = ct.control_shares(small)
-    full = str(small["train_sizes"][-1])
-
-    def mean(arm):
-        m = model_means(small["retrieval"][arm]["round1"][full]["nDCG@10"]["values"], arm_seeds(small, arm))
-        return np.mean(m["means"])
-
-    row = next(r for r in rows if r["setting"].startswith(f"nDCG@10 at {full}") and "FLOPs" in r["control"])
-    share = (mean("bert_cont_flops") - mean("bert_cont")) / (mean("condenser_mod") - mean("bert_cont"))
-    assert row["share"] == pytest.approx(share, abs=1e-4)
-    assert all(r["gain"] > 0 and r["share"] == pytest.approx(r["own"] / r["gain"]) for r in rows)
 
 
 def test_headline_rows_one_per_claim(small):
@@ -181,7 +23,7 @@ def test_headline_rows_one_per_claim(small):
     keys = {"id", "claim", "paper", "ours", "diff", "p", "mdd", "verdict", "weak", "weak_text", "q", "verdict_bh",
             "verdict_holm", "held", "tests", "doc", "anchor", "where"}
     assert all(set(r) == keys for r in rows)
-    family = {(r["diff"], r["p"]): r for r in ct.family(small)}
+    by_test = {(r["diff"], r["p"]): r for r in family(small)}
     for r in rows:
         assert r["claim"] == CLAIM[r["id"]].title and r["doc"].startswith("notebooks/")
         if r["p"] is None:
@@ -192,9 +34,9 @@ def test_headline_rows_one_per_claim(small):
     c1 = next(r for r in rows if r["id"] == "C1")
     assert "0.338 vs 0.309" in c1["paper"] and "Condenser table 5" in c1["paper"]
     assert next(r for r in rows if r["id"] == "Am")["paper"].startswith("none")
-    assert family  # the q of a held headline test is its family's q
+    assert by_test  # the q of a held headline test is its family's q
     c4 = next(r for r in rows if r["id"] == "C4")
-    assert c4["q"] == pytest.approx(family[(c4["diff"], c4["p"])]["q"])
+    assert c4["q"] == pytest.approx(by_test[(c4["diff"], c4["p"])]["q"])
 
 
 def test_headline_markdown_marks_and_links(small):
@@ -205,8 +47,8 @@ def test_headline_markdown_marks_and_links(small):
     assert len(table) == len(rows)
     for line, r in zip(table, rows):
         assert line.startswith(f"| **{r['id']}** ") and line.count(" | ") == 5
-        assert (ct.WEAK_MARK in line) == r["weak"]
+        assert (WEAK_MARK in line) == r["weak"]
         assert ("under BH" in line) == (r["verdict_bh"] != r["verdict"])
     assert "{ref}`chapter 8 <scorecard-am>`" in text and "{doc}`chapter 4 </notebooks/04_finetune>`" in text
     assert "{doc}" not in ct.headline_markdown(small, links=False)
-    assert lines[-1].startswith(f"{ct.WEAK_MARK} weak:")
+    assert lines[-1].startswith(f"{WEAK_MARK} weak:")

@@ -30,7 +30,7 @@ def committed():
 
 def _reference(small):
     # the scaling figure's diamonds, as the mechanism page builds them
-    from condenser_lite.reproduction.rules import judged_seeds, pretraining_runs, run_reliance
+    from condenser_lite.reproduction.results import judged_seeds, pretraining_runs, run_reliance
 
     judged = judged_seeds(small, "condenser_mod")
     runs = [r for r in pretraining_runs(small, "condenser_mod") if r.get("seed") in judged]

@@ -15,7 +15,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 from condenser_lite.reproduction import plots, plots_arms, plots_gauges, plots_mechanism, registry, tables  # noqa: E402
 from condenser_lite.reproduction.registry import STANDARD_ARMS  # noqa: E402
 from condenser_lite.reproduction.rules import POWER_VERDICTS  # noqa: E402
-from condenser_lite.reproduction.scorecard import claim_rows, p_text  # noqa: E402
+from condenser_lite.reproduction.scorecard import claim_rows  # noqa: E402
+from condenser_lite.reproduction.wording import p_text  # noqa: E402
 
 needs_mirror = pytest.mark.skipif(not MIRROR.exists(), reason="local data mirror ../shared/data not found")
 
@@ -189,7 +190,7 @@ def test_plots_and_tables_from_results(micro_run, tmp_path):
 def test_gain_vs_paper_sets_ours_beside_the_papers(micro_run):
     """One panel per quantified claim (C1, C7): the paper's relative gain at the columns our
     sizes are compared with, and ours per size: each pre-trained model's and the means'."""
-    from condenser_lite.reproduction.scorecard import expected_gain
+    from condenser_lite.reproduction.papers import expected_gain
 
     _, _, results, _ = micro_run
     fig = plots_arms.plot_gain_vs_paper(results)
@@ -264,7 +265,8 @@ def _scaling(trend):
 def test_plot_scaling_draws_every_seed_the_threshold_and_the_trend():
     import matplotlib.pyplot as plt
 
-    from condenser_lite.reproduction.rules import RELIANCE_THRESHOLD, scaling_trend
+    from condenser_lite.reproduction.mechanism_rules import scaling_trend
+    from condenser_lite.reproduction.rules import RELIANCE_THRESHOLD
 
     data = _scaling(None)
     points = [{"seed": s, **v} for p in ("e0", "e1", "l48") for s, v in data["points"][p]["per_seed"].items()]
@@ -354,7 +356,7 @@ def test_plot_scaling_stops_the_axis_where_the_prose_stops_giving_a_number():
     FLOPs) draws no bound and keeps the axis within FAR_DECADES of the data: no overflow."""
     import matplotlib.pyplot as plt
 
-    from condenser_lite.reproduction.scorecard import FAR_DECADES
+    from condenser_lite.reproduction.wording import FAR_DECADES
 
     data = _scaling({"r_mean": 0.01, "mean_slope": 0.0001, "x_mean": 14.6, "slope_interval": [-0.001, 0.0002],
                      "flat": True, "crossing_log_flops": None, "crossing_interval": None,

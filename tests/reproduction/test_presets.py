@@ -83,7 +83,7 @@ def test_the_small_presets_modified_condenser_is_the_mechanism_studys_choice():
 
     from condenser_lite.reproduction.presets import get_preset
     from condenser_lite.reproduction.registry import MODIFIED_ARM
-    from condenser_lite.reproduction.rules import MODIFIED_CANDIDATES, choose_modified
+    from condenser_lite.reproduction.mechanism_rules import MODIFIED_CANDIDATES, choose_modified
 
     study = json.loads((ROOT / "results" / "mechanism.json").read_text())
     choice = choose_modified({p: study[p]["c0"] for p in MODIFIED_CANDIDATES if p in study})

@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 
 from condenser_lite.reproduction.release import verify_checkpoints
-from condenser_lite.reproduction.results import RESULTS_DIR, RESULTS_VERSION, headline, load_results
+from condenser_lite.reproduction import results as reading
+from condenser_lite.reproduction.results import (RESULTS_DIR, RESULTS_VERSION, headline, load_results,
+                                                 runs_without_reliance)
 from condenser_lite.reproduction.rules import PRE_REGISTERED_RULES, PRE_REGISTRATION_COMMIT
 from condenser_lite.reproduction.scorecard import scorecard
 from condenser_lite.utils.errors import DataSourceError, SchemaError
@@ -157,3 +159,43 @@ def test_a_results_file_whose_headline_disagrees_with_its_body_is_refused(tmp_pa
     with pytest.raises(SchemaError, match=rf"small.json: its headline says ndcg10.cocondenser=0.2 but its body gives "
                                           rf"{true}; .*experiments --preset small --out"):
         load_results("small", folder=tmp_path)
+
+
+def test_runs_without_reliance_are_heads_gauged_before_the_reliance_gauge():
+    """A run that logged its head's swap gap but no reliance predates the reliance gauge; a
+    published checkpoint (no gauges at all) and BERT (no head) do not."""
+    gauged = {"cls_swap_gap": 0.01, "cls_swap_noise": 0.001, "reliance_own_loss": 2.9}
+    old = {"cls_swap_gap": 0.01, "cls_swap_noise": 0.001}
+    results = {"arms": {"bert": {"heldout": {"mlm_loss": 4.0}}, "condenser": {"heldout": gauged},
+                        "cocondenser": {"heldout": gauged, "other_pretraining_seeds": [{"heldout": old}]},
+                        "published": {"seed": None, "heldout": None}}}
+    assert runs_without_reliance(results) == ["cocondenser"]  # its second pre-training seed
+    assert runs_without_reliance({"arms": {"condenser": {"heldout": old}}}) == ["condenser"]
+    assert runs_without_reliance({}) == []
+
+
+def test_the_readers_find_each_number_where_the_file_keeps_it():
+    """Each reader of results.py returns the number at its place in the committed file, and None
+    where the file has no such arm, size or run."""
+    small = json.loads((RESULTS_DIR / "small.json").read_text())
+    full, pairs = str(small["train_sizes"][-1]), str(small["sts_sizes"][0])
+    runs = reading.pretraining_runs(small, "condenser_mod")
+    assert runs[0] is small["arms"]["condenser_mod"] and len(runs) == len(small["pretraining_seeds"])
+    assert reading.arm_seeds(small, "condenser_mod") == small["pretraining_seeds"]
+    assert reading.preset_name(small) == "small"
+    assert reading.retrieval_score(small, "condenser", "round2", full, "nDCG@10") is \
+        small["retrieval"]["condenser"]["round2"][full]["nDCG@10"]
+    assert reading.bm25_score(small, "nDCG@10") == small["bm25"]["full"]["nDCG@10"]
+    assert reading.sts_score(small, "bert", pairs) is small["sts"]["bert"][pairs]
+    assert reading.entropy_change(small, "bert") is small["entropy"]["bert"]["mean_abs_change"]
+    assert reading.nb_recall(small, "bert", "n50@k10") is small["nb_recall"]["bert"]["n50@k10"]
+    assert reading.loss_curves(small, "bert", full) is small["loss_curves"]["bert"][full]
+    assert reading.stage_flops(runs[0]) == runs[0]["compute"]["stage"]["flops"]
+    assert reading.gauge(small, "bert", "mlm_loss") == pytest.approx(
+        np.mean([r["heldout"]["mlm_loss"] for r in reading.pretraining_runs(small, "bert")]))
+    for missing in (reading.retrieval_score(small, "nobody", "round1", full, "nDCG@10"),
+                    reading.retrieval_score(small, "bert", "round1", "7", "nDCG@10"),
+                    reading.sts_score(small, "bert", None), reading.nb_recall(small, "bert", "n7@k7"),
+                    reading.gauge(small, "nobody", "mlm_loss")):
+        assert missing is None
+    assert reading.pretraining_runs(small, "nobody") == [] and reading.rules_version(small) == 2

@@ -1,6 +1,7 @@
 """The rules that turn numbers into verdicts (condenser_lite/reproduction/rules.py): the spread
-comparison and claim status, the pre-registered [CLS]-reliance rule of C0, the power of a
-comparison, and the pre-registered choice of a modified Condenser. Pure functions on made-up numbers."""
+comparison and claim status, the pre-registered [CLS]-reliance rule of C0 and the power of a
+comparison, on made-up numbers; and every pre-registered value (here and in mechanism_rules.py)
+against the commit that registered it."""
 
 import ast
 import subprocess
@@ -8,22 +9,20 @@ import subprocess
 import pytest
 from locations import ROOT
 
-from condenser_lite.reproduction import rules
+from condenser_lite.reproduction import mechanism_rules, rules
+from condenser_lite.reproduction.mechanism_rules import MODIFIED_RULE_COMMIT, SCALING_RULE_COMMIT
 from condenser_lite.reproduction.rules import (
-    MODIFIED_FLOOR,
-    MODIFIED_RULE_COMMIT,
     NOT_DETECTABLE,
     ONE_SEED,
     PRE_REGISTRATION_COMMIT,
+    RULES_V2_COMMIT,
     c0_rule,
-    choose_modified,
     claim_status,
     compare,
     head_relies,
     minimum_detectable_difference,
     power_verdict,
     reliance_summary,
-    runs_without_reliance,
     stats,
 )
 
@@ -43,14 +42,14 @@ def test_compare_and_status_rules():
 
 PRE_REGISTERED = {PRE_REGISTRATION_COMMIT: ("RELIANCE_THRESHOLD", "LATE_LOSS_MARGIN", "ALPHA", "POWER"),
                   MODIFIED_RULE_COMMIT: ("MODIFIED_FLOOR",),
-                  rules.RULES_V2_COMMIT: ("ALPHA_ONE_SIDED", "MODIFIED_CHOICE_SEEDS", "EQUAL_FLOPS_RATIO",
-                                          "FLOPS_MATCH", "RULES_VERSION"),
-                  rules.SCALING_RULE_COMMIT: ("SCALING_SEEDS", "SCALING_CONFIDENCE", "RELIANCE_THRESHOLD")}
+                  RULES_V2_COMMIT: ("ALPHA_ONE_SIDED", "MODIFIED_CHOICE_SEEDS", "EQUAL_FLOPS_RATIO",
+                                    "FLOPS_MATCH", "RULES_VERSION"),
+                  SCALING_RULE_COMMIT: ("SCALING_SEEDS", "SCALING_CONFIDENCE", "RELIANCE_THRESHOLD")}
 
 
 def committed_value(commit: str, name: str):
     """The value the package gave ``name`` (a top-level ``NAME = literal``) at ``commit``, wherever
-    it was defined then (scorecard.py before the rules had their own module); None without the
+    it was defined then (the module that holds it may have changed since); None without the
     history (an archive, a shallow clone)."""
     grep = subprocess.run(["git", "grep", "-h", "-E", f"^{name} = ", commit, "--", "condenser_lite"],
                           cwd=ROOT, capture_output=True, text=True)
@@ -68,7 +67,8 @@ def test_pre_registered_values_are_the_ones_committed_before_the_runs(commit, na
     committed = committed_value(commit, name)
     if committed is None:
         pytest.skip(f"needs the repository's history with commit {commit[:7]}")
-    assert getattr(rules, name) == committed, f"{name} differs from its value at the pre-registration {commit[:7]}"
+    now = getattr(rules, name) if hasattr(rules, name) else getattr(mechanism_rules, name)
+    assert now == committed, f"{name} differs from its value at the pre-registration {commit[:7]}"
 
 
 def test_reliance_threshold_is_inclusive_and_holds_on_every_seed():
@@ -76,16 +76,6 @@ def test_reliance_threshold_is_inclusive_and_holds_on_every_seed():
     assert head_relies([0.2, 0.2 - 1e-9]) is False
     assert head_relies([0.9, 0.1]) is False  # one seed below the threshold fails
     assert head_relies([None]) is False and head_relies([]) is None  # undefined does not count as relying
-
-
-def test_reliance_above_noise_is_strictly_above_twice_the_noise_and_false_where_undefined():
-    from condenser_lite.reproduction.rules import reliance_above_noise
-
-    assert reliance_above_noise({"cls_reliance": 0.093, "cls_reliance_noise": 0.014})
-    assert not reliance_above_noise({"cls_reliance": 0.02, "cls_reliance_noise": 0.01})  # exactly twice
-    assert not reliance_above_noise({"cls_reliance": -0.05, "cls_reliance_noise": 0.001})
-    assert not reliance_above_noise({"cls_reliance": None, "cls_reliance_noise": 0.01})
-    assert reliance_above_noise({"cls_reliance": 0.02, "cls_reliance_noise": 0.01}, times=1.5)
 
 
 def test_c0_rule_reliance_late_loss_and_cosine_parts():
@@ -109,19 +99,6 @@ def test_c0_rule_reliance_late_loss_and_cosine_parts():
     assert c0_rule([], [], [])["status"] == "not measured"
     with pytest.raises(ValueError, match="one value per pre-training seed"):
         c0_rule([0.3], [4.0, 4.0], [4.0, 4.0])
-
-
-def test_runs_without_reliance_are_heads_gauged_before_the_reliance_gauge():
-    """A run that logged its head's swap gap but no reliance predates the reliance gauge; a
-    published checkpoint (no gauges at all) and BERT (no head) do not."""
-    gauged = {"cls_swap_gap": 0.01, "cls_swap_noise": 0.001, "reliance_own_loss": 2.9}
-    old = {"cls_swap_gap": 0.01, "cls_swap_noise": 0.001}
-    results = {"arms": {"bert": {"heldout": {"mlm_loss": 4.0}}, "condenser": {"heldout": gauged},
-                        "cocondenser": {"heldout": gauged, "other_pretraining_seeds": [{"heldout": old}]},
-                        "published": {"seed": None, "heldout": None}}}
-    assert runs_without_reliance(results) == ["cocondenser"]  # its second pre-training seed
-    assert runs_without_reliance({"arms": {"condenser": {"heldout": old}}}) == ["condenser"]
-    assert runs_without_reliance({}) == []
 
 
 def test_reliance_summary_noise_covers_seeds():
@@ -172,25 +149,3 @@ def test_power_verdict_every_branch():
     assert one["verdict"] == ONE_SEED and one["mdd"] is None
     assert power_verdict(None, b, gain=0.1) is None
     assert {"a", "b", "diff", "spread", "mdd", "expected"} <= set(better)
-
-
-def _part(reliances, late=(4.40, 4.40), control=(4.40, 4.40)):
-    return c0_rule(list(reliances), list(late), list(control))
-
-
-def test_choose_modified_takes_the_best_candidate_that_meets_c0():
-    parts = {"e3": _part([0.25, 0.30]), "e4": _part([0.21, 0.90]), "e5": _part([0.5, 0.15]),
-             "e1": _part([0.9, 0.9])}  # E1 is no candidate: the faithful head, longer
-    choice = choose_modified(parts)
-    assert choice["part"] == "e3" and choice["meets_c0"] and choice["rule"] == 2  # largest smallest-seed reliance
-    assert choice["smallest_reliance"] == 0.25
-
-
-def test_choose_modified_falls_back_only_above_the_floor_with_the_late_loss_matched():
-    below = {"e3": _part([0.05, 0.4]), "e4": _part([0.15, 0.5]), "e5": _part([0.3, 0.3], late=(4.5, 4.4))}
-    choice = choose_modified(below)
-    assert choice["part"] == "e4" and choice["meets_c0"] is False and choice["rule"] == 3
-    assert choose_modified({"e4": _part([MODIFIED_FLOOR, 0.5])})["part"] == "e4"  # the floor is inclusive
-    nothing = choose_modified({"e3": _part([0.05, 0.4]), "e5": _part([0.3, 0.3], late=(4.5, 4.4)),
-                               "e4": _part([None, 0.5])})
-    assert nothing["part"] is None and nothing["rule"] == 4

@@ -164,14 +164,11 @@ def test_a_test_over_pooled_runs_calls_better_too_often_at_the_committed_spreads
 
 
 def test_c0m_is_judged_only_on_the_seeds_the_choice_never_saw():
-    from condenser_lite.reproduction.rules import MODIFIED_CHOICE_SEEDS, judged_seeds
+    from condenser_lite.reproduction.results import judged_seeds
+    from condenser_lite.reproduction.rules import MODIFIED_CHOICE_SEEDS
 
     results = {"arms": {"condenser_mod": {"seed": 42, "other_pretraining_seeds": [{"seed": s} for s in (43, 44, 45)]},
-                        "condenser": {"seed": 42, "other_pretraining_seeds": [{"seed": 43}]}},
-               "provenance": {"rules": {"version": 2}}}
+                        "condenser": {"seed": 42, "other_pretraining_seeds": [{"seed": 43}]}}}
     assert MODIFIED_CHOICE_SEEDS == (42, 43)
     assert judged_seeds(results, "condenser_mod") == [44, 45]
     assert judged_seeds(results, "condenser") == [42, 43]  # the faithful arm was never chosen
-    assert judged_seeds(results, "condenser_mod", version=1) == [42, 43, 44, 45]
-    del results["provenance"]  # a file made before version 2 is judged by version 1
-    assert judged_seeds(results, "condenser_mod") == [42, 43, 44, 45]

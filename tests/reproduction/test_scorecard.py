@@ -1,30 +1,27 @@
-"""The scorecard (condenser_lite/reproduction/scorecard.py) on made-up results whose heads logged
-the [CLS]-reliance gauges: each claim's verdict shown holding and failing under the pre-registered
-rules, a file without those gauges refused, the claims as one check per registered claim, and the
-papers' numbers it compares against. The rule functions themselves are test_rules.py's."""
+"""The scorecard (condenser_lite/reproduction/scorecard.py, its checks in checks.py) on made-up
+results whose heads logged the [CLS]-reliance gauges: each claim's verdict shown holding and
+failing under the pre-registered rules, a file without those gauges or made under other rules
+refused, the claims as one check per registered claim, and the papers' numbers it compares
+against (papers.py). The rule functions themselves are test_rules.py's."""
 
 import pytest
 
+from condenser_lite.reproduction.papers import expected_gain, paper_gain
 from condenser_lite.reproduction.registry import CLAIM
+from condenser_lite.reproduction.results import head_arms, pretraining_runs
 from condenser_lite.reproduction.rules import (
     NOT_ATTRIBUTABLE,
     NOT_ATTRIBUTABLE_UNGAUGED,
     NOT_DETECTABLE,
     ONE_SEED,
     PRE_REGISTERED_RULES,
+    RULES_V2,
     STATUSES,
     compare,
-    head_arms,
-    pretraining_runs,
     stats,
 )
-from condenser_lite.reproduction.scorecard import (
-    CLAIM_CHECKS,
-    expected_gain,
-    fixed,
-    paper_gain,
-    scorecard,
-)
+from condenser_lite.reproduction.scorecard import CLAIM_CHECKS, scorecard
+from condenser_lite.reproduction.wording import fixed
 from condenser_lite.utils.errors import SchemaError
 
 FULL = "809"
@@ -74,8 +71,8 @@ def made_up(reliance=(0.3, 0.25), co_reliance=(0.3, 0.3), late=(4.0, 4.0), contr
     }
 
 
-def claims(results, version=None):
-    return {c["id"]: c for c in scorecard(results, version)}
+def claims(results):
+    return {c["id"]: c for c in scorecard(results)}
 
 
 def test_c0_by_the_pre_registered_rule():
@@ -198,13 +195,29 @@ def test_published_checkpoints_are_judged_without_c0():
     assert cl["C3"]["status"] == "not measured"
 
 
+def test_a_results_file_made_under_other_rules_is_refused_in_one_line():
+    """The file records the rules it was made under; a version other than this library's is
+    refused, not judged by rules it was not made for. A file that records none (made by hand, as
+    these) is judged by the library's rules."""
+    from condenser_lite.reproduction.rules import RULES_VERSION
+
+    other = made_up()
+    other["preset"]["name"] = "small"
+    other["provenance"] = {"rules": {"version": RULES_VERSION - 1}}
+    with pytest.raises(SchemaError, match=rf"made under rules version {RULES_VERSION - 1}, this library judges by "
+                                          rf"version {RULES_VERSION}: re-run it") as refused:
+        scorecard(other)
+    assert "\n" not in str(refused.value) and "--preset small --force" in str(refused.value)
+    other["provenance"]["rules"]["version"] = RULES_VERSION
+    assert claims(other) == claims(made_up())
+
+
 # ---- the claims as data ---------------------------------------------------------------------------------------
 
 
 def test_every_registered_claim_has_one_check_in_the_registrys_order():
     assert [c.id for c in CLAIM_CHECKS] == list(CLAIM)
-    v2 = claims(with_modified(made_up()), version=2)
-    assert list(v2) == list(CLAIM)  # every claim made, in the registry's order
+    assert list(claims(with_modified(made_up()))) == list(CLAIM)  # every claim made, in the registry's order
     assert [c["id"] for c in scorecard(made_up())] == ["C0", "C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8"]
 
 
@@ -319,7 +332,8 @@ def test_the_modified_condenser_is_judged_by_the_same_rules():
     assert cl["C7m"]["status"] == "reproduced"
     assert claims(with_modified(made_up(), mod_reliance=(0.6, 0.1)))["C0m"]["ours"]["relies"] is False
     assert not {"C0m", "C1m", "C7m"} & set(claims(made_up()))  # only where the run has the arm
-    assert not {"C4m", "C5m", "C6m", "C8m", "Am"} & set(cl)  # rules version 2 asks these of it
+    assert {"C4m", "C5m", "C6m", "C8m", "Am"} <= set(cl)  # the rest of the papers' claims, and the attribution
+    assert cl["C1m"]["ours"]["rules"] == RULES_V2 and cl["C0m"]["ours"]["rules"] == PRE_REGISTERED_RULES
 
 
 def test_c8_neighbourhood_recall_at_the_papers_n_and_every_depth():
@@ -392,7 +406,8 @@ def test_am_says_what_its_test_shows_and_that_no_paper_has_it():
     adds to the gain beyond compute and targets, not that the gain comes from it (the controls
     recover part of it themselves); no paper has Am, and its papers' cell says so instead of
     reading "."."""
-    from condenser_lite.reproduction.scorecard import CHECK, paper_text
+    from condenser_lite.reproduction.papers import paper_text
+    from condenser_lite.reproduction.scorecard import CHECK
 
     for text in (CLAIM["Am"].title, CHECK["Am"].statement):
         assert "come from" not in text and "adds to" in text and "compute" in text, text
