@@ -56,6 +56,7 @@ from ..utils.checks import check_types
 from ..utils.devices import PRECISIONS, resolve_precision
 from ..utils.errors import CheckpointError, ConfigError, DivergedError
 from .checkpoint import CHECKPOINT, load_part, read_state, recover_checkpoint, restore_rng, save_checkpoint
+from .threads import ThreadPolicy
 
 logger = logging.getLogger(__name__)
 # "linear": warm-up then linear decay to 0 (BERT; with warmup_ratio=0.5 the triangular
@@ -66,7 +67,7 @@ SCHEDULES = ("linear", "constant")
 # another kernel schedule) only change bookkeeping or speed.
 RUN_FIELDS = ("max_steps", "epochs", "batch_size", "grad_accum", "lr", "weight_decay",
               "warmup_ratio", "max_grad_norm", "mixed_precision", "seed", "schedule")
-_RESERVED = ("step", "epoch", "lr", "elapsed", "cpu")  # log keys that metrics may not overwrite
+_RESERVED = ("step", "epoch", "lr", "elapsed", "cpu", "threads")  # log keys that metrics may not overwrite
 
 
 @dataclass
@@ -573,7 +574,19 @@ def _train(model: nn.Module, data: Any, cfg: TrainConfig, acc: Accelerator, coll
     show = cfg.progress if cfg.progress is not None else sys.stderr.isatty()
     bar = tqdm(total=total, initial=p.step, disable=not (show and acc.is_main_process),
                desc=out_dir.name, dynamic_ncols=True)
+    policy = ThreadPolicy.for_run(acc.device.type, world)  # scheduling only: no key holds it
+    changed = False  # the thread count changed since the last log line
+
+    def threads_line(line: str | None) -> None:
+        nonlocal changed
+        if line:
+            changed = True
+            if show:
+                tqdm.write(f"{out_dir.name}: {line}", file=sys.stderr)
+
     try:
+        if policy is not None:
+            threads_line(policy.start(p.step))
         while p.step < total:
             seq = epoch_data(p.epoch)
             n_batches = _batches_per_epoch(seq, cfg.batch_size, p.epoch)
@@ -584,6 +597,8 @@ def _train(model: nn.Module, data: Any, cfg: TrainConfig, acc: Accelerator, coll
             while p.batch_in_epoch < n_batches and p.step < total:
                 idx = order[p.batch_in_epoch * cfg.batch_size:(p.batch_in_epoch + 1) * cfg.batch_size]
                 idx = idx[rank * per_rank:(rank + 1) * per_rank]
+                if policy is not None:
+                    policy.before(p.step + 1)
                 set_step_seed(cfg.seed, p.step + 1, rank)
                 examples = ([seq[int(i)] for i in idx[m * micro:(m + 1) * micro]] for m in range(cfg.grad_accum))
                 sums = _gradients(model, examples, cfg, acc, collate_fn, step_fn)
@@ -598,6 +613,8 @@ def _train(model: nn.Module, data: Any, cfg: TrainConfig, acc: Accelerator, coll
                 optimizer.zero_grad(set_to_none=True)
                 p.step, p.batch_in_epoch = p.step + 1, p.batch_in_epoch + 1
                 consistent = True
+                if policy is not None:
+                    threads_line(policy.after(p.step))
                 if acc.distributed_type == DistributedType.XLA:
                     import torch_xla.core.xla_model as xm
                     xm.mark_step()  # no MpDeviceLoader here to cut the graph per step
@@ -608,6 +625,8 @@ def _train(model: nn.Module, data: Any, cfg: TrainConfig, acc: Accelerator, coll
                 evaluated = eval_fn is not None and (p.step % cfg.eval_every == 0 or p.step == total)
                 if p.step % cfg.log_every == 0 or p.step == total or evaluated:
                     rec = _record(p, lr_now, clock, (model, acc, eval_fn, on_eval) if evaluated else None)
+                    if changed:  # the count the updates since the last line ended on
+                        rec["threads"], changed = torch.get_num_threads(), False
                     history.append(rec)
                     if acc.is_main_process:
                         with log_path.open("a") as f:
@@ -633,6 +652,8 @@ def _train(model: nn.Module, data: Any, cfg: TrainConfig, acc: Accelerator, coll
         raise
     finally:
         bar.close()
+        if policy is not None:
+            policy.restore()
         # Mixed precision patches inner.forward with autocast; give the caller the plain model.
         acc.unwrap_model(model, keep_fp32_wrapper=False)
         if not had_forward:
