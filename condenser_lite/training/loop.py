@@ -23,7 +23,9 @@ Step ``k`` is then a pure function of (weights, optimizer state, seed, k), and t
 of epoch ``e`` is a permutation drawn from a ``torch.Generator`` seeded by ``(seed, e)``. A
 checkpoint needs only the weights, the optimizer and scheduler states and the step counter;
 resuming from it replays the uninterrupted run exactly (bit for bit on the same hardware and
-thread count; ``tests/training/test_loop.py`` checks it). Batches are built inside the loop, not by
+thread count; ``tests/training/test_loop.py`` checks it). On a CPU the thread count is chosen
+while the run goes (``threads.ThreadPolicy``: two threads only while they pay); its trials fall
+on fixed updates, so on an idle machine a resumed run takes the same counts on the same updates. Batches are built inside the loop, not by
 DataLoader worker processes, whose generators would escape the reseeding. Collators must draw
 their randomness from the global RNGs (never from a private, unseeded generator).
 """
@@ -323,7 +325,13 @@ def train(model: nn.Module, data: Sequence | Callable[[int], Sequence], cfg: Tra
       scalar field of the model output (or of ``step_fn``'s dict), grad_norm when clipping,
       elapsed (wall) seconds and ``cpu``, the process CPU seconds spent in training steps
       (evaluation excluded; with one thread, robust to other load on the machine); averaged
-      over micro-batches, processes and the steps since the last line.
+      over micro-batches, processes and the steps since the last line. ``threads``: the new
+      count, on the first line after the thread policy changed it (also shown in the progress
+      output).
+    * Threads: a run on the CPU in one process, whose caller set more than one thread, moves
+      between that count and half of it as the machine's load makes them pay
+      (``threads.ThreadPolicy``; ``CONDENSER_LITE_THREAD_POLICY=off`` keeps the caller's); the
+      caller's count is set again when ``train`` returns.
     * ``eval_fn(model) -> {name: float}``, with ``cfg.eval_every``: called every that many steps
       and after the last one, on the unwrapped model in eval mode, without gradients and in full
       precision (the mixed-precision wrapper of ``forward`` is bypassed); its values join that

@@ -33,7 +33,9 @@ gradient summed over the batch) adds one partial sum per thread and then those; 
 addition is not associative, so the ``small`` MLM stage ends with weights that differ by about
 1e-4 (bf16) after a few updates on one thread against two. The trials fall on fixed updates and,
 on an idle machine, always lose by far more than the margin, so two runs there take the same
-counts on the same updates and end identical; a switch under load depends on the time measured,
+counts on the same updates and end identical, and so does a run resumed from a checkpoint (the
+trials are at updates 20, 120, 320, ... 1,520 + 1,600k, a few updates each: never at a round
+``save_every``); a switch under load depends on the time measured,
 and then two runs differ in the last digits as runs on two machines do. Where bit-identical
 repeats matter on a busy machine, set ``CONDENSER_LITE_THREAD_POLICY=off``.
 """
@@ -162,15 +164,14 @@ class ThreadPolicy:
             self.timed = (self.timed + [seconds])[-WINDOW:]
         if self.trial is not None:
             return self._judge(step)
-        if len(self.timed) < WINDOW:
-            if step >= self.next_check:  # too few timed updates to judge (just resumed): wait for the next
-                self.next_check = next(self.checks)
-            return None
-        now = statistics.median(self.timed)
-        slowed = self.judged is not None and now > SLOWDOWN * self.judged and step - self.last_trial >= MIN_GAP
+        full = len(self.timed) == WINDOW
+        now = statistics.median(self.timed) if full else 0.0
+        slowed = full and self.judged is not None and now > SLOWDOWN * self.judged and step - self.last_trial >= MIN_GAP
         if step >= self.next_check or slowed:
             while self.next_check <= step:
                 self.next_check = next(self.checks)
+            # too few timed updates (just resumed): the trial still runs its updates on the other
+            # count, as the uninterrupted run's did, but cannot win (a bar of 0 s)
             self.base, self.trial, self.last_trial, self.skip = now, [], step, 1
             torch.set_num_threads(self._other())
         return None
@@ -189,7 +190,7 @@ class ThreadPolicy:
             line = f"{other:.3f} s per update on {self._other()} against {self.base:.3f} s on {self.count}"
             return self._change(step, self._other(), line, other)
         torch.set_num_threads(self.count)  # the trial lost: back, and time afresh
-        self.judged, self.timed, self.skip = self.base, [], 1
+        self.judged, self.timed, self.skip = self.base or None, [], 1
         return None
 
     def _change(self, step: int, count: int, why: str, judged: float | None = None) -> str:

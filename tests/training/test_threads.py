@@ -92,8 +92,9 @@ def test_idle_runs_take_the_same_counts_on_the_same_updates(two_threads):
     trial_updates = [step for step, count in enumerate(a, 1) if count == 1]
     assert trial_updates and trial_updates[0] > threads.FIRST_CHECK  # after warm-up, on the schedule
     assert len(trial_updates) < 0.01 * len(a)  # each trial stops as soon as it cannot win
-    resumed, _, _ = run(0, steps=2500, start=500)
-    assert resumed == a[500:]
+    for start in (500, 318):  # resumed well before a trial, and just before one (inside one: not a save_every)
+        resumed, _, _ = run(0, steps=3000 - start, start=start)
+        assert resumed == a[start:], start
 
 
 def test_a_load_that_comes_and_goes_is_followed_and_each_change_is_a_line(two_threads):
