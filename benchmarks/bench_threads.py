@@ -101,7 +101,8 @@ def main() -> None:
             for p in busy:
                 p.terminate()
                 p.join()
-        print(f"[{time.perf_counter() - t0:6.0f} s] beside {n_busy} busy process(es): done", file=sys.stderr, flush=True)
+        print(f"[{time.perf_counter() - t0:6.0f} s] beside {n_busy} busy process(es): done", file=sys.stderr,
+              flush=True)
 
     print(f"the {a.preset} preset's MLM stage, {a.steps} updates per run (2..{a.steps} timed, wall clock); {cores} "
           f"cores; torch {torch.__version__}; 1-minute load before the runs {load_before:.1f}")

@@ -255,7 +255,8 @@ def estimate(parts: dict, data_dir: str | None, workers: int,
     from condenser_lite.training.pretraining import stage_done, stage_folder
 
     rows = []
-    with tempfile.TemporaryDirectory(prefix="mechanism-estimate-") as tmp, quiet(), num_threads(worker_threads(workers)):
+    threads = num_threads(worker_threads(workers))
+    with tempfile.TemporaryDirectory(prefix="mechanism-estimate-") as tmp, quiet(), threads:
         for part, (part_set, condenser, seeds) in parts.items():
             first = arm_config("bert", part_set, None)
             timing = time_stage(first, Path(tmp) / part / "bert", data_dir)

@@ -25,8 +25,8 @@ checkpoint needs only the weights, the optimizer and scheduler states and the st
 resuming from it replays the uninterrupted run exactly (bit for bit on the same hardware and
 thread count; ``tests/training/test_loop.py`` checks it). On a CPU the thread count is chosen
 while the run goes (``threads.ThreadPolicy``: two threads only while they pay); its trials fall
-on fixed updates, so on an idle machine a resumed run takes the same counts on the same updates. Batches are built inside the loop, not by
-DataLoader worker processes, whose generators would escape the reseeding. Collators must draw
+on fixed updates, so on an idle machine a resumed run takes the same counts on the same
+updates. Batches are built inside the loop, not by DataLoader worker processes, whose generators would escape the reseeding. Collators must draw
 their randomness from the global RNGs (never from a private, unseeded generator).
 """
 
@@ -40,7 +40,7 @@ import math
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 import torch
 from accelerate import Accelerator
-from accelerate.utils import DistributedType, send_to_device, set_seed
+from accelerate.utils import DistributedType, set_seed
 from torch import nn
 from tqdm import tqdm
 from transformers import get_constant_schedule_with_warmup, get_linear_schedule_with_warmup
@@ -56,9 +56,10 @@ from transformers import get_constant_schedule_with_warmup, get_linear_schedule_
 from ..utils.cache import output_lock, settings_diff
 from ..utils.checks import check_types
 from ..utils.devices import PRECISIONS, resolve_precision
-from ..utils.errors import CheckpointError, ConfigError, DivergedError
+from ..utils.errors import CheckpointError, ConfigError
 from .checkpoint import CHECKPOINT, load_part, read_state, recover_checkpoint, restore_rng, save_checkpoint
 from .threads import ThreadPolicy
+from .update import evaluate, gradients, refuse_divergence
 
 logger = logging.getLogger(__name__)
 # "linear": warm-up then linear decay to 0 (BERT; with warmup_ratio=0.5 the triangular
@@ -260,31 +261,6 @@ def _batches_per_epoch(seq: Sequence, batch_size: int, epoch: int) -> int:
     return n // batch_size
 
 
-def _scalar_fields(out: Any) -> dict[str, float]:
-    """Every scalar float/tensor field of a model output (loss, head_loss, late_loss, ...)."""
-    if isinstance(out, Mapping):
-        items = list(out.items())
-    elif dataclasses.is_dataclass(out):
-        items = [(f.name, getattr(out, f.name)) for f in dataclasses.fields(out)]
-    else:
-        items = list(vars(out).items())
-    found = {}
-    for k, v in items:
-        if torch.is_tensor(v) and v.ndim == 0 and v.dtype != torch.bool:
-            found[k] = float(v.detach())
-        elif isinstance(v, (int, float)) and not isinstance(v, bool):
-            found[k] = float(v)
-    return found
-
-
-def _get_loss(out: Any) -> torch.Tensor:
-    loss = out.get("loss") if isinstance(out, Mapping) else getattr(out, "loss", None)
-    if loss is None or not torch.is_tensor(loss) or loss.ndim != 0:
-        raise ValueError("model(**batch) must return an object with a scalar tensor .loss "
-                         "(put labels in the batch), or pass step_fn= to compute it yourself")
-    return loss
-
-
 def read_log(path: str | Path, upto: int | None = None) -> list[dict]:
     """A training run's per-step log as a list of dicts, its rows up to update ``upto`` (a resume
     keeps what its checkpoint saw); ``path`` is the log file, a run's folder or a stage's folder
@@ -348,7 +324,7 @@ def train(model: nn.Module, data: Sequence | Callable[[int], Sequence], cfg: Tra
       it and the log and starts fresh.
     * ``output_dir`` is locked for the call (``cache.output_lock``): a second process training
       into the same folder waits, then resumes or reuses what the first left.
-    * A NaN/infinite loss raises ``DivergedError`` before the update is applied.
+    * A NaN/infinite loss raises ``DivergedError`` before the update is applied (``update.refuse_divergence``).
     * Distributed: pass ``accelerator=``; ``batch_size`` is global and each process takes an
       equal contiguous slice of every step's examples (DDP; FSDP/DeepSpeed not supported).
 
@@ -469,74 +445,6 @@ def _optimizer(model: nn.Module, cfg: TrainConfig, total: int) -> tuple[torch.op
     return optimizer, scheduler
 
 
-def _gradients(model: nn.Module, examples: Iterable[list], cfg: TrainConfig, acc: Accelerator,
-               collate_fn: Callable[[list], dict], step_fn: Callable[..., dict] | None) -> dict[str, float]:
-    """One update's gradients over its ``grad_accum`` micro-batches (``examples``: one list each,
-    read as they are used); returns the metrics averaged over them and over processes."""
-    sums: dict[str, float] = {}
-    for m, micro_batch in enumerate(examples):
-        batch = send_to_device(collate_fn(micro_batch), acc.device)
-        # DDP: all-reduce gradients only once, on the last micro-batch
-        sync = m == cfg.grad_accum - 1
-        with contextlib.nullcontext() if sync else acc.no_sync(model):
-            if step_fn is None:
-                out = model(**batch)
-                acc.backward(_get_loss(out) / cfg.grad_accum)
-                metrics = _scalar_fields(out)
-            else:
-                metrics = {k: float(v) for k, v in step_fn(model, batch, acc).items()}
-                if "loss" not in metrics:
-                    raise ValueError("step_fn must return a dict with a 'loss' entry")
-        for k, v in metrics.items():
-            sums[k] = sums.get(k, 0.0) + v / cfg.grad_accum
-    if acc.num_processes > 1:  # average over processes, in a fixed key order on every process
-        keys = sorted(sums)
-        vals = acc.reduce(torch.tensor([sums[k] for k in keys], device=acc.device), "mean")
-        sums = dict(zip(keys, vals.tolist()))
-    if step_fn is not None and cfg.grad_accum > 1:
-        for p in model.parameters():  # step_fn summed micro-batch gradients
-            if p.grad is not None:
-                p.grad.div_(cfg.grad_accum)
-    return sums
-
-
-def _refuse_divergence(sums: dict[str, float], progress: _Progress, ckpt: Path, out_dir: Path) -> None:
-    """``DivergedError`` before a non-finite loss's update is applied."""
-    if math.isfinite(sums["loss"]):
-        return
-    # The checkpoint's loss was finite, but its weights may already be diverging:
-    # it is not called "good", and resuming it would meet the same step again.
-    where = (f"the last checkpoint, {ckpt} (step {progress.saved}), was saved before the loss became "
-             "non-finite, though the weights may have been diverging already (see loss and "
-             "grad_norm in log.jsonl)") if progress.saved else "no checkpoint was saved"
-    raise DivergedError(
-        f"loss is {sums['loss']} at step {progress.step + 1} (epoch {progress.epoch}); stopped before applying "
-        f"that update; {where}. Lower lr (or check the data) and start again from step 0: "
-        f"resume=False (command line: --restart), or delete {out_dir}.")
-
-
-def _evaluate(model: nn.Module, acc: Accelerator, eval_fn: Callable[[nn.Module], Mapping[str, float]],
-              clock: _Clock) -> dict[str, float]:
-    """``eval_fn`` on the unwrapped model in eval mode, without gradients and in full precision, so
-    held-out numbers compare across runs of any precision; its CPU time is kept off the run's."""
-    c = time.process_time()
-    plain = acc.unwrap_model(model)
-    # bypass the autocast wrapper accelerate put on forward (kept in _original_forward) for the call
-    patched = plain.__dict__.get("forward")
-    if "_original_forward" in plain.__dict__:
-        plain.forward = plain._original_forward
-    plain.eval()
-    try:
-        with torch.no_grad(), torch.autocast(acc.device.type, enabled=False):
-            values = {f"eval_{k}": float(v) for k, v in eval_fn(plain).items()}
-    finally:
-        plain.train()
-        if patched is not None:
-            plain.forward = patched
-    clock.cpu_eval += time.process_time() - c
-    return values
-
-
 def _train(model: nn.Module, data: Any, cfg: TrainConfig, acc: Accelerator, collate_fn: Callable[[list], dict],
            step_fn: Callable[..., dict] | None, eval_fn: Callable[[nn.Module], Mapping[str, float]] | None,
            on_eval: Callable[[int, Mapping[str, float]], Mapping[str, Any] | None] | None,
@@ -609,8 +517,8 @@ def _train(model: nn.Module, data: Any, cfg: TrainConfig, acc: Accelerator, coll
                     policy.before(p.step + 1)
                 set_step_seed(cfg.seed, p.step + 1, rank)
                 examples = ([seq[int(i)] for i in idx[m * micro:(m + 1) * micro]] for m in range(cfg.grad_accum))
-                sums = _gradients(model, examples, cfg, acc, collate_fn, step_fn)
-                _refuse_divergence(sums, p, ckpt, out_dir)
+                sums = gradients(model, examples, cfg.grad_accum, acc, collate_fn, step_fn)
+                refuse_divergence(sums["loss"], p.step + 1, p.epoch, p.saved, ckpt, out_dir)
                 lr_now = scheduler.get_last_lr()[0]
                 if cfg.max_grad_norm is not None:
                     sums["grad_norm"] = float(acc.clip_grad_norm_(model.parameters(), cfg.max_grad_norm))
@@ -694,16 +602,18 @@ def _prepare(model: nn.Module, cfg: TrainConfig, acc: Accelerator, total: int,
     return model, optimizer, scheduler
 
 
-def _record(p: _Progress, lr: float, clock: _Clock, evaluate: tuple | None) -> dict:
+def _record(p: _Progress, lr: float, clock: _Clock, held_out: tuple | None) -> dict:
     """One log record: the means of the updates since the last one (which it clears), the
-    learning rate and the clocks; with ``evaluate`` = ``(model, acc, eval_fn, on_eval)`` also the
+    learning rate and the clocks; with ``held_out`` = ``(model, acc, eval_fn, on_eval)`` also the
     held-out evaluation and what ``on_eval`` adds to it (on the main process)."""
     means = {k: v / p.pending_n for k, v in p.pending.items() if k not in _RESERVED}
     rec = {"step": p.step, "epoch": p.epoch, "lr": lr, "loss": means.pop("loss"), **means,
            "elapsed": round(clock.wall(), 3), "cpu": round(clock.cpu(), 3)}
-    if evaluate is not None:
-        model, acc, eval_fn, on_eval = evaluate
-        rec.update(_evaluate(model, acc, eval_fn, clock))
+    if held_out is not None:
+        model, acc, eval_fn, on_eval = held_out
+        c = time.process_time()
+        rec.update(evaluate(model, acc, eval_fn))
+        clock.cpu_eval += time.process_time() - c  # kept off the run's CPU seconds
         if on_eval is not None and acc.is_main_process:
             rec.update(on_eval(p.step, {k: v for k, v in rec.items() if k.startswith("eval_")}) or {})
     p.pending, p.pending_n = {}, 0
