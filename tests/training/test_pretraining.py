@@ -172,6 +172,7 @@ def test_stage_logs_heldout_gauges_and_resumes_exactly(env, tokenizer_dir, tmp_p
         pretrain(cfg, output_dir=tmp_path / "resumed")
     assert not is_done(tmp_path / "resumed")
     monkeypatch.undo()
+    monkeypatch.setenv(POLICY_ENV, "off")  # undo() dropped it with the collator
     resumed = pretrain(cfg, output_dir=tmp_path / "resumed")
     again = json.loads((resumed / "pretrain_config.json").read_text())
     assert json.loads((resumed / "train" / "train_state.json").read_text())["resumed_from"] == 2
