@@ -15,8 +15,8 @@ as the run starts: the *high* count) and half of it (one thread on two cores):
 * before the first update a probe times a small matrix multiply on both counts (``probe_threads``,
   medians, so a lucky moment on a busy core does not count) and the run starts on the faster;
 * at fixed updates (the 20th, then 100, 200, 400, 800 and every 1,600 updates later:
-  ``check_steps``), and early when the current count's updates slow down by half
-  (``SLOWDOWN``), it times a few updates on the other count and switches only when those are
+  ``check_steps``), and early when the current count's updates take half as long again as when
+  last judged (``SLOWDOWN``), it times a few updates on the other count and switches only when those are
   clearly faster (below ``MARGIN`` of the current count's median: hysteresis); a trial stops as
   soon as it cannot win, so under load it costs about two slow updates;
 * each change is a line in the progress output and the log (``threads``, on the next line of
@@ -30,14 +30,14 @@ policy is scheduling only: it is in no cache key or checkpoint identity.
 Reproducibility: a thread count changes how an operation is split, not what it computes, except
 in the last digits of float sums. A parallel reduction (a matrix multiply's inner products, a
 gradient summed over the batch) adds one partial sum per thread and then those; floating-point
-addition is not associative, so the ``small`` MLM stage ends with weights that differ by about
-1e-4 (bf16) after a few updates on one thread against two. The trials fall on fixed updates and,
-on an idle machine, always lose by far more than the margin, so two runs there take the same
-counts on the same updates and end identical, and so does a run resumed from a checkpoint (the
-trials are at updates 20, 120, 320, ... 1,520 + 1,600k, a few updates each: never at a round
-``save_every``); a switch under load depends on the time measured,
-and then two runs differ in the last digits as runs on two machines do. Where bit-identical
-repeats matter on a busy machine, set ``CONDENSER_LITE_THREAD_POLICY=off``.
+addition is not associative, so the ``small`` MLM stage's weights differ by up to 5e-4 (bf16)
+after six updates on one thread against six on two. On an idle machine the probe starts every run
+on the high count, and the trials fall on fixed updates and lose by far more than the margin, so
+two runs take the same counts on the same updates and end identical, and so does a run resumed
+from a checkpoint (the trials are at updates 20, 120, 320, ..., 1,520 + 1,600k, a few updates
+each: never at a round ``save_every``). A switch under load depends on the time measured, and
+then two runs differ in the last digits as runs on two machines do. Where bit-identical repeats
+matter on a busy machine, set ``CONDENSER_LITE_THREAD_POLICY=off``.
 """
 
 from __future__ import annotations
@@ -121,7 +121,6 @@ class ThreadPolicy:
         self.checks = check_steps()
         self.next_check = next(self.checks)
         self.t0 = 0.0
-        self.changes: list[tuple[int, int]] = []  # (update, count) of every change
 
     @classmethod
     def for_run(cls, device_type: str, processes: int) -> ThreadPolicy | None:
@@ -197,7 +196,6 @@ class ThreadPolicy:
         before, self.count = self.count, count
         torch.set_num_threads(count)
         self.timed, self.judged, self.skip = [], judged, max(self.skip, 1)
-        self.changes.append((step, count))
         line = f"threads: {before} -> {count} after update {step} ({why})"
         logger.info(line)
         return line
