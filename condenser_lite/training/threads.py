@@ -16,9 +16,11 @@ as the run starts: the *high* count) and half of it (one thread on two cores):
   medians, so a lucky moment on a busy core does not count) and the run starts on the faster;
 * at fixed updates (the 20th, then 100, 200, 400, 800 and every 1,600 updates later:
   ``check_steps``), and early when the current count's updates take half as long again as when
-  last judged (``SLOWDOWN``), it times a few updates on the other count and switches only when those are
-  clearly faster (below ``MARGIN`` of the current count's median: hysteresis); a trial stops as
-  soon as it cannot win, so under load it costs about two slow updates;
+  last judged (``SLOWDOWN``), it times a few updates on the other count and switches only when
+  those are clearly faster (below ``MARGIN`` of the current count's median: hysteresis). A trial
+  stops as soon as it cannot win; and on the low count the probe runs first, and where even it
+  finds the high count slower there is no trial (its first update beside a busy core can cost as
+  much as 30 updates on one thread);
 * each change is a line in the progress output and the log (``threads``, on the next line of
   ``log.jsonl``).
 
@@ -59,6 +61,10 @@ WINDOW = 3  # timed updates on each count that a judgement compares (their media
 MARGIN = 0.85  # switch only when the other count's median is below this share of the current's
 SLOWDOWN = 1.5  # the current count's median this much above its last judged one: a trial now
 MIN_GAP = 20  # updates between trials started by a slowdown
+# a trial's first update this many times the current count's median has lost already: a change of
+# count makes the next update at most about 1.4x slower (measured), two threads beside a busy
+# core up to 7x
+HOPELESS = 3.0
 PROBE_SHAPE = (2048, 128, 512)  # the small model's feed-forward, as devices.PROBE_SHAPE
 
 
@@ -155,25 +161,42 @@ class ThreadPolicy:
         """After update ``step``: time it, end or start a trial; the line to show when the count
         changed."""
         seconds = self.clock() - self.t0
+        if self.trial is not None:
+            if not self.skip:
+                self.trial.append(seconds)
+            else:  # the other count's first update, not timed: unless it is hopeless already
+                self.skip -= 1
+                if self.base and seconds > HOPELESS * self.base:
+                    self.trial += [seconds] * WINDOW
+            return self._judge(step)
         if self.skip:
             self.skip -= 1
-        elif self.trial is not None:
-            self.trial.append(seconds)
         else:
             self.timed = (self.timed + [seconds])[-WINDOW:]
-        if self.trial is not None:
-            return self._judge(step)
         full = len(self.timed) == WINDOW
         now = statistics.median(self.timed) if full else 0.0
         slowed = full and self.judged is not None and now > SLOWDOWN * self.judged and step - self.last_trial >= MIN_GAP
         if step >= self.next_check or slowed:
             while self.next_check <= step:
                 self.next_check = next(self.checks)
+            self.last_trial = step
+            if self.count == self.low and not self._probe_favours(self.high):
+                self.judged = now or self.judged  # the probe says the cores are still busy: no trial
+                return None
             # too few timed updates (just resumed): the trial still runs its updates on the other
             # count, as the uninterrupted run's did, but cannot win (a bar of 0 s)
-            self.base, self.trial, self.last_trial, self.skip = now, [], step, 1
+            self.base, self.trial, self.skip = now, [], 1
             torch.set_num_threads(self._other())
         return None
+
+    def _probe_favours(self, count: int) -> bool:
+        """Whether the probe finds ``count`` clearly faster than the other: before a trial of the
+        high count, whose first update beside a busy core can take 30 of the low count's (seen
+        here); a matrix multiply waits at fewer barriers than an update, so where even it loses
+        on the high count the update loses by more."""
+        times = (self.probe or probe_threads)(self.high, self.low)
+        other = self.low if count == self.high else self.high
+        return times[count] < MARGIN * times[other]
 
     def _other(self) -> int:
         return self.low if self.count == self.high else self.high

@@ -23,16 +23,19 @@ MEASURED = {0: {2: 0.130, 1: 0.190}, 1: {2: 0.398, 1: 0.157}, 2: {2: 0.9, 1: 0.2
 
 class Machine:
     """A simulated clock: each update advances it by the measured time at the current thread count
-    and load (plus a little deterministic jitter); the probe reads the same table."""
+    and load (plus a little deterministic jitter); the probe reads the same table (or, with
+    ``probe_sees_idle``, the idle row whatever the load: a probe that misjudges)."""
 
-    def __init__(self, busy: int = 0, jitter: float = 0.03):
+    def __init__(self, busy: int = 0, jitter: float = 0.03, probe_sees_idle: bool = False):
         self.busy, self.jitter, self.now, self.n = busy, jitter, 0.0, 0
+        self.probe_sees_idle = probe_sees_idle
 
     def clock(self) -> float:
         return self.now
 
     def probe(self, high: int, low: int) -> dict[int, float]:
-        return {count: 1000 * MEASURED[self.busy][count] for count in (high, low)}
+        row = MEASURED[0 if self.probe_sees_idle else self.busy]
+        return {count: 1000 * row[count] for count in (high, low)}
 
     def update(self) -> None:
         self.n += 1
@@ -64,8 +67,9 @@ def two_threads():
     torch.set_num_threads(before)
 
 
-def run(busy: int, steps: int = 3000, load=None, start: int = 0) -> tuple[list[int], list[str], float]:
-    machine = Machine(busy)
+def run(busy: int, steps: int = 3000, load=None, start: int = 0,
+        probe_sees_idle: bool = False) -> tuple[list[int], list[str], float]:
+    machine = Machine(busy, probe_sees_idle=probe_sees_idle)
     policy = ThreadPolicy(2, clock=machine.clock, probe=machine.probe)
     first = policy.start(start)
     counts, lines = simulate(policy, machine, range(start + 1, start + steps + 1), load)
@@ -109,6 +113,22 @@ def test_a_load_that_comes_and_goes_is_followed_and_each_change_is_a_line(two_th
     assert down < 1010  # within a few updates of the load's arrival
     assert lines[0].startswith("threads: 2 -> 1 after update") and "s per update on 1 against" in lines[0]
     assert any(line.startswith("threads: 1 -> 2") for line in lines)
+
+
+def test_under_load_the_probe_spares_the_trials_of_two_threads(two_threads):
+    """On one thread beside busy processes the probe, run first at each check, finds two threads
+    slower: no update runs on two."""
+    assert run(1)[0].count(2) == 0 and run(2)[0].count(2) == 0
+
+
+def test_a_trial_stops_as_soon_as_it_cannot_win(two_threads):
+    """With a probe that misjudges the load, the trials run: the first 20 updates on two threads
+    (the probe saw idle cores), one thread from the trial after the 20th, then four trials of two
+    (after the 120th, 320th, 720th and 1,520th updates). Beside one busy process two threads are
+    2.5x slower: each trial runs its first update and two timed ones. Beside two, 3.6x: the first
+    update alone has lost."""
+    assert run(1, probe_sees_idle=True)[0].count(2) == 20 + 4 * 3
+    assert run(2, probe_sees_idle=True)[0].count(2) == 20 + 4
 
 
 def test_busy_at_the_start_the_probe_starts_on_one_thread(two_threads):
