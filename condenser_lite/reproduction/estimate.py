@@ -11,6 +11,13 @@ afterwards; the tokenizer, the task and its BM25 negatives, which the run needs 
 cached as usual. ``--dry-run`` prints the estimate and stops. Explained in chapter 4
 (``notebooks/04_finetune.ipynb``, "The protocol") and on the study page.
 
+The threads: each probe runs on the count its part will run with (``jobs.first_stage_threads``
+for the protocol's first stage, ``jobs.worker_threads`` for the jobs), and through the same
+training loop, whose thread policy (``training/threads.py``) picks at the start of the probe
+what it picks at the start of the run; the estimate shows the count each probe ended on. A busy
+machine makes any estimate fragile: the times hold only while the load stays, so the estimate
+says so in one line (``load_warning``).
+
 For a machine you do not have (the ``colab`` preset's T4), ``estimate_by_flops`` computes
 instead: the FLOPs of every fine-tuning, encoding and STS-b run of the protocol, from the same
 job graph and step counts, at an assumed sustained rate.
@@ -40,12 +47,15 @@ from ..utils.cache import CACHE_ENV, cache_dir
 from ..utils.devices import resolve_precision
 from ..utils.errors import ConfigError
 from .arms import arm_config, finetune_arm, needed_arms, sts_arm
-from .jobs import default_workers, first_stage_threads, load_average, num_threads, quiet, threads_per_worker
+from .jobs import default_workers, first_stage_threads, load_average, num_threads, quiet, worker_threads
 from .presets import Preset, get_preset
 from .registry import PARENT
 from .tasks import load_task, sts_data
 
 PROBE_UPDATES = 12  # updates per probe; the first half warms up (kernel selection, caches), the rest is timed
+# 1-minute load average above which other work shares the cores enough to move the estimate:
+# on 2 cores, another program using a core half the time already slows a two-thread update
+FRAGILE_LOAD = 0.5
 
 
 @dataclass
@@ -151,8 +161,9 @@ def time_stage(cfg: StageConfig, scratch: Path, data_dir: str | None = None,
                updates: int = PROBE_UPDATES) -> dict:
     """Run ``updates`` updates of the stage ``cfg`` into ``scratch`` and return its seconds per
     update, its setup (everything before the first update: corpus, packing, model) and one
-    held-out evaluation, plus the probe's checkpoint (a stand-in ``init`` for the stages that
-    continue it). Chapter 4."""
+    held-out evaluation, the threads its last update ran on (the loop's thread policy may have
+    lowered the count it started with), plus the probe's checkpoint (a stand-in ``init`` for the
+    stages that continue it). Chapter 4."""
     probe = cfg.replace(max_steps=updates, save_every=None, eval_every=None if cfg.eval_every is None else updates)
     t0 = time.perf_counter()
     folder = pretrain(probe, output_dir=scratch, data_dir=data_dir, progress=False)
@@ -162,7 +173,15 @@ def time_stage(cfg: StageConfig, scratch: Path, data_dir: str | None = None,
     train_wall = record["wall_time"]
     evaluation = max(0.0, train_wall - read_log(folder)[-1]["elapsed"])  # after the last update
     setup = max(0.0, wall - train_wall)
-    return {"per_update": per_update, "setup": setup, "evaluation": evaluation, "checkpoint": str(folder)}
+    changes = [r["threads"] for r in read_log(folder) if "threads" in r]
+    threads = changes[-1] if changes else torch.get_num_threads()
+    return {"per_update": per_update, "setup": setup, "evaluation": evaluation, "threads": threads,
+            "checkpoint": str(folder)}
+
+
+def _per_update_how(timing: Mapping[str, Any], updates: int) -> str:
+    return (f"{timing['per_update']:.3f} s/update x {updates}, {timing['threads']} "
+            f"thread{'s' * (timing['threads'] > 1)}")
 
 
 def stage_seconds(cfg: StageConfig, timing: Mapping[str, Any]) -> float:
@@ -175,13 +194,13 @@ def stage_seconds(cfg: StageConfig, timing: Mapping[str, Any]) -> float:
 
 def estimate_stage(cfg: StageConfig, data_dir: str | None = None, threads: int | None = None) -> Estimate:
     """The projected time of one pre-training stage (``pretrain --dry-run``). Chapter 2."""
-    t0 = time.perf_counter()
+    t0, warning = time.perf_counter(), load_warning()  # before the probe adds its own load
     with tempfile.TemporaryDirectory(prefix="condenser-lite-estimate-") as tmp, num_threads(threads), quiet():
         timing = time_stage(cfg, Path(tmp) / "stage", data_dir)
-    part = Part(f"{cfg.method} stage", 1, stage_seconds(cfg, timing),
-                f"{timing['per_update']:.3f} s/update x {_updates(cfg)}", serial=True)
+    part = Part(f"{cfg.method} stage", 1, stage_seconds(cfg, timing), _per_update_how(timing, _updates(cfg)),
+                serial=True)
     return Estimate(f"{cfg.method} stage", [part], 1, resolve_precision(cfg.mixed_precision),
-                    time.perf_counter() - t0, _load_note())
+                    time.perf_counter() - t0, [warning] if warning else [])
 
 
 def estimate_protocol(preset: Preset | str | None = "tiny", data_dir: str | None = None,
@@ -195,9 +214,9 @@ def estimate_protocol(preset: Preset | str | None = "tiny", data_dir: str | None
 
     preset = get_preset(preset)
     workers = default_workers() if workers is None else int(workers)
-    job_threads = threads_per_worker(workers) if workers > 1 else None
+    job_threads = worker_threads(workers)
     first_threads = first_stage_threads(workers)  # what the run will take at this load
-    t0 = time.perf_counter()
+    t0, warning = time.perf_counter(), load_warning()  # before the probes add their own load
     pretrained = dict(preset.pretrained or {})
     plan = needed_arms(preset.arms, pretrained)
     notes: list[str] = []
@@ -225,7 +244,7 @@ def estimate_protocol(preset: Preset | str | None = "tiny", data_dir: str | None
             with num_threads(first_threads if first else job_threads):
                 timings[arm] = time_stage(cfg, scratch / arm, data_dir)
                 if first:
-                    notes.append(f"the first stage timed on {torch.get_num_threads()} thread(s), as the run "
+                    notes.append(f"the first stage timed on {timings[arm]['threads']} thread(s), as the run "
                                  "takes them at this load")
             probes[arm] = timings[arm]["checkpoint"]
             real = arm_config(arm, preset, None) if first else cfg
@@ -234,11 +253,10 @@ def estimate_protocol(preset: Preset | str | None = "tiny", data_dir: str | None
             if first:
                 ps0 = preset.pretraining_seeds[0]
                 parts.append(Part(f"pre-train {arm} (first stage)", int(ps0 in todo), seconds,
-                                  f"{timings[arm]['per_update']:.3f} s/update x {_updates(real)}", serial=True))
+                                  _per_update_how(timings[arm], _updates(real)), serial=True))
                 todo = [ps for ps in todo if ps != ps0]
             if todo:
-                parts.append(Part(f"pre-train {arm}", len(todo), seconds,
-                                  f"{timings[arm]['per_update']:.3f} s/update x {_updates(cfg)}"))
+                parts.append(Part(f"pre-train {arm}", len(todo), seconds, _per_update_how(timings[arm], _updates(cfg))))
         jobs = job_graph(preset, plan, len(task.train), len(sts_train), [], data_dir)
         with num_threads(job_threads), _scratch_cache(scratch / "cache"):
             parts += _finetune_parts(preset, jobs, task, probes, scratch, plan)
@@ -247,7 +265,8 @@ def estimate_protocol(preset: Preset | str | None = "tiny", data_dir: str | None
         if n_entropy:
             notes.append(f"{n_entropy} attention-entropy measurements not timed (seconds each)")
     precision = resolve_precision(preset.pretraining.mixed_precision)
-    return Estimate(preset.name, parts, workers, precision, time.perf_counter() - t0, notes + _load_note())
+    return Estimate(preset.name, parts, workers, precision, time.perf_counter() - t0,
+                    notes + ([warning] if warning else []))
 
 
 def cached_stages(preset: Preset, plan: list[str], data_dir: str | None = None) -> dict[tuple[str, int], Path]:
@@ -274,14 +293,18 @@ def cached_stages(preset: Preset, plan: list[str], data_dir: str | None = None) 
     return found
 
 
-def _load_note() -> list[str]:
-    """A busy machine slows the probes and the run alike (two-thread stages collapse when other
-    work shares the cores): say so."""
+def load_warning() -> str | None:
+    """One line when the machine is busy enough to make a measured estimate fragile (1-minute load
+    average above ``FRAGILE_LOAD``), with the load and what to do; None on a quiet machine or
+    where the system reports no load. Other work slows the probes and the run alike, but only
+    while it lasts. The dry runs of ``experiments``, ``pretrain`` and the mechanism study print
+    it. Chapter 4."""
     load = load_average()
-    if load and load[0] > 0.5:
-        return [f"measured with a 1-minute load average of {load[0]:.1f} on {os.cpu_count()} cores: other work "
-                "slows the run too; the estimate holds only if that load stays"]
-    return []
+    if not load or load[0] <= FRAGILE_LOAD:
+        return None
+    return (f"the machine is busy (1-minute load average {load[0]:.1f} on {os.cpu_count()} cores): these times hold "
+            "only while that load stays; for a firm estimate close other programs, or wait for them, and run the "
+            "dry run again")
 
 
 def _probe_arm(plan: list[str]) -> str:

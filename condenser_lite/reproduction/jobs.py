@@ -11,7 +11,8 @@ keeps a job's JSON result in its folder, so a second run reads it back.
 Why one-thread workers: on a small CPU two one-thread processes beat one two-thread process, and
 they do not collapse when another program shares the cores (oversubscribed OpenMP threads wait on
 each other at every operation: measured here, a step took 4.3 s with two threads beside another
-busy process, 2.3 s with one thread).
+busy process, 2.3 s with one thread). A worker's stages stay on its one thread; the training
+loop's thread policy (``training/threads.py``) manages only a run whose caller allows more.
 
 One writer per folder: every writer of a result folder (a cached job, a pre-training stage, a
 training run) holds ``output_lock`` on it, so two processes given the same folder never write it
@@ -120,8 +121,9 @@ def default_workers() -> int:
 
 def first_stage_threads(workers: int) -> int | None:
     """Threads for the protocol's first pre-training stage, which runs alone in its process: all
-    cores on a quiet machine; one when the machine is already busy (1-minute load average above
-    1), where two threads beside other work run slower than one. None: leave the caller's
+    cores on a quiet machine, the training loop's thread policy then dropping to one while other
+    work shares them; one throughout when the machine is already busy (1-minute load average
+    above 1), where two threads beside other work run slower than one. None: leave the caller's
     setting (one worker). The protocol and its dry run both take it. Chapter 4."""
     if workers <= 1:
         return None
@@ -132,6 +134,13 @@ def first_stage_threads(workers: int) -> int | None:
 def threads_per_worker(workers: int) -> int:
     """Torch threads per worker process: the cores shared out, at least one. Chapter 4."""
     return max(1, (os.cpu_count() or 1) // workers)
+
+
+def worker_threads(workers: int) -> int | None:
+    """Threads a job of ``run_jobs(..., workers)`` runs on: ``threads_per_worker`` in the spawned
+    workers; None (the caller's count, under the loop's thread policy) with one worker, which runs
+    the jobs in this process. The dry runs time the jobs with it. Chapter 4."""
+    return threads_per_worker(workers) if workers > 1 else None
 
 
 def _init_worker(threads: int) -> None:

@@ -246,17 +246,19 @@ def scaling(study: dict) -> dict | None:
 def estimate(parts: dict, data_dir: str | None, workers: int,
              control: bool = True) -> list[tuple[str, str, int, float]]:
     """``(part, stage, how many, seconds each)`` for every stage the parts would train that the
-    cache lacks, each timed for a few updates on one thread (as the workers run them): the part's
-    stage 1 once, its Condenser and control from the probe's checkpoint."""
+    cache lacks, each timed for a few updates on the threads the workers run them with
+    (``jobs.worker_threads``): the part's stage 1 once, its Condenser and control from the probe's
+    checkpoint."""
     import tempfile
 
     from condenser_lite.reproduction.arms import arm_config
     from condenser_lite.reproduction.estimate import stage_seconds, time_stage
-    from condenser_lite.reproduction.jobs import num_threads, quiet
+    from condenser_lite.reproduction.jobs import num_threads, quiet, worker_threads
     from condenser_lite.training.pretraining import stage_done, stage_folder
 
     rows = []
-    with tempfile.TemporaryDirectory(prefix="mechanism-estimate-") as tmp, quiet(), num_threads(1):
+    threads = num_threads(worker_threads(workers))
+    with tempfile.TemporaryDirectory(prefix="mechanism-estimate-") as tmp, quiet(), threads:
         for part, (part_set, condenser, seeds) in parts.items():
             first = arm_config("bert", part_set, None)
             timing = time_stage(first, Path(tmp) / part / "bert", data_dir)
@@ -336,13 +338,18 @@ def main(argv: list[str] | None = None) -> None:
         for part in a.only or list(PARTS):
             check_seeds(part, study.get(part), part_seeds(part))
     if a.dry_run:
+        from condenser_lite.reproduction.estimate import load_warning
+
         parts = {part: (*part_preset(part, preset), part_seeds(part)) for part in a.only or list(PARTS)}
+        warning = load_warning()  # before the probes add their own load
         rows = estimate(parts, a.data_dir, a.workers, control=not a.no_control)
         for part, stage, n, seconds in rows:
             print(f"  {part + ': ' + stage:<36} {n} x {seconds / 60:6.1f} min")
         total = sum(n * s for *_, n, s in rows)
         print(f"  total: {total / 3600:.1f} h of one-thread work, about {wall_seconds(rows, a.workers) / 3600:.1f} h "
               f"of wall time on {a.workers} worker{'s' * (a.workers > 1)} (the parts in turn; in each, its stage 1 first)")
+        if warning:
+            print(f"  note: {warning}")
         return
     if a.merge is not None:
         merge(study, map(Path, a.merge), out, preset.name)

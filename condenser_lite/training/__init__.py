@@ -2,6 +2,8 @@
 
 * ``loop.py``: the training loop on accelerate (seeded per step, resumable, checkpointed);
 * ``checkpoint.py``: the loop's atomic, resumable checkpoint;
+* ``update.py``: one update's gradients and metrics, and the held-out evaluation the loop calls;
+* ``threads.py``: the loop's thread count, two threads only while they pay (chapter 2);
 * ``pretraining.py``: a pre-training stage (MLM, Condenser, coCondenser) built from its
   settings, cached by them, logging the held-out gauges (chapters 2, 3);
 * ``finetune.py``: the papers' two-round fine-tuning recipe (chapter 4);

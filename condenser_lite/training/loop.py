@@ -23,8 +23,10 @@ Step ``k`` is then a pure function of (weights, optimizer state, seed, k), and t
 of epoch ``e`` is a permutation drawn from a ``torch.Generator`` seeded by ``(seed, e)``. A
 checkpoint needs only the weights, the optimizer and scheduler states and the step counter;
 resuming from it replays the uninterrupted run exactly (bit for bit on the same hardware and
-thread count; ``tests/training/test_loop.py`` checks it). Batches are built inside the loop, not by
-DataLoader worker processes, whose generators would escape the reseeding. Collators must draw
+thread count; ``tests/training/test_loop.py`` checks it). On a CPU the thread count is chosen
+while the run goes (``threads.ThreadPolicy``: two threads only while they pay); its trials fall
+on fixed updates, so on an idle machine a resumed run takes the same counts on the same
+updates. Batches are built inside the loop, not by DataLoader worker processes, whose generators would escape the reseeding. Collators must draw
 their randomness from the global RNGs (never from a private, unseeded generator).
 """
 
@@ -38,7 +40,7 @@ import math
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,7 +48,7 @@ from typing import Any
 import numpy as np
 import torch
 from accelerate import Accelerator
-from accelerate.utils import DistributedType, send_to_device, set_seed
+from accelerate.utils import DistributedType, set_seed
 from torch import nn
 from tqdm import tqdm
 from transformers import get_constant_schedule_with_warmup, get_linear_schedule_with_warmup
@@ -54,8 +56,10 @@ from transformers import get_constant_schedule_with_warmup, get_linear_schedule_
 from ..utils.cache import output_lock, settings_diff
 from ..utils.checks import check_types
 from ..utils.devices import PRECISIONS, resolve_precision
-from ..utils.errors import CheckpointError, ConfigError, DivergedError
+from ..utils.errors import CheckpointError, ConfigError
 from .checkpoint import CHECKPOINT, load_part, read_state, recover_checkpoint, restore_rng, save_checkpoint
+from .threads import ThreadPolicy
+from .update import evaluate, gradients, refuse_divergence
 
 logger = logging.getLogger(__name__)
 # "linear": warm-up then linear decay to 0 (BERT; with warmup_ratio=0.5 the triangular
@@ -66,7 +70,7 @@ SCHEDULES = ("linear", "constant")
 # another kernel schedule) only change bookkeeping or speed.
 RUN_FIELDS = ("max_steps", "epochs", "batch_size", "grad_accum", "lr", "weight_decay",
               "warmup_ratio", "max_grad_norm", "mixed_precision", "seed", "schedule")
-_RESERVED = ("step", "epoch", "lr", "elapsed", "cpu")  # log keys that metrics may not overwrite
+_RESERVED = ("step", "epoch", "lr", "elapsed", "cpu", "threads")  # log keys that metrics may not overwrite
 
 
 @dataclass
@@ -257,31 +261,6 @@ def _batches_per_epoch(seq: Sequence, batch_size: int, epoch: int) -> int:
     return n // batch_size
 
 
-def _scalar_fields(out: Any) -> dict[str, float]:
-    """Every scalar float/tensor field of a model output (loss, head_loss, late_loss, ...)."""
-    if isinstance(out, Mapping):
-        items = list(out.items())
-    elif dataclasses.is_dataclass(out):
-        items = [(f.name, getattr(out, f.name)) for f in dataclasses.fields(out)]
-    else:
-        items = list(vars(out).items())
-    found = {}
-    for k, v in items:
-        if torch.is_tensor(v) and v.ndim == 0 and v.dtype != torch.bool:
-            found[k] = float(v.detach())
-        elif isinstance(v, (int, float)) and not isinstance(v, bool):
-            found[k] = float(v)
-    return found
-
-
-def _get_loss(out: Any) -> torch.Tensor:
-    loss = out.get("loss") if isinstance(out, Mapping) else getattr(out, "loss", None)
-    if loss is None or not torch.is_tensor(loss) or loss.ndim != 0:
-        raise ValueError("model(**batch) must return an object with a scalar tensor .loss "
-                         "(put labels in the batch), or pass step_fn= to compute it yourself")
-    return loss
-
-
 def read_log(path: str | Path, upto: int | None = None) -> list[dict]:
     """A training run's per-step log as a list of dicts, its rows up to update ``upto`` (a resume
     keeps what its checkpoint saw); ``path`` is the log file, a run's folder or a stage's folder
@@ -322,7 +301,13 @@ def train(model: nn.Module, data: Sequence | Callable[[int], Sequence], cfg: Tra
       scalar field of the model output (or of ``step_fn``'s dict), grad_norm when clipping,
       elapsed (wall) seconds and ``cpu``, the process CPU seconds spent in training steps
       (evaluation excluded; with one thread, robust to other load on the machine); averaged
-      over micro-batches, processes and the steps since the last line.
+      over micro-batches, processes and the steps since the last line. ``threads``: the new
+      count, on the first line after the thread policy changed it (also shown in the progress
+      output).
+    * Threads: a run on the CPU in one process, whose caller set more than one thread, moves
+      between that count and half of it as the machine's load makes them pay
+      (``threads.ThreadPolicy``; ``CONDENSER_LITE_THREAD_POLICY=off`` keeps the caller's); the
+      caller's count is set again when ``train`` returns.
     * ``eval_fn(model) -> {name: float}``, with ``cfg.eval_every``: called every that many steps
       and after the last one, on the unwrapped model in eval mode, without gradients and in full
       precision (the mixed-precision wrapper of ``forward`` is bypassed); its values join that
@@ -339,7 +324,7 @@ def train(model: nn.Module, data: Sequence | Callable[[int], Sequence], cfg: Tra
       it and the log and starts fresh.
     * ``output_dir`` is locked for the call (``cache.output_lock``): a second process training
       into the same folder waits, then resumes or reuses what the first left.
-    * A NaN/infinite loss raises ``DivergedError`` before the update is applied.
+    * A NaN/infinite loss raises ``DivergedError`` before the update is applied (``update.refuse_divergence``).
     * Distributed: pass ``accelerator=``; ``batch_size`` is global and each process takes an
       equal contiguous slice of every step's examples (DDP; FSDP/DeepSpeed not supported).
 
@@ -460,74 +445,6 @@ def _optimizer(model: nn.Module, cfg: TrainConfig, total: int) -> tuple[torch.op
     return optimizer, scheduler
 
 
-def _gradients(model: nn.Module, examples: Iterable[list], cfg: TrainConfig, acc: Accelerator,
-               collate_fn: Callable[[list], dict], step_fn: Callable[..., dict] | None) -> dict[str, float]:
-    """One update's gradients over its ``grad_accum`` micro-batches (``examples``: one list each,
-    read as they are used); returns the metrics averaged over them and over processes."""
-    sums: dict[str, float] = {}
-    for m, micro_batch in enumerate(examples):
-        batch = send_to_device(collate_fn(micro_batch), acc.device)
-        # DDP: all-reduce gradients only once, on the last micro-batch
-        sync = m == cfg.grad_accum - 1
-        with contextlib.nullcontext() if sync else acc.no_sync(model):
-            if step_fn is None:
-                out = model(**batch)
-                acc.backward(_get_loss(out) / cfg.grad_accum)
-                metrics = _scalar_fields(out)
-            else:
-                metrics = {k: float(v) for k, v in step_fn(model, batch, acc).items()}
-                if "loss" not in metrics:
-                    raise ValueError("step_fn must return a dict with a 'loss' entry")
-        for k, v in metrics.items():
-            sums[k] = sums.get(k, 0.0) + v / cfg.grad_accum
-    if acc.num_processes > 1:  # average over processes, in a fixed key order on every process
-        keys = sorted(sums)
-        vals = acc.reduce(torch.tensor([sums[k] for k in keys], device=acc.device), "mean")
-        sums = dict(zip(keys, vals.tolist()))
-    if step_fn is not None and cfg.grad_accum > 1:
-        for p in model.parameters():  # step_fn summed micro-batch gradients
-            if p.grad is not None:
-                p.grad.div_(cfg.grad_accum)
-    return sums
-
-
-def _refuse_divergence(sums: dict[str, float], progress: _Progress, ckpt: Path, out_dir: Path) -> None:
-    """``DivergedError`` before a non-finite loss's update is applied."""
-    if math.isfinite(sums["loss"]):
-        return
-    # The checkpoint's loss was finite, but its weights may already be diverging:
-    # it is not called "good", and resuming it would meet the same step again.
-    where = (f"the last checkpoint, {ckpt} (step {progress.saved}), was saved before the loss became "
-             "non-finite, though the weights may have been diverging already (see loss and "
-             "grad_norm in log.jsonl)") if progress.saved else "no checkpoint was saved"
-    raise DivergedError(
-        f"loss is {sums['loss']} at step {progress.step + 1} (epoch {progress.epoch}); stopped before applying "
-        f"that update; {where}. Lower lr (or check the data) and start again from step 0: "
-        f"resume=False (command line: --restart), or delete {out_dir}.")
-
-
-def _evaluate(model: nn.Module, acc: Accelerator, eval_fn: Callable[[nn.Module], Mapping[str, float]],
-              clock: _Clock) -> dict[str, float]:
-    """``eval_fn`` on the unwrapped model in eval mode, without gradients and in full precision, so
-    held-out numbers compare across runs of any precision; its CPU time is kept off the run's."""
-    c = time.process_time()
-    plain = acc.unwrap_model(model)
-    # bypass the autocast wrapper accelerate put on forward (kept in _original_forward) for the call
-    patched = plain.__dict__.get("forward")
-    if "_original_forward" in plain.__dict__:
-        plain.forward = plain._original_forward
-    plain.eval()
-    try:
-        with torch.no_grad(), torch.autocast(acc.device.type, enabled=False):
-            values = {f"eval_{k}": float(v) for k, v in eval_fn(plain).items()}
-    finally:
-        plain.train()
-        if patched is not None:
-            plain.forward = patched
-    clock.cpu_eval += time.process_time() - c
-    return values
-
-
 def _train(model: nn.Module, data: Any, cfg: TrainConfig, acc: Accelerator, collate_fn: Callable[[list], dict],
            step_fn: Callable[..., dict] | None, eval_fn: Callable[[nn.Module], Mapping[str, float]] | None,
            on_eval: Callable[[int, Mapping[str, float]], Mapping[str, Any] | None] | None,
@@ -573,7 +490,19 @@ def _train(model: nn.Module, data: Any, cfg: TrainConfig, acc: Accelerator, coll
     show = cfg.progress if cfg.progress is not None else sys.stderr.isatty()
     bar = tqdm(total=total, initial=p.step, disable=not (show and acc.is_main_process),
                desc=out_dir.name, dynamic_ncols=True)
+    policy = ThreadPolicy.for_run(acc.device.type, world)  # scheduling only: no key holds it
+    changed = False  # the thread count changed since the last log line
+
+    def threads_line(line: str | None) -> None:
+        nonlocal changed
+        if line:
+            changed = True
+            if show:
+                tqdm.write(f"{out_dir.name}: {line}", file=sys.stderr)
+
     try:
+        if policy is not None:
+            threads_line(policy.start(p.step))
         while p.step < total:
             seq = epoch_data(p.epoch)
             n_batches = _batches_per_epoch(seq, cfg.batch_size, p.epoch)
@@ -584,10 +513,12 @@ def _train(model: nn.Module, data: Any, cfg: TrainConfig, acc: Accelerator, coll
             while p.batch_in_epoch < n_batches and p.step < total:
                 idx = order[p.batch_in_epoch * cfg.batch_size:(p.batch_in_epoch + 1) * cfg.batch_size]
                 idx = idx[rank * per_rank:(rank + 1) * per_rank]
+                if policy is not None:
+                    policy.before(p.step + 1)
                 set_step_seed(cfg.seed, p.step + 1, rank)
                 examples = ([seq[int(i)] for i in idx[m * micro:(m + 1) * micro]] for m in range(cfg.grad_accum))
-                sums = _gradients(model, examples, cfg, acc, collate_fn, step_fn)
-                _refuse_divergence(sums, p, ckpt, out_dir)
+                sums = gradients(model, examples, cfg.grad_accum, acc, collate_fn, step_fn)
+                refuse_divergence(sums["loss"], p.step + 1, p.epoch, p.saved, ckpt, out_dir)
                 lr_now = scheduler.get_last_lr()[0]
                 if cfg.max_grad_norm is not None:
                     sums["grad_norm"] = float(acc.clip_grad_norm_(model.parameters(), cfg.max_grad_norm))
@@ -598,6 +529,8 @@ def _train(model: nn.Module, data: Any, cfg: TrainConfig, acc: Accelerator, coll
                 optimizer.zero_grad(set_to_none=True)
                 p.step, p.batch_in_epoch = p.step + 1, p.batch_in_epoch + 1
                 consistent = True
+                if policy is not None:
+                    threads_line(policy.after(p.step))
                 if acc.distributed_type == DistributedType.XLA:
                     import torch_xla.core.xla_model as xm
                     xm.mark_step()  # no MpDeviceLoader here to cut the graph per step
@@ -608,6 +541,8 @@ def _train(model: nn.Module, data: Any, cfg: TrainConfig, acc: Accelerator, coll
                 evaluated = eval_fn is not None and (p.step % cfg.eval_every == 0 or p.step == total)
                 if p.step % cfg.log_every == 0 or p.step == total or evaluated:
                     rec = _record(p, lr_now, clock, (model, acc, eval_fn, on_eval) if evaluated else None)
+                    if changed:  # the count the updates since the last line ended on
+                        rec["threads"], changed = torch.get_num_threads(), False
                     history.append(rec)
                     if acc.is_main_process:
                         with log_path.open("a") as f:
@@ -633,6 +568,8 @@ def _train(model: nn.Module, data: Any, cfg: TrainConfig, acc: Accelerator, coll
         raise
     finally:
         bar.close()
+        if policy is not None:
+            policy.restore()
         # Mixed precision patches inner.forward with autocast; give the caller the plain model.
         acc.unwrap_model(model, keep_fp32_wrapper=False)
         if not had_forward:
@@ -665,16 +602,18 @@ def _prepare(model: nn.Module, cfg: TrainConfig, acc: Accelerator, total: int,
     return model, optimizer, scheduler
 
 
-def _record(p: _Progress, lr: float, clock: _Clock, evaluate: tuple | None) -> dict:
+def _record(p: _Progress, lr: float, clock: _Clock, held_out: tuple | None) -> dict:
     """One log record: the means of the updates since the last one (which it clears), the
-    learning rate and the clocks; with ``evaluate`` = ``(model, acc, eval_fn, on_eval)`` also the
+    learning rate and the clocks; with ``held_out`` = ``(model, acc, eval_fn, on_eval)`` also the
     held-out evaluation and what ``on_eval`` adds to it (on the main process)."""
     means = {k: v / p.pending_n for k, v in p.pending.items() if k not in _RESERVED}
     rec = {"step": p.step, "epoch": p.epoch, "lr": lr, "loss": means.pop("loss"), **means,
            "elapsed": round(clock.wall(), 3), "cpu": round(clock.cpu(), 3)}
-    if evaluate is not None:
-        model, acc, eval_fn, on_eval = evaluate
-        rec.update(_evaluate(model, acc, eval_fn, clock))
+    if held_out is not None:
+        model, acc, eval_fn, on_eval = held_out
+        c = time.process_time()
+        rec.update(evaluate(model, acc, eval_fn))
+        clock.cpu_eval += time.process_time() - c  # kept off the run's CPU seconds
         if on_eval is not None and acc.is_main_process:
             rec.update(on_eval(p.step, {k: v for k, v in rec.items() if k.startswith("eval_")}) or {})
     p.pending, p.pending_n = {}, 0

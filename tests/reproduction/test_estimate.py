@@ -31,6 +31,85 @@ def test_a_stage_counted_in_epochs_needs_a_number_of_updates():
 
 
 @pytest.fixture
+def two_threads():
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)  # as the command line starts (the unit tests run on one)
+    yield
+    torch.set_num_threads(before)
+
+
+def busy(monkeypatch, load: float) -> None:
+    import os
+
+    monkeypatch.setattr(os, "getloadavg", lambda: (load, 1.0, 0.5))
+
+
+@pytest.mark.parametrize("load, threads", [(2.3, 1), (0.2, 2)])
+def test_the_dry_run_times_the_first_stage_on_the_threads_the_run_takes(monkeypatch, two_threads, load, threads):
+    """``experiments --dry-run`` at a 1-minute load of 2.3 times the first stage on one thread, as
+    the protocol then runs it; on a quiet machine on the caller's two (the loop's policy then
+    manages them, in the probe as in the run)."""
+    import torch
+
+    from condenser_lite.reproduction import estimate
+
+    seen = []
+
+    def time_stage(cfg, folder, data_dir):
+        seen.append(torch.get_num_threads())
+        raise RuntimeError("timed")
+    busy(monkeypatch, load)
+    monkeypatch.setattr(estimate, "time_stage", time_stage)
+    monkeypatch.setattr(estimate, "load_task", lambda preset, data_dir: None)
+    monkeypatch.setattr(estimate, "sts_data", lambda preset, data_dir: (None, None))
+    monkeypatch.setattr(estimate, "cached_stages", lambda *a: [])
+    with pytest.raises(RuntimeError, match="timed"):
+        estimate.estimate_protocol("micro", workers=2)
+    assert seen == [threads]
+    assert torch.get_num_threads() == 2  # given back
+
+
+def test_a_busy_machine_is_one_line_of_the_estimate(monkeypatch, two_threads):
+    """Above a 1-minute load of 0.5 the estimate says, in one line, the load and what to do; the
+    part shows the threads its probe ended on."""
+    from condenser_lite.reproduction import estimate
+    from condenser_lite.reproduction.presets import stage_config
+
+    timing = {"per_update": 0.2, "setup": 1.0, "evaluation": 0.0, "threads": 1, "checkpoint": "-"}
+    monkeypatch.setattr(estimate, "time_stage", lambda cfg, folder, data_dir: timing)
+    cfg = stage_config("micro", "mlm")
+    busy(monkeypatch, 2.3)
+    text = format_estimate(estimate.estimate_stage(cfg))
+    notes = [line for line in text.splitlines() if "busy" in line]
+    assert len(notes) == 1 and "1-minute load average 2.3" in notes[0] and "run the dry run again" in notes[0]
+    assert "s/update x 2, 1 thread)" in text
+    busy(monkeypatch, 0.3)
+    assert "busy" not in format_estimate(estimate.estimate_stage(cfg))
+
+    def no_load():
+        raise OSError("no load average here")
+    monkeypatch.setattr("os.getloadavg", no_load)
+    assert estimate.load_warning() is None
+
+
+def test_the_studys_dry_run_says_when_the_machine_is_busy(monkeypatch, tmp_path, capsys):
+    from condenser_lite.studies import mechanism
+
+    seen = {}
+
+    def rows(parts, data_dir, workers, control=True):
+        seen["workers"] = workers
+        return [("e0", "stage 1", 1, 60.0)]
+    monkeypatch.setattr(mechanism, "estimate", rows)
+    busy(monkeypatch, 1.8)
+    mechanism.main(["--dry-run", "--only", "e0", "--out", str(tmp_path / "x.json")])
+    out = capsys.readouterr().out
+    assert seen == {"workers": 2} and "note: the machine is busy (1-minute load average 1.8" in out
+
+
+@pytest.fixture
 def cache(tmp_path, monkeypatch):
     if not MIRROR.exists():
         pytest.fail(f"the data mirror {MIRROR} is missing: put ../shared/data beside the repository")
@@ -55,7 +134,7 @@ def test_experiments_dry_run_prints_every_part_and_trains_nothing(cache, capsys)
 def test_pretrain_dry_run_leaves_no_stage(cache, tmp_path, capsys):
     main(["pretrain", "--preset", "micro", "--method", "mlm", "--output-dir", str(tmp_path / "stage"), "--dry-run"])
     out = capsys.readouterr().out
-    assert "mlm stage" in out and "s/update x 2)" in out
+    assert "mlm stage" in out and "s/update x 2, " in out and " thread" in out
     assert not (tmp_path / "stage").exists()
 
 

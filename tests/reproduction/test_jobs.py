@@ -37,23 +37,13 @@ def test_the_first_stage_takes_one_thread_on_a_busy_machine(monkeypatch):
     assert jobs.first_stage_threads(1) is None  # one worker: the caller's setting
 
 
-def test_the_dry_run_times_the_first_stage_with_the_runs_threads(monkeypatch, tmp_path):
-    """``estimate_protocol`` times the first stage on the threads ``first_stage_threads`` gives,
-    and says so in a note."""
-    import torch
+def test_a_job_runs_on_its_workers_threads():
+    """Spawned workers share the cores out; one worker runs the jobs in this process, on the
+    caller's count (the training loop's thread policy manages it)."""
+    import os
 
-    from condenser_lite.reproduction import estimate
+    from condenser_lite.reproduction import jobs
 
-    seen = []
-
-    def time_stage(cfg, folder, data_dir):
-        seen.append(torch.get_num_threads())
-        raise RuntimeError("timed")
-    monkeypatch.setattr(estimate, "first_stage_threads", lambda workers: 1)
-    monkeypatch.setattr(estimate, "time_stage", time_stage)
-    monkeypatch.setattr(estimate, "load_task", lambda preset, data_dir: None)
-    monkeypatch.setattr(estimate, "sts_data", lambda preset, data_dir: (None, None))
-    monkeypatch.setattr(estimate, "cached_stages", lambda *a: [])
-    with pytest.raises(RuntimeError, match="timed"):
-        estimate.estimate_protocol("micro", workers=2)
-    assert seen == [1]
+    assert jobs.worker_threads(1) is None
+    assert jobs.worker_threads(2) == max(1, (os.cpu_count() or 1) // 2)
+    assert jobs.worker_threads(64) == 1

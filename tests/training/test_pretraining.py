@@ -137,7 +137,10 @@ def test_stage_logs_heldout_gauges_and_resumes_exactly(env, tokenizer_dir, tmp_p
     import torch
 
     from condenser_lite.training import pretraining
+    from condenser_lite.training.threads import POLICY_ENV
 
+    # bit-identical weights need one thread count in both runs, whatever the load does meanwhile
+    monkeypatch.setenv(POLICY_ENV, "off")
     cfg = tiny(tokenizer_dir, method="condenser", max_steps=4, save_every=1, heldout_fraction=0.05, eval_blocks=8,
                eval_every=2)
     whole = pretrain(cfg, output_dir=tmp_path / "whole")
@@ -169,6 +172,7 @@ def test_stage_logs_heldout_gauges_and_resumes_exactly(env, tokenizer_dir, tmp_p
         pretrain(cfg, output_dir=tmp_path / "resumed")
     assert not is_done(tmp_path / "resumed")
     monkeypatch.undo()
+    monkeypatch.setenv(POLICY_ENV, "off")  # undo() dropped it with the collator
     resumed = pretrain(cfg, output_dir=tmp_path / "resumed")
     again = json.loads((resumed / "pretrain_config.json").read_text())
     assert json.loads((resumed / "train" / "train_state.json").read_text())["resumed_from"] == 2
