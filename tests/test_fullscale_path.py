@@ -186,7 +186,7 @@ def test_nq_through_the_command_line_reports_dpr_top_k_accuracy(mirror, small_st
     data = ["--data", "nq", "--data-dir", str(mirror)]
     # NQ's recipe: untied encoders, 2 passages per query, 256 tokens, the gradient cache (chunks of 4 here)
     main(["finetune", "--init", small_standins["bert"], "--output-dir", str(tmp_path / "nq"), "--max-steps", "2",
-          "--set", "batch_size=8", "--set", "chunk_size=4", *data])
+          "--set", "finetune.batch_size=8", "--set", "finetune.chunk_size=4", *data])
     assert (tmp_path / "nq" / "query" / "config.json").exists() and (tmp_path / "nq" / "passage" / "config.json").exists()
     capsys.readouterr()
     main(["search", "--model", str(tmp_path / "nq"), "--split", "test", "--out", str(tmp_path / "test.trec"), *data])

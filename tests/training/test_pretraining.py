@@ -321,7 +321,7 @@ def test_pretrain_into_another_stages_folder_is_refused(tokenizer_dir, tmp_path,
     monkeypatch.setenv("CONDENSER_LITE_CACHE", str(tmp_path / "cache"))
     folder = pretrain(tiny_stage(tokenizer_dir, method="condenser"), output_dir=tmp_path / "cd", data_dir=MIRROR)
     settings = ["--set", f"tokenizer={tokenizer_dir}", "--set", "hidden_size=32", "--set", "num_attention_heads=2",
-                "--set", "intermediate_size=64", "--set", "batch_size=4", "--set", "max_steps=1",
+                "--set", "intermediate_size=64", "--set", "stage.batch_size=4", "--set", "max_steps=1",
                 "--set", "corpus_limit=20", "--data-dir", MIRROR, "--output-dir", folder]
     line = one_error_line(cli(["pretrain", "--method", "mlm", *settings], capsys))
     assert "method: saved 'condenser' vs now 'mlm'" in line
@@ -388,7 +388,7 @@ def test_two_identical_pretrain_commands_give_identical_weights(tokenizer_dir, t
                                intermediate_size=64, max_position_embeddings=64)).save_pretrained(init)
     AutoTokenizer.from_pretrained(tokenizer_dir).save_pretrained(init)
     settings = ["pretrain", "--method", "condenser", "--set", f"tokenizer={tokenizer_dir}", "--set", "hidden_size=32",
-                "--set", "num_attention_heads=2", "--set", "intermediate_size=64", "--set", "batch_size=4",
+                "--set", "num_attention_heads=2", "--set", "intermediate_size=64", "--set", "stage.batch_size=4",
                 "--set", "corpus_limit=20", "--set", "max_steps=1"]
     # each process runs both commands (one start-up, two fresh initialisations), as `python -m
     # condenser_lite pretrain ...` would one after the other
@@ -410,8 +410,8 @@ def test_two_identical_pretrain_commands_give_identical_weights(tokenizer_dir, t
 def test_two_identical_pretrain_commands_at_once(tokenizer_dir, tmp_path):
     out = tmp_path / "stage"
     args = ["pretrain", "--method", "mlm", "--set", f"tokenizer={tokenizer_dir}", "--set", "hidden_size=32",
-            "--set", "num_attention_heads=2", "--set", "intermediate_size=64", "--set", "batch_size=4",
-            "--set", "corpus_limit=20", "--set", "max_steps=12", "--set", "save_every=3", "--output-dir", out]
+            "--set", "num_attention_heads=2", "--set", "intermediate_size=64", "--set", "stage.batch_size=4",
+            "--set", "corpus_limit=20", "--set", "max_steps=12", "--set", "stage.save_every=3", "--output-dir", out]
     procs = [run_module(args, child_env(tmp_path)) for _ in range(2)]
     errs = [p.communicate(timeout=300)[1] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], errs
