@@ -319,7 +319,8 @@ def _train(part: str, run: Run, out: Path) -> dict:
     if run.method == "cocondenser":
         from condenser_lite.modeling.gradcache import cocondenser_step
         from condenser_lite.modeling.spans import SpanPairCollator
-        from condenser_lite.training.pretraining import StageConfig, span_pairs
+        from condenser_lite.training.pretraining_config import StageConfig
+        from condenser_lite.training.pretraining_data import span_pairs
 
         train_data = span_pairs(StageConfig().replace(method="cocondenser", corpus="scifact", max_len=run.max_len,
                                                       min_span=16, seed=run.seed), tok)

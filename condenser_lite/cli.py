@@ -56,7 +56,7 @@ from .data.tevatron import tevatron_name
 from .parameters import parse_settings
 from .reproduction.presets import ALIASES, PRESETS, RETRIEVAL_RECIPES, Preset, finetune_recipe, get_preset
 from .training.finetune import FinetuneConfig
-from .training.pretraining import MODEL_FIELDS, StageConfig
+from .training.pretraining_config import MODEL_FIELDS, StageConfig
 from .utils.cli_args import one_line, positive_int, seed_list
 from .utils.errors import ConfigError, UserError
 
@@ -224,7 +224,8 @@ def _check_head_depth(cfg) -> None:
 def _pretrain(args: argparse.Namespace) -> None:
     from .reproduction.estimate import estimate_stage, format_estimate
     from .reproduction.health import stage_check
-    from .training.pretraining import pretrain, stage_done
+    from .training.pretraining import pretrain
+    from .training.stage_cache import stage_done
 
     check_writable("--output-dir", args.output_dir, folder=True)
     cfg = stage_config_from_args(args)

@@ -10,7 +10,7 @@ from condenser_lite.cli import _recipe, apply_settings, build_parser, main, stag
 from condenser_lite.parameters import parse_settings
 from condenser_lite.reproduction.arms import arm_config
 from condenser_lite.reproduction.presets import get_preset, paper_cocondenser, paper_condenser
-from condenser_lite.training.pretraining import is_done
+from condenser_lite.training.stage_cache import is_done
 from condenser_lite.utils.errors import ConfigError
 
 MIRROR = Path(__file__).resolve().parents[2] / "shared" / "data"

@@ -39,7 +39,8 @@ from condenser_lite.retrieval.runfiles import read_trec_run
 from condenser_lite.retrieval.search import encode
 from condenser_lite.training.finetune import mine_hard_negatives
 from condenser_lite.training.loop import read_log
-from condenser_lite.training.pretraining import DONE_FILE, build_model, pretrain
+from condenser_lite.training.pretraining import build_model, pretrain
+from condenser_lite.training.stage_cache import DONE_FILE
 from condenser_lite.utils.errors import ConfigError
 
 

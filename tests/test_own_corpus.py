@@ -15,7 +15,7 @@ from condenser_lite.data.beir import load_beir
 from condenser_lite.data.tokenizer import load_tokenizer, train_wordpiece
 from condenser_lite.modeling.condenser import Condenser, tiny_bert_config
 from condenser_lite.modeling.spans import tokenize_documents
-from condenser_lite.training.pretraining import DONE_FILE
+from condenser_lite.training.stage_cache import DONE_FILE
 from condenser_lite.utils.errors import SchemaError
 
 FOLDER = Path(__file__).parent / "fixtures" / "bike_beir"

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ..training.finetune import FinetuneConfig
-from ..training.pretraining import ModelConfig, PretrainingConfig, StageConfig
+from ..training.pretraining_config import ModelConfig, PretrainingConfig, StageConfig
 from ..training.similarity import STSConfig
 from ..utils.errors import ConfigError
 from .registry import ARMS, CONTROL_ARMS, MAIN_ARMS, MODIFIED_ARM, STANDARD_ARMS

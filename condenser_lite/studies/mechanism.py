@@ -251,7 +251,7 @@ def estimate(parts: dict, data_dir: str | None, workers: int,
     from condenser_lite.reproduction.arms import arm_config
     from condenser_lite.reproduction.estimate import stage_seconds, time_stage
     from condenser_lite.reproduction.jobs import num_threads, quiet
-    from condenser_lite.training.pretraining import stage_done, stage_folder
+    from condenser_lite.training.stage_cache import stage_done, stage_folder
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="mechanism-estimate-") as tmp, quiet(), num_threads(1):

@@ -1,5 +1,5 @@
 """The cache keys of the committed runs' stages stay what they were: a stage's key is the hash of
-everything its result depends on (``pretraining.stage_settings``), so a refactoring that changed
+everything its result depends on (``stage_cache.stage_settings``), so a refactoring that changed
 one would silently orphan every cached stage and make the committed runs' records point nowhere.
 
 Every stage folder a committed results file names (``results/small.json`` and its parts,
@@ -21,7 +21,7 @@ from condenser_lite.reproduction.arms import arm_config
 from condenser_lite.reproduction.presets import get_preset
 from condenser_lite.reproduction.registry import PARENT
 from condenser_lite.studies.mechanism import PARTS, part_preset
-from condenser_lite.training.pretraining import stage_settings
+from condenser_lite.training.stage_cache import stage_settings
 from condenser_lite.utils.cache import settings_hash
 
 DATA = MIRROR if MIRROR.exists() else Path(os.environ.get("CONDENSER_LITE_DATA", MIRROR))
@@ -121,7 +121,8 @@ KEYED_FIELDS = {
 @pytest.mark.unit
 def test_a_new_stage_field_leaves_the_keys_of_stages_that_do_not_use_it():
     from condenser_lite.modeling.condenser import PAPER_SWITCHES
-    from condenser_lite.training.pretraining import BOOKKEEPING, StageConfig
+    from condenser_lite.training.pretraining_config import StageConfig
+    from condenser_lite.training.stage_cache import BOOKKEEPING
 
     fields = StageConfig().settings()  # the defaults, the model's fields by their own names
     keyed = set(fields) - set(BOOKKEEPING) - set(PAPER_SWITCHES)

@@ -121,7 +121,7 @@ def test_a_stage_holds_the_presets_model_and_the_shared_training_settings_under_
     import typing
 
     from condenser_lite.reproduction.presets import STAGE_TRAINING_FIELDS, stage_config
-    from condenser_lite.training.pretraining import PretrainingConfig, StageConfig
+    from condenser_lite.training.pretraining_config import PretrainingConfig, StageConfig
 
     stage, hints = typing.get_type_hints(StageConfig), typing.get_type_hints(PretrainingConfig)
     for name in STAGE_TRAINING_FIELDS:

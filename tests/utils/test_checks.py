@@ -8,7 +8,7 @@ from command_line import FINETUNE, cli, one_error_line
 
 from condenser_lite.parameters import parse_settings
 from condenser_lite.training.loop import TrainConfig
-from condenser_lite.training.pretraining import StageConfig
+from condenser_lite.training.pretraining_config import StageConfig
 from condenser_lite.utils.errors import ConfigError
 
 
