@@ -7,6 +7,7 @@ the held-out set (``pretraining_data``). ``stage_loop_config`` turns a stage int
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import logging
@@ -150,16 +151,19 @@ def stage_training(cfg: StageConfig, tokenizer, mlm_collator: MLMCollator, data_
     return general_blocks(cfg, tokenizer, data_dir, corpus), mlm_collator, mlm_step
 
 
+# the loop's settings a stage holds under the loop's own names (eval_every means another thing there)
+LOOP_FIELDS = tuple(f.name for f in dataclasses.fields(TrainConfig)
+                    if f.name in {g.name for g in dataclasses.fields(StageConfig)} and f.name != "eval_every")
+
+
 def stage_loop_config(cfg: StageConfig, output_dir: str | Path, progress: bool | None = None,
-                 evaluate: bool = False, resume: bool = True):
-    # without eval_every, evaluate after the last step only (the loop always evaluates there)
+                      evaluate: bool = False, resume: bool = True) -> TrainConfig:
+    """The loop's ``TrainConfig`` of a stage: its ``LOOP_FIELDS`` as they are, evaluating every
+    ``eval_every`` steps where ``evaluate`` (without ``eval_every``, after the last step only: the
+    loop always evaluates there). Chapter 2."""
     eval_every = (cfg.eval_every or 2**31) if evaluate else None
-    return TrainConfig(
-        output_dir=str(output_dir), max_steps=cfg.max_steps, epochs=cfg.epochs, batch_size=cfg.batch_size,
-        grad_accum=cfg.grad_accum, lr=cfg.lr, weight_decay=cfg.weight_decay, warmup_ratio=cfg.warmup_ratio,
-        max_grad_norm=cfg.max_grad_norm, mixed_precision=cfg.mixed_precision, seed=cfg.seed,
-        save_every=cfg.save_every, eval_every=eval_every, progress=progress, resume=resume,
-    )
+    return TrainConfig(output_dir=str(output_dir), **{k: getattr(cfg, k) for k in LOOP_FIELDS},
+                       eval_every=eval_every, progress=progress, resume=resume)
 
 
 def pretrain(

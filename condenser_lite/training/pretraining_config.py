@@ -167,7 +167,7 @@ class StageConfig:
     max_grad_norm: float | None = 1.0
     mixed_precision: str = _TRAINING.mixed_precision
     seed: int = _TRAINING.seed
-    save_every: int | None = 200
+    save_every: int | None = _TRAINING.save_every
     # held-out evaluation on the general corpus (presets.PretrainingConfig explains them)
     heldout_fraction: float | None = _TRAINING.heldout_fraction
     eval_blocks: int = _TRAINING.eval_blocks
