@@ -118,7 +118,8 @@ def preset_stage(preset: str, method: str, steps: int, clock: str) -> dict:
     from condenser_lite.modeling.masking import MLMCollator
     from condenser_lite.reproduction.presets import stage_config
     from condenser_lite.training.loop import train
-    from condenser_lite.training.pretraining import build_model, counted, get_tokenizer, stage_loop_config, stage_training
+    from condenser_lite.training.pretraining import build_model, counted, stage_loop_config, stage_training
+    from condenser_lite.training.stage_cache import get_tokenizer
     from condenser_lite.utils.devices import resolve_precision
 
     cfg = stage_config(preset, method).replace(max_steps=steps, save_every=None)

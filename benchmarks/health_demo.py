@@ -82,6 +82,7 @@ def broken(change: dict):
     """The pre-training module with a bug the stage's settings do not show: its training batches
     masked at ``mask_rate``, or the held-out blocks in its training blocks at ``leak_share``."""
     import condenser_lite.training.pretraining as pt
+    from condenser_lite.training.pretraining_data import heldout_set
 
     saved = pt.stage_training, pt.general_blocks
     if "mask_rate" in change:
@@ -98,7 +99,7 @@ def broken(change: dict):
             if cfg.heldout_fraction is None:  # no held-out set to leak
                 return blocks
             rows = []
-            for b in pt.heldout_set(cfg, tokenizer, data_dir, corpus)["batches"]:
+            for b in heldout_set(cfg, tokenizer, data_dir, corpus)["batches"]:
                 ids = torch.where(b["labels"] != -100, b["labels"], b["input_ids"])  # the unmasked text
                 rows += [r[m.bool()].tolist() for r, m in zip(ids, b["attention_mask"])]
             copies = max(1, round(change["leak_share"] / (1 - change["leak_share"]) * len(blocks) / len(rows)))

@@ -17,12 +17,14 @@ from __future__ import annotations
 import os
 import random
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from .parameters import parse_bool, parse_choice, parse_int, parse_path
+from .parameters import parse_bool, parse_choice, parse_int, parse_path, parse_settings
 from .utils.cache import CACHE_ENV
 from .utils.devices import default_device
+from .utils.errors import ConfigError
 
 COMMITTED = "small"  # the committed results the chapters read by default: results/small.json
 # The live cells' settings: tiny's short pre-training stages in float32 (the same maths on every
@@ -60,7 +62,9 @@ class Chapter:
 
     ``preset`` None: the chapter reads the committed results (``results/small.json``); a preset
     name: it re-runs that preset's protocol and shows the re-run. ``full``: the ``paper`` preset.
-    The live cells' own settings are ``live_preset``."""
+    ``settings``: paths of the settings tree (``-p settings "finetune.lr=1e-4"``, as
+    ``experiments --set``) that change the re-run's preset (``rerun_preset``). The live cells' own
+    settings are ``live_preset``."""
 
     full: bool
     preset: str | None
@@ -70,6 +74,7 @@ class Chapter:
     device: str
     figures: Path
     reads: str  # the committed results file the page shows
+    settings: tuple[tuple[str, Any], ...] = field(default=(), repr=False)  # (path, value) pairs
 
     @property
     def rerun(self) -> bool:
@@ -90,6 +95,18 @@ class Chapter:
             return get_preset("paper")
         committed = get_preset(COMMITTED)
         return get_preset(LIVE_PRESET).replace(model=committed.model, finetune=committed.finetune, sts=committed.sts)
+
+    @property
+    def rerun_preset(self):
+        """The ``presets.Preset`` a re-run runs: ``preset`` (at full scale ``paper`` with one
+        fine-tuning seed, ``seed``) with ``settings`` applied, as ``experiments --preset P --set
+        ...`` runs it; None without a re-run. Introduction, "Running it"."""
+        from .reproduction.presets import get_preset
+
+        if not self.rerun:
+            return None
+        preset = get_preset("paper", seeds=(self.seed,)) if self.full else get_preset(self.preset)
+        return preset.replace(**dict(self.settings))
 
     def released(self, arm: str) -> str:
         """A committed run's final model for the live cells that study trained models (the
@@ -123,8 +140,7 @@ class Chapter:
         if not self.rerun:
             results = load_results(COMMITTED)
         else:
-            preset = get_preset("paper", seeds=(self.seed,)) if self.full else get_preset(self.preset)
-            results = run_protocol(preset, workers=self.workers, verbose=verbose)
+            results = run_protocol(self.rerun_preset, workers=self.workers, verbose=verbose)
         if verbose:
             print(describe(results, committed=not self.rerun))
         return results
@@ -192,11 +208,12 @@ def describe(results: dict, committed: bool = True) -> str:
 def setup(full: object = False, preset: object = None, seed: object = 0, max_steps: object = None,
           workers: object = None, cache_dir: object = None, data_dir: object = None,
           figures_dir: object = "figures", threads: int = 1, remade_by: str | None = None,
-          reads: str | None = None) -> Chapter:
+          reads: str | None = None, settings: object = None) -> Chapter:
     """Parse a chapter's papermill parameters and prepare the run; the first call of every chapter.
 
     ``preset`` None (or ``"none"``) reads the committed results; a preset name (``rerun_presets()``)
-    re-runs it. ``cache_dir`` and ``data_dir`` set ``$CONDENSER_LITE_CACHE`` and
+    re-runs it, with ``settings`` (``"pretraining.s1_steps=5 finetune.lr=1e-4"``: paths of the
+    settings tree, as ``experiments --set`` takes them) applied. ``cache_dir`` and ``data_dir`` set ``$CONDENSER_LITE_CACHE`` and
     ``$CONDENSER_LITE_DATA`` when given. ``threads`` is fixed because float sums differ between
     thread counts and the chapters' printed numbers should repeat; one, because the live cells'
     small models gain little from a second thread and lose much when the machine is busy (two
@@ -222,6 +239,18 @@ def setup(full: object = False, preset: object = None, seed: object = 0, max_ste
     figures = parse_path(figures_dir, "figures_dir") or Path("figures")
 
     _quiet()  # before anything imports transformers or datasets
+    chapter_settings = parse_settings(settings, where="parameter 'settings'")
+    if chapter_settings:
+        if not (chapter_full or chapter_preset):
+            raise ConfigError("parameter 'settings' changes a re-run's preset; pass the preset to re-run too "
+                              "(e.g. -p preset micro), or leave settings out to read the committed results")
+        from .reproduction.presets import get_preset
+
+        for path in chapter_settings:  # a path no preset holds (stage.*) is named now, not after the run
+            try:
+                get_preset("micro").locate(path)
+            except ConfigError as err:
+                raise ConfigError(f"parameter 'settings' {path}: {err}") from None
     from .data.sources import DATA_ENV
 
     if cache is not None:
@@ -241,7 +270,7 @@ def setup(full: object = False, preset: object = None, seed: object = 0, max_ste
     _tables_whole()
     return Chapter(full=chapter_full, preset=chapter_preset, seed=chapter_seed, max_steps=steps,
                    workers=n_workers, device=str(default_device()), figures=figures,
-                   reads=reads or f"results/{COMMITTED}.json")
+                   reads=reads or f"results/{COMMITTED}.json", settings=tuple(chapter_settings.items()))
 
 
 def glue(name: str, value: object, digits: int | None = None) -> None:

@@ -1,7 +1,8 @@
 """Command line for long runs that do not belong in a notebook.
 
-    python -m condenser_lite pretrain --method condenser --init runs/bert --set max_steps=2000
-    python -m condenser_lite pretrain --preset paper --method cocondenser --set max_steps=100
+    python -m condenser_lite pretrain --method condenser --init runs/bert --set stage.max_steps=2000
+    python -m condenser_lite pretrain --preset paper --method cocondenser --set stage.max_steps=100
+    python -m condenser_lite finetune --init runs/condenser --data scifact --set finetune.lr=1e-4 --output-dir ft
     python -m condenser_lite finetune --init Luyu/co-condenser-marco --data msmarco --rounds 2 --output-dir ft
     python -m condenser_lite search --model ft/round2 --data msmarco --split dev --out dev.trec
     python -m condenser_lite evaluate --run dev.trec --data msmarco --split dev --metrics RR@10 R@1000
@@ -16,11 +17,25 @@ Your own data: ``--data`` / ``--task`` take a BEIR name or the path of a folder 
 Every sub-command reads the same named presets as the notebooks (``presets.PRESETS``; ``--help``
 names them): ``pretrain --preset tiny`` runs the stage the book's arms run
 (``presets.stage_config``), ``finetune`` the same recipe through the same two-round function
-(``finetune.two_round``), ``experiments --preset`` the whole protocol. ``--set key=value``
-speaks one dialect everywhere: a preset's settings (``s1_steps``, ``pretraining.lr``,
-``finetune.lr``; dotted where the name is ambiguous) mean the same to every command, and
-``pretrain`` and ``finetune`` also take their own config's fields (``max_steps``, ``lr``); a
-setting that would not change what the command runs is refused. Run ``... <command> --help``.
+(``finetune.two_round``), ``experiments --preset`` the whole protocol.
+
+``--set path=value`` takes a path of the settings tree (``presets.setting_tree``), the same in
+every command and in a chapter's ``-p settings "path=value ..."``:
+
+* ``model.<field>``: the encoder (``model.hidden_size``, ``model.skip_from``);
+* ``pretraining.<field>``: how the preset's stages train (``pretraining.s1_steps``,
+  ``pretraining.lr``, ``pretraining.cocondenser_lr``);
+* ``finetune.<field>``, ``sts.<field>``: the retrieval recipe, the STS-b recipe;
+* a preset's own field by its name (``seeds``, ``task``, ``pretrain_seeds``);
+* ``stage.<field>``: the one stage ``pretrain`` runs (``stage.max_steps``, ``stage.lr``,
+  ``stage.mlm_probability``), applied after it is built from the preset.
+
+A bare name stands for the one path ending in it (``max_steps`` is ``stage.max_steps``,
+``hidden_size`` is ``model.hidden_size``); one that several paths end in (``lr``,
+``batch_size``) is refused, naming them. A path the command does not read is refused in one
+line: ``finetune`` reads ``finetune.*``; ``experiments`` every path but ``stage.*``; ``pretrain``
+the model's and ``pretraining`` fields its stage is built from, coCondenser's ``task``, and the
+``stage.*`` fields its method reads (``pretrain_reads``). Run ``... <command> --help``.
 """
 
 from __future__ import annotations
@@ -33,17 +48,15 @@ import os
 import re
 import shlex
 import sys
-import types
-import typing
 import warnings
 from pathlib import Path
 from typing import Any
 
 from .data.tevatron import tevatron_name
-from .parameters import parse_bool
+from .parameters import parse_settings
 from .reproduction.presets import ALIASES, PRESETS, RETRIEVAL_RECIPES, Preset, finetune_recipe, get_preset
 from .training.finetune import FinetuneConfig
-from .training.pretraining import MODEL_FIELDS, ModelConfig, StageConfig
+from .training.pretraining_config import MODEL_FIELDS, StageConfig
 from .utils.cli_args import one_line, positive_int, seed_list
 from .utils.errors import ConfigError, UserError
 
@@ -63,133 +76,75 @@ METRICS_HELP = ("ir_measures names (nDCG@10 RR@10 R@1000) or Top-k answer accura
                 "R@1000, nq Top-5 Top-20 Top-100, else nDCG@10 RR@10 R@100")
 
 
-def _field_type(obj: Any, key: str) -> Any:
-    """The annotation of the field ``key`` names (a ``Preset``'s may be dotted)."""
-    owner, name = type(obj), key
-    if isinstance(obj, Preset):
-        part, name = obj.locate(key)
-        owner = type(obj if part is None else getattr(obj, part))
-    elif isinstance(obj, StageConfig) and key in MODEL_FIELDS:  # a stage's model fields go by their own names
-        owner = ModelConfig
-    return typing.get_type_hints(owner)[name]
-
-
-def _setting_names(config_class: type) -> set[str]:
-    """The keys ``--set`` takes for a config class: its fields (a stage's model fields by their own names)."""
-    if config_class is StageConfig:
-        return set(StageConfig.setting_names())
-    return {f.name for f in dataclasses.fields(config_class)}
-
-
-def _convert(kind: Any, raw: str, key: str) -> Any:
-    """``raw`` as a value of the field's annotated type ``kind``, or a ``ConfigError`` naming the key.
-
-    Read from the annotation, not from the current value: ``max_steps`` is ``int | None`` even
-    while it is None, so ``max_steps=2.5`` is refused instead of running 3 steps."""
-    options = typing.get_args(kind) if typing.get_origin(kind) in (typing.Union, types.UnionType) else (kind,)
-    optional = type(None) in options
-    options = tuple(t for t in options if t is not type(None))
-    base = typing.get_origin(options[0]) or options[0] if len(options) == 1 else None
-    if raw.strip().lower() in ("none", "null"):
-        if optional:
-            return None
-        raise ConfigError(f"--set {key}={raw}: {key} cannot be None; give a value")
-    if base is bool:
+def apply_settings(preset: Preset, settings: dict[str, Any], where: str = "--set") -> Preset:
+    """``preset`` with ``settings`` (``parameters.parse_settings``'s paths) applied: what
+    ``experiments --set`` runs. A ``stage.*`` path is refused: the protocol builds every stage
+    from the preset."""
+    for path in settings:
         try:
-            return parse_bool(raw, key)
-        except ConfigError:
-            raise ConfigError(f"--set {key}={raw}: {key} takes true or false") from None
-    if base is int:
-        if not re.fullmatch(r"[+-]?\d+", raw.strip()):
-            raise ConfigError(f"--set {key}={raw}: {key} takes an integer{' (or none)' if optional else ''}, "
-                              f"e.g. --set {key}=8")
-        return int(raw)
-    if base is float:
-        try:
-            return float(raw)
-        except ValueError:
-            raise ConfigError(f"--set {key}={raw}: {key} takes a number, e.g. --set {key}=1e-4") from None
-    if base is str:
-        return raw
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError:
-        raise ConfigError(f"--set {key}={raw}: {key} takes a JSON value, e.g. --set {key}='[0, 1, 2]'") from None
-    if base is tuple:
-        if not isinstance(value, list):
-            raise ConfigError(f"--set {key}={raw}: {key} takes a JSON list, e.g. --set {key}='[0, 1, 2]'")
-        return tuple(value)
-    return value
+            preset.locate(path)
+        except ConfigError as err:
+            raise ConfigError(f"{where} {path}: {err}") from None
+    return preset.replace(**settings) if settings else preset
 
 
-def parse_overrides(obj: Any, pairs: list[str]) -> Any:
-    """Apply ``key=value`` strings to a config dataclass (or a ``Preset``, whose component fields
-    may be dotted: ``finetune.lr=1e-4``), converting each value to the field's annotated type;
-    a bad key or value raises ``ConfigError`` naming it."""
-    changes: dict[str, Any] = {}
-    for pair in pairs:
-        if "=" not in pair:
-            raise ConfigError(f"--set expects key=value, got {pair!r}")
-        key, raw = pair.split("=", 1)
-        key = key.strip().replace("-", "_")
-        if isinstance(obj, Preset):
-            try:
-                obj.locate(key)
-            except TypeError as err:
-                raise ConfigError(str(err)) from None
-        else:
-            fields = _setting_names(type(obj))
-            if key not in fields:
-                raise ConfigError(f"unknown setting {key!r}; known: {', '.join(sorted(fields))}")
-        changes[key] = _convert(_field_type(obj, key), raw, key)
-    return obj.replace(**changes) if isinstance(obj, (Preset, StageConfig)) else dataclasses.replace(obj, **changes)
+def pretrain_reads(preset: Preset, method: str, init: str | None) -> set[str]:
+    """The paths of the settings tree that the stage ``pretrain --method method`` runs from
+    ``init`` reads: the model's fields it uses, the ``pretraining`` fields it is built from
+    (``presets.stage_sources``), coCondenser's ``task`` (its corpus), and the stage's own fields it
+    uses (``StageConfig.unread`` decides, by what the method reads). Chapter 2."""
+    from .reproduction.presets import STAGE, STAGE_FLAGS, stage_sources
+
+    stage = [f.name for f in dataclasses.fields(StageConfig) if f.name not in STAGE_FLAGS]
+    return ({f"model.{n}" for n in MODEL_FIELDS if not StageConfig.unread(method, [n])}
+            | {f"pretraining.{v}" for v in stage_sources(preset, method, init).values()}
+            | ({"task"} if method == "cocondenser" else set())
+            | {f"{STAGE}.{n}" for n in stage if not StageConfig.unread(method, [n])})
 
 
-def split_sets(config_class: type, pairs: list[str], component: str | None = None) -> tuple[list[str], list[str]]:
-    """``(preset_pairs, own_pairs)``: the ``--set`` pairs a command applies to its preset first
-    (a preset's name: ``s1_steps``, ``pretraining.lr``, ``model.hidden_size``) and those naming a
-    field of its own config (``config_class``: ``max_steps`` for a stage, ``lr`` for a recipe), so
-    every command reads one dialect: a key that ``experiments --set`` takes means the same here.
-    A dotted key of the command's own preset ``component`` (``finetune.lr`` for ``finetune``) is
-    its field, and is returned undotted."""
-    own_fields = _setting_names(config_class)
-    preset_pairs, own_pairs = [], []
-    for pair in pairs:
-        if component and pair.startswith(f"{component}."):
-            pair = pair.removeprefix(f"{component}.")
-        key = pair.split("=", 1)[0].strip().replace("-", "_")
-        (own_pairs if key in own_fields else preset_pairs).append(pair)
-    return preset_pairs, own_pairs
+def _not_read(path: str, method: str, init: str | None, reads: set[str]) -> str:
+    """One line saying why the ``pretrain`` stage does not read ``path``, and what to do instead."""
+    part, _, name = path.rpartition(".")
+    if name in StageConfig.READ_ONLY_BY and part in ("model", "stage"):
+        return (f"{' and '.join(StageConfig.READ_ONLY_BY[name])} stages read it, {method} stages do not (it would "
+                "change the cache key and nothing else); leave it out")
+    if part == "pretraining":
+        start = "from scratch" if init is None else "continuing --init"
+        own = ", ".join(sorted(p for p in reads if p.startswith("pretraining.")))
+        return (f"the {method} stage {start} does not read it (it reads {own}); set it for experiments, or "
+                "set the stage's own, e.g. stage.max_steps")
+    return ("pretrain runs one pre-training stage, which does not read it; set it for experiments (or finetune), "
+            "or set the stage's own settings, stage.* (e.g. stage.max_steps, stage.lr)")
 
 
 def stage_config_from_args(args: argparse.Namespace):
     """The stage ``pretrain`` runs: the preset's (``presets.stage_config``), exactly as the
     protocol's arm of that method builds it; at ``paper`` scale the starting checkpoint defaults
     to the preset's published one (bert-base-uncased; Luyu/condenser for coCondenser). ``--set``
-    takes the stage's own fields (``max_steps=500``) and the preset's (``s1_steps=500``,
-    ``pretraining.lr=1e-3``: applied before the stage is built, as ``experiments`` applies them);
-    a preset's setting that would not change this stage (``epochs_round1``, or ``s2_steps`` for a
-    stage from scratch) is refused rather than ignored. Chapter 2."""
-    preset_sets, stage_sets = split_sets(StageConfig, args.set)
+    takes paths of the settings tree: ``model.*`` and the ``pretraining.*`` fields this stage is
+    built from, applied to the preset before the stage is built, as ``experiments`` applies them;
+    ``stage.*`` (``stage.max_steps=500``) after. A path this stage does not read (``finetune.lr``,
+    ``pretraining.s2_steps`` for a stage from scratch, ``stage.chunk_size`` for a Condenser) is
+    refused rather than ignored. Chapter 2."""
+    from .reproduction.presets import STAGE
+
+    settings = parse_settings(args.set)
     preset = get_preset(args.preset)
-    for pair in preset_sets:
-        try:
-            changed = parse_overrides(preset, [pair])
-        except ConfigError as err:
-            fields = ", ".join(sorted(StageConfig.setting_names()))
-            raise ConfigError(f"{err}; or one of the stage's own settings: {fields}") from None
-        if _stage_of(changed, args) == _stage_of(preset, args):
-            key = pair.split("=", 1)[0].strip()
-            raise ConfigError(f"--set {pair}: {key} does not change this {args.method} stage (pretrain builds one "
-                              "stage from the model and pre-training settings); set it for experiments, or set "
-                              "one of the stage's own settings (e.g. max_steps, lr, batch_size)")
-        preset = changed
-    unread = StageConfig.unread(args.method, [p.split("=", 1)[0].strip().replace("-", "_") for p in stage_sets])
-    if unread:
-        raise ConfigError(f"--set {unread[0]}: {' and '.join(StageConfig.READ_ONLY_BY[unread[0]])} stages read "
-                          f"it, {args.method} stages do not (it would change the cache key and nothing else); "
-                          "leave it out")
-    return parse_overrides(_stage_of(preset, args), stage_sets)
+    init = _init_of(preset, args)
+    reads = pretrain_reads(preset, args.method, init)
+    for path in settings:
+        if path not in reads:
+            raise ConfigError(f"--set {path}: {_not_read(path, args.method, init, reads)}")
+    stage = {p.removeprefix(f"{STAGE}."): v for p, v in settings.items() if p.startswith(f"{STAGE}.")}
+    preset = apply_settings(preset, {p: v for p, v in settings.items() if not p.startswith(f"{STAGE}.")})
+    return _stage_of(preset, args).replace(**stage)
+
+
+def _init_of(preset: Preset, args: argparse.Namespace) -> str | None:
+    """The stage's starting checkpoint: ``--init``, else at ``paper`` scale the published one."""
+    if args.init is None and preset.pretrained:
+        return preset.pretrained["condenser" if args.method == "cocondenser" else "bert"]
+    return args.init
 
 
 def _stage_of(preset: Preset, args: argparse.Namespace):
@@ -197,10 +152,7 @@ def _stage_of(preset: Preset, args: argparse.Namespace):
     and shortest span."""
     from .reproduction.presets import stage_config
 
-    init = args.init
-    if init is None and preset.pretrained:
-        init = preset.pretrained["condenser" if args.method == "cocondenser" else "bert"]
-    cfg = stage_config(preset, args.method, init)
+    cfg = stage_config(preset, args.method, _init_of(preset, args))
     if args.corpus:
         cfg = cfg.replace(corpus=_absolute(args.corpus))
     if args.min_span is not None:  # 0 too: refused by StageConfig, not ignored
@@ -272,7 +224,8 @@ def _check_head_depth(cfg) -> None:
 def _pretrain(args: argparse.Namespace) -> None:
     from .reproduction.estimate import estimate_stage, format_estimate
     from .reproduction.health import stage_check
-    from .training.pretraining import pretrain, stage_done
+    from .training.pretraining import pretrain
+    from .training.stage_cache import stage_done
 
     check_writable("--output-dir", args.output_dir, folder=True)
     cfg = stage_config_from_args(args)
@@ -331,12 +284,14 @@ def _recipe(args: argparse.Namespace) -> FinetuneConfig:
     if name not in PRESETS and name not in ALIASES and name not in RETRIEVAL_RECIPES:
         raise ConfigError(f"--preset {name}: no such preset or recipe; choose one of {preset_list()} or a data set's "
                           f"recipe: {', '.join(RETRIEVAL_RECIPES)}")
-    others, pairs = split_sets(FinetuneConfig, args.set, component="finetune")
-    if others:
-        raise ConfigError(f"--set {others[0]}: finetune runs one recipe, whose fields are "
-                          f"{', '.join(sorted(f.name for f in dataclasses.fields(FinetuneConfig)))} "
-                          "(finetune.<field> is the same); other settings belong to pretrain or experiments")
-    return parse_overrides(finetune_recipe(name), pairs)
+    settings = parse_settings(args.set)
+    for path in settings:
+        if not path.startswith("finetune."):
+            hint = " (the fine-tuning's own step limit is --max-steps)" if path.endswith(".max_steps") else ""
+            raise ConfigError(f"--set {path}: finetune runs one recipe and reads only finetune.* "
+                              f"({', '.join(f.name for f in dataclasses.fields(FinetuneConfig))}){hint}; {path} "
+                              f"belongs to {'pretrain' if path.startswith('stage.') else 'pretrain or experiments'}")
+    return dataclasses.replace(finetune_recipe(name), **{p.removeprefix("finetune."): v for p, v in settings.items()})
 
 
 def _finetune(args: argparse.Namespace) -> None:
@@ -426,7 +381,7 @@ def _experiments(args: argparse.Namespace) -> None:
     from .reproduction.protocol import cached_results, check_out_path, run_protocol
     from .reproduction.scorecard import format_scorecard
 
-    preset = parse_overrides(get_preset(args.preset), args.set)
+    preset = apply_settings(get_preset(args.preset), parse_settings(args.set))
     if args.task:
         preset = preset.replace(task=_absolute(args.task))
     seeds = seed_list(args.seeds) if args.seeds is not None else None
@@ -506,7 +461,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "tokens or it is skipped (tiny: 16, paper: 8)")
     p.add_argument("--output-dir", help="default: a cache folder named by the settings' hash")
     p.add_argument("--data-dir", help="local data mirror (default: $CONDENSER_LITE_DATA, else the Hub)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a preset field")
+    p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE",
+                   help="a setting by its path: stage.* (stage.max_steps=500), model.*, or the pretraining.* "
+                   "fields this stage is built from (pretraining.lr=5e-4)")
     p.add_argument("--restart", action="store_true", help=restart_help)
     p.add_argument("--dry-run", action="store_true", help="time a few updates, print the projected wall time, stop")
     p.set_defaults(handler=_pretrain)
@@ -527,7 +484,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--train-size", type=int, help="a seeded sample of this many training queries")
     p.add_argument("--max-steps", type=int, help="stop after this many updates (smoke runs)")
     p.add_argument("--seed", type=int, default=42)
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a preset field")
+    p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE",
+                   help="a field of the recipe by its path: finetune.lr=1e-4, finetune.batch_size=16")
     p.add_argument("--restart", action="store_true", help=restart_help)
     data_args(p, split=None)
     p.set_defaults(handler=_finetune)
@@ -572,8 +530,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="time a few updates of each part, print the projected "
                    "wall time per part and in total, stop")
     p.add_argument("--data-dir", help="local data mirror (default: $CONDENSER_LITE_DATA, else the Hub)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a preset field (dotted where ambiguous: finetune.lr=1e-4)")
+    p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE",
+                   help="a setting by its path: model.*, pretraining.*, finetune.*, sts.* or a preset field "
+                   "(finetune.lr=1e-4, pretraining.s1_steps=500, seeds='[0, 1]')")
     p.set_defaults(handler=_experiments)
 
     p = sub.add_parser("release", parents=[common], help="export a run's final models as small committed checkpoints "

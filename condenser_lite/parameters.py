@@ -1,15 +1,23 @@
-"""The chapters' papermill parameters, parsed.
+"""The chapters' papermill parameters and the command line's settings, parsed.
 
 Every chapter's first cell holds papermill parameters; papermill passes ``-p full true`` as the
 *string* ``"true"``, so each chapter (``book.setup``) and the command line read their parameters
 with the helpers here, which accept the spellings a user types and name the parameter otherwise
-(explained in the page "Running the book", ``book/running.md``).
+(explained in the page "Running the book", ``book/running.md``). ``parse_settings`` reads
+``path=value`` settings (``--set`` and a chapter's ``settings``) into the settings tree's paths
+(``presets.setting_path``), each value of its field's type.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import shlex
+import types
+import typing
 from pathlib import Path
+from typing import Any
 
 from .utils.errors import ConfigError
 
@@ -85,3 +93,70 @@ def parse_path(value: object, name: str) -> Path | None:
 def _unset(value: object) -> bool:
     # papermill's -p passes strings, so "None" arrives as text
     return value is None or (isinstance(value, str) and value.strip().lower() in ("", "none"))
+
+
+def parse_settings(pairs: object, where: str = "--set") -> dict[str, Any]:
+    """``path=value`` settings (a list, or one string of them separated by spaces) as
+    ``{path: value}``: each key resolved to its path in the settings tree
+    (``presets.setting_path``; a bare name that one path ends in stands for it), each value read as
+    its field's annotated type; a bad key or value raises ``ConfigError`` naming it. ``where``
+    names the source in errors (``--set``, ``parameter 'settings'``). Explained on the page
+    "Running the book" (``book/running.md``)."""
+    from .reproduction.presets import setting_path, setting_tree
+
+    if _unset(pairs):
+        return {}
+    pairs = shlex.split(pairs) if isinstance(pairs, str) else list(pairs)
+    tree, out = setting_tree(), {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise ConfigError(f"{where} expects path=value, got {pair!r} (e.g. {where} finetune.lr=1e-4)")
+        key, raw = pair.split("=", 1)
+        try:
+            path = setting_path(key)
+        except ConfigError as err:
+            raise ConfigError(f"{where} {pair}: {err}") from None
+        owner, name = tree[path]
+        out[path] = _convert(typing.get_type_hints(owner)[name], raw, path, where)
+    return out
+
+
+def _convert(kind: Any, raw: str, key: str, where: str) -> Any:
+    """``raw`` as a value of the field's annotated type ``kind``, or a ``ConfigError`` naming the key.
+
+    Read from the annotation, not from the current value: ``max_steps`` is ``int | None`` even
+    while it is None, so ``max_steps=2.5`` is refused instead of running 3 steps."""
+    options = typing.get_args(kind) if typing.get_origin(kind) in (typing.Union, types.UnionType) else (kind,)
+    optional = type(None) in options
+    options = tuple(t for t in options if t is not type(None))
+    base = typing.get_origin(options[0]) or options[0] if len(options) == 1 else None
+    if raw.strip().lower() in ("none", "null"):
+        if optional:
+            return None
+        raise ConfigError(f"{where} {key}={raw}: {key} cannot be None; give a value")
+    if base is bool:
+        try:
+            return parse_bool(raw, key)
+        except ConfigError:
+            raise ConfigError(f"{where} {key}={raw}: {key} takes true or false") from None
+    if base is int:
+        if not re.fullmatch(r"[+-]?\d+", raw.strip()):
+            raise ConfigError(f"{where} {key}={raw}: {key} takes an integer{' (or none)' if optional else ''}, "
+                              f"e.g. {where} {key}=8")
+        return int(raw)
+    if base is float:
+        try:
+            return float(raw)
+        except ValueError:
+            raise ConfigError(f"{where} {key}={raw}: {key} takes a number, e.g. {where} {key}=1e-4") from None
+    if base is str:
+        return raw
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        raise ConfigError(f"{where} {key}={raw}: {key} takes a JSON value, e.g. {where} {key}='[0, 1, 2]'") from None
+    if base is tuple:
+        if not isinstance(value, list):
+            raise ConfigError(f"{where} {key}={raw}: {key} takes a JSON list, e.g. {where} {key}='[0, 1, 2]'")
+        return tuple(value)
+    return value

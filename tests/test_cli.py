@@ -1,32 +1,37 @@
 import os
+import shlex
 import shutil
 from pathlib import Path
 
 import pytest
 from command_line import FINETUNE, cli, one_error_line
 
-from condenser_lite.cli import _recipe, build_parser, main, parse_overrides, stage_config_from_args
+from condenser_lite.cli import _recipe, apply_settings, build_parser, main, stage_config_from_args
+from condenser_lite.parameters import parse_settings
 from condenser_lite.reproduction.arms import arm_config
 from condenser_lite.reproduction.presets import get_preset, paper_cocondenser, paper_condenser
-from condenser_lite.training.pretraining import StageConfig, is_done
+from condenser_lite.training.stage_cache import is_done
 from condenser_lite.utils.errors import ConfigError
 
 MIRROR = Path(__file__).resolve().parents[2] / "shared" / "data"
 FIXTURE = Path(__file__).parent / "fixtures" / "tevatron_tiny"  # a hand-written Tevatron MS MARCO mirror
 
 
-def test_overrides_convert_to_field_types():
-    cfg = parse_overrides(StageConfig(), ["lr=1e-3", "max_steps=7", "late_mlm=false", "chunk_size=none",
-                                             "corpus=scifact", "mixed-precision=bf16"])
-    assert (cfg.lr, cfg.max_steps, cfg.late_mlm, cfg.chunk_size, cfg.corpus, cfg.mixed_precision) == (
-        1e-3, 7, False, None, "scifact", "bf16")
-    assert isinstance(cfg.max_steps, int)
+def test_settings_convert_to_field_types():
+    settings = parse_settings(["stage.lr=1e-3", "max_steps=7", "stage.late_mlm=false", "stage.chunk_size=none",
+                               "stage.mixed-precision=bf16", "seeds=[0, 1]"])
+    assert settings == {"stage.lr": 1e-3, "stage.max_steps": 7, "stage.late_mlm": False, "stage.chunk_size": None,
+                        "stage.mixed_precision": "bf16", "seeds": (0, 1)}
+    assert isinstance(settings["stage.max_steps"], int)
 
 
-@pytest.mark.parametrize("bad,msg", [(["nope=1"], "unknown setting 'nope'"), (["lr"], "key=value")])
-def test_overrides_reject_unknown(bad, msg):
+@pytest.mark.parametrize("bad,msg", [(["nope=1"], "unknown setting 'nope'"), (["lr"], "path=value"),
+                                     (["stage.nope=1"], "unknown setting 'stage.nope'; stage's fields: batch_size"),
+                                     (["lr=1"], "ambiguous: name its path, pretraining.lr or finetune.lr or sts.lr "
+                                                "or stage.lr")])
+def test_settings_reject_unknown_and_ambiguous(bad, msg):
     with pytest.raises(ConfigError, match=msg):
-        parse_overrides(StageConfig(), bad)
+        parse_settings(bad)
 
 
 @pytest.mark.parametrize("method, init, arm", [("mlm", None, "bert"), ("mlm", "ckpt", "bert_cont"),
@@ -47,33 +52,118 @@ def test_pretrain_command_runs_the_books_stages(method, init, arm):
     ("mlm", "ckpt", "bert_cont", "s2_steps=7"), ("condenser", "ckpt", "condenser", "general_limit=50"),
     ("condenser", "ckpt", "condenser", "model.skip_from=1"), ("cocondenser", "ckpt", "cocondenser", "s3_steps=9"),
     ("cocondenser", "ckpt", "cocondenser", "cocondenser_lr=0.0003"), ("cocondenser", "ckpt", "cocondenser", "pretraining.chunk_size=8"),
-    ("cocondenser", "ckpt", "cocondenser", "cocondenser_batch=8")])
+    ("cocondenser", "ckpt", "cocondenser", "cocondenser_batch=8"), ("cocondenser", "ckpt", "cocondenser", "task=nfcorpus")])
 def test_one_set_dialect_pretrain_reads_the_experiments_keys(method, init, arm, pair):
-    """A key ``experiments --set`` takes means the same to ``pretrain``: the stage is the arm's
-    stage of the preset with that change (and the stage's own names still work beside them)."""
-    key, value = pair.split("=")
+    """A path ``experiments --set`` takes means the same to ``pretrain``: the stage is the arm's
+    stage of the preset with that change (and the stage's own, ``stage.*``, apply after)."""
     argv = ["pretrain", "--preset", "tiny", "--method", method, *(["--init", init] if init else []), "--set", pair]
     cfg = stage_config_from_args(build_parser().parse_args(argv))
-    changed = parse_overrides(get_preset("tiny"), [pair])
+    changed = apply_settings(get_preset("tiny"), parse_settings([pair]))
     assert cfg == arm_config(arm, changed, init) != arm_config(arm, get_preset("tiny"), init)
-    both = stage_config_from_args(build_parser().parse_args([*argv, "--set", "max_steps=3"]))
+    both = stage_config_from_args(build_parser().parse_args([*argv, "--set", "stage.max_steps=3"]))
     assert both == cfg.replace(max_steps=3)
 
 
-def test_one_set_dialect_refuses_what_would_not_change_the_command():
-    """A preset setting that would not change the stage (or the recipe) is refused, not ignored."""
-    for argv, match in ((["pretrain", "--method", "mlm", "--set", "epochs_round1=2"], "does not change this mlm stage"),
-                        (["pretrain", "--method", "mlm", "--set", "s2_steps=5"], "does not change"),
-                        (["pretrain", "--method", "mlm", "--set", "nonsense=1"], "stage's own settings"),
-                        (["finetune", "--init", "x", "--output-dir", "o", "--data", "scifact", "--set", "s1_steps=5"], "recipe")):
+PATHS = ["model.hidden_size=64", "pretraining.lr=0.002", "pretraining.s1_steps=5", "finetune.lr=0.0002",
+         "finetune.batch_size=4", "sts.epochs_full=1.5", "seeds=[0, 1]", "stage.lr=0.003", "stage.max_steps=4"]
+
+
+@pytest.mark.parametrize("pair", PATHS)
+def test_one_path_lands_on_one_setting_in_every_command(pair, monkeypatch):
+    """The same ``path=value`` through ``pretrain``, ``finetune``, ``experiments`` and a chapter's
+    ``-p settings`` sets the same field, or is refused in one line by the command that does not
+    read it."""
+    import condenser_lite.reproduction.estimate as estimate
+    from condenser_lite.book import setup
+
+    path, value = pair.split("=", 1)
+    part, _, name = path.rpartition(".")
+    expected = parse_settings([pair])[path]
+    tiny = get_preset("tiny")
+
+    def read(config, part):  # the field the path names, in the config a command built
+        return getattr(config.model if part == "model" else config, name)
+
+    def run(argv):
+        try:
+            return ("set", fn(build_parser().parse_args(argv)))
+        except ConfigError as err:
+            return ("refused", str(err))
+
+    fn = stage_config_from_args
+    pretrain = run(["pretrain", "--preset", "tiny", "--method", "mlm", "--set", pair])
+    fn = _recipe
+    finetune = run(["finetune", "--init", "x", "--output-dir", "o", "--preset", "tiny", "--set", pair])
+    seen = []
+    monkeypatch.setattr(estimate, "estimate_protocol", lambda preset, *a, **k: seen.append(preset) or preset)
+    monkeypatch.setattr(estimate, "format_estimate", lambda e: "(estimate)")
+    try:
+        main(["experiments", "--preset", "tiny", "--dry-run", "--set", pair])
+        experiments = ("set", seen[0])
+    except SystemExit:
+        experiments = ("refused", "")
+    try:
+        chapter = ("set", setup(preset="tiny", settings=shlex.join([pair])).rerun_preset)  # as papermill -p passes it
+    except ConfigError as err:
+        chapter = ("refused", str(err))
+
+    if part == "stage":  # the one stage pretrain runs: no preset holds it
+        assert read(pretrain[1], "") == expected
+        assert (finetune[0], experiments[0], chapter[0]) == ("refused",) * 3
+        assert "belongs to pretrain" in finetune[1] and "not of a preset" in chapter[1]
+        return
+    owner = {"": lambda p: p, "model": lambda p: p, "pretraining": lambda p: p.pretraining,
+             "finetune": lambda p: p.finetune, "sts": lambda p: p.sts}[part]
+    assert read(owner(experiments[1]), part) == read(owner(chapter[1]), part) == expected != read(owner(tiny), part)
+    assert experiments[1] == chapter[1] == tiny.replace(**{path: expected})
+    if part == "finetune":
+        assert read(finetune[1], "") == expected and pretrain[0] == "refused"
+    else:
+        assert finetune[0] == "refused" and "finetune runs one recipe and reads only finetune.*" in finetune[1]
+    if part in ("model", "pretraining"):  # the stage pretrain builds from the changed preset
+        assert pretrain[1] == arm_config("bert", tiny.replace(**{path: expected}), None)
+    elif part in ("sts", ""):
+        assert pretrain[0] == "refused" and "pretrain runs one pre-training stage" in pretrain[1]
+
+
+def test_one_set_dialect_refuses_what_the_command_does_not_read():
+    """A path the command does not read is refused in one line naming it and the fix, not ignored."""
+    for argv, match in ((["pretrain", "--method", "mlm", "--set", "epochs_round1=2"],
+                         "finetune.epochs_round1: pretrain runs one pre-training stage, which does not read it; "
+                         "set it for experiments"),
+                        (["pretrain", "--method", "mlm", "--set", "s2_steps=5"],
+                         "pretraining.s2_steps: the mlm stage from scratch does not read it .*pretraining.s1_steps"),
+                        (["pretrain", "--method", "mlm", "--init", "x", "--set", "s1_steps=5"],
+                         "the mlm stage continuing --init does not read it"),
+                        (["pretrain", "--method", "mlm", "--set", "nonsense=1"], "unknown setting 'nonsense'"),
+                        (["pretrain", "--method", "mlm", "--set", "lr=1"], "ambiguous"),
+                        (["finetune", "--init", "x", "--output-dir", "o", "--data", "scifact", "--set", "s1_steps=5"],
+                         "finetune runs one recipe and reads only finetune.*"),
+                        (["finetune", "--init", "x", "--output-dir", "o", "--set", "max_steps=5"],
+                         "stage.max_steps: .*--max-steps.*belongs to pretrain$"),
+                        (["pretrain", "--method", "condenser", "--set", "finetune.lr=1"], "set it for experiments")):
         with pytest.raises(ConfigError, match=match):
             args = build_parser().parse_args(argv)
             stage_config_from_args(args) if argv[0] == "pretrain" else _recipe(args)
 
 
-@pytest.mark.parametrize("method, pair", [("condenser", "chunk_size=8"), ("condenser", "min_span=4"),
-                                          ("condenser", "mlm_weight=0.5"), ("mlm", "skip_from=2"),
-                                          ("mlm", "detach_early=true")])
+def test_experiments_and_a_chapter_refuse_a_stage_path(capsys):
+    assert "--set stage.max_steps: stage.max_steps is a setting of the one stage `pretrain` runs" in one_error_line(
+        cli(["experiments", "--preset", "micro", "--set", "stage.max_steps=3", "--dry-run"], capsys))
+    from condenser_lite.book import setup
+
+    with pytest.raises(ConfigError, match="parameter 'settings' stage.lr: .* not of a preset"):
+        setup(preset="micro", settings="stage.lr=1")
+    with pytest.raises(ConfigError, match="parameter 'settings' changes a re-run's preset; pass the preset"):
+        setup(settings="finetune.lr=1")
+    with pytest.raises(ConfigError, match="parameter 'settings' lr=1: setting 'lr' is ambiguous"):
+        setup(preset="micro", settings="lr=1")
+
+
+@pytest.mark.parametrize("method, pair", [("condenser", "stage.chunk_size=8"), ("condenser", "stage.min_span=4"),
+                                          ("condenser", "stage.mlm_weight=0.5"), ("condenser", "co_weight=0.5"),
+                                          ("mlm", "skip_from=2"), ("mlm", "stage.detach_early=true"),
+                                          ("mlm", "stage.head_cls=constant")])
 def test_a_stage_setting_its_method_does_not_read_is_refused(method, pair):
     """coCondenser's settings change a Condenser stage's cache key and nothing it computes, the
     head's an MLM stage's: refused in one line, so the same computation does not train again."""
@@ -81,36 +171,31 @@ def test_a_stage_setting_its_method_does_not_read_is_refused(method, pair):
         stage_config_from_args(build_parser().parse_args(["pretrain", "--preset", "tiny", "--method", method,
                                                           "--set", pair]))
     stage_config_from_args(build_parser().parse_args(["pretrain", "--preset", "tiny", "--method", "cocondenser",
-                                                      "--init", "x", "--set", "chunk_size=8"]))
+                                                      "--init", "x", "--set", "stage.chunk_size=8"]))
 
 
-def test_one_key_means_one_thing_to_pretrain_experiments_and_a_chapter(monkeypatch, capsys):
-    """``--set s1_steps=5`` gives ``pretrain --method mlm`` the stage-1 stage that ``experiments
-    --dry-run --set s1_steps=5`` would run (its estimate is made for that preset), and a chapter
-    re-running ``-p preset micro`` runs the preset the commands call micro."""
-    import condenser_lite.reproduction.estimate as estimate
-    from condenser_lite.book import setup
-
-    seen = []
-    monkeypatch.setattr(estimate, "estimate_protocol", lambda preset, *a, **k: seen.append(preset) or preset)
-    monkeypatch.setattr(estimate, "format_estimate", lambda e: "(estimate)")
-    main(["experiments", "--preset", "micro", "--dry-run", "--set", "s1_steps=5"])
-    stage = stage_config_from_args(build_parser().parse_args(
-        ["pretrain", "--preset", "micro", "--method", "mlm", "--set", "s1_steps=5"]))
-    assert stage.max_steps == 5 and stage == arm_config("bert", seen[0], None)
-    assert seen[0] == get_preset("micro").replace(s1_steps=5)
-    assert setup(preset="micro").preset == "micro" == seen[0].name
+@pytest.mark.parametrize("pairs", [["chunk_size=8", "min_span=4", "mlm_weight=0.5"],
+                                   ["pretraining.chunk_size=8"], ["pretraining.min_span=4"], ["stage.chunk_size=8"],
+                                   ["stage.min_span=4"], ["mlm_weight=0.5"]])
+def test_the_condenser_stage_refuses_cocondensers_settings(pairs):
+    """``pretrain --method condenser --set chunk_size=8 min_span=4 mlm_weight=0.5``: each is
+    either ambiguous (name its path) or a path the Condenser stage does not read; none reaches the
+    stage's cache key."""
+    argv = ["pretrain", "--preset", "tiny", "--method", "condenser"] + [a for p in pairs for a in ("--set", p)]
+    with pytest.raises(ConfigError, match="ambiguous|does not read it|condenser stages do not"):
+        stage_config_from_args(build_parser().parse_args(argv))
 
 
 def test_one_set_dialect_finetune_reads_the_experiments_keys():
-    """``finetune --set finetune.lr=...`` (the experiments key) is ``--set lr=...``: the recipe
-    ``experiments`` would fine-tune with."""
+    """``finetune --set finetune.lr=...`` is the recipe ``experiments --set finetune.lr=...`` would
+    fine-tune with; a bare name that one path ends in (``train_n_passages``) stands for it."""
     def recipe(*pairs):
         return _recipe(build_parser().parse_args(["finetune", "--init", "x", "--output-dir", "o", "--data", "scifact", "--preset", "tiny",
                                                   *[a for p in pairs for a in ("--set", p)]]))
 
-    dotted, plain = recipe("finetune.lr=0.0002", "finetune.batch_size=4"), recipe("lr=0.0002", "batch_size=4")
-    assert dotted == plain == parse_overrides(get_preset("tiny"), ["finetune.lr=0.0002", "finetune.batch_size=4"]).finetune
+    dotted, plain = recipe("finetune.lr=0.0002", "finetune.train_n_passages=4"), recipe("finetune.lr=0.0002", "train_n_passages=4")
+    changed = apply_settings(get_preset("tiny"), parse_settings(["finetune.lr=0.0002", "finetune.train_n_passages=4"]))
+    assert dotted == plain == changed.finetune
 
 
 def test_pretrain_command_paper_preset():
@@ -119,13 +204,12 @@ def test_pretrain_command_paper_preset():
         assert stage_config_from_args(args) == expected  # starts from the published checkpoint
 
 
-def test_preset_overrides_are_dotted_where_ambiguous():
-    preset = parse_overrides(get_preset("micro"), ["finetune.lr=2e-4", "s1_steps=5", "seeds=[0, 1, 2]", "model.tokenizer=t"])
+def test_preset_settings_are_paths():
+    preset = apply_settings(get_preset("micro"), parse_settings(["finetune.lr=2e-4", "s1_steps=5", "seeds=[0, 1, 2]",
+                                                                 "model.tokenizer=t"]))
     assert (preset.finetune.lr, preset.pretraining.s1_steps, preset.seeds, preset.model.tokenizer) == (2e-4, 5, (0, 1, 2), "t")
-    with pytest.raises(ConfigError, match="ambiguous"):
-        parse_overrides(get_preset("micro"), ["lr=1e-3"])
-    with pytest.raises(ConfigError, match="pretraining.chunk_size or finetune.chunk_size"):  # every owner named
-        parse_overrides(get_preset("micro"), ["chunk_size=4"])
+    with pytest.raises(ConfigError, match="pretraining.chunk_size or finetune.chunk_size or stage.chunk_size"):
+        parse_settings(["chunk_size=4"])  # every owner named
 
 
 @pytest.mark.protocol  # pre-trains a stage
@@ -137,9 +221,9 @@ def test_pretrain_command_runs_a_stage(tmp_path, monkeypatch, capsys):
     tok = tmp_path / "tok"
     train_wordpiece(["the cat sat on the mat. a dog ran."] * 50, vocab_size=200, save_dir=tok)
     main(["pretrain", "--method", "mlm", "--data-dir", str(MIRROR), "--output-dir", str(tmp_path / "out"),
-          "--set", f"tokenizer={tok}", "--set", "max_steps=1", "--set", "batch_size=2", "--set", "hidden_size=32",
+          "--set", f"tokenizer={tok}", "--set", "max_steps=1", "--set", "stage.batch_size=2", "--set", "hidden_size=32",
           "--set", "num_attention_heads=2", "--set", "intermediate_size=64", "--set", "corpus_limit=5",
-          "--set", "max_len=32"])
+          "--set", "model.max_len=32"])
     assert is_done(tmp_path / "out")
     assert str(tmp_path / "out") in capsys.readouterr().out
 
@@ -161,7 +245,7 @@ def test_retrieval_commands_end_to_end_on_the_tiny_fixture(tmp_path, capsys, mon
     real = finetune.encode_corpus
     monkeypatch.setattr(finetune, "encode_corpus", lambda *a, **kw: encodings.append(kw) or real(*a, **kw))
     main(["finetune", "--init", str(init), "--output-dir", str(tmp_path / "ft"), "--rounds", "2", "--max-steps", "2",
-          "--set", "batch_size=2", "--set", "train_n_passages=2", "--set", "mixed_precision=no", *common])
+          "--set", "finetune.batch_size=2", "--set", "train_n_passages=2", "--set", "finetune.mixed_precision=no", *common])
     assert (tmp_path / "ft" / "round2" / "config.json").exists()
     # round 2 mined over the corpus encoded by round 1's model into a float16 memmap (MS MARCO's
     # recipe), a scratch file gone once mining is done
@@ -213,14 +297,14 @@ def test_help_lists_the_presets_of_the_registry():
     assert "paper/full" not in top and "(micro | tiny | paper)" not in finetune
 
 
-@pytest.mark.parametrize("setting", ["max_steps=0", "grad_accum=0"])
+@pytest.mark.parametrize("setting", ["max_steps=0", "stage.grad_accum=0"])
 def test_a_stage_of_no_updates_is_refused_before_the_estimate(setting, capsys):
     """``--set max_steps=0`` would be estimated as nothing to do and fail after loading the data:
     refused at once, one line naming the setting."""
     with pytest.raises(SystemExit, match="^1$"):
         main(["pretrain", "--preset", "small", "--method", "mlm", "--set", setting, "--dry-run"])
     captured = capsys.readouterr()
-    assert f"StageConfig.{setting.split('=')[0]}=0 must be > 0" in captured.err and "estimate" not in captured.out
+    assert f"StageConfig.{setting.split('=')[0].removeprefix('stage.')}=0 must be > 0" in captured.err and "estimate" not in captured.out
 
 
 def mirror_with(beir: Path, tmp_path: Path, name: str, content: bytes) -> Path:
@@ -260,9 +344,10 @@ CASES = {
     "weights cut short": (lambda b, r, t: ["search", "--model", truncated_copy(r, t / "cut"), "--data-dir", b],
                           "as AutoModel (SafetensorError"),
     "--set max_steps=abc": (lambda b, r, t: ["pretrain", "--set", "max_steps=abc"],
-                            "--set max_steps=abc: max_steps takes an integer"),
-    "--set batch_size=eight": (lambda b, r, t: ["finetune", "--init", r, "--output-dir", t / "ft", "--set",
-                                                "batch_size=eight"], "--set batch_size=eight: batch_size takes an integer"),
+                            "--set stage.max_steps=abc: stage.max_steps takes an integer"),
+    "--set finetune.batch_size=eight": (lambda b, r, t: ["finetune", "--init", r, "--output-dir", t / "ft", "--set",
+                                                         "finetune.batch_size=eight"],
+                                        "--set finetune.batch_size=eight: finetune.batch_size takes an integer"),
     "heads that do not divide the width": (lambda b, r, t: ["pretrain", "--preset", "micro", "--method", "mlm",
                                                             "--set", "num_attention_heads=3", "--dry-run"],
                                            "hidden_size=32 must be divisible by num_attention_heads=3"),

@@ -39,7 +39,8 @@ from condenser_lite.retrieval.runfiles import read_trec_run
 from condenser_lite.retrieval.search import encode
 from condenser_lite.training.finetune import mine_hard_negatives
 from condenser_lite.training.loop import read_log
-from condenser_lite.training.pretraining import DONE_FILE, build_model, pretrain
+from condenser_lite.training.pretraining import build_model, pretrain
+from condenser_lite.training.stage_cache import DONE_FILE
 from condenser_lite.utils.errors import ConfigError
 
 
@@ -186,7 +187,7 @@ def test_nq_through_the_command_line_reports_dpr_top_k_accuracy(mirror, small_st
     data = ["--data", "nq", "--data-dir", str(mirror)]
     # NQ's recipe: untied encoders, 2 passages per query, 256 tokens, the gradient cache (chunks of 4 here)
     main(["finetune", "--init", small_standins["bert"], "--output-dir", str(tmp_path / "nq"), "--max-steps", "2",
-          "--set", "batch_size=8", "--set", "chunk_size=4", *data])
+          "--set", "finetune.batch_size=8", "--set", "finetune.chunk_size=4", *data])
     assert (tmp_path / "nq" / "query" / "config.json").exists() and (tmp_path / "nq" / "passage" / "config.json").exists()
     capsys.readouterr()
     main(["search", "--model", str(tmp_path / "nq"), "--split", "test", "--out", str(tmp_path / "test.trec"), *data])

@@ -15,7 +15,7 @@ from condenser_lite.data.beir import load_beir
 from condenser_lite.data.tokenizer import load_tokenizer, train_wordpiece
 from condenser_lite.modeling.condenser import Condenser, tiny_bert_config
 from condenser_lite.modeling.spans import tokenize_documents
-from condenser_lite.training.pretraining import DONE_FILE
+from condenser_lite.training.stage_cache import DONE_FILE
 from condenser_lite.utils.errors import SchemaError
 
 FOLDER = Path(__file__).parent / "fixtures" / "bike_beir"
@@ -38,7 +38,7 @@ def condenser_dir(tmp_path_factory):
 @pytest.mark.protocol  # pre-trains (condenser_dir, then coCondenser)
 def test_pretrain_cocondenser_on_a_folder_reports_short_documents(condenser_dir, tmp_path, capsys):
     common = ["pretrain", "--method", "cocondenser", "--init", str(condenser_dir), "--corpus", str(FOLDER),
-              "--set", "max_steps=2", "--set", "batch_size=4", "--set", "save_every=null"]
+              "--set", "max_steps=2", "--set", "stage.batch_size=4", "--set", "stage.save_every=null"]
     main([*common, "--output-dir", str(tmp_path / "co16")])
     printed = capsys.readouterr().err  # the command line prints the warning as one line
     record = json.loads((tmp_path / "co16" / DONE_FILE).read_text())
@@ -62,7 +62,7 @@ def test_pretrain_cocondenser_on_a_folder_reports_short_documents(condenser_dir,
 def test_finetune_search_evaluate_on_a_folder(condenser_dir, tmp_path, capsys):
     data = ["--data", str(FOLDER)]
     main(["finetune", "--init", str(condenser_dir), "--output-dir", str(tmp_path / "ft"), "--rounds", "2",
-          "--max-steps", "3", "--preset", "micro", "--set", "batch_size=4", *data])
+          "--max-steps", "3", "--preset", "micro", "--set", "finetune.batch_size=4", *data])
     assert (tmp_path / "ft" / "round2" / "config.json").exists()
     capsys.readouterr()
     main(["search", "--model", str(tmp_path / "ft" / "round2"), "--out", str(tmp_path / "test.trec"), "--p-max-len", "64",
@@ -83,7 +83,7 @@ def test_experiments_on_a_folder_runs_the_whole_protocol(tokenizer_dir, tmp_path
     monkeypatch.setenv("CONDENSER_LITE_DATA", str(MIRROR))
     out = tmp_path / "results.json"
     main(["experiments", "--preset", "micro", "--task", str(FOLDER), "--set", f"tokenizer={tokenizer_dir}",
-          "--set", "min_span=4", "--out", str(out)])
+          "--set", "pretraining.min_span=4", "--out", str(out)])
     results = json.loads(out.read_text())
     assert results["task"] == {"name": "bike_beir", "split": "test", "corpus": 42, "train_queries": 8,
                                "eval_queries": 10}
@@ -132,8 +132,8 @@ def test_pretrain_mlm_and_condenser_on_your_own_corpus(condenser_dir, tmp_path, 
     monkeypatch.setenv("CONDENSER_LITE_DATA", str(MIRROR))
     lines = tmp_path / "my_text.txt"
     lines.write_text("\n".join(json.loads(r)["text"] for r in (FOLDER / "corpus.jsonl").read_text().splitlines()))
-    common = ["--init", str(condenser_dir), "--set", "max_steps=2", "--set", "batch_size=4", "--set", "save_every=null",
-              "--set", "eval_blocks=8"]
+    common = ["--init", str(condenser_dir), "--set", "max_steps=2", "--set", "stage.batch_size=4", "--set", "stage.save_every=null",
+              "--set", "stage.eval_blocks=8"]
     for method, corpus in (("mlm", lines), ("condenser", FOLDER)):
         out = tmp_path / method
         main(["pretrain", "--method", method, "--corpus", str(corpus), *common, "--output-dir", str(out)])

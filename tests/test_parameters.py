@@ -3,7 +3,8 @@ arrives as the string "true"."""
 
 import pytest
 
-from condenser_lite.parameters import parse_bool, parse_choice, parse_float, parse_int, parse_path
+from condenser_lite.parameters import parse_bool, parse_choice, parse_float, parse_int, parse_path, parse_settings
+from condenser_lite.utils.errors import ConfigError
 
 
 @pytest.mark.parametrize("value,expected", [
@@ -41,3 +42,22 @@ def test_optional_int_choice_and_path():
         parse_choice("small", "budget", ("tiny", "micro"), hint="use -p full true")
     assert parse_path("none", "data_dir") is None and parse_path("", "data_dir") is None
     assert str(parse_path("~/x", "data_dir")).endswith("/x") and "~" not in str(parse_path("~/x", "d"))
+
+
+@pytest.mark.parametrize("value", ["finetune.lr=1e-4 'seeds=[0, 1]' hidden_size=64",
+                                   ["finetune.lr=1e-4", "seeds=[0, 1]", "model.hidden_size=64"]])
+def test_parse_settings_reads_papermills_string_and_a_list(value):
+    """``-p settings "..."`` arrives as one string of ``path=value`` pairs; a list (papermill -y) too."""
+    assert parse_settings(value) == {"finetune.lr": 1e-4, "seeds": (0, 1), "model.hidden_size": 64}
+    assert parse_settings(None) == parse_settings("none") == parse_settings("") == {}
+
+
+@pytest.mark.parametrize("value, message", [
+    ("lr=1", "parameter 'settings' lr=1: setting 'lr' is ambiguous: name its path, pretraining.lr or"),
+    ("finetune.nope=1", "parameter 'settings' finetune.nope=1: unknown setting 'finetune.nope'; finetune's fields:"),
+    ("model.hidden_size=wide", "parameter 'settings' model.hidden_size=wide: model.hidden_size takes an integer"),
+    ("finetune.lr", "parameter 'settings' expects path=value")])
+def test_parse_settings_names_the_parameter_and_the_fix(value, message):
+    with pytest.raises(ConfigError) as err:
+        parse_settings(value, where="parameter 'settings'")
+    assert str(err.value).startswith(message) and "\n" not in str(err.value)

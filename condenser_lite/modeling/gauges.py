@@ -272,7 +272,7 @@ def other_document_partners(doc_ids: torch.Tensor, generator: torch.Generator | 
     if lonely:
         raise SchemaError(f"blocks {lonely[:5]}{' ...' if len(lonely) > 5 else ''} have no block of another "
                           "document to take a [CLS] from: the held-out blocks must come from several documents "
-                          "(pretraining.heldout_set's do unless the held-out corpus is one document)")
+                          "(pretraining_data.heldout_set's do unless the held-out corpus is one document)")
     scores = torch.rand(other.shape, generator=generator).masked_fill(~other, -1.0)
     return scores.argmax(1)
 
@@ -300,7 +300,7 @@ def cls_reliance_gauge(model: nn.Module, draws: Sequence[Sequence[Mapping[str, t
     "When does the head need [CLS]?", ``notebooks/10_mechanism.md``).
 
     ``draws``: mask draws of the same held-out blocks, each a list of batches carrying
-    ``doc_id`` (``pretraining.heldout_set``'s ``batches`` and ``mask_draws``). On every block
+    ``doc_id`` (``pretraining_data.heldout_set``'s ``batches`` and ``mask_draws``). On every block
     and draw, with the same masks and early tokens: ``own_loss`` (the head reading its own late
     [CLS]), ``ablated_loss`` (the late [CLS] of a held-out block of another document, from any
     batch: ``other_document_partners``, a fresh draw per mask draw), ``zero_loss`` (a zero vector),
@@ -326,7 +326,7 @@ def cls_reliance_gauge(model: nn.Module, draws: Sequence[Sequence[Mapping[str, t
             per = {k: [] for k in sums}
             if any("doc_id" not in b for b in batches):
                 raise SchemaError("the held-out batches carry no doc_id: build them with "
-                                  "pretraining.heldout_set, which records each block's document")
+                                  "pretraining_data.heldout_set, which records each block's document")
             pool_cls, pool_docs = _late_cls_pool(model, batches)  # partners from every block
             for batch in batches:
                 docs = batch["doc_id"]
@@ -340,7 +340,7 @@ def cls_reliance_gauge(model: nn.Module, draws: Sequence[Sequence[Mapping[str, t
                 sums[k].append(torch.cat(per[k]))
     x = {k: torch.stack(v).numpy() for k, v in sums.items()}  # [D, N]
     if len({v.shape for v in x.values()}) != 1:
-        raise ValueError("every mask draw must hold the same blocks: build them with pretraining.heldout_set")
+        raise ValueError("every mask draw must hold the same blocks: build them with pretraining_data.heldout_set")
     total_n = x["n"].sum()
     if total_n == 0:
         raise ValueError("the batches have no masked token; build them with packing.mlm_eval_batches")

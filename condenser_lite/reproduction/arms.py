@@ -44,7 +44,8 @@ from ..retrieval.metrics import metric_depth
 from ..retrieval.search import evaluate_retriever
 from ..training.finetune import finetune_round
 from ..training.loop import TrainConfig, read_log
-from ..training.pretraining import StageConfig, pretrain
+from ..training.pretraining import pretrain
+from ..training.pretraining_config import StageConfig
 from ..training.similarity import evaluate_sts, finetune_sts, sample_pairs
 from ..utils.cache import LOCK_FILE, cache_dir, compute_once, settings_hash
 from ..utils.devices import resolve_precision

@@ -42,7 +42,9 @@ import torch
 from ..training.accounting import forward_flops
 from ..training.finetune import round_loop_config
 from ..training.loop import read_log
-from ..training.pretraining import StageConfig, is_done, pretrain, stage_folder
+from ..training.pretraining import pretrain
+from ..training.pretraining_config import StageConfig
+from ..training.stage_cache import is_done, stage_folder
 from ..utils.cache import CACHE_ENV, cache_dir
 from ..utils.devices import resolve_precision
 from ..utils.errors import ConfigError

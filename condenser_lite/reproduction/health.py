@@ -353,7 +353,7 @@ def _odds(level: float) -> str:
 
 
 def stage_check(cfg, folder: str | Path | None = None, preset: str = REFERENCE_PRESET) -> StageCheck:
-    """The ``StageCheck`` for a stage's settings ``cfg`` (``pretraining.StageConfig``): against the
+    """The ``StageCheck`` for a stage's settings ``cfg`` (``pretraining_config.StageConfig``): against the
     committed arm of ``preset`` (the ``small`` run) whose stage differs from it in training
     settings at most (and, for a continuation, whose starting model is one of that preset's), or
     without a reference. ``folder``: the results folder (default: the repository's)."""

@@ -234,7 +234,7 @@ def _dataclass_fields(preset: Mapping, name: str = "the part") -> dict:
     """A preset's dict back into ``Preset`` arguments (its components rebuilt); ``name`` says
     whose, in the error for a setting this version does not have."""
     from ..training.finetune import FinetuneConfig
-    from ..training.pretraining import ModelConfig, PretrainingConfig
+    from ..training.pretraining_config import ModelConfig, PretrainingConfig
     from ..training.similarity import STSConfig
 
     kinds = {"model": ModelConfig, "pretraining": PretrainingConfig, "finetune": FinetuneConfig, "sts": STSConfig}

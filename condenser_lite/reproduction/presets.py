@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ..training.finetune import FinetuneConfig
-from ..training.pretraining import ModelConfig, PretrainingConfig, StageConfig
+from ..training.pretraining_config import ModelConfig, PretrainingConfig, StageConfig
 from ..training.similarity import STSConfig
 from ..utils.errors import ConfigError
 from .registry import ARMS, CONTROL_ARMS, MAIN_ARMS, MODIFIED_ARM, STANDARD_ARMS
@@ -118,19 +118,17 @@ class Preset:
             raise ConfigError("Preset.train_sizes must list at least one training size (None = all queries)")
 
     def locate(self, key: str) -> tuple[str | None, str]:
-        """``(component, field)`` that ``key`` names: a field of the preset (component None), a
-        dotted ``"finetune.lr"``, or a component field whose name is unique (``"s1_steps"``)."""
-        if key in {f.name for f in dataclasses.fields(self)}:
+        """``(component, field)`` that ``key`` names in the settings tree (``setting_path``): a
+        field of the preset (component None) or a component's, dotted (``"finetune.lr"``) or by a
+        name that only one setting of the tree has (``"s1_steps"``); a whole component by its name."""
+        if key in self.components:
             return None, key
-        part, _, name = key.rpartition(".")
-        owners = [part] if part else [c for c in self.components if name in _field_names(getattr(self, c))]
-        if len(owners) > 1:
-            raise TypeError(f"Preset field {key!r} is ambiguous: name the component, "
-                            + " or ".join(f"{o}.{name}" for o in owners))
-        if not owners or owners[0] not in self.components or name not in _field_names(getattr(self, owners[0])):
-            raise TypeError(f"unknown Preset field {key!r}; components: {', '.join(self.components)} "
-                            "(e.g. finetune.lr, model.hidden_size)")
-        return owners[0], name
+        path = setting_path(key)
+        part, _, name = path.rpartition(".")
+        if part == STAGE:
+            raise ConfigError(f"{path} is a setting of the one stage `pretrain` runs, not of a preset; set the "
+                              "preset's own, e.g. pretraining.s1_steps or pretraining.lr")
+        return part or None, name
 
     def get(self, key: str) -> Any:
         """The value of ``key`` (see ``locate``)."""
@@ -169,6 +167,52 @@ class Preset:
 
 def _field_names(obj: Any) -> set[str]:
     return {f.name for f in dataclasses.fields(obj)}
+
+
+# ---- the settings tree, addressed by path ----------------------------------------------------
+#
+# Every setting has one path: a preset's own field by its name (``seeds``, ``task``), a component's
+# as ``<component>.<field>`` (``model.hidden_size``, ``pretraining.s1_steps``, ``finetune.lr``,
+# ``sts.epochs_full``), and a field of the one stage ``pretrain`` runs as ``stage.<field>``
+# (``stage.max_steps``, ``stage.mlm_probability``). ``--set``, a chapter's ``settings`` and
+# ``Preset.replace`` read paths; a bare name stands for the one path that ends in it, and one
+# that several paths end in (``lr``) is refused, naming them.
+
+STAGE = "stage"
+# StageConfig fields that are no path: the model is ``model.*``, and what a stage starts from and
+# reads are ``pretrain``'s flags (--method, --init, --corpus)
+STAGE_FLAGS = ("method", "init", "corpus", "model")
+
+
+def setting_tree() -> dict[str, tuple[type, str]]:
+    """Every path of the settings tree -> ``(the config class that holds it, its field)``. Chapter 4."""
+    tree = {f.name: (Preset, f.name) for f in dataclasses.fields(Preset) if f.name not in Preset.components}
+    for part in Preset.components:
+        cls = type(getattr(Preset(), part))
+        tree.update({f"{part}.{f.name}": (cls, f.name) for f in dataclasses.fields(cls)})
+    tree.update({f"{STAGE}.{f.name}": (StageConfig, f.name) for f in dataclasses.fields(StageConfig)
+                 if f.name not in STAGE_FLAGS})
+    return tree
+
+
+def setting_path(key: str) -> str:
+    """The path ``key`` names: itself, or the one path ending in a bare ``key``; an unknown or
+    ambiguous key raises ``ConfigError`` naming the paths to choose from. Chapter 4."""
+    tree = setting_tree()
+    key = key.strip().replace("-", "_")
+    if key in tree:
+        return key
+    if "." not in key:
+        owners = [p for p in tree if p.rpartition(".")[2] == key]
+        if len(owners) == 1:
+            return owners[0]
+        if owners:
+            raise ConfigError(f"setting {key!r} is ambiguous: name its path, " + " or ".join(owners))
+    part = key.partition(".")[0]
+    roots = ", ".join([*Preset.components, STAGE])
+    fields = sorted(p.rpartition(".")[2] for p in tree if p.startswith(f"{part}."))
+    known = f"{part}'s fields: {', '.join(fields)}" if fields else f"paths start with {roots} or name a preset field"
+    raise ConfigError(f"unknown setting {key!r}; {known} (e.g. model.hidden_size, pretraining.lr, finetune.lr)")
 
 
 # ---- the named presets -----------------------------------------------------------------------
@@ -333,6 +377,22 @@ STAGE_TRAINING_FIELDS = ("epochs", "weight_decay", "warmup_ratio", "seed", "mixe
                          "heldout_fraction", "eval_blocks", "eval_every")
 
 
+def stage_sources(preset: Preset | str, method: str, init: str | None = None) -> dict[str, str]:
+    """The stage field -> the ``pretraining`` field it is taken from, for the stage of ``method``
+    from ``init`` (what ``stage_config`` reads, so what ``pretrain --set pretraining.*`` may
+    change). Chapter 2."""
+    preset = get_preset(preset)
+    common = {k: k for k in STAGE_TRAINING_FIELDS}
+    if method == "cocondenser":
+        out = {**common, "corpus_limit": "target_limit", "max_steps": "s3_steps", "batch_size": "cocondenser_batch",
+               "lr": "cocondenser_lr", "chunk_size": "chunk_size", "min_span": "min_span"}
+        if init is not None and init == (preset.pretrained or {}).get("condenser"):
+            out["head"] = "cocondenser_head"
+        return out
+    return {**common, "corpus": "general_corpus", "corpus_limit": "general_limit", "batch_size": "batch_size",
+            "grad_accum": "grad_accum", "lr": "lr", "max_steps": "s1_steps" if init is None else "s2_steps"}
+
+
 def stage_config(preset: Preset | str, method: str, init: str | None = None, **changes) -> StageConfig:
     """The ``StageConfig`` of one pre-training stage of ``preset`` (chapters 2 and 3).
 
@@ -340,26 +400,16 @@ def stage_config(preset: Preset | str, method: str, init: str | None = None, **c
     ``s1_steps``, continuing ``init`` for ``s2_steps`` (a Condenser with a fresh head, paper
     section 3.4). ``cocondenser`` continues ``init`` *with its head* on the preset's target corpus
     for ``s3_steps``, ``cocondenser_batch`` documents per update and never accumulated.
-    ``changes`` replace any field. The protocol's arms (``arms.arm_config``) and the ``pretrain``
-    command both build their stages here.
+    ``stage_sources`` names what each reads. ``changes`` replace any field. The protocol's arms
+    (``arms.arm_config``) and the ``pretrain`` command both build their stages here.
     """
     preset = get_preset(preset)
-    model, training = preset.model, preset.pretraining
-    # the model, and the training settings every stage takes as they are
-    common = {"model": model, **{k: getattr(training, k) for k in STAGE_TRAINING_FIELDS}}
+    taken = {k: getattr(preset.pretraining, v) for k, v in stage_sources(preset, method, init).items()}
     if method == "cocondenser":
-        published = (preset.pretrained or {}).get("condenser")
-        head = training.cocondenser_head if init is not None and init == published else "load"
-        cfg = StageConfig(
-            method=method, init=init, head=head, corpus=preset.task, corpus_limit=training.target_limit,
-            max_steps=training.s3_steps, batch_size=training.cocondenser_batch, grad_accum=1,
-            lr=training.cocondenser_lr, chunk_size=training.chunk_size, min_span=training.min_span, **common)
+        fixed = {"head": "load", "corpus": preset.task, "grad_accum": 1}
     else:
-        cfg = StageConfig(
-            method=method, init=init, head="random" if method == "condenser" else None,
-            corpus=training.general_corpus, corpus_limit=training.general_limit,
-            max_steps=training.s1_steps if init is None else training.s2_steps, batch_size=training.batch_size,
-            grad_accum=training.grad_accum, lr=training.lr, **common)
+        fixed = {"head": "random" if method == "condenser" else None}
+    cfg = StageConfig(method=method, init=init, model=preset.model, **{**fixed, **taken})
     return cfg.replace(**changes)
 
 

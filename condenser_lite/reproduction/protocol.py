@@ -33,7 +33,7 @@ import condenser_lite
 from ..data.tokenizer import load_tokenizer
 from ..retrieval.metrics import nb_recall
 from ..training.accounting import cumulative
-from ..training.pretraining import get_tokenizer
+from ..training.stage_cache import get_tokenizer
 from ..utils.cache import cache_dir, settings_hash
 from ..utils.devices import cpu_precision, resolve_precision
 from ..utils.errors import ConfigError

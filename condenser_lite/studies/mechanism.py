@@ -254,7 +254,7 @@ def estimate(parts: dict, data_dir: str | None, workers: int,
     from condenser_lite.reproduction.arms import arm_config
     from condenser_lite.reproduction.estimate import stage_seconds, time_stage
     from condenser_lite.reproduction.jobs import num_threads, quiet, worker_threads
-    from condenser_lite.training.pretraining import stage_done, stage_folder
+    from condenser_lite.training.stage_cache import stage_done, stage_folder
 
     rows = []
     threads = num_threads(worker_threads(workers))

@@ -88,7 +88,7 @@ class Run:
         """This run as the library's pre-training stage, which ``pretraining.build_model`` builds:
         the FFN four times the hidden size, coCondenser on SciFact, the head's split only where
         the method has a head."""
-        from condenser_lite.training.pretraining import ModelConfig, StageConfig
+        from condenser_lite.training.pretraining_config import ModelConfig, StageConfig
 
         head = {"skip_from": self.skip_from, "n_head_layers": self.n_head_layers} if self.method != "mlm" else {}
         model = ModelConfig(vocab_size=self.vocab, hidden_size=self.hidden, num_hidden_layers=self.layers,
@@ -292,7 +292,7 @@ def _training_data(run: Run, data: dict):
         return data["blocks"], collate, None, run.batch * run.max_len
     from condenser_lite.modeling.gradcache import cocondenser_step
     from condenser_lite.modeling.spans import SpanPairCollator
-    from condenser_lite.training.pretraining import span_pairs
+    from condenser_lite.training.pretraining_data import span_pairs
 
     step_fn = functools.partial(cocondenser_step, chunk_size=None, mlm_weight=1.0, co_weight=1.0)
     return span_pairs(run.stage(), data["tokenizer"]), SpanPairCollator(collate), step_fn, 2 * run.batch * run.max_len

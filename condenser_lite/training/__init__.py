@@ -4,8 +4,13 @@
 * ``checkpoint.py``: the loop's atomic, resumable checkpoint;
 * ``update.py``: one update's gradients and metrics, and the held-out evaluation the loop calls;
 * ``threads.py``: the loop's thread count, two threads only while they pay (chapter 2);
-* ``pretraining.py``: a pre-training stage (MLM, Condenser, coCondenser) built from its
-  settings, cached by them, logging the held-out gauges (chapters 2, 3);
+* ``pretraining_config.py``: a pre-training stage's settings (``ModelConfig``,
+  ``PretrainingConfig``, ``StageConfig``) (chapters 2, 3);
+* ``stage_cache.py``: a stage's cache key, folder and tokenizer (chapter 2);
+* ``pretraining_data.py``: what a stage reads (blocks, span pairs) and the held-out set and
+  gauges it logs (chapters 2, 3);
+* ``pretraining.py``: running a stage (MLM, Condenser, coCondenser): its model, its step, cached
+  by its key (chapters 2, 3);
 * ``finetune.py``: the papers' two-round fine-tuning recipe (chapter 4);
 * ``similarity.py``: the STS-b bi-encoder (chapter 7);
 * ``accounting.py``: what each stage cost: tokens, FLOPs, CPU and wall seconds (chapter 4).

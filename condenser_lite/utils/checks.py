@@ -37,6 +37,11 @@ def check_types(obj: object) -> None:
             raise ConfigError(f"{type(obj).__name__}.{f.name}={value!r} must be {allowed}")
 
 
+# where each config's fields sit in the settings tree (reproduction.presets.setting_tree)
+PATH_ROOTS = {"StageConfig": "stage.", "ModelConfig": "model.", "PretrainingConfig": "pretraining.",
+              "FinetuneConfig": "finetune.", "STSConfig": "sts."}
+
+
 def check_positive(obj: object, *names: str) -> None:
     """Raise ``ConfigError`` naming the first of the fields ``names`` of ``obj`` that is set but
     not > 0: ``lr=0`` would train nothing without a word and ``batch_size=0`` fail deep inside.
@@ -44,5 +49,6 @@ def check_positive(obj: object, *names: str) -> None:
     for name in names:
         value = getattr(obj, name)
         if value is not None and not value > 0:
+            path = PATH_ROOTS.get(type(obj).__name__, "") + name
             raise ConfigError(f"{type(obj).__name__}.{name}={value!r} must be > 0; give a positive value "
-                              f"(command line: --set {name}=...)")
+                              f"(command line: --set {path}=...)")

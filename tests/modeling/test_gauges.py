@@ -310,7 +310,7 @@ def test_a_batch_of_one_document_takes_its_partners_from_the_other_batches(draws
 def test_gauges_of_a_model_on_a_gpu_match_the_cpus(draws):
     """Held-out batches live on the CPU; a model trained on a GPU is gauged where it sits, and
     every gauge a stage logs agrees with the same model's on the CPU."""
-    from condenser_lite.training.pretraining import stage_gauges
+    from condenser_lite.training.pretraining_data import stage_gauges
 
     model = trained(Condenser)
     on_cpu = stage_gauges(model, draws[0], draws[1:])

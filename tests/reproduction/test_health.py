@@ -98,7 +98,8 @@ def test_pretrain_judges_each_evaluation_and_records_it(tmp_path, monkeypatch, t
     from locations import MIRROR
 
     from condenser_lite.training.loop import read_log
-    from condenser_lite.training.pretraining import StageConfig, pretrain
+    from condenser_lite.training.pretraining import pretrain
+    from condenser_lite.training.pretraining_config import StageConfig
 
     monkeypatch.setenv("CONDENSER_LITE_CACHE", str(tmp_path / "cache"))
     cfg = StageConfig().replace(method="mlm", tokenizer=tokenizer_dir, hidden_size=32, num_hidden_layers=2,

@@ -15,6 +15,7 @@ from condenser_lite.reproduction.presets import (
     paper_condenser,
 )
 from condenser_lite.reproduction.registry import STANDARD_ARMS
+from condenser_lite.utils.errors import ConfigError
 
 
 def test_presets():
@@ -28,14 +29,16 @@ def test_presets():
     changed = tiny.replace(**{"finetune.lr": 5e-4}, s1_steps=10, seeds=(0,))
     assert (changed.finetune.lr, changed.pretraining.s1_steps, changed.seeds) == (5e-4, 10, (0,))
     assert changed.pretraining.lr == tiny.pretraining.lr and changed.sts == tiny.sts  # the rest as it was
-    with pytest.raises(TypeError, match="ambiguous"):
-        tiny.replace(lr=1e-4)  # pre-training, fine-tuning and STS-b each have one
+    with pytest.raises(ConfigError, match="ambiguous: name its path, pretraining.lr or finetune.lr"):
+        tiny.replace(lr=1e-4)  # pre-training, fine-tuning, STS-b and the stage each have one
     with pytest.raises(ValueError, match="unknown preset"):
         get_preset("huge")
     with pytest.raises(ValueError, match="unknown arm"):
         Preset(arms=("bert", "electra"))
-    with pytest.raises(TypeError, match="unknown Preset field"):
+    with pytest.raises(ConfigError, match="unknown setting 'steps'"):
         tiny.replace(steps=3)
+    with pytest.raises(ConfigError, match="stage.max_steps is a setting of the one stage `pretrain` runs"):
+        tiny.replace(max_steps=3)
     # pre-training seeds: one by default; more pre-train the main arms once each, the ablations once
     from condenser_lite.reproduction.protocol import arm_pretrain_seeds
 
@@ -118,7 +121,7 @@ def test_a_stage_holds_the_presets_model_and_the_shared_training_settings_under_
     import typing
 
     from condenser_lite.reproduction.presets import STAGE_TRAINING_FIELDS, stage_config
-    from condenser_lite.training.pretraining import PretrainingConfig, StageConfig
+    from condenser_lite.training.pretraining_config import PretrainingConfig, StageConfig
 
     stage, hints = typing.get_type_hints(StageConfig), typing.get_type_hints(PretrainingConfig)
     for name in STAGE_TRAINING_FIELDS:

@@ -18,7 +18,9 @@ from transformers import AutoModel
 
 from condenser_lite.modeling.condenser import Condenser
 from condenser_lite.training.loop import read_log
-from condenser_lite.training.pretraining import StageConfig, build_model, is_done, pretrain, stage_key
+from condenser_lite.training.pretraining import build_model, pretrain
+from condenser_lite.training.pretraining_config import StageConfig
+from condenser_lite.training.stage_cache import is_done, stage_key
 from condenser_lite.utils.errors import CheckpointError, ConfigError, DataSourceError
 
 pytestmark = pytest.mark.skipif(not MIRROR.exists(), reason="local data mirror ../shared/data not found")
@@ -88,7 +90,7 @@ def test_key_covers_settings_and_parent_by_content(env, tokenizer_dir, tmp_path)
 def test_condenser_variants_join_the_key_only_when_set(env, tokenizer_dir):
     """E3/E5's fields leave every other stage's key as it was before they existed (a stage that
     computes the same keeps its cached result) and change the key where set."""
-    from condenser_lite.training.pretraining import stage_settings
+    from condenser_lite.training.stage_cache import stage_settings
 
     plain = tiny(tokenizer_dir, method="condenser")
     assert not {"detach_early", "head_mlm_probability"} & set(stage_settings(plain))
@@ -117,7 +119,7 @@ def test_initial_weights_follow_the_stage_seed(tokenizer_dir):
     what drew from the global RNG before: a cold-cache re-run must rebuild the same stage."""
     import torch
 
-    from condenser_lite.training.pretraining import get_tokenizer
+    from condenser_lite.training.stage_cache import get_tokenizer
 
     cfg = tiny(tokenizer_dir, method="condenser")
     tok = get_tokenizer(cfg)
@@ -187,7 +189,7 @@ def test_stage_logs_heldout_gauges_and_resumes_exactly(env, tokenizer_dir, tmp_p
 
 
 def test_heldout_documents_are_never_trained_on(env, tokenizer_dir):
-    from condenser_lite.training.pretraining import general_sections
+    from condenser_lite.training.pretraining_data import general_sections
 
     train, held = general_sections(0.05)
     key = lambda d: set(zip(d["source"], d["doc_id"]))  # noqa: E731
@@ -203,13 +205,8 @@ def test_heldout_blocks_carry_their_documents_and_several_mask_draws(env, tokeni
 
     from condenser_lite.data.packing import mlm_eval_batches, pack_blocks
     from condenser_lite.modeling.masking import MLMCollator
-    from condenser_lite.training.pretraining import (
-        EVAL_SEED,
-        RELIANCE_DRAWS,
-        general_sections,
-        get_tokenizer,
-        heldout_set,
-    )
+    from condenser_lite.training.pretraining_data import EVAL_SEED, general_sections, heldout_set, RELIANCE_DRAWS
+    from condenser_lite.training.stage_cache import get_tokenizer
 
     cfg = tiny(tokenizer_dir, method="condenser", heldout_fraction=0.05, eval_blocks=24)
     tok = get_tokenizer(cfg)
@@ -237,7 +234,7 @@ def test_dropout_and_attention_kernel_reach_the_model_and_fine_tuning_puts_dropo
     """The small budget pre-trains without dropout and with eager attention; both reach every
     layer (the head's too), and fine-tuning's ``dropout`` overrides the checkpoint's."""
     from condenser_lite.retrieval.biencoder import BiEncoder
-    from condenser_lite.training.pretraining import get_tokenizer
+    from condenser_lite.training.stage_cache import get_tokenizer
     from condenser_lite.training.similarity import SentenceEncoder
 
     cfg = tiny(tokenizer_dir, method="condenser", dropout=0.0, attn_implementation="eager")
@@ -286,9 +283,9 @@ def test_general_stage_keys_stay_as_they_were(tmp_path, monkeypatch):
     own corpus could be pre-trained on with MLM or Condenser. Pinned on the local mirror, a fixed
     vocabulary and bf16 ("auto" resolves by machine)."""
     from condenser_lite.reproduction.presets import stage_config
-    from condenser_lite.training import pretraining
+    from condenser_lite.training import stage_cache
 
-    monkeypatch.setattr(pretraining, "resolve_precision", lambda precision: "bf16")
+    monkeypatch.setattr(stage_cache, "resolve_precision", lambda precision: "bf16")
     tok = _fixed_tokenizer(tmp_path)
     keys = {m: stage_key(stage_config("small", m), tok, str(MIRROR)) for m in ("mlm", "condenser")}
     assert keys == {"mlm": "5a6830c7c1b8", "condenser": "42d905ab2487"}
@@ -298,7 +295,7 @@ def test_an_mlm_stage_on_a_readers_corpus_packs_it_and_keys_it_by_content(env, t
     """`pretrain --method mlm|condenser --corpus FILE`: its documents (title as a first sentence)
     packed as the general corpus is; the key follows the file's content."""
     from condenser_lite.data.tokenizer import load_tokenizer
-    from condenser_lite.training.pretraining import general_blocks
+    from condenser_lite.training.pretraining_data import general_blocks
 
     docs = tmp_path / "docs.jsonl"
     docs.write_text("".join(json.dumps({"title": f"Bicycle {i}", "text": "A chain drives the rear wheel. " * 12})
@@ -325,7 +322,7 @@ def test_pretrain_into_another_stages_folder_is_refused(tokenizer_dir, tmp_path,
     monkeypatch.setenv("CONDENSER_LITE_CACHE", str(tmp_path / "cache"))
     folder = pretrain(tiny_stage(tokenizer_dir, method="condenser"), output_dir=tmp_path / "cd", data_dir=MIRROR)
     settings = ["--set", f"tokenizer={tokenizer_dir}", "--set", "hidden_size=32", "--set", "num_attention_heads=2",
-                "--set", "intermediate_size=64", "--set", "batch_size=4", "--set", "max_steps=1",
+                "--set", "intermediate_size=64", "--set", "stage.batch_size=4", "--set", "max_steps=1",
                 "--set", "corpus_limit=20", "--data-dir", MIRROR, "--output-dir", folder]
     line = one_error_line(cli(["pretrain", "--method", "mlm", *settings], capsys))
     assert "method: saved 'condenser' vs now 'mlm'" in line
@@ -392,7 +389,7 @@ def test_two_identical_pretrain_commands_give_identical_weights(tokenizer_dir, t
                                intermediate_size=64, max_position_embeddings=64)).save_pretrained(init)
     AutoTokenizer.from_pretrained(tokenizer_dir).save_pretrained(init)
     settings = ["pretrain", "--method", "condenser", "--set", f"tokenizer={tokenizer_dir}", "--set", "hidden_size=32",
-                "--set", "num_attention_heads=2", "--set", "intermediate_size=64", "--set", "batch_size=4",
+                "--set", "num_attention_heads=2", "--set", "intermediate_size=64", "--set", "stage.batch_size=4",
                 "--set", "corpus_limit=20", "--set", "max_steps=1"]
     # each process runs both commands (one start-up, two fresh initialisations), as `python -m
     # condenser_lite pretrain ...` would one after the other
@@ -414,8 +411,8 @@ def test_two_identical_pretrain_commands_give_identical_weights(tokenizer_dir, t
 def test_two_identical_pretrain_commands_at_once(tokenizer_dir, tmp_path):
     out = tmp_path / "stage"
     args = ["pretrain", "--method", "mlm", "--set", f"tokenizer={tokenizer_dir}", "--set", "hidden_size=32",
-            "--set", "num_attention_heads=2", "--set", "intermediate_size=64", "--set", "batch_size=4",
-            "--set", "corpus_limit=20", "--set", "max_steps=12", "--set", "save_every=3", "--output-dir", out]
+            "--set", "num_attention_heads=2", "--set", "intermediate_size=64", "--set", "stage.batch_size=4",
+            "--set", "corpus_limit=20", "--set", "max_steps=12", "--set", "stage.save_every=3", "--output-dir", out]
     procs = [run_module(args, child_env(tmp_path)) for _ in range(2)]
     errs = [p.communicate(timeout=300)[1] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], errs

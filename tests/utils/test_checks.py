@@ -6,15 +6,15 @@ command line's own counts."""
 import pytest
 from command_line import FINETUNE, cli, one_error_line
 
-from condenser_lite.cli import parse_overrides
+from condenser_lite.parameters import parse_settings
 from condenser_lite.training.loop import TrainConfig
-from condenser_lite.training.pretraining import StageConfig
+from condenser_lite.training.pretraining_config import StageConfig
 from condenser_lite.utils.errors import ConfigError
 
 
 def test_integer_settings_refuse_fractions(capsys):
     with pytest.raises(ConfigError, match="max_steps takes an integer"):
-        parse_overrides(StageConfig(), ["max_steps=2.5"])
+        parse_settings(["max_steps=2.5"])
     with pytest.raises(ConfigError, match=r"TrainConfig.max_steps=2.5 must be int or None"):
         TrainConfig("unused", max_steps=2.5)
     with pytest.raises(ConfigError, match=r"StageConfig.batch_size=4.0 must be int"):
@@ -23,18 +23,18 @@ def test_integer_settings_refuse_fractions(capsys):
 
 
 SETTINGS = {  # each refused in one line before any training, naming the setting and a valid value
-    "finetune lr=0": (["finetune", *FINETUNE, "--set", "lr=0"], "FinetuneConfig.lr=0.0 must be > 0"),
-    "finetune batch_size=0": (["finetune", *FINETUNE, "--set", "batch_size=0"], "FinetuneConfig.batch_size=0 must be > 0"),
+    "finetune lr=0": (["finetune", *FINETUNE, "--set", "finetune.lr=0"], "FinetuneConfig.lr=0.0 must be > 0"),
+    "finetune batch_size=0": (["finetune", *FINETUNE, "--set", "finetune.batch_size=0"], "FinetuneConfig.batch_size=0 must be > 0"),
     "finetune train_n_passages=0": (["finetune", *FINETUNE, "--set", "train_n_passages=0"],
                                     "FinetuneConfig.train_n_passages=0 must be > 0"),
     "finetune --max-steps 0": (["finetune", *FINETUNE, "--max-steps", "0"], "--max-steps 0: give a count >= 1"),
     "finetune --train-size 0": (["finetune", *FINETUNE, "--train-size", "0"], "--train-size 0: give a count >= 1"),
-    "pretrain lr=0": (["pretrain", "--set", "lr=0"], "StageConfig.lr=0.0 must be > 0"),
-    "pretrain lr<0": (["pretrain", "--set", "lr=-1e-4"], "StageConfig.lr=-0.0001 must be > 0"),
-    "pretrain batch_size=0": (["pretrain", "--set", "batch_size=0"], "StageConfig.batch_size=0 must be > 0"),
+    "pretrain lr=0": (["pretrain", "--set", "stage.lr=0"], "StageConfig.lr=0.0 must be > 0"),
+    "pretrain lr<0": (["pretrain", "--set", "stage.lr=-1e-4"], "StageConfig.lr=-0.0001 must be > 0"),
+    "pretrain batch_size=0": (["pretrain", "--set", "stage.batch_size=0"], "StageConfig.batch_size=0 must be > 0"),
     "pretrain --min-span 0": (["pretrain", "--method", "cocondenser", "--corpus", "scifact", "--min-span", "0"],
                               "StageConfig.min_span=0 must be > 0"),
-    "pretrain min_span<0": (["pretrain", "--method", "cocondenser", "--corpus", "scifact", "--set", "min_span=-1"],
+    "pretrain min_span<0": (["pretrain", "--method", "cocondenser", "--corpus", "scifact", "--set", "stage.min_span=-1"],
                             "StageConfig.min_span=-1 must be > 0"),
     "experiments --seeds ''": (["experiments", "--preset", "micro", "--seeds", ""], "--seeds '': give at least one"),
     "experiments seeds=[]": (["experiments", "--preset", "micro", "--set", "seeds=[]"],

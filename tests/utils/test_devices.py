@@ -85,15 +85,15 @@ def test_unknown_precision_is_refused():
 
 def test_stage_key_holds_the_resolved_precision(fresh):
     from condenser_lite.reproduction.presets import stage_config
-    from condenser_lite.training.pretraining import stage_settings
+    from condenser_lite.training.stage_cache import stage_settings
 
     class Tok:  # the stage's settings read only the tokenizer's identity
         pass
 
     cfg = stage_config("small", "mlm", max_steps=2)
     assert cfg.mixed_precision == "auto"
-    fresh.setattr("condenser_lite.training.pretraining.tokenizer_key", lambda tok: "tok")
-    fresh.setattr("condenser_lite.training.pretraining.data_id", lambda *a, **k: "data")
+    fresh.setattr("condenser_lite.training.stage_cache.tokenizer_key", lambda tok: "tok")
+    fresh.setattr("condenser_lite.training.stage_cache.data_id", lambda *a, **k: "data")
     fresh.setenv(PRECISION_ENV, "1")
     cpu_precision.cache_clear()
     on = stage_settings(cfg, Tok())
