@@ -162,6 +162,23 @@ def test_a_run_is_the_librarys_stage():
     assert stage.model.intermediate_size == 4 * run.hidden and stage.model.attn_implementation == "eager"
 
 
+
+def test_a_run_starts_from_the_weights_its_key_stands_for():
+    """The committed runs' keys stand for weights drawn from ``torch.manual_seed(run.seed)``; a run
+    built anew must start there (the stage builder's own step-0 draw would give other weights
+    under the same key)."""
+    import torch
+
+    from condenser_lite.modeling.condenser import BertMLM
+
+    run = sizing_runs.BASE.replace(layers=2, hidden=32, heads=2, vocab=100, max_len=16, dropout=0.0, seed=5)
+    tok = Tokenizer(run.vocab)
+    built = sizing_runs.build_model(run, tok).state_dict()
+    torch.manual_seed(run.seed)
+    by_hand = BertMLM.from_config(sizing_runs.bert_config(run, tok)).state_dict()
+    assert built.keys() == by_hand.keys()
+    assert all(torch.equal(built[k], by_hand[k]) for k in built)
+
 def test_the_study_is_a_command():
     run = subprocess.run([sys.executable, "-m", "condenser_lite", "sizing", "--help"], capture_output=True, text=True,
                          timeout=120)

@@ -201,10 +201,12 @@ def full_blocks(vocab: int, max_len: int):
 
 
 def build_model(run: Run, tok):
-    """The run's model, built by the library's ``pretraining.build_model`` from ``Run.stage``. Chapter 9."""
+    """The run's model, built by the library's ``pretraining.build_model`` from ``Run.stage``, its
+    random weights drawn from ``torch.manual_seed(run.seed)``: the draw the committed runs' keys
+    stand for (``Run.key``), so a run trained anew starts where its cached twin started. Chapter 9."""
     from condenser_lite.training.pretraining import build_model as build_stage_model
 
-    return build_stage_model(run.stage(), tok)
+    return build_stage_model(run.stage(), tok, init_seed=run.seed)
 
 
 def bert_config(run: Run, tok):

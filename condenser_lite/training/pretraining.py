@@ -68,14 +68,19 @@ def _check_head_shape(cfg: StageConfig) -> None:
                           + f"; pass {fix} to continue that head, or --set head=random for a fresh one")
 
 
-def build_model(cfg: StageConfig, tokenizer):
+def build_model(cfg: StageConfig, tokenizer, init_seed: int | None = None):
     """``BertMLM`` for ``mlm``, ``Condenser`` otherwise (``CondenserVariant`` where the stage turns
     on a switch of the mechanism page or the control), from scratch or from ``cfg.init``.
 
     Random initial weights (a model from scratch, a fresh Condenser head) are drawn as "step 0"
     of the stage's seed: without it they came from torch's start-up seed, which differs in every
-    process, so a stage re-run from a cold cache gave other numbers."""
-    set_step_seed(cfg.seed, 0)  # the training loop seeds steps 1, 2, ...
+    process, so a stage re-run from a cold cache gave other numbers. ``init_seed`` draws them
+    from ``torch.manual_seed(init_seed)`` instead: the sizing study's runs (chapter 9) were keyed
+    with that draw, and a run trained anew under the same key must start from the same weights."""
+    if init_seed is None:
+        set_step_seed(cfg.seed, 0)  # the training loop seeds steps 1, 2, ...
+    else:
+        torch.manual_seed(init_seed)
 
     switches = deviations(cfg)
     head_copy = switches.pop("head_mlm_probability", None)  # the collator's: the model reads a batch input
