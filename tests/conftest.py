@@ -12,9 +12,17 @@ Tiers: every test is exactly one of
 below); a test or module marked with a tier itself keeps that one (``@pytest.mark.protocol`` where
 the rule is wrong: a short stage through the command line, or a slow unit test).
 tests/test_tiers.py fails when a collected test has no tier or two.
+
+``pytest --nbval`` runs on every core (pyproject.toml: ``-n logical --dist loadfile``, pytest-xdist):
+each test file, and each notebook with its cells in order, runs whole in one worker process. The
+session fixtures that train (``tokenizer_dir``, ``micro_run``) are built once per run in a folder
+all workers share (``shared_folder``), by whichever worker needs them first; the others wait for
+it and read the result. ``pytest -n 0`` runs everything in one process, as before.
 """
 
+import json
 import os
+from pathlib import Path
 
 import pytest
 from locations import MIRROR as _MIRROR
@@ -29,6 +37,21 @@ def pytest_configure(config):
     if os.environ.get(REQUIRE_MIRROR) == "1" and not _MIRROR.is_dir():
         raise pytest.UsageError(f"{REQUIRE_MIRROR}=1 but the local data mirror {_MIRROR} is missing: put the "
                                 "shared/ folder beside the repository, or unset the variable to skip those tests")
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker: the cores are shared out among the workers
+        import torch
+
+        from condenser_lite.reproduction.jobs import threads_per_worker
+
+        # two threads per worker beside another busy worker wait on each other (see the unit-test
+        # fixture below); run_protocol's own job processes share out the cores the same way
+        torch.set_num_threads(threads_per_worker(config.workerinput["workercount"]))
+
+
+def shared_folder(tmp_path_factory, config, name: str) -> Path:
+    """``name`` in the temporary folder of this whole test run: the one every pytest-xdist worker
+    sees (each worker's own base folder sits in it), or this process's own without xdist."""
+    base = tmp_path_factory.getbasetemp()
+    return (base.parent if hasattr(config, "workerinput") else base) / name
 
 
 @pytest.fixture(autouse=True)
@@ -58,38 +81,46 @@ def _one_thread_for_unit_tests(request):
 
 
 @pytest.fixture(scope="session")
-def tokenizer_dir(tmp_path_factory):
+def tokenizer_dir(tmp_path_factory, pytestconfig):
     """A 600-piece WordPiece trained on 300 SciFact abstracts of the local mirror: small and quick,
-    for the pre-training and protocol tests (their modules skip when the mirror is absent)."""
+    for the pre-training and protocol tests (their modules skip when the mirror is absent). One
+    per test run, shared by the xdist workers."""
     from condenser_lite.data.beir import load_beir
     from condenser_lite.data.tokenizer import train_wordpiece
+    from condenser_lite.utils.cache import build_once
 
-    texts = [r["text"] for r in load_beir("scifact", data_dir=_MIRROR).corpus.select(range(300))]
-    out = tmp_path_factory.mktemp("tok")
-    train_wordpiece(texts, vocab_size=600, save_dir=out)
-    return str(out)
+    def build(out: Path) -> None:
+        texts = [r["text"] for r in load_beir("scifact", data_dir=_MIRROR).corpus.select(range(300))]
+        train_wordpiece(texts, vocab_size=600, save_dir=out)
+
+    return str(build_once(shared_folder(tmp_path_factory, pytestconfig, "tok"), build))
 
 
 @pytest.fixture(scope="session")
-def micro_run(tmp_path_factory, tokenizer_dir):
-    """The whole protocol on the micro preset, once per test session, in its own cache:
-    ``(preset, results file, results, root)``; the cache is ``root / "cache"`` (tests that read
-    it set ``CONDENSER_LITE_CACHE`` themselves). Skips without the local data mirror."""
+def micro_run(tmp_path_factory, pytestconfig, tokenizer_dir):
+    """The whole protocol on the micro preset, once per test run (the xdist workers share it), in
+    its own cache: ``(preset, results file, results as read back from it, root)``; the cache is
+    ``root / "cache"`` (tests that read it set ``CONDENSER_LITE_CACHE`` themselves). Skips without
+    the local data mirror."""
     if not _MIRROR.exists():
         pytest.skip("local data mirror ../shared/data not found")
     from condenser_lite.reproduction.presets import get_preset
     from condenser_lite.reproduction.protocol import run_protocol
+    from condenser_lite.utils.cache import build_once
 
-    root = tmp_path_factory.mktemp("exp")
     budget = get_preset("micro", tokenizer=tokenizer_dir)
+
+    def build(root: Path) -> None:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("CONDENSER_LITE_CACHE", str(root / "cache"))
+            mp.setenv("CONDENSER_LITE_DATA", str(_MIRROR))
+            # two worker processes: the default path on a CPU (one thread each)
+            run_protocol(budget, out_path=root / "results.json", verbose=False, workers=2,
+                         command="python -m condenser_lite experiments --preset micro")
+
+    root = build_once(shared_folder(tmp_path_factory, pytestconfig, "exp"), build)
     out = root / "results.json"
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("CONDENSER_LITE_CACHE", str(root / "cache"))
-        mp.setenv("CONDENSER_LITE_DATA", str(_MIRROR))
-        # two worker processes: the default path on a CPU (one thread each)
-        results = run_protocol(budget, out_path=out, verbose=False, workers=2,
-                               command="python -m condenser_lite experiments --preset micro")
-    return budget, out, results, root
+    return budget, out, json.loads(out.read_text()), root
 
 
 @pytest.fixture(scope="session")
