@@ -13,11 +13,11 @@ below); a test or module marked with a tier itself keeps that one (``@pytest.mar
 the rule is wrong: a short stage through the command line, or a slow unit test).
 tests/test_tiers.py fails when a collected test has no tier or two.
 
-``pytest --nbval`` runs on every core (pyproject.toml: ``-n logical --dist loadfile``, pytest-xdist):
-each test file, and each notebook with its cells in order, runs whole in one worker process. The
-session fixtures that train (``tokenizer_dir``, ``micro_run``) are built once per run in a folder
-all workers share (``shared_folder``), by whichever worker needs them first; the others wait for
-it and read the result. ``pytest -n 0`` runs everything in one process, as before.
+``pytest --nbval`` runs on every core (pyproject.toml: ``-n logical --dist loadfile``,
+pytest-xdist): each test file, and each notebook with its cells in order, runs whole in one worker
+process. The session fixtures that train (``tokenizer_dir``, ``micro_run``) are built once per
+run in the folder all workers share (``locations.run_folder``) by whichever worker needs them
+first; the others wait for it and read the result. ``pytest -n 0`` runs all in one process.
 """
 
 import json
@@ -25,7 +25,7 @@ import os
 from pathlib import Path
 
 import pytest
-from locations import MIRROR as _MIRROR
+from locations import MIRROR as _MIRROR, run_folder
 
 REQUIRE_MIRROR = "CONDENSER_LITE_REQUIRE_MIRROR"  # CI sets it: a missing mirror is an error there
 pytest.register_assert_rewrite("command_line")  # its one_error_line asserts for the tests that call it
@@ -45,13 +45,6 @@ def pytest_configure(config):
         # two threads per worker beside another busy worker wait on each other (see the unit-test
         # fixture below); run_protocol's own job processes share out the cores the same way
         torch.set_num_threads(threads_per_worker(config.workerinput["workercount"]))
-
-
-def shared_folder(tmp_path_factory, config, name: str) -> Path:
-    """``name`` in the temporary folder of this whole test run: the one every pytest-xdist worker
-    sees (each worker's own base folder sits in it), or this process's own without xdist."""
-    base = tmp_path_factory.getbasetemp()
-    return (base.parent if hasattr(config, "workerinput") else base) / name
 
 
 @pytest.fixture(autouse=True)
@@ -93,7 +86,7 @@ def tokenizer_dir(tmp_path_factory, pytestconfig):
         texts = [r["text"] for r in load_beir("scifact", data_dir=_MIRROR).corpus.select(range(300))]
         train_wordpiece(texts, vocab_size=600, save_dir=out)
 
-    return str(build_once(shared_folder(tmp_path_factory, pytestconfig, "tok"), build))
+    return str(build_once(run_folder(tmp_path_factory, pytestconfig) / "tok", build))
 
 
 @pytest.fixture(scope="session")
@@ -118,7 +111,7 @@ def micro_run(tmp_path_factory, pytestconfig, tokenizer_dir):
             run_protocol(budget, out_path=root / "results.json", verbose=False, workers=2,
                          command="python -m condenser_lite experiments --preset micro")
 
-    root = build_once(shared_folder(tmp_path_factory, pytestconfig, "exp"), build)
+    root = build_once(run_folder(tmp_path_factory, pytestconfig) / "exp", build)
     out = root / "results.json"
     return budget, out, json.loads(out.read_text()), root
 
