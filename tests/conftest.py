@@ -58,6 +58,28 @@ def _fresh_accelerate_state():
 
 
 @pytest.fixture(autouse=True)
+def _quiet_libraries_restored():
+    """``book.setup`` silences datasets, transformers and the library's logger for the rest of the
+    process, as a chapter's kernel wants; a test that calls it must not hand the silence to the
+    tests its worker runs after it (pytest-xdist runs them in another order than one process)."""
+    import logging
+
+    import datasets
+    import transformers
+
+    ours = logging.getLogger("condenser_lite")
+    before = (datasets.is_progress_bar_enabled(), datasets.logging.get_verbosity(),
+              transformers.utils.logging.is_progress_bar_enabled(), transformers.logging.get_verbosity(), ours.level)
+    yield
+    bars, ds_level, tf_bars, tf_level, our_level = before
+    datasets.enable_progress_bars() if bars else datasets.disable_progress_bars()
+    datasets.logging.set_verbosity(ds_level)
+    transformers.utils.logging.enable_progress_bar() if tf_bars else transformers.utils.logging.disable_progress_bar()
+    transformers.logging.set_verbosity(tf_level)
+    ours.setLevel(our_level)
+
+
+@pytest.fixture(autouse=True)
 def _one_thread_for_unit_tests(request):
     """A unit test runs on one thread: its toy-sized tensors gain nothing from a second, and on a
     CPU whose cores are busy the second thread mostly waits (80 steps of the gauges' toy Condenser:
