@@ -12,12 +12,20 @@ Tiers: every test is exactly one of
 below); a test or module marked with a tier itself keeps that one (``@pytest.mark.protocol`` where
 the rule is wrong: a short stage through the command line, or a slow unit test).
 tests/test_tiers.py fails when a collected test has no tier or two.
+
+``pytest --nbval`` runs on every core (pyproject.toml: ``-n logical --dist loadfile``,
+pytest-xdist): each test file, and each notebook with its cells in order, runs whole in one worker
+process. The session fixtures that train (``tokenizer_dir``, ``micro_run``) are built once per
+run in the folder all workers share (``locations.run_folder``) by whichever worker needs them
+first; the others wait for it and read the result. ``pytest -n 0`` runs all in one process.
 """
 
+import json
 import os
+from pathlib import Path
 
 import pytest
-from locations import MIRROR as _MIRROR
+from locations import MIRROR as _MIRROR, run_folder
 
 REQUIRE_MIRROR = "CONDENSER_LITE_REQUIRE_MIRROR"  # CI sets it: a missing mirror is an error there
 pytest.register_assert_rewrite("command_line")  # its one_error_line asserts for the tests that call it
@@ -29,6 +37,14 @@ def pytest_configure(config):
     if os.environ.get(REQUIRE_MIRROR) == "1" and not _MIRROR.is_dir():
         raise pytest.UsageError(f"{REQUIRE_MIRROR}=1 but the local data mirror {_MIRROR} is missing: put the "
                                 "shared/ folder beside the repository, or unset the variable to skip those tests")
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker: the cores are shared out among the workers
+        import torch
+
+        from condenser_lite.reproduction.jobs import threads_per_worker
+
+        # two threads per worker beside another busy worker wait on each other (see the unit-test
+        # fixture below); run_protocol's own job processes share out the cores the same way
+        torch.set_num_threads(threads_per_worker(config.workerinput["workercount"]))
 
 
 @pytest.fixture(autouse=True)
@@ -39,6 +55,28 @@ def _fresh_accelerate_state():
     from accelerate.state import AcceleratorState
 
     AcceleratorState._reset_state()
+
+
+@pytest.fixture(autouse=True)
+def _quiet_libraries_restored():
+    """``book.setup`` silences datasets, transformers and the library's logger for the rest of the
+    process, as a chapter's kernel wants; a test that calls it must not hand the silence to the
+    tests its worker runs after it (pytest-xdist runs them in another order than one process)."""
+    import logging
+
+    import datasets
+    import transformers
+
+    ours = logging.getLogger("condenser_lite")
+    before = (datasets.is_progress_bar_enabled(), datasets.logging.get_verbosity(),
+              transformers.utils.logging.is_progress_bar_enabled(), transformers.logging.get_verbosity(), ours.level)
+    yield
+    bars, ds_level, tf_bars, tf_level, our_level = before
+    datasets.enable_progress_bars() if bars else datasets.disable_progress_bars()
+    datasets.logging.set_verbosity(ds_level)
+    transformers.utils.logging.enable_progress_bar() if tf_bars else transformers.utils.logging.disable_progress_bar()
+    transformers.logging.set_verbosity(tf_level)
+    ours.setLevel(our_level)
 
 
 @pytest.fixture(autouse=True)
@@ -58,38 +96,46 @@ def _one_thread_for_unit_tests(request):
 
 
 @pytest.fixture(scope="session")
-def tokenizer_dir(tmp_path_factory):
+def tokenizer_dir(tmp_path_factory, pytestconfig):
     """A 600-piece WordPiece trained on 300 SciFact abstracts of the local mirror: small and quick,
-    for the pre-training and protocol tests (their modules skip when the mirror is absent)."""
+    for the pre-training and protocol tests (their modules skip when the mirror is absent). One
+    per test run, shared by the xdist workers."""
     from condenser_lite.data.beir import load_beir
     from condenser_lite.data.tokenizer import train_wordpiece
+    from condenser_lite.utils.cache import build_once
 
-    texts = [r["text"] for r in load_beir("scifact", data_dir=_MIRROR).corpus.select(range(300))]
-    out = tmp_path_factory.mktemp("tok")
-    train_wordpiece(texts, vocab_size=600, save_dir=out)
-    return str(out)
+    def build(out: Path) -> None:
+        texts = [r["text"] for r in load_beir("scifact", data_dir=_MIRROR).corpus.select(range(300))]
+        train_wordpiece(texts, vocab_size=600, save_dir=out)
+
+    return str(build_once(run_folder(tmp_path_factory, pytestconfig) / "tok", build))
 
 
 @pytest.fixture(scope="session")
-def micro_run(tmp_path_factory, tokenizer_dir):
-    """The whole protocol on the micro preset, once per test session, in its own cache:
-    ``(preset, results file, results, root)``; the cache is ``root / "cache"`` (tests that read
-    it set ``CONDENSER_LITE_CACHE`` themselves). Skips without the local data mirror."""
+def micro_run(tmp_path_factory, pytestconfig, tokenizer_dir):
+    """The whole protocol on the micro preset, once per test run (the xdist workers share it), in
+    its own cache: ``(preset, results file, results as read back from it, root)``; the cache is
+    ``root / "cache"`` (tests that read it set ``CONDENSER_LITE_CACHE`` themselves). Skips without
+    the local data mirror."""
     if not _MIRROR.exists():
         pytest.skip("local data mirror ../shared/data not found")
     from condenser_lite.reproduction.presets import get_preset
     from condenser_lite.reproduction.protocol import run_protocol
+    from condenser_lite.utils.cache import build_once
 
-    root = tmp_path_factory.mktemp("exp")
     budget = get_preset("micro", tokenizer=tokenizer_dir)
+
+    def build(root: Path) -> None:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("CONDENSER_LITE_CACHE", str(root / "cache"))
+            mp.setenv("CONDENSER_LITE_DATA", str(_MIRROR))
+            # two worker processes: the default path on a CPU (one thread each)
+            run_protocol(budget, out_path=root / "results.json", verbose=False, workers=2,
+                         command="python -m condenser_lite experiments --preset micro")
+
+    root = build_once(run_folder(tmp_path_factory, pytestconfig) / "exp", build)
     out = root / "results.json"
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("CONDENSER_LITE_CACHE", str(root / "cache"))
-        mp.setenv("CONDENSER_LITE_DATA", str(_MIRROR))
-        # two worker processes: the default path on a CPU (one thread each)
-        results = run_protocol(budget, out_path=out, verbose=False, workers=2,
-                               command="python -m condenser_lite experiments --preset micro")
-    return budget, out, results, root
+    return budget, out, json.loads(out.read_text()), root
 
 
 @pytest.fixture(scope="session")

@@ -16,7 +16,7 @@ spec.loader.exec_module(colab_install)
 def test_pins_follow_requirements_without_torch_and_tooling():
     pins = colab_install.pins(ROOT / "requirements.txt")
     assert pins["transformers"] and pins["PyStemmer"]  # BM25 with stemming, as in chapter 4
-    assert not {"torch", "pytest", "jupyter-book", "ipykernel", "jupyterlab"} & set(pins)
+    assert not {"torch", "pytest", "pytest-xdist", "jupyter-book", "ipykernel", "jupyterlab"} & set(pins)
     lines = [line.split("#")[0].strip() for line in (ROOT / "requirements.txt").read_text().splitlines()]
     for name, version in pins.items():
         assert f"{name}=={version}" in lines

@@ -207,18 +207,19 @@ def test_rules_version_2_run_with_the_modified_condenser_and_its_controls(tokeni
         assert 0 <= r["p (one-sided)"] <= 1
 
 
-@pytest.mark.protocol  # the command measures the small preset's stages before the stand-in protocol: minutes
 def test_experiments_out_must_be_a_results_file_of_the_same_preset(tmp_path, monkeypatch, capsys):
     """`--out` onto a folder, onto a file that is not protocol results, or onto another preset's
     results: refused in one line before anything runs, and those files are left as they were; the
-    same preset's file is regenerated. Here the protocol itself is replaced by a stand-in: reaching
+    same preset's file is regenerated. Here the estimate and the protocol, which follow the checks,
+    are replaced by a stand-in (the small preset's estimate measures its stages: minutes): reaching
     it means the command was not refused."""
-    from condenser_lite.reproduction import protocol
+    from condenser_lite.reproduction import estimate, protocol
 
     def not_here(*args, **kwargs):
-        raise RuntimeError("the protocol ran")
+        raise RuntimeError("past the checks")
 
     monkeypatch.setenv("CONDENSER_LITE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(estimate, "estimate_protocol", not_here)
     monkeypatch.setattr(protocol, "_run", not_here)
     folder, notes, other = tmp_path / "results", tmp_path / "notes.json", tmp_path / "small.json"
     folder.mkdir()
@@ -231,5 +232,5 @@ def test_experiments_out_must_be_a_results_file_of_the_same_preset(tmp_path, mon
     assert f"--out {other} holds the 'small' preset's results, not 'micro''s" in one_error_line(
         cli([*command, other], capsys))
     assert notes.read_text() == '{"my": "notes"}' and json.loads(other.read_text())["preset"] == {"name": "small"}
-    with pytest.raises(RuntimeError, match="the protocol ran"):  # the same budget's file: regenerated
+    with pytest.raises(RuntimeError, match="past the checks"):  # the same budget's file: regenerated
         main(["experiments", "--preset", "small", "--out", str(other)])
