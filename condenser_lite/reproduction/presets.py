@@ -318,7 +318,7 @@ COLAB = dataclasses.replace(
 # per CPU second). Both fine-tunings put back the 0.1 dropout the tiny checkpoints carry
 # (Cramming re-enables it too).
 # Beside the faithful Condenser it carries a modified one: the deviation the mechanism page chose by
-# a rule fixed after its parts E1 and E4 and before E3 and E5 ran (rules.choose_modified;
+# a rule fixed after its parts E1 and E4 and before E3 and E5 ran (mechanism_rules.choose_modified;
 # results/mechanism.json, "modified": part E5, the head reading a copy of the block with half its
 # tokens masked, after RetroMAE's decoder), and the two controls of its gain that rules version 2
 # pre-registered: BERT-continued for the same FLOPs, and the modified Condenser with its [CLS] path

@@ -1,7 +1,7 @@
 """When does the Condenser head need [CLS]? The mechanism study behind the book's page of that name
 (`notebooks/10_mechanism.md`), judged by the rules pre-registered in `reproduction/rules.py` before any of
 its runs (the C0 rule: `rules.PRE_REGISTRATION_COMMIT`; the choice of a modified Condenser
-among the deviations: `rules.choose_modified`, committed before E3 and E5 ran).
+among the deviations: `mechanism_rules.choose_modified`, committed before E3 and E5 ran).
 
     python -m condenser_lite mechanism              # every part, resumable -> results/mechanism.json
     python -m condenser_lite mechanism --only e3    # one part (the others stay as the file has them)
@@ -29,8 +29,8 @@ at retrieval. The parts (`PARTS`):
   (Xiao et al., 2022); the backbone's input and late MLM loss stay the faithful ones.
 
 The scaling part asks of the faithful Condenser when its head starts to read [CLS], by the rules
-pre-registered for it (`rules.scaling_trend`, `rules.SCALING_RULE_COMMIT`), on the pre-training
-seeds `rules.SCALING_SEEDS`:
+pre-registered for it (`mechanism_rules.scaling_trend`, `mechanism_rules.SCALING_RULE_COMMIT`), on the pre-training
+seeds `mechanism_rules.SCALING_SEEDS`:
 
 * training length: E0 (3,000 updates), E1 (12,000) and L48 (48,000: sixteen times the preset's),
   all from the preset's stage-1 models;
@@ -48,10 +48,10 @@ control (``--no-control``), which only C0's late-loss half needs:
 a part run on new seeds joins the seeds the file already has for it (each run's provenance
 kept), so a point too long for one sitting runs a seed at a time on a machine that keeps
 nothing between sittings; a scaling point is judged once it has every seed of
-``rules.SCALING_SEEDS``. A run on some of a part's seeds and not all is refused.
+``mechanism_rules.SCALING_SEEDS``. A run on some of a part's seeds and not all is refused.
 
 E3-E5 run as the protocol's `condenser_mod` arm (`Preset.modified_condenser`), so the stage of
-the deviation `rules.choose_modified` picks is the very one a later `experiments --preset
+the deviation `mechanism_rules.choose_modified` picks is the very one a later `experiments --preset
 small` with that modification reuses. The stages are the protocol's own (`arms.pretrain_arm`,
 cached by their settings); two one-thread worker processes run them (`jobs.run_jobs`). Wall
 time measured on a 2-core AMD EPYC with bf16 units (other work sharing the cores at times):
@@ -195,10 +195,10 @@ def judge(per_seed: dict) -> dict:
 def scaling(study: dict) -> dict | None:
     """The scaling part's summary by the pre-registered rules: each point's reliance per seed and
     its Condenser stage's FLOPs, whether it reads [CLS] (C0's ``relies``), the training-length
-    trend (``rules.scaling_trend``; None until the training-length series has its three points on
+    trend (``mechanism_rules.scaling_trend``; None until the training-length series has its three points on
     the same seeds) and the other series against the training-length point of the same length,
     E0 (``rules.unit_test``, once both are on the same seeds). A point is judged only on all of
-    ``rules.SCALING_SEEDS`` (rule 1): one run seed by seed, across sessions, has ``reads_cls`` None
+    ``mechanism_rules.SCALING_SEEDS`` (rule 1): one run seed by seed, across sessions, has ``reads_cls`` None
     and its ``missing_seeds`` until the last joins, so one seed past 0.2 is not a verdict; its
     ``below_threshold`` seeds say whether the verdict can still be "reads [CLS]"."""
     import math
@@ -304,7 +304,7 @@ def main(argv: list[str] | None = None) -> None:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", choices=sorted(PARTS), action="append", help="run these parts (default: all)")
     ap.add_argument("--seeds", help="pre-training seeds, comma-separated (default: 42,43; the scaling parts "
-                    "L48, S1X4 and W256: rules.SCALING_SEEDS)")
+                    "L48, S1X4 and W256: mechanism_rules.SCALING_SEEDS)")
     ap.add_argument("--workers", type=positive_int, default=2, help="one-thread worker processes")
     ap.add_argument("--data-dir", default=None, help="data mirror (default: $CONDENSER_LITE_DATA or the Hub)")
     ap.add_argument("--preset", default="small", help="the preset whose Condenser is studied")
