@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 from toy_models import masking_collate, tiny_bert, token_data
 
+from condenser_lite.reproduction.jobs import num_threads
 from condenser_lite.training.loop import TrainConfig, param_groups, set_step_seed, train
 from condenser_lite.utils.errors import CheckpointError
 
@@ -51,10 +52,8 @@ def log_steps(path) -> list[int]:
 @pytest.fixture
 def one_thread():
     # float sums differ between thread counts; bitwise comparisons need a fixed one
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+    with num_threads(1):
+        yield
 
 
 # ---- determinism and resume -----------------------------------------------------------------

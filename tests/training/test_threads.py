@@ -12,6 +12,7 @@ import time
 import pytest
 import torch
 
+from condenser_lite.reproduction.jobs import num_threads
 from condenser_lite.training import threads
 from condenser_lite.training.loop import TrainConfig, train
 from condenser_lite.training.threads import POLICY_ENV, ThreadPolicy
@@ -61,10 +62,8 @@ def simulate(policy: ThreadPolicy, machine: Machine, steps: range, load=None) ->
 
 @pytest.fixture
 def two_threads():
-    before = torch.get_num_threads()
-    torch.set_num_threads(2)
-    yield
-    torch.set_num_threads(before)
+    with num_threads(2):
+        yield
 
 
 def run(busy: int, steps: int = 3000, load=None, start: int = 0,
