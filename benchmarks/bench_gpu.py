@@ -100,7 +100,7 @@ def span_batch(n: int, seq_len: int, vocab: int, device: str) -> dict:
 def bench_gradcache(args) -> None:
     from condenser_lite.modeling.condenser import Condenser
     from condenser_lite.modeling.gradcache import cocondenser_step
-    from condenser_lite.training.loop import make_accelerator
+    from condenser_lite.training.prepare import make_accelerator
 
     dev = args.device
     cfg = bert_config(args, args.vocab)
@@ -182,7 +182,7 @@ def check_exact(args) -> None:
     (the cache replays dropout per chunk, which a full-batch step draws differently)."""
     from condenser_lite.modeling.condenser import Condenser
     from condenser_lite.modeling.gradcache import cocondenser_step
-    from condenser_lite.training.loop import make_accelerator
+    from condenser_lite.training.prepare import make_accelerator
 
     dev, n = args.device, args.exact_spans
     cfg = bert_config(args, args.vocab)
