@@ -4,6 +4,8 @@
   at layer ``skip_from`` with a head that reads the *late* [CLS] beside the *early* token states
   (Condenser section 3; chapter 2), and, apart at the end, ``CondenserVariant``: the mechanism
   page's deviations and chapter 8's control without a bottleneck;
+* ``mlm.py``: the MLM loss at masked positions only, which both train on, and the encoder and MLM
+  head inside any model of the book (chapter 2);
 * ``masking.py``: whole-word MLM masking, the objective both share (chapter 2);
 * ``spans.py``: coCondenser's two random spans per document (coCondenser section 3.2; chapter 3);
 * ``losses.py``: the losses the papers write down: span contrastive, retrieval, cosine (chapters 3, 4, 7);

@@ -4,9 +4,8 @@
 `Condenser` (Gao & Callan, EMNLP 2021, section 3) splits the same backbone into
 early and late layers and adds a small head that must predict masked tokens from
 the *late* CLS vector plus the *early* token vectors, so the CLS has to carry what
-the late layers learned about the whole text. Both compute MLM logits only at
-masked positions: on a CPU the vocabulary projection over every position is the
-most expensive part of a small model's step.
+the late layers learned about the whole text. Both train on the MLM loss at masked
+positions only (``mlm.py``).
 
 Explained in chapter 2, `notebooks/02_condenser.ipynb`.
 """
@@ -19,7 +18,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from transformers import BertConfig, BertForMaskedLM
 from transformers.masking_utils import create_bidirectional_mask
@@ -36,6 +34,7 @@ from ..utils.loading import (
     read_condenser_config,
     read_head_state,
 )
+from .mlm import masked_lm_loss
 
 # Paper settings for bert-base-uncased (12 layers): head reads the output of layer 6,
 # 2 head layers, backbone MLM kept as the "semantic constraint" (section 3.4).
@@ -68,52 +67,6 @@ def tiny_bert_config(vocab_size: int = 8192, **overrides) -> BertConfig:
             f"num_attention_heads={kwargs['num_attention_heads']}; change one of them."
         )
     return BertConfig(**kwargs)
-
-
-def masked_token_losses(mlm_head: nn.Module, hidden: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Cross-entropy at each masked position (``labels != -100``) and the row it belongs to,
-    projecting only the masked positions: what ``masked_lm_loss`` averages and the gauges sum
-    per block. Explained in chapter 2, `notebooks/02_condenser.ipynb`."""
-    selected = labels != -100
-    ce = F.cross_entropy(mlm_head(hidden[selected]).float(), labels[selected], reduction="none")
-    return ce, selected.nonzero()[:, 0]
-
-
-def masked_lm_loss(mlm_head: nn.Module, hidden: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy over masked tokens, projecting only the masked positions.
-
-    Identical to `BertForMaskedLM(labels=...)` (which projects every position and
-    then ignores the -100 labels), at a fraction of the cost.
-
-    Explained in chapter 2, `notebooks/02_condenser.ipynb`.
-    """
-    selected = labels != -100
-    if not bool(selected.any()):
-        raise ValueError(
-            "labels has no masked position (all -100), so the MLM loss is undefined; "
-            "build batches with modeling.masking.MLMCollator, which masks at least one token per sequence."
-        )
-    logits = mlm_head(hidden[selected])  # [n_masked, vocab]
-    # F.cross_entropy's own mean, not masked_token_losses(...).mean(): the same number up to the
-    # last bits, and training reproduces its committed runs only bit for bit
-    return F.cross_entropy(logits.float(), labels[selected])
-
-
-def bert_of(model: nn.Module) -> nn.Module:
-    """The plain encoder (a `BertModel`) inside a `BertMLM` or `Condenser` (``.backbone``), a
-    `BertForMaskedLM`, or a `BertModel` itself: the one unwrapping every lens and search uses.
-    Chapter 2."""
-    model = getattr(model, "backbone", model)
-    return getattr(model, "base_model", model)
-
-
-def mlm_head_of(model: nn.Module) -> nn.Module:
-    """The MLM head (``.cls``) of a `BertMLM`, `Condenser` or `BertForMaskedLM`: the projection
-    both Condenser losses share. Chapter 2."""
-    backbone = getattr(model, "backbone", model)
-    if not hasattr(backbone, "cls"):
-        raise TypeError(f"{type(model).__name__} has no MLM head (.cls): pass a BertMLM, Condenser or BertForMaskedLM")
-    return backbone.cls
 
 
 def as_backbone(model: BertForMaskedLM | str | os.PathLike | nn.Module, **load_kwargs) -> BertForMaskedLM:

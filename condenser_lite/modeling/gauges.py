@@ -37,7 +37,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..utils.errors import SchemaError
-from .condenser import bert_of, masked_token_losses, mlm_head_of
+from .mlm import bert_of, masked_token_losses, mlm_head_of
 
 
 @torch.no_grad()

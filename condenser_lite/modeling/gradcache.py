@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -197,57 +198,87 @@ def cocondenser_step(
     world, _ = world_info()
     check_same_size(n_rows, device)
 
-    autocast, backward, no_sync = step_hooks(model, accelerator)
-
-    has_mlm = batch.get("labels") is not None
+    hooks = step_hooks(model, accelerator)  # autocast, backward, no_sync
     n_masked_total = _masked_total(batch, device)
-
-    def mlm_share(chunk: dict[str, torch.Tensor], out: Any) -> tuple[torch.Tensor, dict[str, float]]:
-        return _mlm_share(chunk, out, n_masked_total if has_mlm else None, device)
-
-    metrics_mlm = 0.0
-    metrics_parts: dict[str, float] = {}
-
-    cached = chunk_size is not None and chunk_size < n_rows
-    if not cached:
-        out = _forward(model, batch, has_mlm, autocast)
-        all_reps = gather_with_grad(out.cls.float())
-        co_loss = span_contrastive_loss(all_reps, temperature=temperature)
-        mlm, metrics_parts = mlm_share(batch, out)
-        backward(world * (mlm_weight * mlm + co_weight * co_loss))
-        metrics_mlm += float(mlm.detach())
-        co_value, co_acc = float(co_loss.detach()), span_contrastive_accuracy(all_reps.detach())
+    loss = _SpanBatchLoss(mlm_weight, co_weight, temperature, world,
+                          n_masked_total if batch.get("labels") is not None else None, device)
+    if chunk_size is None or chunk_size >= n_rows:
+        mlm, parts, co_value, co_acc = _whole_batch_step(model, batch, hooks, loss)
     else:
         chunks = [
             {k: v[s : s + chunk_size] for k, v in batch.items() if torch.is_tensor(v)}
             for s in range(0, n_rows, chunk_size)
         ]
+        mlm, parts, co_value, co_acc = _cached_step(model, chunks, hooks, loss, replay_rng)
+    return _global_metrics(mlm, parts, co_value, co_acc, mlm_weight, co_weight, device)
 
-        def forward(chunk: dict[str, torch.Tensor], with_grad: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
-            nonlocal metrics_mlm
-            # pass 1 needs only the CLS vectors; pass 2 adds the chunk's share of the MLM loss
-            out = _forward(model, chunk, has_mlm and with_grad, autocast)
-            if not with_grad:
-                return out.cls.float(), None
-            mlm, parts = mlm_share(chunk, out)
-            metrics_mlm += float(mlm.detach())
-            for k, val in parts.items():
-                metrics_parts[k] = metrics_parts.get(k, 0.0) + val
-            return out.cls.float(), world * mlm_weight * mlm
 
-        def co_term(reps: list[torch.Tensor]) -> torch.Tensor:
-            nonlocal all_reps, co_loss
-            # every process's spans, the gradient flowing into this process's rows only; the
-            # cached v is d(world * co_weight * L^co)/dh (eq. 9, the scale explained above)
-            all_reps = gather_with_grad(torch.cat(reps))
-            co_loss = span_contrastive_loss(all_reps, temperature=temperature)
-            return world * co_weight * co_loss
+@dataclass
+class _SpanBatchLoss:
+    """The batch loss (eq. 7/8) in the pieces one process computes: a forward piece's share of the
+    MLM term and the contrastive term over every process's spans. ``world`` scales what is
+    back-propagated, because DDP divides the summed gradients by it. ``n_masked_total``: the masked
+    tokens of the global batch, None where the batch has no labels (no MLM term)."""
 
-        all_reps = co_loss = torch.empty(0)
-        gradient_cache(chunks, forward, co_term, backward, no_sync, replay_rng, device=device)
-        co_value, co_acc = float(co_loss.detach()), span_contrastive_accuracy(all_reps.detach())
+    mlm_weight: float
+    co_weight: float
+    temperature: float | None
+    world: int
+    n_masked_total: torch.Tensor | None
+    device: torch.device
 
-    return _global_metrics(metrics_mlm, metrics_parts, co_value, co_acc, mlm_weight, co_weight, device)
+    def mlm_share(self, chunk: dict[str, torch.Tensor], out: Any) -> tuple[torch.Tensor, dict[str, float]]:
+        return _mlm_share(chunk, out, self.n_masked_total, self.device)
+
+    def contrastive(self, reps: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every process's spans (the gradient flowing into this process's rows only) and ``L^co``
+        over them (eq. 6)."""
+        all_reps = gather_with_grad(reps)
+        return all_reps, span_contrastive_loss(all_reps, temperature=self.temperature)
+
+
+def _whole_batch_step(model: torch.nn.Module, batch: dict[str, torch.Tensor], hooks: tuple,
+                      loss: _SpanBatchLoss) -> tuple[float, dict[str, float], float, float]:
+    """One forward and one backward of ``L`` over the whole batch, without the cache: this
+    process's MLM share, its parts, ``L^co`` and the contrastive accuracy."""
+    autocast, backward, _ = hooks
+    out = _forward(model, batch, loss.n_masked_total is not None, autocast)
+    all_reps, co_loss = loss.contrastive(out.cls.float())
+    mlm, parts = loss.mlm_share(batch, out)
+    backward(loss.world * (loss.mlm_weight * mlm + loss.co_weight * co_loss))
+    return float(mlm.detach()), parts, float(co_loss.detach()), span_contrastive_accuracy(all_reps.detach())
+
+
+def _cached_step(model: torch.nn.Module, chunks: list[dict[str, torch.Tensor]], hooks: tuple,
+                 loss: _SpanBatchLoss, replay_rng: bool) -> tuple[float, dict[str, float], float, float]:
+    """The gradient cache (eq. 9-12) over ``chunks``: pass 1 keeps each chunk's CLS vectors, the
+    cache is the gradient of ``L^co`` with respect to them, pass 2 re-encodes each chunk and
+    back-propagates it with the chunk's share of the MLM loss. Returns what ``_whole_batch_step``
+    returns, the same numbers up to float rounding."""
+    autocast, backward, no_sync = hooks
+    mlm_sum, parts_sum = 0.0, {}
+    all_reps = co_loss = torch.empty(0)
+
+    def forward(chunk: dict[str, torch.Tensor], with_grad: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        nonlocal mlm_sum
+        # pass 1 needs only the CLS vectors; pass 2 adds the chunk's share of the MLM loss
+        out = _forward(model, chunk, loss.n_masked_total is not None and with_grad, autocast)
+        if not with_grad:
+            return out.cls.float(), None
+        mlm, parts = loss.mlm_share(chunk, out)
+        mlm_sum += float(mlm.detach())
+        for k, val in parts.items():
+            parts_sum[k] = parts_sum.get(k, 0.0) + val
+        return out.cls.float(), loss.world * loss.mlm_weight * mlm
+
+    def co_term(reps: list[torch.Tensor]) -> torch.Tensor:
+        nonlocal all_reps, co_loss
+        # the cached v is d(world * co_weight * L^co)/dh (eq. 9; why world: _SpanBatchLoss)
+        all_reps, co_loss = loss.contrastive(torch.cat(reps))
+        return loss.world * loss.co_weight * co_loss
+
+    gradient_cache(chunks, forward, co_term, backward, no_sync, replay_rng, device=loss.device)
+    return mlm_sum, parts_sum, float(co_loss.detach()), span_contrastive_accuracy(all_reps.detach())
 
 
 def _check_span_batch(batch: dict[str, torch.Tensor], chunk_size: int | None) -> int:

@@ -8,6 +8,8 @@
 * ``tasks.py``: the data the arms are evaluated on;
 * ``jobs.py``: the job runner (one-thread worker processes, results on disk);
 * ``protocol.py``: the whole scaled-down reproduction as one job graph;
+* ``protocol_jobs.py``: what the protocol's fine-tuning and STS-b jobs run, and each finished part's line;
+* ``run_record.py``: what a protocol run records about how it ran: precisions, seconds per part, workers;
 * ``merge.py``: one results file from runs of a preset on different pre-training seeds;
 * ``estimate.py``: the projected wall time, measured before long work;
 * ``results.py``: the results file as evidence: provenance, headline, reading it back, and the

@@ -19,14 +19,12 @@ from __future__ import annotations
 
 import json
 import os
-import time
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 import condenser_lite
 
@@ -35,16 +33,16 @@ from ..retrieval.metrics import nb_recall
 from ..training.accounting import cumulative
 from ..training.stage_cache import get_tokenizer
 from ..utils.cache import cache_dir, settings_hash
-from ..utils.devices import cpu_precision, resolve_precision
 from ..utils.errors import ConfigError
-from .arms import arm_config, entropy_before, finetune_arm, load_run, needed_arms, pretrain_arm, sts_arm
+from .arms import arm_config, entropy_before, load_run, needed_arms, pretrain_arm
 from .health import stage_check
-from .jobs import (Job, Ref, default_workers, first_stage_threads, load_average, num_threads, quiet, run_jobs,
-                   threads_per_worker)
+from .jobs import Job, Ref, default_workers, first_stage_threads, num_threads, quiet, run_jobs
 from .presets import Preset, get_preset
+from .protocol_jobs import describe, finetune_job, size_label, sts_job
 from .registry import ABLATION_ARMS, PARENT
-from .results import RESULTS_VERSION, cpu_seconds, environment, headline, now, provenance
+from .results import RESULTS_VERSION, environment, headline
 from .rules import ONE_SEED, stats
+from .run_record import RunClock, precisions, record_run
 from .scorecard import scorecard
 from .tasks import Task, bm25_baseline, data_location, entropy_texts, load_task, sts_data
 
@@ -59,14 +57,6 @@ def results_key(preset: Preset, data_dir: str | None = None) -> str:
     return settings_hash({"preset": preset.to_dict(), "data": data_location(data_dir, preset.task),
                           "version": condenser_lite.__version__, "results": RESULTS_VERSION,
                           "precision": precisions(preset)}, 16)
-
-
-def precisions(preset: Preset) -> dict[str, str]:
-    """What each component of ``preset`` computes in on this machine (``"auto"`` resolved by
-    ``devices.resolve_precision``): recorded in the results' provenance and part of their key.
-    Chapter 4."""
-    return {part: resolve_precision(getattr(preset, part).mixed_precision)
-            for part in ("pretraining", "finetune", "sts")}
 
 
 def cached_results(preset: Preset | str | None, data_dir: str | None = None,
@@ -157,48 +147,6 @@ def check_out_path(out_path: str | os.PathLike, preset: str) -> None:
 
 # ---- the job graph ---------------------------------------------------------------------------------
 
-_MEMO: dict[Any, Any] = {}  # per process: the task and the STS-b pairs, loaded once
-
-
-def _finetune_job(preset: Preset, data_dir: str | None, pretrain_seed: int, **kwargs: Any) -> dict:
-    key = ("task", preset.task, preset.finetune.n_bm25_negatives, preset.micro_corpus, preset.micro_train_queries,
-           preset.micro_test_queries, data_dir)
-    if key not in _MEMO:
-        _MEMO[key] = load_task(preset, data_dir)
-    return {**finetune_arm(task=_MEMO[key], preset=preset, **kwargs), "pretrain_seed": pretrain_seed}
-
-
-def _sts_job(preset: Preset, data_dir: str | None, pretrain_seed: int, **kwargs: Any) -> dict:
-    key = ("sts", preset.micro_sts_pairs, data_dir)
-    if key not in _MEMO:
-        _MEMO[key] = sts_data(preset, data_dir)
-    return {**sts_arm(preset=preset, data=_MEMO[key], **kwargs), "pretrain_seed": pretrain_seed}
-
-
-def _size_label(size: int | None, total: int) -> str:
-    return str(total if size is None else min(size, total))
-
-
-def _describe(key: tuple, result: Any) -> str:
-    if key[0] == "finetune":
-        metrics = ", ".join(f"{k} {v:.3f}" for k, v in result["metrics"].items())
-        return f"{key}: {metrics} ({result['wall_time']['total']:.0f}s)"
-    if key[0] == "sts":
-        return f"{key}: Spearman {result['spearman']:.3f} ({result['wall_time']:.0f}s)"
-    if key[0] == "pretrain":
-        return f"{key}: {result['steps']} steps ({result['wall_time'] or 0:.0f}s){_health_note(result.get('health'))}"
-    return f"{key} done"
-
-
-def _health_note(summary: Mapping | None) -> str:
-    """A stage's held-out evaluations against the committed runs, in a few words."""
-    if not summary or not summary["evaluations"] or summary["no_reference"] == summary["evaluations"]:
-        return ""
-    outside = ", ".join(f"{o['health']} at {o['step']:,}" for o in summary["outside"][:3])
-    return (f"; health: {summary['within']} of {summary['evaluations']} evaluations within the committed runs' band"
-            + (f" ({outside})" if outside else ""))
-
-
 def _single_seed(preset: Preset) -> bool:
     """Whether every arm's numbers come from one run (one fine-tuning and one pre-training seed)."""
     return len(preset.seeds) == 1 and len(preset.pretraining_seeds) == 1
@@ -246,75 +194,79 @@ def job_graph(preset: Preset, plan: list[str], total: int, sts_total: int, texts
             for arm in preset.arms:
                 if ps not in arm_pretrain_seeds(preset, arm):
                     continue
-                labels = [_size_label(size, total) for size in sizes[arm]]
+                labels = [size_label(size, total) for size in sizes[arm]]
                 common = dict(preset=preset, data_dir=data_dir, pretrain_seed=ps, arm=arm,
                               checkpoint=checkpoint(arm, ps), seed=seed)
                 for size, label in zip(sizes[arm], labels):
                     is_full = label == full_label
                     mines = is_full and arm in preset.round2_arms  # round 2 needs this model and its embeddings
-                    jobs[("finetune", arm, 1, label, seed, ps)] = Job(_finetune_job, dict(
+                    jobs[("finetune", arm, 1, label, seed, ps)] = Job(finetune_job, dict(
                         common, size=size, entropy_texts=texts if is_full and arm not in ABLATION_ARMS else None,
                         keep_model=mines), priority=1 if mines else 2)
                 if arm in preset.round2_arms and full_label in labels:
                     round1 = Ref(("finetune", arm, 1, full_label, seed, ps))
-                    jobs[("finetune", arm, 2, full_label, seed, ps)] = Job(_finetune_job, dict(
+                    jobs[("finetune", arm, 2, full_label, seed, ps)] = Job(finetune_job, dict(
                         common, size=None, round_number=2, round1=round1, keep_model=False), priority=1)
     for ps in preset.pretraining_seeds:
         for seed in preset.seeds:
             for arm in preset.arms:
                 if arm in preset.sts_arms and ps in arm_pretrain_seeds(preset, arm):
                     for size in preset.sts_sizes:
-                        jobs[("sts", arm, _size_label(size, sts_total), seed, ps)] = Job(_sts_job, dict(
+                        jobs[("sts", arm, size_label(size, sts_total), seed, ps)] = Job(sts_job, dict(
                             preset=preset, data_dir=data_dir, pretrain_seed=ps, arm=arm,
                             checkpoint=checkpoint(arm, ps), size=size, seed=seed), priority=3)
     return jobs
 
 
 def _run(preset: Preset, data_dir: str | None, verbose: bool, workers: int, command: str | None) -> dict:
-    t0, started = time.perf_counter(), now()
-    wall: dict[str, Any] = {}
-    cpu: dict[str, float] = {}
-    load_start = load_average()
-    cached_before = _cached_parts()
+    """The protocol's parts computed (or found cached) and assembled into the results: the serial
+    head (tokenizer, task, BM25, the first pre-training stage), then everything else as a job graph."""
+    clock = RunClock()
     pretrained = dict(preset.pretrained or {})
     plan = needed_arms(preset.arms, pretrained)
     first, ps0 = plan[0], preset.pretraining_seeds[0]
 
     def say(message: str) -> None:
         if verbose:
-            print(f"[{time.perf_counter() - t0:7.1f}s] {message}", flush=True)
-
-    def lap(part: str, since: tuple[float, float]) -> tuple[float, float]:
-        mark = (time.perf_counter(), cpu_seconds())
-        wall[part], cpu[part] = round(mark[0] - since[0], 2), round(mark[1] - since[1], 2)
-        return mark
+            print(f"[{clock.elapsed():7.1f}s] {message}", flush=True)
 
     # Serial head, in this process: tokenizer, task (BM25 negatives), BM25 baseline, the first
     # pre-training stage (nothing else can run before it exists).
-    t = start = (t0, cpu_seconds())
     tokenizer = (load_tokenizer(pretrained[first]) if first in pretrained
                  else get_tokenizer(arm_config(first, preset, None), data_dir))
     task = load_task(preset, data_dir)
     bm25 = bm25_baseline(task, preset, tokenizer)
     texts = entropy_texts(preset, data_dir)
     say(f"task {task.name}: {task.info}; BM25 {bm25['full']}")
-    t = lap("setup", t)
+    clock.lap("setup")
     threads = first_stage_threads(workers)
     with num_threads(threads):
         done: dict[tuple, Any] = {("pretrain", first, ps0): pretrain_arm(first, preset, None, data_dir, ps0,
                                                                          check=stage_check)}
-    say(_describe(("pretrain", first, ps0), done[("pretrain", first, ps0)]))
-    t = lap("pretrain_first_stage", t)
+    say(describe(("pretrain", first, ps0), done[("pretrain", first, ps0)]))
+    clock.lap("pretrain_first_stage")
 
     # Everything else as a job graph.
     total = len(task.train)
     sts_total = len(sts_data(preset, data_dir)[0])
     jobs = job_graph(preset, plan, total, sts_total, texts, data_dir)
-    done = run_jobs(jobs, workers, done, on_done=lambda key, result: say(_describe(key, result)))
-    t = lap("jobs", t)
+    done = run_jobs(jobs, workers, done, on_done=lambda key, result: say(describe(key, result)))
+    clock.lap("jobs")
 
     stages = {(k[1], k[2]): v for k, v in done.items() if k[0] == "pretrain"}
     before = {(k[1], k[2]): v for k, v in done.items() if k[0] == "entropy"}
+    r1, r2, sts = _runs_by_arm(preset, jobs, done)
+    results = _assemble(preset, stages, task, bm25, before, r1, r2, sts, total, sts_total)
+    record_run(results, preset, command, clock, stages, done, workers, threads)
+    results["claims"] = scorecard(results)
+    results["headline"] = headline(results)
+    say("scorecard: " + ", ".join(f"{c['id']} {c['status']}" for c in results["claims"]))
+    return results
+
+
+def _runs_by_arm(preset: Preset, jobs: Mapping[tuple, Job], done: Mapping[tuple, Any]) -> tuple[dict, dict, dict]:
+    """The fine-tuning runs grouped for the results: round 1 by arm and training size, round 2 by
+    arm, STS-b by arm and size; each group in seed order (pre-training seed, then fine-tuning)."""
     r1: dict[str, dict[str, list[dict]]] = {arm: {} for arm in preset.arms}
     r2: dict[str, list[dict]] = {}
     sts: dict[str, dict[str, list[dict]]] = {}
@@ -331,58 +283,7 @@ def _run(preset: Preset, data_dir: str | None, verbose: bool, workers: int, comm
             runs.sort(key=order)
     for runs in r2.values():
         runs.sort(key=order)
-
-    results = _assemble(preset, stages, task, bm25, before, r1, r2, sts, total, sts_total)
-    finetunes = [r for k, r in done.items() if k[0] == "finetune"]
-    sts_runs = [r for k, r in done.items() if k[0] == "sts"]
-    wall["finetune_jobs_seconds"] = round(sum(r["wall_time"]["total"] for r in finetunes), 2)
-    wall["sts_jobs_seconds"] = round(sum(r["wall_time"] for r in sts_runs), 2)
-    # CPU seconds of the jobs (one-thread workers): the work itself, whatever else ran on the machine
-    wall["finetune_cpu_seconds"] = round(sum(r["wall_time"].get("cpu", 0.0) for r in finetunes), 2)
-    wall["sts_cpu_seconds"] = round(sum(r.get("cpu_time", 0.0) for r in sts_runs), 2)
-    wall["pretrain_stage_seconds"] = {a: stages[(a, ps)]["wall_time"] for a, ps in stages if ps == ps0}
-    wall["total"] = round(time.perf_counter() - t0, 2)
-    results["wall_time"] = wall
-    results["execution"] = {"workers": workers, "first_stage_threads": threads or None,
-                            "threads_per_worker": threads_per_worker(workers) if workers > 1 else None,
-                            "load_average_start": load_start, "load_average_end": load_average()}
-    n_parts = sum(s["steps"] is not None for s in stages.values()) + len(finetunes) + len(sts_runs)  # cached parts
-    computed = len(_cached_parts() - cached_before)
-    results["provenance"] = provenance(
-        preset, command, started=started, wall_seconds=wall["total"], cpu_seconds=round(cpu_seconds() - start[1], 2),
-        parts={p: {"wall_seconds": wall[p], "cpu_seconds": cpu[p]} for p in cpu},
-        parts_reused=max(0, n_parts - computed), load_start=load_start,
-        work_cpu_seconds=round(sum(s["compute"]["cpu_seconds"] for s in stages.values() if s.get("compute"))
-                               + wall["finetune_cpu_seconds"] + wall["sts_cpu_seconds"], 2))
-    results["provenance"]["precision"] = precision_record(preset, stages)
-    results["claims"] = scorecard(results)
-    results["headline"] = headline(results)
-    say("scorecard: " + ", ".join(f"{c['id']} {c['status']}" for c in results["claims"]))
-    return results
-
-
-def precision_record(preset: Preset, stages: Mapping[tuple, Mapping]) -> dict:
-    """What the run computed in: each component's precision on this machine, each pre-training
-    stage's as recorded when it was trained (a stage reused from the cache may come from another
-    run), and on a CPU the probe behind ``"auto"`` (``devices.cpu_precision``). Stages trained in
-    different precisions are compared all the same, with a warning that says so. Chapter 4."""
-    by_stage = {f"{arm}/{seed}": stage.get("precision") for (arm, seed), stage in stages.items()
-                if stage.get("steps") is not None}
-    used = sorted({p for p in by_stage.values() if p})
-    if len(used) > 1:
-        warnings.warn(f"the pre-training stages of this run were computed in different precisions ({by_stage}): "
-                      "comparisons between them mix precision; re-run them on one machine (or set "
-                      "pretraining.mixed_precision) for a like-for-like comparison", UserWarning, stacklevel=3)
-    cpu = None if torch.cuda.is_available() else cpu_precision().to_dict()
-    return {"components": precisions(preset), "stages": by_stage, "mixed": len(used) > 1, "cpu_probe": cpu}
-
-
-def _cached_parts() -> set[Path]:
-    """The finished parts in the cache (a pre-training stage's record, a fine-tuning's or STS-b
-    run's result): what a call finds here it reuses instead of computing."""
-    root = cache_dir()
-    return {*root.glob("checkpoints/*/pretrain_config.json"), *root.glob("finetune/*/result.json"),
-            *root.glob("sts/*/result.json")}
+    return r1, r2, sts
 
 
 # ---- the results file --------------------------------------------------------------------------------

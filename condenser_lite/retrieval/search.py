@@ -24,7 +24,7 @@ from transformers import PreTrainedModel
 
 from ..data.beir import corpus_columns, query_columns
 from ..data.tevatron import check_qrels
-from ..modeling.condenser import bert_of
+from ..modeling.mlm import bert_of
 from ..utils.devices import cuda_amp_dtype, is_xla
 from ..utils.errors import ConfigError, SchemaError
 from .biencoder import BiEncoder, cls_embedding, load_model_and_tokenizer, pad_batch, passage_strings, token_ids

@@ -297,9 +297,44 @@ def wall_seconds(rows, workers: int) -> float:
 
 def main(argv: list[str] | None = None) -> None:
     """The study's command line (``python -m condenser_lite mechanism ...``)."""
-    from condenser_lite.utils.cli_args import positive_int, seed_list
+    from condenser_lite.utils.cli_args import seed_list
 
     argv = sys.argv[1:] if argv is None else list(argv)
+    a = _parser().parse_args(argv)
+    given_seeds = seed_list(a.seeds) if a.seeds is not None else None
+
+    from condenser_lite.reproduction.presets import get_preset
+    from condenser_lite.reproduction.results import environment
+
+    out = Path(a.out)
+    study = json.loads(out.read_text()) if out.exists() else {}
+    preset = get_preset(a.preset)
+    from condenser_lite.reproduction.mechanism_rules import SCALING_SEEDS
+
+    def part_seeds(part: str) -> tuple[int, ...]:
+        if given_seeds:
+            return tuple(given_seeds)
+        return SCALING_SEEDS if part in SCALING_PARTS and part not in ("e0", "e1") else SEEDS
+    if a.merge is None:
+        for part in a.only or list(PARTS):
+            check_seeds(part, study.get(part), part_seeds(part))
+    if a.dry_run:
+        _dry_run({part: (*part_preset(part, preset), part_seeds(part)) for part in a.only or list(PARTS)}, a)
+        return
+    if a.merge is not None:
+        merge(study, map(Path, a.merge), out, preset.name)
+        write(study, out, preset)
+        return
+    env = environment()
+    for part in a.only or list(PARTS):
+        study[part] = _run_part(part, preset, part_seeds(part), study.get(part), a, argv, env)
+        print(json.dumps({part: {"c0": study[part]["c0"]["status"], "reliance": study[part]["reliance"]}}, indent=1))
+        write(study, out, preset)  # after every part, so a later part's failure loses nothing measured before it
+
+
+def _parser() -> argparse.ArgumentParser:
+    from condenser_lite.utils.cli_args import positive_int
+
     ap = argparse.ArgumentParser(prog="python -m condenser_lite mechanism", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", choices=sorted(PARTS), action="append", help="run these parts (default: all)")
@@ -317,77 +352,60 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--dry-run", action="store_true", help="time a few updates of each stage to train, print the "
                     "projected hours, stop")
     ap.add_argument("--debug", action="store_true", help="show the traceback of a known error (a bad input)")
-    a = ap.parse_args(argv)
-    given_seeds = seed_list(a.seeds) if a.seeds is not None else None
+    return ap
 
+
+def _dry_run(parts: dict, a: argparse.Namespace) -> None:
+    """``--dry-run``: time a few updates of every stage ``parts`` would train and print the projection."""
+    from condenser_lite.reproduction.estimate import load_warning
+
+    warning = load_warning()  # before the probes add their own load
+    rows = estimate(parts, a.data_dir, a.workers, control=not a.no_control)
+    for part, stage, n, seconds in rows:
+        print(f"  {part + ': ' + stage:<36} {n} x {seconds / 60:6.1f} min")
+    total = sum(n * s for *_, n, s in rows)
+    print(f"  total: {total / 3600:.1f} h of one-thread work, about {wall_seconds(rows, a.workers) / 3600:.1f} h "
+          f"of wall time on {a.workers} worker{'s' * (a.workers > 1)} (the parts in turn; in each, its stage 1 first)")
+    if warning:
+        print(f"  note: {warning}")
+
+
+def _run_part(part: str, preset, seeds: tuple[int, ...], old: dict | None, a: argparse.Namespace,
+              argv: list[str], env: dict) -> dict:
+    """Train ``part`` on ``seeds`` and return its record: the gauges judged per seed (joining the
+    seeds of ``old``, the part's record so far, where these are new) and the run's provenance."""
     from condenser_lite.reproduction.jobs import load_average, run_jobs
-    from condenser_lite.reproduction.presets import get_preset
-    from condenser_lite.reproduction.results import environment, git, machine, now
+    from condenser_lite.reproduction.results import git, machine, now
     from condenser_lite.reproduction.rules import PRE_REGISTRATION_COMMIT
 
     out = Path(a.out)
-    study = json.loads(out.read_text()) if out.exists() else {}
-    preset = get_preset(a.preset)
-    from condenser_lite.reproduction.mechanism_rules import SCALING_SEEDS
-
-    def part_seeds(part: str) -> tuple[int, ...]:
-        if given_seeds:
-            return tuple(given_seeds)
-        return SCALING_SEEDS if part in SCALING_PARTS and part not in ("e0", "e1") else SEEDS
-    if a.merge is None:
-        for part in a.only or list(PARTS):
-            check_seeds(part, study.get(part), part_seeds(part))
-    if a.dry_run:
-        from condenser_lite.reproduction.estimate import load_warning
-
-        parts = {part: (*part_preset(part, preset), part_seeds(part)) for part in a.only or list(PARTS)}
-        warning = load_warning()  # before the probes add their own load
-        rows = estimate(parts, a.data_dir, a.workers, control=not a.no_control)
-        for part, stage, n, seconds in rows:
-            print(f"  {part + ': ' + stage:<36} {n} x {seconds / 60:6.1f} min")
-        total = sum(n * s for *_, n, s in rows)
-        print(f"  total: {total / 3600:.1f} h of one-thread work, about {wall_seconds(rows, a.workers) / 3600:.1f} h "
-              f"of wall time on {a.workers} worker{'s' * (a.workers > 1)} (the parts in turn; in each, its stage 1 first)")
-        if warning:
-            print(f"  note: {warning}")
-        return
-    if a.merge is not None:
-        merge(study, map(Path, a.merge), out, preset.name)
-        write(study, out, preset)
-        return
-    env = environment()
-    for part in a.only or list(PARTS):
-        started, t0, load_start = now(), time.perf_counter(), load_average()
-        part_set, condenser = part_preset(part, preset)
-        seeds = part_seeds(part)
-        done = run_jobs(part_jobs(part_set, condenser, seeds, a.data_dir, control=not a.no_control), a.workers,
-                        on_done=lambda key, r: print(f"[{part} {time.perf_counter() - t0:7.0f}s] {key}: "
-                                                     f"{r['steps']} updates", flush=True))
-        per_seed, all_seeds, before = per_seed_summaries(done, condenser, seeds), list(seeds), []
-        old = study.get(part)
-        if old and not set(old["seeds"]) & set(seeds):  # new seeds join the part's others, each run's record kept
-            per_seed = {**old["per_seed"], **per_seed}
-            all_seeds = sorted({*old["seeds"], *seeds})
-            before = [*old.get("provenance_of_other_seeds", []), {"seeds": old["seeds"], **old["provenance"]}]
-        elif old and reused(old, per_seed):  # the old seeds' stages came back from the cache unchanged:
-            # the record of where and when they were trained stays beside this run's
-            before = [*old.get("provenance_of_other_seeds", []),
-                      {"seeds": old["seeds"], "stages_reread_by_the_run_below": True, **old["provenance"]}]
-        # the tree counts as dirty for any change but this file, which the earlier parts rewrote
-        inside = out.resolve().is_relative_to(ROOT.resolve())  # git refuses a pathspec outside the repository
-        status = git("status", "--porcelain", "--untracked-files=no", "--", ".",
-                     *([f":(exclude){out.resolve()}"] if inside else []))
-        study[part] = {"what": PARTS[part][0], "seeds": all_seeds, "modified_condenser": PARTS[part][2],
-                       **judge(per_seed),
-                       "provenance": {"commit": git("rev-parse", "HEAD"), "dirty": None if status is None else bool(status),
-                                      "pre_registration_commit": PRE_REGISTRATION_COMMIT,
-                                      "command": shlex.join(["python", "-m", "condenser_lite", "mechanism", *argv]), "started": started,
-                                      "finished": now(), "wall_seconds": round(time.perf_counter() - t0, 1),
-                                      "machine": machine(load_start), "python": env["python"],
-                                      "packages": env["packages"], "seeds": list(seeds)},
-                       **({"provenance_of_other_seeds": before} if before else {})}
-        print(json.dumps({part: {"c0": study[part]["c0"]["status"], "reliance": study[part]["reliance"]}}, indent=1))
-        write(study, out, preset)  # after every part, so a later part's failure loses nothing measured before it
+    started, t0, load_start = now(), time.perf_counter(), load_average()
+    part_set, condenser = part_preset(part, preset)
+    done = run_jobs(part_jobs(part_set, condenser, seeds, a.data_dir, control=not a.no_control), a.workers,
+                    on_done=lambda key, r: print(f"[{part} {time.perf_counter() - t0:7.0f}s] {key}: "
+                                                 f"{r['steps']} updates", flush=True))
+    per_seed, all_seeds, before = per_seed_summaries(done, condenser, seeds), list(seeds), []
+    if old and not set(old["seeds"]) & set(seeds):  # new seeds join the part's others, each run's record kept
+        per_seed = {**old["per_seed"], **per_seed}
+        all_seeds = sorted({*old["seeds"], *seeds})
+        before = [*old.get("provenance_of_other_seeds", []), {"seeds": old["seeds"], **old["provenance"]}]
+    elif old and reused(old, per_seed):  # the old seeds' stages came back from the cache unchanged:
+        # the record of where and when they were trained stays beside this run's
+        before = [*old.get("provenance_of_other_seeds", []),
+                  {"seeds": old["seeds"], "stages_reread_by_the_run_below": True, **old["provenance"]}]
+    # the tree counts as dirty for any change but this file, which the earlier parts rewrote
+    inside = out.resolve().is_relative_to(ROOT.resolve())  # git refuses a pathspec outside the repository
+    status = git("status", "--porcelain", "--untracked-files=no", "--", ".",
+                 *([f":(exclude){out.resolve()}"] if inside else []))
+    return {"what": PARTS[part][0], "seeds": all_seeds, "modified_condenser": PARTS[part][2],
+            **judge(per_seed),
+            "provenance": {"commit": git("rev-parse", "HEAD"), "dirty": None if status is None else bool(status),
+                           "pre_registration_commit": PRE_REGISTRATION_COMMIT,
+                           "command": shlex.join(["python", "-m", "condenser_lite", "mechanism", *argv]),
+                           "started": started, "finished": now(), "wall_seconds": round(time.perf_counter() - t0, 1),
+                           "machine": machine(load_start), "python": env["python"],
+                           "packages": env["packages"], "seeds": list(seeds)},
+            **({"provenance_of_other_seeds": before} if before else {})}
 
 
 def merge(study: dict, others, out: Path, preset_name: str) -> None:

@@ -1,6 +1,9 @@
 """Training: one loop for everything, and what runs on it.
 
 * ``loop.py``: the training loop on accelerate (seeded per step, resumable, checkpointed);
+* ``epochs.py``: what each epoch draws from the run's seed: its data, its order, its batches;
+* ``prepare.py``: the accelerator, AdamW and its schedule, the model made ready to train or resume;
+* ``progress.py``: the loop's bookkeeping: counters, clocks, log records, ``TrainResult``;
 * ``checkpoint.py``: the loop's atomic, resumable checkpoint;
 * ``update.py``: one update's gradients and metrics, and the held-out evaluation the loop calls;
 * ``threads.py``: the loop's thread count, two threads only while they pay (chapter 2);

@@ -2,7 +2,9 @@
 
 Explained in chapter 2, `notebooks/02_condenser.ipynb` (the loop and its determinism design);
 chapter 3 uses it with the gradient cache's ``step_fn``, chapter 4 for fine-tuning, chapter 6
-reads its ``log.jsonl``.
+reads its ``log.jsonl``. Beside it: ``epochs.py`` (what each epoch draws), ``prepare.py`` (the
+accelerator, the optimizer, the model made ready), ``progress.py`` (counters, clocks, log records),
+``update.py`` (one update's gradients), ``checkpoint.py`` and ``threads.py``.
 
 Determinism: one seed per step
 ------------------------------
@@ -36,41 +38,36 @@ import contextlib
 import dataclasses
 import json
 import logging
-import math
 import shutil
 import sys
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from accelerate import Accelerator
 from accelerate.utils import DistributedType, set_seed
 from torch import nn
 from tqdm import tqdm
-from transformers import get_constant_schedule_with_warmup, get_linear_schedule_with_warmup
 
 from ..utils.cache import output_lock, settings_diff
 from ..utils.checks import check_types
-from ..utils.devices import PRECISIONS, resolve_precision
+from ..utils.devices import PRECISIONS
 from ..utils.errors import CheckpointError, ConfigError
-from .checkpoint import CHECKPOINT, load_part, read_state, recover_checkpoint, restore_rng, save_checkpoint
+from .checkpoint import CHECKPOINT, read_state, recover_checkpoint, save_checkpoint
+from .epochs import EpochData, batches_per_epoch, derive_seed, epoch_order
+from .prepare import SCHEDULES, load_weights, make_accelerator, make_optimizer, prepare
+from .progress import Clock, Progress, TrainResult, finish, record
 from .threads import ThreadPolicy
-from .update import evaluate, gradients, refuse_divergence
+from .update import gradients, refuse_divergence
 
 logger = logging.getLogger(__name__)
-# "linear": warm-up then linear decay to 0 (BERT; with warmup_ratio=0.5 the triangular
-# "one-cycle" of Cramming); "constant": warm-up then a constant rate.
-SCHEDULES = ("linear", "constant")
 # TrainConfig fields that change the computation: resuming needs the checkpoint to agree on all.
 # output_dir, log_every, save_every, eval_every, resume, progress and compile (same maths,
 # another kernel schedule) only change bookkeeping or speed.
 RUN_FIELDS = ("max_steps", "epochs", "batch_size", "grad_accum", "lr", "weight_decay",
               "warmup_ratio", "max_grad_norm", "mixed_precision", "seed", "schedule")
-_RESERVED = ("step", "epoch", "lr", "elapsed", "cpu", "threads")  # log keys that metrics may not overwrite
 
 
 @dataclass
@@ -148,28 +145,6 @@ class TrainConfig:
             raise bad("schedule", f"choose one of {SCHEDULES}")
 
 
-@dataclass
-class TrainResult:
-    """What :func:`train` returns. ``step``: optimizer updates done in the whole run;
-    ``epoch``: 0-based epoch of the last update's batch; ``history``: the log records of the
-    whole run (also in ``log_path``); ``wall_time``: seconds over all resumed segments;
-    ``resumed_from``: the checkpoint step this call started from (None for a fresh run)."""
-
-    step: int
-    epoch: int
-    history: list[dict]
-    log_path: Path
-    wall_time: float
-    resumed_from: int | None
-
-
-def _derive_seed(*parts: int) -> int:
-    # SeedSequence hashes the tuple, so nearby (seed, step) pairs give unrelated streams and
-    # (seed=1, step=2) cannot collide with (seed=2, step=1) as seed+step would.
-    entropy = [int(p) & 0xFFFF_FFFF_FFFF_FFFF for p in parts]
-    return int(np.random.SeedSequence(entropy).generate_state(1)[0])  # < 2**32, fits NumPy
-
-
 def set_step_seed(seed: int, step: int, rank: int = 0) -> None:
     """Seed ``random``, NumPy and torch (CPU, all CUDA devices, XLA) from ``(seed, step)``.
 
@@ -178,87 +153,7 @@ def set_step_seed(seed: int, step: int, rank: int = 0) -> None:
     `notebooks/02_condenser.ipynb`). ``rank`` (the process index) gives each process of a
     distributed run its own stream; it is 0 in a single process.
     """
-    set_seed(_derive_seed(seed, 0, step, rank))
-
-
-def _epoch_order(n: int, seed: int, epoch: int) -> torch.Tensor:
-    g = torch.Generator().manual_seed(_derive_seed(seed, 1, epoch))
-    return torch.randperm(n, generator=g)
-
-
-def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
-    """AdamW parameter groups: weight decay on weights, none on biases and norm-layer weights.
-
-    Decaying a LayerNorm gain pulls it towards 0 (not 1) and decaying a bias has no
-    regularising use; BERT and the Condenser code exclude both (chapter 2).
-    """
-    no_decay: set[int] = set()
-    for module in model.modules():
-        is_norm = isinstance(module, (nn.LayerNorm, nn.GroupNorm, nn.modules.batchnorm._NormBase)) \
-            or "Norm" in type(module).__name__  # also catches RMSNorm / custom LayerNorm classes
-        for name, p in module.named_parameters(recurse=False):
-            if is_norm or name == "bias" or name.endswith("_bias"):
-                no_decay.add(id(p))
-    decay, plain = [], []
-    for p in model.parameters():  # deduplicates tied weights (MLM decoder = word embeddings)
-        if p.requires_grad:
-            (plain if id(p) in no_decay else decay).append(p)
-    return [{"params": decay, "weight_decay": weight_decay},
-            {"params": plain, "weight_decay": 0.0}]
-
-
-def make_accelerator(mixed_precision: str) -> Accelerator:
-    """The accelerate ``Accelerator`` for ``mixed_precision`` (``"auto"`` resolved by
-    ``devices.resolve_precision``), rebuilt where a single process switches precision. Chapter 2."""
-    from accelerate.state import AcceleratorState, is_initialized
-
-    mp = resolve_precision(mixed_precision)
-    if is_initialized() and AcceleratorState().mixed_precision != mp:
-        state = AcceleratorState()
-        if state.num_processes > 1:
-            raise ValueError(
-                f"accelerate is already set up with mixed_precision={state.mixed_precision!r} in "
-                f"this distributed run; TrainConfig.mixed_precision={mixed_precision!r} cannot "
-                "change it. Pass the same precision, or pass accelerator=.")
-        # accelerate keeps one global state per process; a notebook that trains first in
-        # full precision and then in bf16 needs it rebuilt (safe in a single process).
-        AcceleratorState._reset_state()
-    return Accelerator(mixed_precision=mp)
-
-
-class _EpochData:
-    """``data`` as a function of the epoch; a callable is called once per epoch (cached)."""
-
-    def __init__(self, data: Any, seed: int):
-        if hasattr(data, "__getitem__") and hasattr(data, "__len__"):
-            self.fn = None
-        elif callable(data):
-            self.fn = data
-        else:
-            raise TypeError(f"data must be a sized sequence (list, datasets.Dataset) or a callable "
-                            f"epoch -> sequence, got {type(data).__name__}")
-        self.data, self.seed, self.epoch, self.cache = data, seed, None, None
-
-    def __call__(self, epoch: int) -> Sequence:
-        if self.fn is None:
-            return self.data
-        if epoch != self.epoch:
-            # Seeded (identically on every process) so a callable that draws from the global
-            # RNGs, e.g. coCondenser's fresh spans, gives the same data again on resume.
-            set_seed(_derive_seed(self.seed, 2, epoch))
-            seq = self.fn(epoch)
-            if not (hasattr(seq, "__getitem__") and hasattr(seq, "__len__")):
-                raise TypeError(f"data({epoch}) must return a sized sequence, got {type(seq).__name__}")
-            self.epoch, self.cache = epoch, seq
-        return self.cache
-
-
-def _batches_per_epoch(seq: Sequence, batch_size: int, epoch: int) -> int:
-    n = len(seq)
-    if n < batch_size:
-        raise ConfigError(f"epoch {epoch} has {n} examples, fewer than batch_size={batch_size}: "
-                          "lower batch_size or give more data")
-    return n // batch_size
+    set_seed(derive_seed(seed, 0, step, rank))
 
 
 def read_log(path: str | Path, upto: int | None = None) -> list[dict]:
@@ -358,47 +253,6 @@ def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, sort_keys=True, default=str))
 
 
-@dataclass
-class _Progress:
-    """Where a run is: the counters a checkpoint stores, and the metric sums since the last log line."""
-
-    step: int = 0
-    epoch: int = 0
-    batch_in_epoch: int = 0
-    saved: int = 0  # the step of the last checkpoint
-    pending: dict[str, float] = dataclasses.field(default_factory=dict)
-    pending_n: int = 0
-
-    @classmethod
-    def of(cls, state: dict | None) -> _Progress:
-        if not state:
-            return cls()
-        return cls(step=state["step"], epoch=state["epoch"], batch_in_epoch=state["batch_in_epoch"],
-                   saved=state["step"], pending=dict(state["pending"]), pending_n=state["pending_n"])
-
-
-@dataclass
-class _Clock:
-    """Wall and process-CPU seconds of a run across resumes; the CPU spent in evaluations is kept
-    apart, so ``cpu`` counts training steps only."""
-
-    wall_before: float = 0.0
-    cpu_before: float = 0.0
-    cpu_eval: float = 0.0
-    t0: float = dataclasses.field(default_factory=time.perf_counter)
-    c0: float = dataclasses.field(default_factory=time.process_time)
-
-    @classmethod
-    def of(cls, state: dict | None) -> _Clock:
-        return cls(wall_before=state["wall_time"], cpu_before=state.get("cpu_time", 0.0)) if state else cls()
-
-    def wall(self) -> float:
-        return self.wall_before + time.perf_counter() - self.t0
-
-    def cpu(self) -> float:
-        return self.cpu_before + time.process_time() - self.c0 - self.cpu_eval
-
-
 def _start_or_resume(out_dir: Path, cfg: TrainConfig, acc: Accelerator, run: dict, identity: Any,
                      total: int) -> tuple[dict | None, list[dict]]:
     """The checkpoint's state to resume (None: start fresh) and the log lines up to it; a
@@ -428,203 +282,181 @@ def _start_or_resume(out_dir: Path, cfg: TrainConfig, acc: Accelerator, run: dic
     return state, history
 
 
-def _load_weights(model: nn.Module, ckpt: Path) -> None:
-    try:
-        model.load_state_dict(load_part(ckpt, "model.pt"))
-    except RuntimeError as err:  # the weights do not fit this model
-        raise CheckpointError(f"{ckpt}/model.pt does not fit this model ({str(err)[:300]}); "
-                              "use another output folder, or start fresh (command line: --restart)") from err
-
-
-def _optimizer(model: nn.Module, cfg: TrainConfig, total: int) -> tuple[torch.optim.Optimizer, Any]:
-    """AdamW (no decay on biases and norms) and its warm-up schedule over ``total`` updates."""
-    optimizer = torch.optim.AdamW(param_groups(model, cfg.weight_decay), lr=cfg.lr)
-    warmup = math.ceil(cfg.warmup_ratio * total)
-    scheduler = (get_constant_schedule_with_warmup(optimizer, warmup) if cfg.schedule == "constant"
-                 else get_linear_schedule_with_warmup(optimizer, warmup, total))
-    return optimizer, scheduler
-
-
 def _train(model: nn.Module, data: Any, cfg: TrainConfig, acc: Accelerator, collate_fn: Callable[[list], dict],
            step_fn: Callable[..., dict] | None, eval_fn: Callable[[nn.Module], Mapping[str, float]] | None,
            on_eval: Callable[[int, Mapping[str, float]], Mapping[str, Any] | None] | None,
            depends_on: Mapping[str, Any] | None) -> TrainResult:
+    """``train`` in the locked output folder: set up, resume, the updates epoch by epoch, finish."""
     out_dir = Path(cfg.output_dir)
-    world, rank = acc.num_processes, acc.process_index
-    per_rank = cfg.batch_size // world
-    micro = per_rank // cfg.grad_accum
-
-    epoch_data = _EpochData(data, cfg.seed)
-    first = epoch_data(0)
-    per_epoch = _batches_per_epoch(first, cfg.batch_size, 0)  # errors if shorter than a batch
-    total = cfg.max_steps if cfg.max_steps is not None else int(cfg.epochs * per_epoch)
-    if total < 1:
-        raise ConfigError(f"epochs={cfg.epochs} gives 0 optimizer steps "
-                          f"({len(first)} examples, batch_size={cfg.batch_size}): raise epochs")
-    run = {k: getattr(cfg, k) for k in RUN_FIELDS}
-    run.update(mixed_precision=acc.mixed_precision, data_size=len(first), num_processes=world)
+    epoch_data = EpochData(data, cfg.seed)
+    total, run = _plan(cfg, acc, epoch_data(0))
     identity = _jsonable(dict(depends_on or {}))
     ckpt, log_path = out_dir / CHECKPOINT, out_dir / "log.jsonl"
     state, history = _start_or_resume(out_dir, cfg, acc, run, identity, total)
 
     model.to(acc.device)
     if state:
-        _load_weights(model, ckpt)
+        load_weights(model, ckpt)
         if state["step"] >= total:  # already finished: nothing to do
-            return _finish(out_dir, acc, state["step"], state["epoch"], history, log_path,
-                           state["wall_time"], state["step"], total)
+            return finish(out_dir, acc, state["step"], state["epoch"], history, log_path,
+                          state["wall_time"], state["step"], total)
 
     was_training = model.training
     inner, had_forward = model, "forward" in model.__dict__
-    model, optimizer, scheduler = _prepare(model, cfg, acc, total, ckpt if state else None)
-
-    p, clock = _Progress.of(state), _Clock.of(state)
-    consistent = True  # False only between optimizer.step() and the counters' update
-
-    def save() -> None:
-        save_checkpoint(out_dir, acc, model, optimizer, scheduler, {
-            "step": p.step, "epoch": p.epoch, "batch_in_epoch": p.batch_in_epoch, "total_steps": total,
-            "wall_time": clock.wall(), "cpu_time": clock.cpu(), "pending": p.pending, "pending_n": p.pending_n,
-            "run": run, "depends_on": identity, "config": dataclasses.asdict(cfg)})
-
-    show = cfg.progress if cfg.progress is not None else sys.stderr.isatty()
-    bar = tqdm(total=total, initial=p.step, disable=not (show and acc.is_main_process),
-               desc=out_dir.name, dynamic_ncols=True)
-    policy = ThreadPolicy.for_run(acc.device.type, world)  # scheduling only: no key holds it
-    changed = False  # the thread count changed since the last log line
-
-    def threads_line(line: str | None) -> None:
-        nonlocal changed
-        if line:
-            changed = True
-            if show:
-                tqdm.write(f"{out_dir.name}: {line}", file=sys.stderr)
-
+    optimizer, scheduler = make_optimizer(model, cfg.lr, cfg.weight_decay, cfg.warmup_ratio, cfg.schedule, total)
+    model, optimizer, scheduler = prepare(model, optimizer, scheduler, acc, cfg.compile, ckpt if state else None)
+    r = _Run(cfg, acc, model, optimizer, scheduler, epoch_data, (collate_fn, step_fn, eval_fn, on_eval), total,
+             {"run": run, "depends_on": identity}, history, Progress.of(state), Clock.of(state))
     try:
-        if policy is not None:
-            threads_line(policy.start(p.step))
-        while p.step < total:
-            seq = epoch_data(p.epoch)
-            n_batches = _batches_per_epoch(seq, cfg.batch_size, p.epoch)
-            if p.batch_in_epoch >= n_batches:
-                p.epoch, p.batch_in_epoch = p.epoch + 1, 0
-                continue
-            order = _epoch_order(len(seq), cfg.seed, p.epoch)
-            while p.batch_in_epoch < n_batches and p.step < total:
-                idx = order[p.batch_in_epoch * cfg.batch_size:(p.batch_in_epoch + 1) * cfg.batch_size]
-                idx = idx[rank * per_rank:(rank + 1) * per_rank]
-                if policy is not None:
-                    policy.before(p.step + 1)
-                set_step_seed(cfg.seed, p.step + 1, rank)
-                examples = ([seq[int(i)] for i in idx[m * micro:(m + 1) * micro]] for m in range(cfg.grad_accum))
-                sums = gradients(model, examples, cfg.grad_accum, acc, collate_fn, step_fn)
-                refuse_divergence(sums["loss"], p.step + 1, p.epoch, p.saved, ckpt, out_dir)
-                lr_now = scheduler.get_last_lr()[0]
-                if cfg.max_grad_norm is not None:
-                    sums["grad_norm"] = float(acc.clip_grad_norm_(model.parameters(), cfg.max_grad_norm))
-                consistent = False
-                optimizer.step()
-                if not acc.optimizer_step_was_skipped:  # fp16 overflow skips the update
-                    scheduler.step()
-                optimizer.zero_grad(set_to_none=True)
-                p.step, p.batch_in_epoch = p.step + 1, p.batch_in_epoch + 1
-                consistent = True
-                if policy is not None:
-                    threads_line(policy.after(p.step))
-                if acc.distributed_type == DistributedType.XLA:
-                    import torch_xla.core.xla_model as xm
-                    xm.mark_step()  # no MpDeviceLoader here to cut the graph per step
-
-                for k, v in sums.items():
-                    p.pending[k] = p.pending.get(k, 0.0) + v
-                p.pending_n += 1
-                evaluated = eval_fn is not None and (p.step % cfg.eval_every == 0 or p.step == total)
-                if p.step % cfg.log_every == 0 or p.step == total or evaluated:
-                    rec = _record(p, lr_now, clock, (model, acc, eval_fn, on_eval) if evaluated else None)
-                    if changed:  # the count the updates since the last line ended on
-                        rec["threads"], changed = torch.get_num_threads(), False
-                    history.append(rec)
-                    if acc.is_main_process:
-                        with log_path.open("a") as f:
-                            f.write(json.dumps(rec) + "\n")
-                    bar.set_postfix(loss=f"{rec['loss']:.4f}")
-                bar.update(1)
-                if cfg.save_every and p.step % cfg.save_every == 0 and p.step < total:
-                    acc.wait_for_everyone()
-                    save()
-                    acc.wait_for_everyone()
-                    p.saved = p.step
-        acc.wait_for_everyone()
-        if p.step > p.saved:
-            save()
-        acc.wait_for_everyone()
+        r.run()
     except KeyboardInterrupt:
-        # Save what the completed steps produced (not a half-applied update), then stop.
-        # No barrier: the other processes may be gone already.
-        if consistent and p.step > p.saved:
-            save()
-            print(f"\ninterrupted: checkpoint at step {p.step} in {ckpt}; run again to resume",
-                  file=sys.stderr)
+        r.interrupted()
         raise
     finally:
-        bar.close()
-        if policy is not None:
-            policy.restore()
+        r.bar.close()
+        if r.policy is not None:
+            r.policy.restore()
         # Mixed precision patches inner.forward with autocast; give the caller the plain model.
         acc.unwrap_model(model, keep_fp32_wrapper=False)
         if not had_forward:
             inner.__dict__.pop("forward", None)
         inner.train(was_training)
-    return _finish(out_dir, acc, p.step, p.epoch, history, log_path, clock.wall(),
-                   state["step"] if state else None, total)
+    return finish(out_dir, acc, r.p.step, r.p.epoch, history, log_path, r.clock.wall(),
+                  state["step"] if state else None, total)
 
 
-def _prepare(model: nn.Module, cfg: TrainConfig, acc: Accelerator, total: int,
-             resume_from: Path | None) -> tuple[nn.Module, Any, Any]:
-    """The model, optimizer and scheduler ready to train: prepared by ``acc`` (compiled where
-    ``cfg.compile``), with the optimizer's, scheduler's and RNGs' state of the checkpoint
-    ``resume_from`` where resuming, and the model in train mode."""
-    optimizer, scheduler = _optimizer(model, cfg, total)
-    model, optimizer = acc.prepare(model, optimizer)
-    if cfg.compile:
-        # After prepare, so the autocast wrapper is traced too; accelerate's unwrap_model
-        # sees through the compiled module when saving. fallback_random: dropout draws from
-        # torch's RNG as in eager mode, so (seed, step) still fixes every mask.
-        model = torch.compile(model, options={"fallback_random": True})
-    # The scheduler stays unwrapped: accelerate would step it once per process, but ``total``
-    # already counts global optimizer updates.
-    if resume_from is not None:
-        optimizer.load_state_dict(load_part(resume_from, "optimizer.pt"))
-        scheduler.load_state_dict(load_part(resume_from, "scheduler.pt"))
-        restore_rng(resume_from)
-    optimizer.zero_grad(set_to_none=True)  # drop grads left by an interrupted step on this model
-    model.train()
-    return model, optimizer, scheduler
+def _plan(cfg: TrainConfig, acc: Accelerator, first: Sequence) -> tuple[int, dict]:
+    """The run's number of optimizer updates, from epoch 0's data ``first``, and its computing
+    settings: what a checkpoint must agree on to be resumed."""
+    per_epoch = batches_per_epoch(first, cfg.batch_size, 0)  # errors if shorter than a batch
+    total = cfg.max_steps if cfg.max_steps is not None else int(cfg.epochs * per_epoch)
+    if total < 1:
+        raise ConfigError(f"epochs={cfg.epochs} gives 0 optimizer steps "
+                          f"({len(first)} examples, batch_size={cfg.batch_size}): raise epochs")
+    run = {k: getattr(cfg, k) for k in RUN_FIELDS}
+    run.update(mixed_precision=acc.mixed_precision, data_size=len(first), num_processes=acc.num_processes)
+    return total, run
 
 
-def _record(p: _Progress, lr: float, clock: _Clock, held_out: tuple | None) -> dict:
-    """One log record: the means of the updates since the last one (which it clears), the
-    learning rate and the clocks; with ``held_out`` = ``(model, acc, eval_fn, on_eval)`` also the
-    held-out evaluation and what ``on_eval`` adds to it (on the main process)."""
-    means = {k: v / p.pending_n for k, v in p.pending.items() if k not in _RESERVED}
-    rec = {"step": p.step, "epoch": p.epoch, "lr": lr, "loss": means.pop("loss"), **means,
-           "elapsed": round(clock.wall(), 3), "cpu": round(clock.cpu(), 3)}
-    if held_out is not None:
-        model, acc, eval_fn, on_eval = held_out
-        c = time.process_time()
-        rec.update(evaluate(model, acc, eval_fn))
-        clock.cpu_eval += time.process_time() - c  # kept off the run's CPU seconds
-        if on_eval is not None and acc.is_main_process:
-            rec.update(on_eval(p.step, {k: v for k, v in rec.items() if k.startswith("eval_")}) or {})
-    p.pending, p.pending_n = {}, 0
-    return rec
+class _Run:
+    """One call's updates, from the progress ``p`` it starts at to ``total``: each epoch's batches,
+    each update (seeded by its step), its log line, the checkpoints, and the thread policy.
+    ``identity``: the ``run`` settings and ``depends_on`` that each checkpoint records."""
 
+    def __init__(self, cfg: TrainConfig, acc: Accelerator, model: nn.Module, optimizer: torch.optim.Optimizer,
+                 scheduler: Any, epoch_data: EpochData, fns: tuple, total: int, identity: dict,
+                 history: list[dict], p: Progress, clock: Clock):
+        self.cfg, self.acc, self.model, self.optimizer, self.scheduler = cfg, acc, model, optimizer, scheduler
+        self.epoch_data, self.total, self.identity, self.history, self.p, self.clock = \
+            epoch_data, total, identity, history, p, clock
+        self.collate_fn, self.step_fn, self.eval_fn, self.on_eval = fns
+        self.out_dir = Path(cfg.output_dir)
+        self.ckpt, self.log_path = self.out_dir / CHECKPOINT, self.out_dir / "log.jsonl"
+        self.per_rank = cfg.batch_size // acc.num_processes
+        self.micro = self.per_rank // cfg.grad_accum
+        self.consistent = True  # False only between optimizer.step() and the counters' update
+        self.show = cfg.progress if cfg.progress is not None else sys.stderr.isatty()
+        self.bar = tqdm(total=total, initial=p.step, disable=not (self.show and acc.is_main_process),
+                        desc=self.out_dir.name, dynamic_ncols=True)
+        self.policy = ThreadPolicy.for_run(acc.device.type, acc.num_processes)  # scheduling only: no key holds it
+        self.changed = False  # the thread count changed since the last log line
 
-def _finish(out_dir: Path, acc: Accelerator, step: int, epoch: int, history: list[dict],
-            log_path: Path, wall: float, resumed_from: int | None, total: int) -> TrainResult:
-    if acc.is_main_process:
-        (out_dir / "train_state.json").write_text(json.dumps(
-            {"step": step, "epoch": epoch, "total_steps": total, "wall_time": round(wall, 3),
-             "resumed_from": resumed_from}, indent=1) + "\n")
-    return TrainResult(step=step, epoch=epoch, history=history, log_path=log_path,
-                       wall_time=wall, resumed_from=resumed_from)
+    def run(self) -> None:
+        """Every epoch's updates up to ``total``, then the final checkpoint."""
+        p, acc = self.p, self.acc
+        if self.policy is not None:
+            self.threads_line(self.policy.start(p.step))
+        while p.step < self.total:
+            seq = self.epoch_data(p.epoch)
+            n_batches = batches_per_epoch(seq, self.cfg.batch_size, p.epoch)
+            if p.batch_in_epoch >= n_batches:
+                p.epoch, p.batch_in_epoch = p.epoch + 1, 0
+                continue
+            self.epoch(seq, n_batches)
+        acc.wait_for_everyone()
+        if p.step > p.saved:
+            self.save()
+        acc.wait_for_everyone()
+
+    def epoch(self, seq: Sequence, n_batches: int) -> None:
+        """The updates of the current epoch from ``p.batch_in_epoch`` on, in the epoch's order."""
+        p, cfg = self.p, self.cfg
+        order = epoch_order(len(seq), cfg.seed, p.epoch)
+        rank = self.acc.process_index
+        while p.batch_in_epoch < n_batches and p.step < self.total:
+            idx = order[p.batch_in_epoch * cfg.batch_size:(p.batch_in_epoch + 1) * cfg.batch_size]
+            idx = idx[rank * self.per_rank:(rank + 1) * self.per_rank]
+            sums, lr_now = self.update(seq, idx)
+            self.log(sums, lr_now)
+            if cfg.save_every and p.step % cfg.save_every == 0 and p.step < self.total:
+                self.acc.wait_for_everyone()
+                self.save()
+                self.acc.wait_for_everyone()
+                p.saved = p.step
+
+    def update(self, seq: Sequence, idx: torch.Tensor) -> tuple[dict[str, float], float]:
+        """One optimizer update on this process's examples ``idx`` of ``seq``: its metric sums and
+        the learning rate it used."""
+        p, cfg, acc, micro = self.p, self.cfg, self.acc, self.micro
+        if self.policy is not None:
+            self.policy.before(p.step + 1)
+        set_step_seed(cfg.seed, p.step + 1, acc.process_index)
+        examples = ([seq[int(i)] for i in idx[m * micro:(m + 1) * micro]] for m in range(cfg.grad_accum))
+        sums = gradients(self.model, examples, cfg.grad_accum, acc, self.collate_fn, self.step_fn)
+        refuse_divergence(sums["loss"], p.step + 1, p.epoch, p.saved, self.ckpt, self.out_dir)
+        lr_now = self.scheduler.get_last_lr()[0]
+        if cfg.max_grad_norm is not None:
+            sums["grad_norm"] = float(acc.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm))
+        self.consistent = False
+        self.optimizer.step()
+        if not acc.optimizer_step_was_skipped:  # fp16 overflow skips the update
+            self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        p.step, p.batch_in_epoch = p.step + 1, p.batch_in_epoch + 1
+        self.consistent = True
+        if self.policy is not None:
+            self.threads_line(self.policy.after(p.step))
+        if acc.distributed_type == DistributedType.XLA:
+            import torch_xla.core.xla_model as xm
+            xm.mark_step()  # no MpDeviceLoader here to cut the graph per step
+        return sums, lr_now
+
+    def log(self, sums: dict[str, float], lr_now: float) -> None:
+        """The update's metrics towards the next log line, and the line where one is due (with the
+        held-out evaluation where one is due); the progress bar moves on."""
+        p, cfg = self.p, self.cfg
+        p.add(sums)
+        evaluated = self.eval_fn is not None and (p.step % cfg.eval_every == 0 or p.step == self.total)
+        if p.step % cfg.log_every == 0 or p.step == self.total or evaluated:
+            held_out = (self.model, self.acc, self.eval_fn, self.on_eval) if evaluated else None
+            rec = record(p, lr_now, self.clock, held_out)
+            if self.changed:  # the count the updates since the last line ended on
+                rec["threads"], self.changed = torch.get_num_threads(), False
+            self.history.append(rec)
+            if self.acc.is_main_process:
+                with self.log_path.open("a") as f:
+                    f.write(json.dumps(rec) + "\n")
+            self.bar.set_postfix(loss=f"{rec['loss']:.4f}")
+        self.bar.update(1)
+
+    def threads_line(self, line: str | None) -> None:
+        """Note a change of the thread count (for the next log line, and in the progress output)."""
+        if line:
+            self.changed = True
+            if self.show:
+                tqdm.write(f"{self.out_dir.name}: {line}", file=sys.stderr)
+
+    def save(self) -> None:
+        p = self.p
+        save_checkpoint(self.out_dir, self.acc, self.model, self.optimizer, self.scheduler, {
+            "step": p.step, "epoch": p.epoch, "batch_in_epoch": p.batch_in_epoch, "total_steps": self.total,
+            "wall_time": self.clock.wall(), "cpu_time": self.clock.cpu(), "pending": p.pending,
+            "pending_n": p.pending_n, **self.identity, "config": dataclasses.asdict(self.cfg)})
+
+    def interrupted(self) -> None:
+        """On Ctrl-C: save what the completed steps produced (not a half-applied update). No
+        barrier: the other processes may be gone already."""
+        if self.consistent and self.p.step > self.p.saved:
+            self.save()
+            print(f"\ninterrupted: checkpoint at step {self.p.step} in {self.ckpt}; run again to resume",
+                  file=sys.stderr)

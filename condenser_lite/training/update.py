@@ -3,7 +3,7 @@ parts of the training loop (``loop.train``) that run the model.
 
 Explained in chapter 2, `notebooks/02_condenser.ipynb` (the loop); chapter 3 passes the gradient
 cache's ``step_fn`` through ``gradients``. The loop around them (seeds, data order, checkpoints,
-the log, the threads) is ``loop.py``'s.
+the log, the threads) is ``loop.py``'s, with ``epochs.py``, ``prepare.py`` and ``progress.py``.
 """
 
 from __future__ import annotations

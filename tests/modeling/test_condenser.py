@@ -12,9 +12,9 @@ from condenser_lite.modeling.condenser import (
     BertMLM,
     Condenser,
     CondenserVariant,
-    masked_lm_loss,
     tiny_bert_config,
 )
+from condenser_lite.modeling.mlm import masked_lm_loss
 from condenser_lite.utils.errors import CheckpointError
 
 # ---- configuration and construction ----------------------------------------------
