@@ -65,8 +65,8 @@ def precisions(preset: Preset) -> dict[str, str]:
     """What each component of ``preset`` computes in on this machine (``"auto"`` resolved by
     ``devices.resolve_precision``): recorded in the results' provenance and part of their key.
     Chapter 4."""
-    return {part: resolve_precision(getattr(preset, part).mixed_precision)
-            for part in ("pretraining", "finetune", "sts")}
+    return {part: resolve_precision(preset.get(f"{part}.mixed_precision"))
+            for part in ("stages.bert", "stages.condenser", "stages.cocondenser", "finetune", "sts")}
 
 
 def cached_results(preset: Preset | str | None, data_dir: str | None = None,
@@ -372,7 +372,7 @@ def precision_record(preset: Preset, stages: Mapping[tuple, Mapping]) -> dict:
     if len(used) > 1:
         warnings.warn(f"the pre-training stages of this run were computed in different precisions ({by_stage}): "
                       "comparisons between them mix precision; re-run them on one machine (or set "
-                      "pretraining.mixed_precision) for a like-for-like comparison", UserWarning, stacklevel=3)
+                      "stages.<stage>.mixed_precision) for a like-for-like comparison", UserWarning, stacklevel=3)
     cpu = None if torch.cuda.is_available() else cpu_precision().to_dict()
     return {"components": precisions(preset), "stages": by_stage, "mixed": len(used) > 1, "cpu_probe": cpu}
 
@@ -534,7 +534,7 @@ def notes(preset: Preset, arms: Mapping[str, dict], heldout_set: Mapping | None,
     out = [
         f"The seed spread covers {spread}.",
         "Arms 2 (bert_cont) and 3 (condenser) both continue arm 1 with a fresh warm-up and linear decay over "
-        "s2_steps; arm 4 and the ablations likewise over s3_steps. The arms take equal steps of the same batch "
+        "stages.condenser.max_steps; arm 4 and the ablations likewise over stages.cocondenser.max_steps. The arms take equal steps of the same batch "
         "size on the same data order: equal steps, not equal compute. " + _compute_note(arms),
         "Spread = sample standard deviation over every run (pre-training and fine-tuning seeds). Verdicts "
         "(rules version 2): each pre-trained model's fine-tuning runs are averaged into one number, and two arms "
@@ -549,7 +549,7 @@ def notes(preset: Preset, arms: Mapping[str, dict], heldout_set: Mapping | None,
         out.append(ONE_SEED_WARNING[0].upper() + ONE_SEED_WARNING[1:] + ".")
     if heldout_set:
         out.append(
-            f"Held-out gauges: pre-training never sees {preset.pretraining.heldout_fraction:.0%} of the general "
+            f"Held-out gauges: pre-training never sees {preset.stages.bert.heldout_fraction:.0%} of the general "
             f"corpus's documents; every stage is scored on the same {heldout_set['n_blocks']} masked blocks of them "
             f"({heldout_set['n_masked']} masked tokens; for coCondenser stages too). The unigram entropy of those "
             f"tokens is {heldout_set['unigram_entropy']:.2f} nats.")
