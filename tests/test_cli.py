@@ -189,10 +189,12 @@ def test_experiments_and_a_chapter_refuse_a_path_the_protocol_does_not_read(caps
                                           ("condenser", "stages.condenser.mlm_weight=0.5"),
                                           ("condenser", "stages.condenser.co_weight=0.5"),
                                           ("mlm", "skip_from=2"), ("mlm", "stages.bert.detach_early=true"),
-                                          ("mlm", "stages.bert.head_cls=constant"), ("mlm", "stages.bert.head=load")])
+                                          ("mlm", "stages.bert.head_cls=constant"), ("mlm", "stages.bert.head=load"),
+                                          ("cocondenser", "stages.cocondenser.grad_accum=2")])
 def test_a_stage_setting_its_method_does_not_read_is_refused(method, pair):
     """coCondenser's settings change a Condenser stage's cache key and nothing it computes, the
-    head's an MLM stage's: refused in one line, so the same computation does not train again."""
+    head's an MLM stage's, accumulation coCondenser's (its contrastive batch is never split):
+    refused in one line, so the same computation does not train again."""
     argv = ["pretrain", "--preset", "tiny", "--method", method, *(["--init", "x"] if method == "condenser" else [])]
     with pytest.raises(ConfigError, match=f"{method} stages do not"):
         stage_config_from_args(build_parser().parse_args([*argv, "--set", pair]))

@@ -64,7 +64,7 @@ class Preset:
     is pre-trained and evaluated like a main arm. ``pretrained`` maps arms to existing checkpoints (Hub
     ids at full scale), which skip pre-training; ``seeds``: fine-tuning seeds (the spread the
     scorecard compares against); ``pretrain_seeds``: pre-training seeds of the main arms (``None``:
-    the pre-training config's ``seed`` only); with more than one, the main arms are pre-trained
+    ``stages.bert.seed`` only, for every stage of an arm); with more than one, the main arms are pre-trained
     once per seed, every fine-tuning seed runs on each, and the spread covers both (the ablations
     are pre-trained with the first ``ablation_pretrain_seeds`` of them only). Retrieval: ``task`` (``"scifact"`` or any BEIR name
     or the path of a BEIR-format folder: fine-tuned on its ``train`` split, evaluated on ``test``,

@@ -15,6 +15,7 @@ from condenser_lite.reproduction.presets import (
     get_preset,
     paper_cocondenser,
     paper_condenser,
+    stage_config,
 )
 from condenser_lite.reproduction.registry import STANDARD_ARMS
 from condenser_lite.utils.errors import ConfigError
@@ -127,7 +128,6 @@ def test_a_stage_is_its_recipe_under_the_same_names_with_the_presets_model():
     name, plus the method, the start, the corpus and the preset's ``ModelConfig`` itself: a value
     changed in a recipe reaches the stage of that name and no other. The settings a method does
     not read keep the defaults (an MLM control does not take the Condenser stage's head)."""
-    from condenser_lite.reproduction.presets import stage_config
     from condenser_lite.training.pretraining_config import RECIPE_FIELDS, StageConfig, StageRecipe
 
     tiny = get_preset("tiny")
@@ -180,3 +180,29 @@ def test_the_settings_tree_has_one_path_per_setting():
         owners = [p for p in tree if p.rpartition(".")[2] == name]
         if len(owners) == 1:
             assert setting_path(name) == path
+
+
+def test_a_model_from_scratch_has_the_model_configs_shape_and_nothing_else():
+    """A stage from scratch builds its BERT from ``ModelConfig.bert_config`` alone: every shape
+    field, the position rows and dropout follow the preset's ``model``, so a shape declared
+    anywhere else (a default that wins over it) fails here."""
+    from condenser_lite.training.pretraining import build_model
+    from condenser_lite.training.pretraining_config import ModelConfig
+
+    class Vocabulary:  # what a config from scratch reads of a tokenizer
+        pad_token_id = 3
+
+        def __len__(self):
+            return 77
+
+    odd = ModelConfig(hidden_size=24, num_hidden_layers=3, num_attention_heads=3, intermediate_size=40, max_len=24,
+                      skip_from=1, n_head_layers=1, dropout=0.2)
+    assert all(getattr(odd, f) != getattr(ModelConfig(), f) for f in ("hidden_size", "num_hidden_layers",
+                                                                       "num_attention_heads", "intermediate_size",
+                                                                       "max_len", "dropout"))
+    for method in ("mlm", "condenser"):
+        cfg = stage_config(get_preset("tiny", model=odd), method)
+        built = build_model(cfg, Vocabulary()).backbone.config
+        assert (built.vocab_size, built.pad_token_id, built.hidden_size, built.num_hidden_layers,
+                built.num_attention_heads, built.intermediate_size, built.max_position_embeddings,
+                built.hidden_dropout_prob, built.attention_probs_dropout_prob) == (77, 3, 24, 3, 3, 40, 24, 0.2, 0.2)
