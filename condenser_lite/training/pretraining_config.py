@@ -273,7 +273,7 @@ class StageConfig(StageRecipe):
 
     @classmethod
     def setting_names(cls) -> tuple[str, ...]:
-        """The names ``replace``, ``settings`` and ``--set`` use: the stage's fields, the model's
+        """The names ``replace`` and ``settings`` use: the stage's fields, the model's
         in place of ``model``."""
         return tuple(n for f in dataclasses.fields(cls)
                      for n in ((f.name,) if f.name != "model" else MODEL_FIELDS))
