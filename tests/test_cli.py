@@ -166,7 +166,7 @@ def test_one_set_dialect_refuses_what_the_command_does_not_read():
 
 def test_experiments_and_a_chapter_refuse_a_path_the_protocol_does_not_read(capsys):
     """The protocol runs each arm's stages on the arm's pre-training seed: the continuing stages'
-    own seeds are read by ``pretrain`` only, and a former name is refused naming its path."""
+    own seeds are read by ``pretrain`` only, and a recorded layout's name is refused naming its path."""
     assert ("--set stages.condenser.seed: the protocol pre-trains each arm's stages on the arm's seed; set "
             "stages.bert.seed") in one_error_line(
         cli(["experiments", "--preset", "micro", "--set", "stages.condenser.seed=3", "--dry-run"], capsys))

@@ -6,10 +6,10 @@ component's as ``<component>.<field>`` (``model.hidden_size``, ``finetune.lr``,
 (``stages.bert.max_steps``, ``stages.cocondenser.lr``): the field's own name in the stage it
 configures. ``--set``, a chapter's ``settings`` and ``Preset.replace`` read paths; a bare name
 stands for the one path that ends in it (``hidden_size``), and one that several paths end in
-(``lr``) is refused, naming them. The names the pre-training settings had before they were
-per stage (``pretraining.s1_steps``, ``pretraining.cocondenser_lr``) are refused with their
-path; ``preset_from_record`` reads a preset recorded in either layout (the committed results
-files hold the older one). Explained in chapter 4.
+(``lr``) is refused, naming them. The committed results files record their presets in a layout
+with one flat ``pretraining`` dict (``s1_steps``, ``cocondenser_lr``, ...): those names are
+refused with the paths that hold them (``RECORDED_LAYOUT``), and ``preset_from_record`` reads a
+preset recorded in either layout. Explained in chapter 4.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from ..utils.errors import ConfigError
 
 COMPONENTS = {"model": ModelConfig, "stages": Stages, "finetune": FinetuneConfig, "sts": STSConfig}
 
-# The recorded layout's ``pretraining`` settings -> (the stages that hold each now, its name there).
-# Used to name the path of a former name, and to read a recorded preset.
+# The recorded layout's ``pretraining`` settings -> (the stages that hold each, its name there):
+# what a recorded preset means, and the paths an error names for such a name.
 GENERAL = ("bert", "condenser")
-FORMER: dict[str, tuple[tuple[str, ...], str]] = {
+RECORDED_LAYOUT: dict[str, tuple[tuple[str, ...], str]] = {
     "s1_steps": (("bert",), "max_steps"), "s2_steps": (("condenser",), "max_steps"),
     "s3_steps": (("cocondenser",), "max_steps"),
     "batch_size": (GENERAL, "batch_size"), "grad_accum": (GENERAL, "grad_accum"), "lr": (GENERAL, "lr"),
@@ -54,28 +54,30 @@ def setting_tree() -> dict[str, tuple[type, str]]:
     return tree
 
 
-def former_paths(key: str) -> list[str] | None:
-    """The paths that hold what a former name (``pretraining.s1_steps``, ``cocondenser_lr``,
-    ``stage.max_steps``) set; None for a name that never was one."""
+def recorded_paths(key: str) -> list[str] | None:
+    """The paths that hold what a name of the recorded layout (``pretraining.s1_steps``,
+    ``cocondenser_lr``) or a stage field without its stage (``stage.max_steps``) sets; None for
+    any other key."""
     root, _, name = key.rpartition(".")
     if root == "stage" and name in RECIPE_FIELDS:
         return [f"stages.<{'|'.join(STAGES)}>.{name}"]
-    if root in ("pretraining", "") and name in FORMER and (root or name not in RECIPE_FIELDS):
-        stages, field = FORMER[name]
+    if root in ("pretraining", "") and name in RECORDED_LAYOUT and (root or name not in RECIPE_FIELDS):
+        stages, field = RECORDED_LAYOUT[name]
         return [f"stages.{s}.{field}" for s in stages]
     return None
 
 
 def setting_path(key: str, tree: Mapping[str, Any] | None = None) -> str:
     """The path ``key`` names: itself, or the one path ending in a bare ``key``; an unknown,
-    former or ambiguous key raises ``ConfigError`` naming the paths to choose from. Chapter 4."""
+    recorded-layout or ambiguous key raises ``ConfigError`` naming the paths to choose from. Chapter 4."""
     tree = setting_tree() if tree is None else tree
     key = key.strip().replace("-", "_")
     if key in tree:
         return key
-    former = former_paths(key)
-    if former:
-        return _refuse_former(key, former)
+    recorded = recorded_paths(key)
+    if recorded:
+        raise ConfigError(f"{key} is no path of the settings tree: each pre-training stage has its own settings; "
+                          "set " + " and ".join(recorded))
     if "." not in key:
         owners = [p for p in tree if p.rpartition(".")[2] == key]
         if len(owners) == 1:
@@ -103,34 +105,28 @@ def check_protocol_reads(paths, where: str = "--set") -> None:
                               "stages.bert.seed (or pretrain_seeds) for experiments, or this path for pretrain")
 
 
-def _refuse_former(key: str, paths: list[str]) -> str:
-    raise ConfigError(f"{key} is no path of the settings tree: each pre-training stage has its own settings; "
-                      "set " + " and ".join(paths))
-
-
 # ---- a recorded preset, in either layout ---------------------------------------------------------
 
 
 def stages_from_pretraining(pretraining: Mapping[str, Any], where: str = "the record") -> Stages:
-    """The ``Stages`` that a recorded ``pretraining`` dict (the layout before stages had names)
-    stands for: each former setting in the stages that hold it now (``FORMER``), the rest at
-    the ``StageRecipe`` defaults, which the stages built from it had too. Chapter 4."""
-    unknown = sorted(set(pretraining) - set(FORMER))
+    """The ``Stages`` that a recorded ``pretraining`` dict stands for: each of its settings in the
+    stages that read it (``RECORDED_LAYOUT``), the rest at the ``StageRecipe`` defaults, which the
+    stages built from it had too. Chapter 4."""
+    unknown = sorted(set(pretraining) - set(RECORDED_LAYOUT))
     if unknown:
         raise ConfigError(f"{where}: its pretraining settings name {', '.join(unknown)}, which no version of "
                           "condenser_lite had; give a results file the protocol wrote")
     changes: dict[str, dict[str, Any]] = {s: {} for s in STAGES}
     for name, value in pretraining.items():
-        stages, field = FORMER[name]
+        stages, field = RECORDED_LAYOUT[name]
         for s in stages:
             changes[s][field] = value
     return Stages().with_changes(**changes)
 
 
 def preset_from_record(record: Mapping[str, Any], where: str = "the record") -> "Preset":
-    """The ``Preset`` a results file records (its ``preset``, or ``provenance.settings``), in the
-    layout with ``stages`` or the one before it with a flat ``pretraining`` (the committed results
-    files): the one reader of recorded presets, for ``merge``, the chapters and the tests.
+    """The ``Preset`` a results file records (its ``preset``, or ``provenance.settings``), with
+    ``stages`` or with the flat ``pretraining`` dict the committed results files hold: the one reader of recorded presets, for ``merge``, the chapters and the tests.
     ``where`` names the file in errors. Chapter 4."""
     from .presets import Preset
 

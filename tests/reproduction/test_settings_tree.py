@@ -8,7 +8,7 @@ import pytest
 from locations import ROOT
 
 from condenser_lite.reproduction.presets import PRESETS, get_preset
-from condenser_lite.reproduction.settings_tree import FORMER, preset_from_record, stages_from_pretraining
+from condenser_lite.reproduction.settings_tree import RECORDED_LAYOUT, preset_from_record, stages_from_pretraining
 from condenser_lite.utils.errors import ConfigError
 
 
@@ -56,14 +56,14 @@ def test_every_recorded_preset_reads_back_as_the_preset_that_ran(where, record):
 @pytest.mark.parametrize("name", sorted(PRESETS))
 def test_a_preset_recorded_in_the_flat_layout_reads_back(name):
     """Each preset written in the recorded layout (its stages folded back into one ``pretraining``
-    dict through ``FORMER``) reads back as itself: the table names every stage setting a preset
-    sets differently from the recipe's defaults."""
+    dict through ``RECORDED_LAYOUT``) reads back as itself: the table names every stage setting a
+    preset sets differently from the recipe's defaults."""
     preset = get_preset(name)
     flat = {}
-    for former, (stages, field) in FORMER.items():
+    for recorded, (stages, field) in RECORDED_LAYOUT.items():
         values = {getattr(getattr(preset.stages, s), field) for s in stages}
-        assert len(values) == 1, (name, former)  # the stages a former name fed agree
-        flat[former] = values.pop()
+        assert len(values) == 1, (name, recorded)  # the stages one recorded setting fed agree
+        flat[recorded] = values.pop()
     record = {**preset.to_dict(), "pretraining": flat}
     del record["stages"]
     assert preset_from_record(record) == preset
