@@ -266,10 +266,12 @@ class StageConfig(StageRecipe):
         """The stage of ``method`` from ``init`` that ``recipe`` trains, on ``model`` (``start``
         may give its ``corpus``). The settings the method does not read keep their defaults, so a
         stage's key holds only what it computes with: an MLM control that reads the Condenser
-        stage's recipe does not take its head. Chapter 2."""
+        stage's recipe does not take its head. A head left to the method (``None``) is named, as
+        the stage will start it, so a stage has one key however its recipe says it. Chapter 2."""
         own = {name: getattr(recipe, name) for name in RECIPE_FIELDS}
         own.update({name: getattr(StageRecipe, name) for name in cls.unread(method, RECIPE_FIELDS)})
-        return cls(**{**own, **start}, method=method, init=init, model=model)
+        stage = cls(**{**own, **start}, method=method, init=init, model=model)
+        return dataclasses.replace(stage, head=stage.resolved_head) if method != "mlm" else stage
 
     @classmethod
     def setting_names(cls) -> tuple[str, ...]:

@@ -139,11 +139,14 @@ def test_a_stage_is_its_recipe_under_the_same_names_with_the_presets_model():
         cfg, recipe = stage_config(changed, method, init), getattr(changed.stages, stage)
         assert cfg.model is changed.model and (cfg.model.hidden_size, cfg.model.num_attention_heads) == (96, 3)
         assert (cfg.method, cfg.init, cfg.seed, cfg.lr) == (method, init, recipe.seed, recipe.lr)
-        read = [n for n in RECIPE_FIELDS if not StageConfig.unread(method, [n]) and n != "corpus"]
+        read = [n for n in RECIPE_FIELDS if not StageConfig.unread(method, [n]) and n not in ("corpus", "head")]
         assert {n: getattr(cfg, n) for n in read} == {n: getattr(recipe, n) for n in read}
+        if method != "mlm":  # a head left to the method is named as the stage starts it
+            assert cfg.head == (recipe.head or {"condenser": "random", "cocondenser": "load"}[method])
         assert all(getattr(cfg, n) == getattr(StageRecipe, n) for n in StageConfig.unread(method, RECIPE_FIELDS))
     assert stage_config(tiny, "cocondenser", "x").corpus == tiny.task  # the recipe's None: the preset's task
     assert stage_config(tiny, "mlm", "x").head is None and tiny.stages.condenser.head == "random"
+    assert stage_config(tiny, "condenser").head == "random" and tiny.stages.bert.head is None  # one key either way
 
 
 def test_every_arm_trains_by_its_named_stage():
