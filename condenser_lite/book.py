@@ -212,7 +212,7 @@ def setup(full: object = False, preset: object = None, seed: object = 0, max_ste
     """Parse a chapter's papermill parameters and prepare the run; the first call of every chapter.
 
     ``preset`` None (or ``"none"``) reads the committed results; a preset name (``rerun_presets()``)
-    re-runs it, with ``settings`` (``"pretraining.s1_steps=5 finetune.lr=1e-4"``: paths of the
+    re-runs it, with ``settings`` (``"stages.bert.max_steps=5 finetune.lr=1e-4"``: paths of the
     settings tree, as ``experiments --set`` takes them) applied. ``cache_dir`` and ``data_dir`` set ``$CONDENSER_LITE_CACHE`` and
     ``$CONDENSER_LITE_DATA`` when given. ``threads`` is fixed because float sums differ between
     thread counts and the chapters' printed numbers should repeat; one, because the live cells'
@@ -244,13 +244,9 @@ def setup(full: object = False, preset: object = None, seed: object = 0, max_ste
         if not (chapter_full or chapter_preset):
             raise ConfigError("parameter 'settings' changes a re-run's preset; pass the preset to re-run too "
                               "(e.g. -p preset micro), or leave settings out to read the committed results")
-        from .reproduction.presets import get_preset
+        from .reproduction.settings_tree import check_protocol_reads
 
-        for path in chapter_settings:  # a path no preset holds (stage.*) is named now, not after the run
-            try:
-                get_preset("micro").locate(path)
-            except ConfigError as err:
-                raise ConfigError(f"parameter 'settings' {path}: {err}") from None
+        check_protocol_reads(chapter_settings, where="parameter 'settings'")
     from .data.sources import DATA_ENV
 
     if cache is not None:

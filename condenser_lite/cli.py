@@ -1,7 +1,7 @@
 """Command line for long runs that do not belong in a notebook.
 
-    python -m condenser_lite pretrain --method condenser --init runs/bert --set stage.max_steps=2000
-    python -m condenser_lite pretrain --preset paper --method cocondenser --set stage.max_steps=100
+    python -m condenser_lite pretrain --method condenser --init runs/bert --set stages.condenser.max_steps=2000
+    python -m condenser_lite pretrain --preset paper --method cocondenser --set stages.cocondenser.max_steps=100
     python -m condenser_lite finetune --init runs/condenser --data scifact --set finetune.lr=1e-4 --output-dir ft
     python -m condenser_lite finetune --init Luyu/co-condenser-marco --data msmarco --rounds 2 --output-dir ft
     python -m condenser_lite search --model ft/round2 --data msmarco --split dev --out dev.trec
@@ -19,29 +19,28 @@ names them): ``pretrain --preset tiny`` runs the stage the book's arms run
 (``presets.stage_config``), ``finetune`` the same recipe through the same two-round function
 (``finetune.two_round``), ``experiments --preset`` the whole protocol.
 
-``--set path=value`` takes a path of the settings tree (``presets.setting_tree``), the same in
-every command and in a chapter's ``-p settings "path=value ..."``:
+``--set path=value`` takes a path of the settings tree (``settings_tree.setting_tree``), the same
+in every command and in a chapter's ``-p settings "path=value ..."``:
 
 * ``model.<field>``: the encoder (``model.hidden_size``, ``model.skip_from``);
-* ``pretraining.<field>``: how the preset's stages train (``pretraining.s1_steps``,
-  ``pretraining.lr``, ``pretraining.cocondenser_lr``);
+* ``stages.<stage>.<field>``: a pre-training stage, under the name the stage uses
+  (``stages.bert.max_steps``, ``stages.condenser.lr``, ``stages.cocondenser.batch_size``); the
+  stages are ``bert`` (from scratch), ``condenser`` (continuing a checkpoint) and ``cocondenser``;
 * ``finetune.<field>``, ``sts.<field>``: the retrieval recipe, the STS-b recipe;
-* a preset's own field by its name (``seeds``, ``task``, ``pretrain_seeds``);
-* ``stage.<field>``: the one stage ``pretrain`` runs (``stage.max_steps``, ``stage.lr``,
-  ``stage.mlm_probability``), applied after it is built from the preset.
+* a preset's own field by its name (``seeds``, ``task``, ``pretrain_seeds``).
 
-A bare name stands for the one path ending in it (``max_steps`` is ``stage.max_steps``,
-``hidden_size`` is ``model.hidden_size``); one that several paths end in (``lr``,
-``batch_size``) is refused, naming them. A path the command does not read is refused in one
-line: ``finetune`` reads ``finetune.*``; ``experiments`` every path but ``stage.*``; ``pretrain``
-the model's and ``pretraining`` fields its stage is built from, coCondenser's ``task``, and the
-``stage.*`` fields its method reads (``pretrain_reads``). Run ``... <command> --help``.
+A bare name stands for the one path ending in it (``hidden_size`` is ``model.hidden_size``); one
+that several paths end in (``lr``, ``max_steps``) is refused, naming them. A path the command
+does not read is refused in one line (``cli_settings``): ``finetune`` reads ``finetune.*``;
+``experiments`` every path but the seeds of the continuing stages (each arm's stages run on the
+arm's seed); ``pretrain`` the fields of its one stage that its method reads (``stages.bert.*``
+from scratch, ``stages.condenser.*`` continuing ``--init``, ``stages.cocondenser.*``), the
+model's, and coCondenser's ``task``. Run ``... <command> --help``.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import logging
 import os
@@ -52,120 +51,16 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from . import cli_parser
+from .cli_settings import absolute, apply_settings, recipe_from_args, stage_config_from_args
 from .data.tevatron import tevatron_name
 from .parameters import parse_settings
-from .reproduction.presets import ALIASES, PRESETS, RETRIEVAL_RECIPES, Preset, finetune_recipe, get_preset
-from .training.finetune import FinetuneConfig
-from .training.pretraining_config import MODEL_FIELDS, StageConfig
-from .utils.cli_args import one_line, positive_int, seed_list
+from .reproduction.presets import get_preset
+from .utils.cli_args import one_line, seed_list
 from .utils.errors import ConfigError, UserError
 
 # Each sub-command imports the (torch-heavy) modules it needs inside its handler, so that
 # `--help` answers at once instead of after loading torch, transformers and faiss.
-
-PRESET_NAMES = sorted([*PRESETS, *ALIASES])
-
-
-def preset_list() -> str:
-    """The registry's presets in its order, each with its aliases: ``micro, ..., paper (alias full)``."""
-    aliases = {name: [a for a, target in ALIASES.items() if target == name] for name in PRESETS}
-    return ", ".join(name + (f" (alias {', '.join(aliases[name])})" if aliases[name] else "") for name in PRESETS)
-
-
-METRICS_HELP = ("ir_measures names (nDCG@10 RR@10 R@1000) or Top-k answer accuracy (NQ); default: msmarco RR@10 "
-                "R@1000, nq Top-5 Top-20 Top-100, else nDCG@10 RR@10 R@100")
-
-
-def apply_settings(preset: Preset, settings: dict[str, Any], where: str = "--set") -> Preset:
-    """``preset`` with ``settings`` (``parameters.parse_settings``'s paths) applied: what
-    ``experiments --set`` runs. A ``stage.*`` path is refused: the protocol builds every stage
-    from the preset."""
-    for path in settings:
-        try:
-            preset.locate(path)
-        except ConfigError as err:
-            raise ConfigError(f"{where} {path}: {err}") from None
-    return preset.replace(**settings) if settings else preset
-
-
-def pretrain_reads(preset: Preset, method: str, init: str | None) -> set[str]:
-    """The paths of the settings tree that the stage ``pretrain --method method`` runs from
-    ``init`` reads: the model's fields it uses, the ``pretraining`` fields it is built from
-    (``presets.stage_sources``), coCondenser's ``task`` (its corpus), and the stage's own fields it
-    uses (``StageConfig.unread`` decides, by what the method reads). Chapter 2."""
-    from .reproduction.presets import STAGE, STAGE_FLAGS, stage_sources
-
-    stage = [f.name for f in dataclasses.fields(StageConfig) if f.name not in STAGE_FLAGS]
-    return ({f"model.{n}" for n in MODEL_FIELDS if not StageConfig.unread(method, [n])}
-            | {f"pretraining.{v}" for v in stage_sources(preset, method, init).values()}
-            | ({"task"} if method == "cocondenser" else set())
-            | {f"{STAGE}.{n}" for n in stage if not StageConfig.unread(method, [n])})
-
-
-def _not_read(path: str, method: str, init: str | None, reads: set[str]) -> str:
-    """One line saying why the ``pretrain`` stage does not read ``path``, and what to do instead."""
-    part, _, name = path.rpartition(".")
-    if name in StageConfig.READ_ONLY_BY and part in ("model", "stage"):
-        return (f"{' and '.join(StageConfig.READ_ONLY_BY[name])} stages read it, {method} stages do not (it would "
-                "change the cache key and nothing else); leave it out")
-    if part == "pretraining":
-        start = "from scratch" if init is None else "continuing --init"
-        own = ", ".join(sorted(p for p in reads if p.startswith("pretraining.")))
-        return (f"the {method} stage {start} does not read it (it reads {own}); set it for experiments, or "
-                "set the stage's own, e.g. stage.max_steps")
-    return ("pretrain runs one pre-training stage, which does not read it; set it for experiments (or finetune), "
-            "or set the stage's own settings, stage.* (e.g. stage.max_steps, stage.lr)")
-
-
-def stage_config_from_args(args: argparse.Namespace):
-    """The stage ``pretrain`` runs: the preset's (``presets.stage_config``), exactly as the
-    protocol's arm of that method builds it; at ``paper`` scale the starting checkpoint defaults
-    to the preset's published one (bert-base-uncased; Luyu/condenser for coCondenser). ``--set``
-    takes paths of the settings tree: ``model.*`` and the ``pretraining.*`` fields this stage is
-    built from, applied to the preset before the stage is built, as ``experiments`` applies them;
-    ``stage.*`` (``stage.max_steps=500``) after. A path this stage does not read (``finetune.lr``,
-    ``pretraining.s2_steps`` for a stage from scratch, ``stage.chunk_size`` for a Condenser) is
-    refused rather than ignored. Chapter 2."""
-    from .reproduction.presets import STAGE
-
-    settings = parse_settings(args.set)
-    preset = get_preset(args.preset)
-    init = _init_of(preset, args)
-    reads = pretrain_reads(preset, args.method, init)
-    for path in settings:
-        if path not in reads:
-            raise ConfigError(f"--set {path}: {_not_read(path, args.method, init, reads)}")
-    stage = {p.removeprefix(f"{STAGE}."): v for p, v in settings.items() if p.startswith(f"{STAGE}.")}
-    preset = apply_settings(preset, {p: v for p, v in settings.items() if not p.startswith(f"{STAGE}.")})
-    return _stage_of(preset, args).replace(**stage)
-
-
-def _init_of(preset: Preset, args: argparse.Namespace) -> str | None:
-    """The stage's starting checkpoint: ``--init``, else at ``paper`` scale the published one."""
-    if args.init is None and preset.pretrained:
-        return preset.pretrained["condenser" if args.method == "cocondenser" else "bert"]
-    return args.init
-
-
-def _stage_of(preset: Preset, args: argparse.Namespace):
-    """The preset's stage of ``args.method`` with the command line's starting checkpoint, corpus
-    and shortest span."""
-    from .reproduction.presets import stage_config
-
-    cfg = stage_config(preset, args.method, _init_of(preset, args))
-    if args.corpus:
-        cfg = cfg.replace(corpus=_absolute(args.corpus))
-    if args.min_span is not None:  # 0 too: refused by StageConfig, not ignored
-        cfg = cfg.replace(min_span=args.min_span)
-    return cfg
-
-
-def _absolute(source: str) -> str:
-    """A data path made absolute (so cache keys and worker processes see one name); names stay."""
-    from .data.beir import is_path
-
-    return str(Path(source).expanduser().resolve()) if is_path(source) else source
-
 
 def check_writable(flag: str, path: str | os.PathLike | None, folder: bool = False) -> None:
     """Refuse, before any work, an output path that cannot be written: one whose folder on the way
@@ -217,7 +112,7 @@ def _check_head_depth(cfg) -> None:
         return  # a damaged config: loading the checkpoint names it
     if isinstance(layers, int) and cfg.model.skip_from >= layers:
         raise ConfigError(f"--init {cfg.init} has {layers} layers, but the Condenser head reads layer "
-                          f"skip_from={cfg.model.skip_from}; pass --set skip_from={layers - 1} (or lower), or an --init with "
+                          f"skip_from={cfg.model.skip_from}; pass --set model.skip_from={layers - 1} (or lower), or an --init with "
                           "more layers")
 
 
@@ -254,7 +149,7 @@ def eval_set(name: str, split: str, data_dir: str | None):
     if hub is not None:
         return tevatron_eval_set(load_tevatron(hub, split, data_dir), load_tevatron_corpus(hub, data_dir), split=split,
                                  name=name)
-    return load_beir(_absolute(name), data_dir=data_dir)
+    return load_beir(absolute(name), data_dir=data_dir)
 
 
 DEFAULT_METRICS = {"msmarco": ("RR@10", "R@1000"), "nq": ("Top-5", "Top-20", "Top-100")}  # what the papers report
@@ -274,24 +169,7 @@ def training_set(name: str, data_dir: str | None, n_negatives: int):
     hub = tevatron_name(name)
     if hub is not None:
         return load_tevatron(hub, "train", data_dir)
-    return to_tevatron(_absolute(name), split="train", n_negatives=n_negatives, data_dir=data_dir)
-
-
-def _recipe(args: argparse.Namespace) -> FinetuneConfig:
-    """The fine-tuning recipe: ``--preset`` (a preset or a data set's recipe), by default the
-    data set's at the papers' scale (msmarco, nq) or the scaled-down book's (BEIR sets)."""
-    name = args.preset or (args.data if args.data in RETRIEVAL_RECIPES else "tiny")
-    if name not in PRESETS and name not in ALIASES and name not in RETRIEVAL_RECIPES:
-        raise ConfigError(f"--preset {name}: no such preset or recipe; choose one of {preset_list()} or a data set's "
-                          f"recipe: {', '.join(RETRIEVAL_RECIPES)}")
-    settings = parse_settings(args.set)
-    for path in settings:
-        if not path.startswith("finetune."):
-            hint = " (the fine-tuning's own step limit is --max-steps)" if path.endswith(".max_steps") else ""
-            raise ConfigError(f"--set {path}: finetune runs one recipe and reads only finetune.* "
-                              f"({', '.join(f.name for f in dataclasses.fields(FinetuneConfig))}){hint}; {path} "
-                              f"belongs to {'pretrain' if path.startswith('stage.') else 'pretrain or experiments'}")
-    return dataclasses.replace(finetune_recipe(name), **{p.removeprefix("finetune."): v for p, v in settings.items()})
+    return to_tevatron(absolute(name), split="train", n_negatives=n_negatives, data_dir=data_dir)
 
 
 def _finetune(args: argparse.Namespace) -> None:
@@ -299,7 +177,7 @@ def _finetune(args: argparse.Namespace) -> None:
     from .training.finetune import finetune_round, two_round
 
     check_writable("--output-dir", args.output_dir, folder=True)
-    recipe = _recipe(args)
+    recipe = recipe_from_args(args)
     for flag, value in (("--max-steps", args.max_steps), ("--train-size", args.train_size)):
         if value is not None and value < 1:  # 0 must not mean "the recipe's"
             raise ConfigError(f"{flag} {value}: give a count >= 1, or leave {flag} out for the recipe's")
@@ -383,7 +261,7 @@ def _experiments(args: argparse.Namespace) -> None:
 
     preset = apply_settings(get_preset(args.preset), parse_settings(args.set))
     if args.task:
-        preset = preset.replace(task=_absolute(args.task))
+        preset = preset.replace(task=absolute(args.task))
     seeds = seed_list(args.seeds) if args.seeds is not None else None
     if args.out is not None:  # before the estimate: a wrong --out costs nothing
         check_out_path(args.out, preset.name)
@@ -435,125 +313,6 @@ def _release(args: argparse.Namespace) -> None:
     print(f"{record['bytes'] / 1e6:.1f} MB together (limit {record['max_bytes'] / 1e6:g} MB); recorded in {path}")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m condenser_lite", description=f"{__doc__}\nPresets: {preset_list()}.",
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--debug", action="store_true", help="show the traceback of a known error too, and "
-                    "transformers' model-loading bar and load report")
-    common = argparse.ArgumentParser(add_help=False)
-    # SUPPRESS: `--debug` after the sub-command must not reset the one given before it
-    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
-                        help="show the traceback of a known error too (errors print one line otherwise), and "
-                        "transformers' model-loading bar and load report")
-    sub = ap.add_subparsers(dest="command", required=True)
-    restart_help = ("discard the training checkpoint and log in the output folder and train from step 0 "
-                    "(without it a folder from a run with other settings is refused)")
-
-    p = sub.add_parser("pretrain", parents=[common], help="one MLM / Condenser / coCondenser pre-training stage")
-    p.add_argument("--method", choices=["mlm", "condenser", "cocondenser"], default="condenser")
-    p.add_argument("--preset", choices=PRESET_NAMES, default="tiny", help="named settings (presets.PRESETS)")
-    p.add_argument("--init", help="starting checkpoint folder or Hub id (default: from scratch; paper: the published one)")
-    p.add_argument("--corpus", help="what to pre-train on. MLM/Condenser: general (default) | wikipedia, or your own "
-                   "corpus as below (held-out gauges still read the general corpus's held-out set). coCondenser: the "
-                   "target corpus, scifact (or another BEIR name) | msmarco | nq | a PATH: a BEIR folder, a "
-                   ".jsonl of documents (text, optional title) or a text file with one document per line")
-    p.add_argument("--min-span", type=int, help="coCondenser: shortest span in tokens; a document needs 2 x min_span "
-                   "tokens or it is skipped (tiny: 16, paper: 8)")
-    p.add_argument("--output-dir", help="default: a cache folder named by the settings' hash")
-    p.add_argument("--data-dir", help="local data mirror (default: $CONDENSER_LITE_DATA, else the Hub)")
-    p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE",
-                   help="a setting by its path: stage.* (stage.max_steps=500), model.*, or the pretraining.* "
-                   "fields this stage is built from (pretraining.lr=5e-4)")
-    p.add_argument("--restart", action="store_true", help=restart_help)
-    p.add_argument("--dry-run", action="store_true", help="time a few updates, print the projected wall time, stop")
-    p.set_defaults(handler=_pretrain)
-
-    def data_args(p: argparse.ArgumentParser, split: str | None = "test") -> None:
-        p.add_argument("--data", default="scifact", help="scifact (or another BEIR name) | msmarco | nq | the PATH of "
-                       "a BEIR-format folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv)")
-        if split is not None:
-            p.add_argument("--split", default=split, help="evaluation split (BEIR: test; msmarco/nq: dev)")
-        p.add_argument("--data-dir", help="local data mirror (default: $CONDENSER_LITE_DATA, else the Hub)")
-
-    p = sub.add_parser("finetune", parents=[common], help="fine-tune a dense retriever (round 1, or both rounds with --rounds 2)")
-    p.add_argument("--init", required=True, help="pre-trained checkpoint folder or Hub id")
-    p.add_argument("--output-dir", required=True)
-    p.add_argument("--preset", help=f"a preset: {preset_list()}; or a data set's recipe: "
-                   f"{', '.join(RETRIEVAL_RECIPES)}. Default: msmarco / nq for those data sets, tiny otherwise")
-    p.add_argument("--rounds", type=int, choices=[1, 2], default=1)
-    p.add_argument("--train-size", type=int, help="a seeded sample of this many training queries")
-    p.add_argument("--max-steps", type=int, help="stop after this many updates (smoke runs)")
-    p.add_argument("--seed", type=int, default=42)
-    p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE",
-                   help="a field of the recipe by its path: finetune.lr=1e-4, finetune.batch_size=16")
-    p.add_argument("--restart", action="store_true", help=restart_help)
-    data_args(p, split=None)
-    p.set_defaults(handler=_finetune)
-
-    p = sub.add_parser("encode", parents=[common], help="encode a corpus with a retriever into an .npz (embeddings, ids)")
-    p.add_argument("--model", required=True)
-    p.add_argument("--out", required=True)
-    p.add_argument("--p-max-len", type=int, default=128)
-    p.add_argument("--batch-size", type=int, default=128)
-    data_args(p)
-    p.set_defaults(handler=_encode)
-
-    p = sub.add_parser("search", parents=[common], help="encode, search with FAISS, write a TREC run and print its metrics")
-    p.add_argument("--model", required=True)
-    p.add_argument("--out", help="TREC run file to write")
-    p.add_argument("--tag", help="the run's name in its last column (default: the model folder's name)")
-    p.add_argument("--k", type=int, help="run depth (default: the deepest metric's cutoff, at least 100)")
-    p.add_argument("--q-max-len", type=int, default=32)
-    p.add_argument("--p-max-len", type=int, default=128)
-    p.add_argument("--batch-size", type=int, default=128)
-    p.add_argument("--index", default="flat", help="flat (exact, default) | hnsw | ivf | a faiss factory string")
-    p.add_argument("--metrics", nargs="+", help=METRICS_HELP)
-    data_args(p)
-    p.set_defaults(handler=_search)
-
-    p = sub.add_parser("evaluate", parents=[common], help="score a TREC run file with ir_measures")
-    p.add_argument("--run", required=True)
-    p.add_argument("--metrics", nargs="+", help=METRICS_HELP + "; a cutoff deeper than the run is refused")
-    data_args(p)
-    p.set_defaults(handler=_evaluate)
-
-    p = sub.add_parser("experiments", parents=[common], help="the scaled-down reproduction: every arm, seeds, scorecard (JSON)")
-    p.add_argument("--preset", choices=PRESET_NAMES, default="tiny", help="the preset to run (presets.PRESETS)")
-    p.add_argument("--task", help="retrieval task instead of the preset's: scifact (or another BEIR name) | msmarco | "
-                   "the PATH of a BEIR-format folder (its corpus for coCondenser, train split for fine-tuning, test "
-                   "split for evaluation)")
-    p.add_argument("--out", help="write the results JSON here (it is also cached by its settings)")
-    p.add_argument("--seeds", help="comma-separated seeds, e.g. 0,1,2 (default: the preset's)")
-    p.add_argument("--workers", type=positive_int,
-                   help="processes for independent jobs (default: CPU cores, at most 2)")
-    p.add_argument("--force", action="store_true", help="recompute the results file (models stay cached)")
-    p.add_argument("--dry-run", action="store_true", help="time a few updates of each part, print the projected "
-                   "wall time per part and in total, stop")
-    p.add_argument("--data-dir", help="local data mirror (default: $CONDENSER_LITE_DATA, else the Hub)")
-    p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE",
-                   help="a setting by its path: model.*, pretraining.*, finetune.*, sts.* or a preset field "
-                   "(finetune.lr=1e-4, pretraining.s1_steps=500, seeds='[0, 1]')")
-    p.set_defaults(handler=_experiments)
-
-    p = sub.add_parser("release", parents=[common], help="export a run's final models as small committed checkpoints "
-                       "and name them in its results file")
-    p.add_argument("results", help="the results file of the run (e.g. results/small.json), on the machine whose cache ran it")
-    p.add_argument("--out", help="the folder (default: results/checkpoints/<preset>/)")
-    p.add_argument("--replace", action="store_true", help="replace the checkpoints already in that folder")
-    p.set_defaults(handler=_release)
-
-    p = sub.add_parser("merge", parents=[common], help="one results file from runs of a preset on different "
-                       "pre-training seeds (experiments --set pretrain_seeds=[...] --out part.json)")
-    p.add_argument("parts", nargs="+", help="the parts' results files")
-    p.add_argument("--out", required=True, help="the merged results file (e.g. results/small.json)")
-    p.set_defaults(handler=_merge)
-    for name, what in STUDIES.items():  # each study parses its own options (--help lists them)
-        p = sub.add_parser(name, help=what, add_help=False, prefix_chars="\0")
-        p.add_argument("args", nargs=argparse.REMAINDER)
-        p.set_defaults(handler=_study)
-    return ap
-
-
 class _StderrHandler(logging.Handler):
     """The library's progress messages (reused, resumed, waiting for a lock), one line each on
     whatever ``sys.stderr`` is at the time."""
@@ -566,14 +325,22 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
     print(f"warning: {one_line(message)}", file=sys.stderr)
 
 
-STUDIES = {"mechanism": "when the Condenser head needs [CLS]: the mechanism study (results/mechanism.json)",
-           "sizing": "the pre-training study that sized the small preset (results/study.json)"}
+STUDIES = cli_parser.STUDIES
 
 
 def _study(args: argparse.Namespace) -> None:
     import importlib
 
     importlib.import_module(f"condenser_lite.studies.{args.command}").main(args.args)
+
+
+HANDLERS = {"pretrain": _pretrain, "finetune": _finetune, "encode": _encode, "search": _search,
+            "evaluate": _evaluate, "experiments": _experiments, "release": _release, "merge": _merge, "study": _study}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of ``python -m condenser_lite`` (``cli_parser``), each sub-command with its handler."""
+    return cli_parser.build_parser(__doc__, HANDLERS)
 
 
 def main(argv: list[str] | None = None) -> None:

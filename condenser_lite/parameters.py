@@ -5,7 +5,7 @@ Every chapter's first cell holds papermill parameters; papermill passes ``-p ful
 with the helpers here, which accept the spellings a user types and name the parameter otherwise
 (explained in the page "Running the book", ``book/running.md``). ``parse_settings`` reads
 ``path=value`` settings (``--set`` and a chapter's ``settings``) into the settings tree's paths
-(``presets.setting_path``), each value of its field's type.
+(``settings_tree.setting_path``), each value of its field's type.
 """
 
 from __future__ import annotations
@@ -98,11 +98,11 @@ def _unset(value: object) -> bool:
 def parse_settings(pairs: object, where: str = "--set") -> dict[str, Any]:
     """``path=value`` settings (a list, or one string of them separated by spaces) as
     ``{path: value}``: each key resolved to its path in the settings tree
-    (``presets.setting_path``; a bare name that one path ends in stands for it), each value read as
+    (``settings_tree.setting_path``; a bare name that one path ends in stands for it), each value read as
     its field's annotated type; a bad key or value raises ``ConfigError`` naming it. ``where``
     names the source in errors (``--set``, ``parameter 'settings'``). Explained on the page
     "Running the book" (``book/running.md``)."""
-    from .reproduction.presets import setting_path, setting_tree
+    from .reproduction.settings_tree import setting_path, setting_tree
 
     if _unset(pairs):
         return {}

@@ -320,7 +320,7 @@ def test_setup_parses_papermill_strings(tmp_path, monkeypatch):
 
     small = get_preset(book.COMMITTED)
     assert (committed.live_preset.model, committed.live_preset.finetune, committed.live_preset.sts) == (small.model, small.finetune, small.sts)
-    assert committed.live_preset.pretraining.mixed_precision == "no"
+    assert {r.mixed_precision for _, r in committed.live_preset.stages.items()} == {"no"}
 
 
 def test_released_names_the_committed_models_or_the_fix(tmp_path, monkeypatch):
@@ -515,6 +515,7 @@ def test_the_intros_findings_are_the_committed_runs():
     from condenser_lite.reproduction.claims_table import headline_rows
     from condenser_lite.reproduction.multiplicity import multiplicity
     from condenser_lite.reproduction.results import arm_seeds
+    from condenser_lite.reproduction.settings_tree import preset_from_record
 
     intro = _plain((ROOT / "book" / "intro.md").read_text())
     part = intro[intro.index("## What the runs found"):intro.index("## How to read this book")]
@@ -546,7 +547,7 @@ def test_the_intros_findings_are_the_committed_runs():
             all(len(arm_seeds(small, a)) == n_seeds for a in small["arms"]),
         "coCondenser's contrastive pre-training works at this scale": claims["C2"]["verdict"] == "reproduced",
         "coCondenser's contrastive pre-training reproduces clearly": claims["C2"]["verdict"] == "reproduced",
-        f"in its {small['preset']['pretraining']['s2_steps']:,}-update stage its head reads nothing through `[CLS]`":
+        f"in its {preset_from_record(small['preset']).stages.condenser.max_steps:,}-update stage its head reads nothing through `[CLS]`":
             not claims["C0"]["ours"]["relies"] and max(abs(r) for r in claims["C0"]["ours"]["reliance"]) < 0.01,
         "Every dense retriever here stays below BM25": best_dense < bm25["truncated"]["nDCG@10"],
         "so by the rule it still does not read `[CLS]`": mech["scaling"]["points"]["l48"]["reads_cls"] is False,

@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 from command_line import FINETUNE, cli, one_error_line
 
-from condenser_lite.cli import _recipe, apply_settings, build_parser, main, stage_config_from_args
+from condenser_lite.cli import build_parser, main
+from condenser_lite.cli_settings import apply_settings, recipe_from_args, stage_config_from_args
 from condenser_lite.parameters import parse_settings
 from condenser_lite.reproduction.arms import arm_config
 from condenser_lite.reproduction.presets import get_preset, paper_cocondenser, paper_condenser
@@ -18,17 +19,24 @@ FIXTURE = Path(__file__).parent / "fixtures" / "tevatron_tiny"  # a hand-written
 
 
 def test_settings_convert_to_field_types():
-    settings = parse_settings(["stage.lr=1e-3", "max_steps=7", "stage.late_mlm=false", "stage.chunk_size=none",
-                               "stage.mixed-precision=bf16", "seeds=[0, 1]"])
-    assert settings == {"stage.lr": 1e-3, "stage.max_steps": 7, "stage.late_mlm": False, "stage.chunk_size": None,
-                        "stage.mixed_precision": "bf16", "seeds": (0, 1)}
-    assert isinstance(settings["stage.max_steps"], int)
+    settings = parse_settings(["stages.bert.lr=1e-3", "stages.condenser.max_steps=7", "stages.condenser.late_mlm=false",
+                               "stages.cocondenser.chunk_size=none", "stages.bert.mixed-precision=bf16", "seeds=[0, 1]"])
+    assert settings == {"stages.bert.lr": 1e-3, "stages.condenser.max_steps": 7, "stages.condenser.late_mlm": False,
+                        "stages.cocondenser.chunk_size": None, "stages.bert.mixed_precision": "bf16", "seeds": (0, 1)}
+    assert isinstance(settings["stages.condenser.max_steps"], int)
 
 
 @pytest.mark.parametrize("bad,msg", [(["nope=1"], "unknown setting 'nope'"), (["lr"], "path=value"),
-                                     (["stage.nope=1"], "unknown setting 'stage.nope'; stage's fields: batch_size"),
-                                     (["lr=1"], "ambiguous: name its path, pretraining.lr or finetune.lr or sts.lr "
-                                                "or stage.lr")])
+                                     (["stages.bert.nope=1"],
+                                      "unknown setting 'stages.bert.nope'; stages.bert's fields: batch_size"),
+                                     (["stages.nope.lr=1"], "unknown setting 'stages.nope.lr'; paths start with"),
+                                     (["lr=1"], "ambiguous: name its path, stages.bert.lr or stages.condenser.lr or "
+                                                "stages.cocondenser.lr or finetune.lr or sts.lr"),
+                                     (["max_steps=1"], "ambiguous: name its path, stages.bert.max_steps or "),
+                                     (["pretraining.s1_steps=1"], "no path of the settings tree: .*set stages.bert.max_steps$"),
+                                     (["cocondenser_lr=1"], "no path of the settings tree: .*set stages.cocondenser.lr$"),
+                                     (["pretraining.lr=1"], "set stages.bert.lr and stages.condenser.lr$"),
+                                     (["stage.max_steps=1"], r"set stages.<bert\|condenser\|cocondenser>.max_steps$")])
 def test_settings_reject_unknown_and_ambiguous(bad, msg):
     with pytest.raises(ConfigError, match=msg):
         parse_settings(bad)
@@ -42,30 +50,37 @@ def test_pretrain_command_runs_the_books_stages(method, init, arm):
     cfg = stage_config_from_args(args)
     assert cfg == arm_config(arm, get_preset("tiny"), init)
     tiny = get_preset("tiny")
-    assert (cfg.lr, cfg.model.max_len) == (tiny.pretraining.cocondenser_lr if method == "cocondenser" else tiny.pretraining.lr,
-                                     tiny.model.max_len)
+    recipe = tiny.stages.cocondenser if method == "cocondenser" else tiny.stages.condenser if init else tiny.stages.bert
+    assert (cfg.lr, cfg.max_steps, cfg.model) == (recipe.lr, recipe.max_steps, tiny.model)
 
 
 @pytest.mark.parametrize("method, init, arm, pair", [
-    ("mlm", None, "bert", "s1_steps=5"), ("mlm", None, "bert", "pretraining.lr=0.002"),
-    ("mlm", None, "bert", "pretraining.batch_size=16"), ("mlm", None, "bert", "model.hidden_size=64"),
-    ("mlm", "ckpt", "bert_cont", "s2_steps=7"), ("condenser", "ckpt", "condenser", "general_limit=50"),
-    ("condenser", "ckpt", "condenser", "model.skip_from=1"), ("cocondenser", "ckpt", "cocondenser", "s3_steps=9"),
-    ("cocondenser", "ckpt", "cocondenser", "cocondenser_lr=0.0003"), ("cocondenser", "ckpt", "cocondenser", "pretraining.chunk_size=8"),
-    ("cocondenser", "ckpt", "cocondenser", "cocondenser_batch=8"), ("cocondenser", "ckpt", "cocondenser", "task=nfcorpus")])
+    ("mlm", None, "bert", "stages.bert.max_steps=5"), ("mlm", None, "bert", "stages.bert.lr=0.002"),
+    ("mlm", None, "bert", "stages.bert.batch_size=16"), ("mlm", None, "bert", "model.hidden_size=64"),
+    ("mlm", None, "bert", "stages.bert.mlm_probability=0.2"),
+    ("mlm", "ckpt", "bert_cont", "stages.condenser.max_steps=7"),
+    ("condenser", "ckpt", "condenser", "stages.condenser.corpus_limit=50"),
+    ("condenser", "ckpt", "condenser", "model.skip_from=1"),
+    ("cocondenser", "ckpt", "cocondenser", "stages.cocondenser.max_steps=9"),
+    ("cocondenser", "ckpt", "cocondenser", "stages.cocondenser.lr=0.0003"),
+    ("cocondenser", "ckpt", "cocondenser", "stages.cocondenser.chunk_size=8"),
+    ("cocondenser", "ckpt", "cocondenser", "stages.cocondenser.batch_size=8"),
+    ("cocondenser", "ckpt", "cocondenser", "task=nfcorpus")])
 def test_one_set_dialect_pretrain_reads_the_experiments_keys(method, init, arm, pair):
     """A path ``experiments --set`` takes means the same to ``pretrain``: the stage is the arm's
-    stage of the preset with that change (and the stage's own, ``stage.*``, apply after)."""
+    stage of the preset with that change, the field under the same name."""
     argv = ["pretrain", "--preset", "tiny", "--method", method, *(["--init", init] if init else []), "--set", pair]
     cfg = stage_config_from_args(build_parser().parse_args(argv))
     changed = apply_settings(get_preset("tiny"), parse_settings([pair]))
     assert cfg == arm_config(arm, changed, init) != arm_config(arm, get_preset("tiny"), init)
-    both = stage_config_from_args(build_parser().parse_args([*argv, "--set", "stage.max_steps=3"]))
-    assert both == cfg.replace(max_steps=3)
+    path, value = next(iter(parse_settings([pair]).items()))
+    if path.startswith("stages."):  # the stage's field of the same name holds the value
+        assert getattr(cfg, path.rpartition(".")[2]) == value
 
 
-PATHS = ["model.hidden_size=64", "pretraining.lr=0.002", "pretraining.s1_steps=5", "finetune.lr=0.0002",
-         "finetune.batch_size=4", "sts.epochs_full=1.5", "seeds=[0, 1]", "stage.lr=0.003", "stage.max_steps=4"]
+PATHS = ["model.hidden_size=64", "stages.bert.lr=0.002", "stages.bert.max_steps=5", "stages.condenser.lr=0.003",
+         "stages.cocondenser.lr=0.0001", "finetune.lr=0.0002", "finetune.batch_size=4", "sts.epochs_full=1.5",
+         "seeds=[0, 1]"]
 
 
 @pytest.mark.parametrize("pair", PATHS)
@@ -78,6 +93,7 @@ def test_one_path_lands_on_one_setting_in_every_command(pair, monkeypatch):
 
     path, value = pair.split("=", 1)
     part, _, name = path.rpartition(".")
+    part = part.partition(".")[0]  # stages.<stage> -> stages
     expected = parse_settings([pair])[path]
     tiny = get_preset("tiny")
 
@@ -92,7 +108,7 @@ def test_one_path_lands_on_one_setting_in_every_command(pair, monkeypatch):
 
     fn = stage_config_from_args
     pretrain = run(["pretrain", "--preset", "tiny", "--method", "mlm", "--set", pair])
-    fn = _recipe
+    fn = recipe_from_args
     finetune = run(["finetune", "--init", "x", "--output-dir", "o", "--preset", "tiny", "--set", pair])
     seen = []
     monkeypatch.setattr(estimate, "estimate_protocol", lambda preset, *a, **k: seen.append(preset) or preset)
@@ -107,12 +123,7 @@ def test_one_path_lands_on_one_setting_in_every_command(pair, monkeypatch):
     except ConfigError as err:
         chapter = ("refused", str(err))
 
-    if part == "stage":  # the one stage pretrain runs: no preset holds it
-        assert read(pretrain[1], "") == expected
-        assert (finetune[0], experiments[0], chapter[0]) == ("refused",) * 3
-        assert "belongs to pretrain" in finetune[1] and "not of a preset" in chapter[1]
-        return
-    owner = {"": lambda p: p, "model": lambda p: p, "pretraining": lambda p: p.pretraining,
+    owner = {"": lambda p: p, "model": lambda p: p, "stages": lambda p: p.get(path.rpartition(".")[0]),
              "finetune": lambda p: p.finetune, "sts": lambda p: p.sts}[part]
     assert read(owner(experiments[1]), part) == read(owner(chapter[1]), part) == expected != read(owner(tiny), part)
     assert experiments[1] == chapter[1] == tiny.replace(**{path: expected})
@@ -120,8 +131,11 @@ def test_one_path_lands_on_one_setting_in_every_command(pair, monkeypatch):
         assert read(finetune[1], "") == expected and pretrain[0] == "refused"
     else:
         assert finetune[0] == "refused" and "finetune runs one recipe and reads only finetune.*" in finetune[1]
-    if part in ("model", "pretraining"):  # the stage pretrain builds from the changed preset
+    if part == "model" or path.startswith("stages.bert."):  # the stage pretrain builds from the changed preset
         assert pretrain[1] == arm_config("bert", tiny.replace(**{path: expected}), None)
+        assert read(pretrain[1], part) == expected
+    elif part == "stages":  # another stage's: pretrain --method mlm from scratch trains by stages.bert
+        assert pretrain[0] == "refused" and "trains by stages.bert; set stages.bert." in pretrain[1]
     elif part in ("sts", ""):
         assert pretrain[0] == "refused" and "pretrain runs one pre-training stage" in pretrain[1]
 
@@ -131,28 +145,38 @@ def test_one_set_dialect_refuses_what_the_command_does_not_read():
     for argv, match in ((["pretrain", "--method", "mlm", "--set", "epochs_round1=2"],
                          "finetune.epochs_round1: pretrain runs one pre-training stage, which does not read it; "
                          "set it for experiments"),
-                        (["pretrain", "--method", "mlm", "--set", "s2_steps=5"],
-                         "pretraining.s2_steps: the mlm stage from scratch does not read it .*pretraining.s1_steps"),
-                        (["pretrain", "--method", "mlm", "--init", "x", "--set", "s1_steps=5"],
-                         "the mlm stage continuing --init does not read it"),
+                        (["pretrain", "--method", "mlm", "--set", "stages.condenser.max_steps=5"],
+                         "stages.condenser.max_steps: the mlm stage from scratch trains by stages.bert; set "
+                         "stages.bert.max_steps"),
+                        (["pretrain", "--method", "mlm", "--init", "x", "--set", "stages.bert.max_steps=5"],
+                         "the mlm stage continuing --init trains by stages.condenser"),
+                        (["pretrain", "--method", "mlm", "--set", "s2_steps=5"], "set stages.condenser.max_steps$"),
                         (["pretrain", "--method", "mlm", "--set", "nonsense=1"], "unknown setting 'nonsense'"),
                         (["pretrain", "--method", "mlm", "--set", "lr=1"], "ambiguous"),
-                        (["finetune", "--init", "x", "--output-dir", "o", "--data", "scifact", "--set", "s1_steps=5"],
-                         "finetune runs one recipe and reads only finetune.*"),
-                        (["finetune", "--init", "x", "--output-dir", "o", "--set", "max_steps=5"],
-                         "stage.max_steps: .*--max-steps.*belongs to pretrain$"),
+                        (["finetune", "--init", "x", "--output-dir", "o", "--data", "scifact", "--set",
+                          "stages.bert.max_steps=5"], "finetune runs one recipe and reads only finetune.*.*--max-steps"
+                         ".*belongs to pretrain or experiments$"),
+                        (["finetune", "--init", "x", "--output-dir", "o", "--set", "sts.lr=5"],
+                         "sts.lr belongs to experiments$"),
                         (["pretrain", "--method", "condenser", "--set", "finetune.lr=1"], "set it for experiments")):
         with pytest.raises(ConfigError, match=match):
             args = build_parser().parse_args(argv)
-            stage_config_from_args(args) if argv[0] == "pretrain" else _recipe(args)
+            stage_config_from_args(args) if argv[0] == "pretrain" else recipe_from_args(args)
 
 
-def test_experiments_and_a_chapter_refuse_a_stage_path(capsys):
-    assert "--set stage.max_steps: stage.max_steps is a setting of the one stage `pretrain` runs" in one_error_line(
-        cli(["experiments", "--preset", "micro", "--set", "stage.max_steps=3", "--dry-run"], capsys))
+def test_experiments_and_a_chapter_refuse_a_path_the_protocol_does_not_read(capsys):
+    """The protocol runs each arm's stages on the arm's pre-training seed: the continuing stages'
+    own seeds are read by ``pretrain`` only, and a recorded layout's name is refused naming its path."""
+    assert ("--set stages.condenser.seed: the protocol pre-trains each arm's stages on the arm's seed; set "
+            "stages.bert.seed") in one_error_line(
+        cli(["experiments", "--preset", "micro", "--set", "stages.condenser.seed=3", "--dry-run"], capsys))
+    assert "--set s3_steps=3: s3_steps is no path of the settings tree" in one_error_line(
+        cli(["experiments", "--preset", "micro", "--set", "s3_steps=3", "--dry-run"], capsys))
     from condenser_lite.book import setup
 
-    with pytest.raises(ConfigError, match="parameter 'settings' stage.lr: .* not of a preset"):
+    with pytest.raises(ConfigError, match="parameter 'settings' stages.cocondenser.seed: the protocol pre-trains"):
+        setup(preset="micro", settings="stages.cocondenser.seed=1")
+    with pytest.raises(ConfigError, match="parameter 'settings' stage.lr=1: stage.lr is no path"):
         setup(preset="micro", settings="stage.lr=1")
     with pytest.raises(ConfigError, match="parameter 'settings' changes a re-run's preset; pass the preset"):
         setup(settings="finetune.lr=1")
@@ -160,29 +184,34 @@ def test_experiments_and_a_chapter_refuse_a_stage_path(capsys):
         setup(preset="micro", settings="lr=1")
 
 
-@pytest.mark.parametrize("method, pair", [("condenser", "stage.chunk_size=8"), ("condenser", "stage.min_span=4"),
-                                          ("condenser", "stage.mlm_weight=0.5"), ("condenser", "co_weight=0.5"),
-                                          ("mlm", "skip_from=2"), ("mlm", "stage.detach_early=true"),
-                                          ("mlm", "stage.head_cls=constant")])
+@pytest.mark.parametrize("method, pair", [("condenser", "stages.condenser.chunk_size=8"),
+                                          ("condenser", "stages.condenser.min_span=4"),
+                                          ("condenser", "stages.condenser.mlm_weight=0.5"),
+                                          ("condenser", "stages.condenser.co_weight=0.5"),
+                                          ("mlm", "skip_from=2"), ("mlm", "stages.bert.detach_early=true"),
+                                          ("mlm", "stages.bert.head_cls=constant"), ("mlm", "stages.bert.head=load"),
+                                          ("cocondenser", "stages.cocondenser.grad_accum=2")])
 def test_a_stage_setting_its_method_does_not_read_is_refused(method, pair):
     """coCondenser's settings change a Condenser stage's cache key and nothing it computes, the
-    head's an MLM stage's: refused in one line, so the same computation does not train again."""
+    head's an MLM stage's, accumulation coCondenser's (its contrastive batch is never split):
+    refused in one line, so the same computation does not train again."""
+    argv = ["pretrain", "--preset", "tiny", "--method", method, *(["--init", "x"] if method == "condenser" else [])]
     with pytest.raises(ConfigError, match=f"{method} stages do not"):
-        stage_config_from_args(build_parser().parse_args(["pretrain", "--preset", "tiny", "--method", method,
-                                                          "--set", pair]))
+        stage_config_from_args(build_parser().parse_args([*argv, "--set", pair]))
     stage_config_from_args(build_parser().parse_args(["pretrain", "--preset", "tiny", "--method", "cocondenser",
-                                                      "--init", "x", "--set", "stage.chunk_size=8"]))
+                                                      "--init", "x", "--set", "stages.cocondenser.chunk_size=8"]))
 
 
 @pytest.mark.parametrize("pairs", [["chunk_size=8", "min_span=4", "mlm_weight=0.5"],
-                                   ["pretraining.chunk_size=8"], ["pretraining.min_span=4"], ["stage.chunk_size=8"],
-                                   ["stage.min_span=4"], ["mlm_weight=0.5"]])
+                                   ["stages.cocondenser.chunk_size=8"], ["stages.cocondenser.min_span=4"],
+                                   ["stages.condenser.chunk_size=8"], ["stages.condenser.min_span=4"],
+                                   ["mlm_weight=0.5"]])
 def test_the_condenser_stage_refuses_cocondensers_settings(pairs):
     """``pretrain --method condenser --set chunk_size=8 min_span=4 mlm_weight=0.5``: each is
     either ambiguous (name its path) or a path the Condenser stage does not read; none reaches the
     stage's cache key."""
-    argv = ["pretrain", "--preset", "tiny", "--method", "condenser"] + [a for p in pairs for a in ("--set", p)]
-    with pytest.raises(ConfigError, match="ambiguous|does not read it|condenser stages do not"):
+    argv = ["pretrain", "--preset", "tiny", "--method", "condenser", "--init", "x"] + [a for p in pairs for a in ("--set", p)]
+    with pytest.raises(ConfigError, match="ambiguous|trains by stages.condenser|condenser stages do not"):
         stage_config_from_args(build_parser().parse_args(argv))
 
 
@@ -190,7 +219,7 @@ def test_one_set_dialect_finetune_reads_the_experiments_keys():
     """``finetune --set finetune.lr=...`` is the recipe ``experiments --set finetune.lr=...`` would
     fine-tune with; a bare name that one path ends in (``train_n_passages``) stands for it."""
     def recipe(*pairs):
-        return _recipe(build_parser().parse_args(["finetune", "--init", "x", "--output-dir", "o", "--data", "scifact", "--preset", "tiny",
+        return recipe_from_args(build_parser().parse_args(["finetune", "--init", "x", "--output-dir", "o", "--data", "scifact", "--preset", "tiny",
                                                   *[a for p in pairs for a in ("--set", p)]]))
 
     dotted, plain = recipe("finetune.lr=0.0002", "finetune.train_n_passages=4"), recipe("finetune.lr=0.0002", "train_n_passages=4")
@@ -205,10 +234,10 @@ def test_pretrain_command_paper_preset():
 
 
 def test_preset_settings_are_paths():
-    preset = apply_settings(get_preset("micro"), parse_settings(["finetune.lr=2e-4", "s1_steps=5", "seeds=[0, 1, 2]",
-                                                                 "model.tokenizer=t"]))
-    assert (preset.finetune.lr, preset.pretraining.s1_steps, preset.seeds, preset.model.tokenizer) == (2e-4, 5, (0, 1, 2), "t")
-    with pytest.raises(ConfigError, match="pretraining.chunk_size or finetune.chunk_size or stage.chunk_size"):
+    preset = apply_settings(get_preset("micro"), parse_settings(["finetune.lr=2e-4", "stages.bert.max_steps=5",
+                                                                 "seeds=[0, 1, 2]", "model.tokenizer=t"]))
+    assert (preset.finetune.lr, preset.stages.bert.max_steps, preset.seeds, preset.model.tokenizer) == (2e-4, 5, (0, 1, 2), "t")
+    with pytest.raises(ConfigError, match="stages.cocondenser.chunk_size or finetune.chunk_size"):
         parse_settings(["chunk_size=4"])  # every owner named
 
 
@@ -221,8 +250,9 @@ def test_pretrain_command_runs_a_stage(tmp_path, monkeypatch, capsys):
     tok = tmp_path / "tok"
     train_wordpiece(["the cat sat on the mat. a dog ran."] * 50, vocab_size=200, save_dir=tok)
     main(["pretrain", "--method", "mlm", "--data-dir", str(MIRROR), "--output-dir", str(tmp_path / "out"),
-          "--set", f"tokenizer={tok}", "--set", "max_steps=1", "--set", "stage.batch_size=2", "--set", "hidden_size=32",
-          "--set", "num_attention_heads=2", "--set", "intermediate_size=64", "--set", "corpus_limit=5",
+          "--set", f"tokenizer={tok}", "--set", "stages.bert.max_steps=1", "--set", "stages.bert.batch_size=2",
+          "--set", "hidden_size=32", "--set", "num_attention_heads=2", "--set", "intermediate_size=64",
+          "--set", "stages.bert.corpus_limit=5",
           "--set", "model.max_len=32"])
     assert is_done(tmp_path / "out")
     assert str(tmp_path / "out") in capsys.readouterr().out
@@ -297,14 +327,15 @@ def test_help_lists_the_presets_of_the_registry():
     assert "paper/full" not in top and "(micro | tiny | paper)" not in finetune
 
 
-@pytest.mark.parametrize("setting", ["max_steps=0", "stage.grad_accum=0"])
+@pytest.mark.parametrize("setting", ["stages.bert.max_steps=0", "stages.bert.grad_accum=0"])
 def test_a_stage_of_no_updates_is_refused_before_the_estimate(setting, capsys):
-    """``--set max_steps=0`` would be estimated as nothing to do and fail after loading the data:
+    """``--set stages.bert.max_steps=0`` would be estimated as nothing to do and fail after loading the data:
     refused at once, one line naming the setting."""
     with pytest.raises(SystemExit, match="^1$"):
         main(["pretrain", "--preset", "small", "--method", "mlm", "--set", setting, "--dry-run"])
     captured = capsys.readouterr()
-    assert f"StageConfig.{setting.split('=')[0].removeprefix('stage.')}=0 must be > 0" in captured.err and "estimate" not in captured.out
+    name = setting.split("=")[0].rpartition(".")[2]
+    assert f"StageRecipe.{name}=0 must be > 0" in captured.err and "estimate" not in captured.out
 
 
 def mirror_with(beir: Path, tmp_path: Path, name: str, content: bytes) -> Path:
@@ -343,8 +374,8 @@ CASES = {
                              "no model folder"),
     "weights cut short": (lambda b, r, t: ["search", "--model", truncated_copy(r, t / "cut"), "--data-dir", b],
                           "as AutoModel (SafetensorError"),
-    "--set max_steps=abc": (lambda b, r, t: ["pretrain", "--set", "max_steps=abc"],
-                            "--set stage.max_steps=abc: stage.max_steps takes an integer"),
+    "--set max_steps=abc": (lambda b, r, t: ["pretrain", "--set", "stages.bert.max_steps=abc"],
+                            "--set stages.bert.max_steps=abc: stages.bert.max_steps takes an integer"),
     "--set finetune.batch_size=eight": (lambda b, r, t: ["finetune", "--init", r, "--output-dir", t / "ft", "--set",
                                                          "finetune.batch_size=eight"],
                                         "--set finetune.batch_size=eight: finetune.batch_size takes an integer"),
@@ -353,7 +384,7 @@ CASES = {
                                            "hidden_size=32 must be divisible by num_attention_heads=3"),
     "a repeated pre-training seed": (lambda b, r, t: ["experiments", "--preset", "micro", "--set",
                                                       "pretrain_seeds=[1, 1]", "--dry-run"],
-                                     "must be None (one seed: pretraining.seed) or distinct seeds"),
+                                     "must be None (one seed: stages.bert.seed) or distinct seeds"),
 }
 
 
@@ -391,7 +422,7 @@ def test_a_condenser_head_deeper_than_the_init_is_one_line(retriever, tmp_path, 
     line = one_error_line(cli(["pretrain", "--method", "condenser", "--preset", "micro", "--init", retriever,
                                "--output-dir", tmp_path / "p"], capsys))
     assert line == (f"error: --init {retriever} has 2 layers, but the Condenser head reads layer skip_from=2; pass "
-                    "--set skip_from=1 (or lower), or an --init with more layers")
+                    "--set model.skip_from=1 (or lower), or an --init with more layers")
 
 
 def _not_reached(*args, **kwargs):

@@ -60,12 +60,12 @@ def test_the_scaling_parts_are_the_registered_points():
     study = study_module()
     small = get_preset("small")
     assert SCALING_SEEDS == (42, 43, 44)
-    steps = {p: study.part_preset(p, small)[0].pretraining.s2_steps for p in study.SERIES["training length"]}
+    steps = {p: study.part_preset(p, small)[0].stages.condenser.max_steps for p in study.SERIES["training length"]}
     assert steps == {"e0": 3000, "e1": 12000, "l48": 48000}
     s1x4, arm = study.part_preset("s1x4", small)
-    assert (s1x4.pretraining.s1_steps, s1x4.pretraining.s2_steps, arm) == (48000, 3000, "condenser")
+    assert (s1x4.stages.bert.max_steps, s1x4.stages.condenser.max_steps, arm) == (48000, 3000, "condenser")
     w = study.part_preset("w256", small)[0]
-    assert (w.model.hidden_size, w.model.intermediate_size, w.pretraining.s2_steps) == (256, 1024, 3000)
+    assert (w.model.hidden_size, w.model.intermediate_size, w.stages.condenser.max_steps) == (256, 1024, 3000)
 
 
 def fake_part(flops, reliance_by_seed, relies):

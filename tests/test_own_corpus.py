@@ -38,7 +38,8 @@ def condenser_dir(tmp_path_factory):
 @pytest.mark.protocol  # pre-trains (condenser_dir, then coCondenser)
 def test_pretrain_cocondenser_on_a_folder_reports_short_documents(condenser_dir, tmp_path, capsys):
     common = ["pretrain", "--method", "cocondenser", "--init", str(condenser_dir), "--corpus", str(FOLDER),
-              "--set", "max_steps=2", "--set", "stage.batch_size=4", "--set", "stage.save_every=null"]
+              "--set", "stages.cocondenser.max_steps=2", "--set", "stages.cocondenser.batch_size=4",
+              "--set", "stages.cocondenser.save_every=null"]
     main([*common, "--output-dir", str(tmp_path / "co16")])
     printed = capsys.readouterr().err  # the command line prints the warning as one line
     record = json.loads((tmp_path / "co16" / DONE_FILE).read_text())
@@ -83,14 +84,14 @@ def test_experiments_on_a_folder_runs_the_whole_protocol(tokenizer_dir, tmp_path
     monkeypatch.setenv("CONDENSER_LITE_DATA", str(MIRROR))
     out = tmp_path / "results.json"
     main(["experiments", "--preset", "micro", "--task", str(FOLDER), "--set", f"tokenizer={tokenizer_dir}",
-          "--set", "pretraining.min_span=4", "--out", str(out)])
+          "--set", "stages.cocondenser.min_span=4", "--out", str(out)])
     results = json.loads(out.read_text())
     assert results["task"] == {"name": "bike_beir", "split": "test", "corpus": 42, "train_queries": 8,
                                "eval_queries": 10}
     co = results["arms"]["cocondenser"]
     stage = json.loads((Path(co["checkpoint"]) / DONE_FILE).read_text())
     assert stage["config"]["corpus"] == str(FOLDER.resolve())  # coCondenser pre-trained on the folder's corpus
-    assert stage["documents"] == 40 and stage["config"]["min_span"] == 4  # micro: target_limit 40 and co["pretrain_steps"] == 2
+    assert stage["documents"] == 40 and stage["config"]["min_span"] == 4  # micro: stages.cocondenser.corpus_limit 40 and co["pretrain_steps"] == 2
     assert set(results["retrieval"]["cocondenser"]["round1"]) == {"4", "8"}
     assert "nDCG@10" in results["bm25"]["full"] and results["claims"]
     assert "bike_beir" in capsys.readouterr().out
@@ -132,8 +133,8 @@ def test_pretrain_mlm_and_condenser_on_your_own_corpus(condenser_dir, tmp_path, 
     monkeypatch.setenv("CONDENSER_LITE_DATA", str(MIRROR))
     lines = tmp_path / "my_text.txt"
     lines.write_text("\n".join(json.loads(r)["text"] for r in (FOLDER / "corpus.jsonl").read_text().splitlines()))
-    common = ["--init", str(condenser_dir), "--set", "max_steps=2", "--set", "stage.batch_size=4", "--set", "stage.save_every=null",
-              "--set", "stage.eval_blocks=8"]
+    common = ["--init", str(condenser_dir), "--set", "stages.condenser.max_steps=2", "--set", "stages.condenser.batch_size=4",
+              "--set", "stages.condenser.save_every=null", "--set", "stages.condenser.eval_blocks=8"]
     for method, corpus in (("mlm", lines), ("condenser", FOLDER)):
         out = tmp_path / method
         main(["pretrain", "--method", method, "--corpus", str(corpus), *common, "--output-dir", str(out)])

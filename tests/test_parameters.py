@@ -53,7 +53,7 @@ def test_parse_settings_reads_papermills_string_and_a_list(value):
 
 
 @pytest.mark.parametrize("value, message", [
-    ("lr=1", "parameter 'settings' lr=1: setting 'lr' is ambiguous: name its path, pretraining.lr or"),
+    ("lr=1", "parameter 'settings' lr=1: setting 'lr' is ambiguous: name its path, stages.bert.lr or"),
     ("finetune.nope=1", "parameter 'settings' finetune.nope=1: unknown setting 'finetune.nope'; finetune's fields:"),
     ("model.hidden_size=wide", "parameter 'settings' model.hidden_size=wide: model.hidden_size takes an integer"),
     ("finetune.lr", "parameter 'settings' expects path=value")])

@@ -163,7 +163,7 @@ class SpanPairs:
         share = self.n_skipped / max(self.n_documents, 1)
         return (f"coCondenser spans: skipped {self.n_skipped} of {self.n_documents} documents ({share:.0%}) shorter "
                 f"than 2 x min_span = {2 * self.min_span} tokens; lower min_span (pretrain --min-span N, or "
-                f"--set stage.min_span=N) to keep them")
+                f"--set stages.cocondenser.min_span=N) to keep them")
 
     def draw(self, epoch: int) -> tuple[np.ndarray, np.ndarray]:
         """``(starts, lengths)``, each ``[n_docs, 2]``: the spans of every kept document in ``epoch``."""

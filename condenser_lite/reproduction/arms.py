@@ -2,20 +2,22 @@
 
 The arms share one tokenizer, one architecture, one data order and equal pre-training steps
 (``registry.ARMS``) -- equal steps, not equal compute: a Condenser step also runs its head, a
-coCondenser step two spans per document (``training/accounting.py`` measures each arm's cost):
+coCondenser step two spans per document (``training/accounting.py`` measures each arm's cost).
+Each arm's last stage trains by one of the preset's named stages (``ARM_STAGES``):
 
-1. ``bert``: MLM from scratch on the general corpus for ``s1_steps``;
-2. ``bert_cont``: arm 1 + ``s2_steps`` more MLM steps (the equal-step control);
-3. ``condenser``: arm 1 + ``s2_steps`` Condenser steps (a fresh head, paper section 3.4);
-4. ``cocondenser``: arm 3 + ``s3_steps`` coCondenser steps on the target corpus (head loaded);
-5. ablations at the same ``s3_steps``: ``co_contrastive_only`` (``mlm_weight=0``, coCondenser
+1. ``bert``: MLM from scratch on the general corpus, by ``stages.bert``;
+2. ``bert_cont``: arm 1 + MLM by ``stages.condenser`` (the equal-step control);
+3. ``condenser``: arm 1 + Condenser by ``stages.condenser`` (a fresh head, paper section 3.4);
+4. ``cocondenser``: arm 3 + coCondenser on the target corpus by ``stages.cocondenser`` (head loaded);
+5. ablations by ``stages.cocondenser`` too: ``co_contrastive_only`` (``mlm_weight=0``, coCondenser
    table 4's "+ contrastive loss") and ``co_mlm_only`` (``co_weight=0``: Condenser MLM on the
    target corpus, the Condenser preprint's "continue training");
-6. where a preset names it, ``condenser_mod``: arm 1 + ``s2_steps`` steps of a Condenser with
+6. where a preset names it, ``condenser_mod``: arm 1 + a Condenser by ``stages.condenser`` with
    the preset's ``modified_condenser`` changes (a deviation the mechanism page chose);
 7. its two controls: ``bert_cont_flops`` (arm 1 + MLM for the modified Condenser's FLOPs,
-   ``rules.EQUAL_FLOPS_RATIO`` x ``s2_steps`` updates) and ``condenser_mod_nocls`` (the
-   modified Condenser whose head reads a learned constant instead of the late [CLS]).
+   ``rules.EQUAL_FLOPS_RATIO`` x ``stages.condenser.max_steps`` updates) and
+   ``condenser_mod_nocls`` (the modified Condenser whose head reads a learned constant instead
+   of the late [CLS]).
 
 Each arm is pre-trained through ``presets.stage_config`` (``pretrain_arm``), fine-tuned as a
 retriever through the recipe's ``finetune.finetune_round`` (``finetune_arm``), as an STS-b
@@ -55,6 +57,10 @@ from .registry import ARMS, MODIFIED_ARM, PARENT
 from .rules import EQUAL_FLOPS_RATIO
 from .tasks import Task, sts_data
 
+# the named stage each arm's last stage trains by (presets.stage_config picks it from the method and start)
+ARM_STAGES = {"bert": "bert", **dict.fromkeys(("bert_cont", "condenser", MODIFIED_ARM, "bert_cont_flops",
+                                              "condenser_mod_nocls"), "condenser"),
+              **dict.fromkeys(("cocondenser", "co_contrastive_only", "co_mlm_only"), "cocondenser")}
 # coCondenser's loss weights per arm (mlm_weight, co_weight): the ablations drop one term
 CO_WEIGHTS = {"cocondenser": (1.0, 1.0), "co_contrastive_only": (0.0, 1.0), "co_mlm_only": (1.0, 0.0)}
 
@@ -82,7 +88,7 @@ def arm_config(arm: str, preset: Preset | str | None, init: str | None) -> Stage
     if arm == MODIFIED_ARM:  # the Condenser stage with the preset's deviation
         return stage_config(preset, "condenser", init, **dict(preset.modified_condenser or {}))
     if arm == "bert_cont_flops":  # MLM for the modified Condenser's FLOPs (rules.EQUAL_FLOPS_RATIO)
-        return stage_config(preset, "mlm", init, max_steps=round(preset.pretraining.s2_steps * EQUAL_FLOPS_RATIO))
+        return stage_config(preset, "mlm", init, max_steps=round(preset.stages.condenser.max_steps * EQUAL_FLOPS_RATIO))
     if arm == "condenser_mod_nocls":  # the modified Condenser, its head reading a learned constant
         return stage_config(preset, "condenser", init, **dict(preset.modified_condenser or {}), head_cls="constant")
     if arm in CO_WEIGHTS:

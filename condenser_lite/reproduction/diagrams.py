@@ -164,8 +164,8 @@ def cocondenser_batch(preset=None, n_docs: int = 3):
     fig, ax = _canvas(13.6, 10.6, inches_per_unit=0.5)
     ax.set_ylim(-2.0, 8.6)
     top = 7.0
-    ax.text(0.2, 8.3, f"{n_docs} documents (the committed run: {p.pretraining.cocondenser_batch} "
-            f"per batch, so {2 * p.pretraining.cocondenser_batch} spans)", fontsize=SMALL)
+    ax.text(0.2, 8.3, f"{n_docs} documents (the committed run: {p.stages.cocondenser.batch_size} "
+            f"per batch, so {2 * p.stages.cocondenser.batch_size} spans)", fontsize=SMALL)
     names = []
     for i, c in enumerate(colors):
         y = top - i * 2.3
@@ -267,7 +267,7 @@ def gradient_cache(preset=None, n_chunks: int = 3):
     _arrow(ax, [(11.6, 6.3), (11.6, 3.1)], color=PURPLE, lw=2.0)
     ax.text(11.8, 4.8, "v_k, cached", fontsize=SMALL, color="#a34d7e", ha="left",
             va="center")
-    chunk = p.pretraining.chunk_size
+    chunk = p.stages.cocondenser.chunk_size
     ax.text(1.35, 1.35, "one chunk's\nactivations in\nmemory at a time" +
             (f"\n({chunk} spans)" if chunk else ""), fontsize=SMALL, ha="center", va="top")
     return fig
@@ -290,21 +290,21 @@ def pipeline(preset=None):
     step counts and the split come from the preset. Shown in chapter 4,
     ``notebooks/04_finetune.ipynb``."""
     p = _preset(preset)
-    t, m, f = p.pretraining, p.model, p.finetune
+    t, m, f = p.stages, p.model, p.finetune
     fig, ax = _canvas(15.0, 10.4, inches_per_unit=0.47)
     ax.text(0.2, 10.1, "pre-training on the general corpus", fontsize=FONT, weight="bold",
             va="center")
     ax.text(8.0, 10.1, "on the target corpus ("
             f"{ {'scifact': 'SciFact', 'msmarco': 'MS MARCO'}.get(p.task, p.task)})", fontsize=FONT, weight="bold",
             va="center")
-    _box(ax, 0.2, 6.6, 3.4, 2.9, f"stage 1: BERT\nMLM from scratch\n{t.s1_steps:,} updates\n"
+    _box(ax, 0.2, 6.6, 3.4, 2.9, f"stage 1: BERT\nMLM from scratch\n{t.bert.max_steps:,} updates\n"
          f"{m.num_hidden_layers} layers\n(ch. 1)", GREY)
     modified = MODIFIED_ARM in p.arms and p.modified_condenser
     # the second column: the continuations of stage 1, each as many updates as the others
-    rows = [(8.2, 1.4, f"BERT-continued\n{t.s2_steps:,} updates of MLM\n(ch. 2, the control)", SKY),
-            (6.7, 1.4, f"Condenser\n{t.s2_steps:,} updates, head on\nlayer {m.skip_from} (ch. 2)", BLUE)]
+    rows = [(8.2, 1.4, f"BERT-continued\n{t.condenser.max_steps:,} updates of MLM\n(ch. 2, the control)", SKY),
+            (6.7, 1.4, f"Condenser\n{t.condenser.max_steps:,} updates, head on\nlayer {m.skip_from} (ch. 2)", BLUE)]
     if modified:
-        rows.append((5.2, 1.4, f"modified Condenser\n{t.s2_steps:,} updates\n"
+        rows.append((5.2, 1.4, f"modified Condenser\n{t.condenser.max_steps:,} updates\n"
                                f"{_change_words(dict(p.modified_condenser))}", PURPLE))
     for y, h, text, colour in rows:
         _arrow(ax, [(3.6, max(min(y + h / 2, 9.2), 6.8)), (4.3, y + h / 2)])
@@ -312,7 +312,7 @@ def pipeline(preset=None):
     _arrow(ax, [(7.8, 7.6), (8.2, 8.0)])  # both from the Condenser, head included
     _arrow(ax, [(7.8, 7.2), (8.2, 6.4)])
     _box(ax, 8.2, 7.4, 3.8, 1.9, f"coCondenser: span pairs,\ncontrastive loss + MLM\n"
-         f"{t.s3_steps:,} updates (ch. 3)", VERMILION, size=SMALL)
+         f"{t.cocondenser.max_steps:,} updates (ch. 3)", VERMILION, size=SMALL)
     _box(ax, 8.2, 5.2, 3.8, 1.7, "ablations: contrastive\nonly, MLM only\n(ch. 3, 4)", ORANGE,
          size=SMALL)
     ax.text(12.2, 8.4, "every arm:\nhead dropped,\nthe backbone's\nlate [CLS] is\nthe vector",

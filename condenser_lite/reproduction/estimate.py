@@ -43,7 +43,7 @@ from ..training.accounting import forward_flops
 from ..training.finetune import round_loop_config
 from ..training.loop import read_log
 from ..training.pretraining import pretrain
-from ..training.pretraining_config import StageConfig
+from ..training.pretraining_config import StageConfig, stage_name
 from ..training.stage_cache import is_done, stage_folder
 from ..utils.cache import CACHE_ENV, cache_dir
 from ..utils.devices import resolve_precision
@@ -145,7 +145,7 @@ def _scratch_cache(folder: Path) -> Iterator[None]:
 def _updates(cfg: StageConfig) -> int:
     if cfg.max_steps is None:  # the paper preset counts epochs of a corpus only the run packs
         raise ConfigError(f"the {cfg.method} stage runs {cfg.epochs} epochs, not a number of updates: the estimate "
-                         "needs one; pass --set max_steps=N (or s1_steps/s2_steps/s3_steps) to time it")
+                         f"needs one; pass --set stages.{stage_name(cfg.method, cfg.init)}.max_steps=N to time it")
     return cfg.max_steps
 
 
@@ -266,7 +266,7 @@ def estimate_protocol(preset: Preset | str | None = "tiny", data_dir: str | None
         n_entropy = sum(k[0] == "entropy" for k in jobs)
         if n_entropy:
             notes.append(f"{n_entropy} attention-entropy measurements not timed (seconds each)")
-    precision = resolve_precision(preset.pretraining.mixed_precision)
+    precision = resolve_precision(preset.stages.bert.mixed_precision)
     return Estimate(preset.name, parts, workers, precision, time.perf_counter() - t0,
                     notes + ([warning] if warning else []))
 

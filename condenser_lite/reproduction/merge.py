@@ -13,7 +13,6 @@ the seeds writes (``tests/reproduction/test_merge.py``). Explained in chapter 8.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -25,6 +24,7 @@ import numpy as np
 from ..utils.errors import ConfigError
 from .protocol import arm_pretrain_seeds, heldout_curve, notes
 from .presets import Preset
+from .settings_tree import preset_from_record
 from .results import RESULTS_VERSION, git, headline, now
 from .rules import stats
 from .scorecard import scorecard
@@ -47,18 +47,22 @@ def read_part(path: str | os.PathLike) -> dict:
     return results
 
 
-def _preset_without_seeds(results: Mapping) -> dict:
-    return {k: v for k, v in (results.get("preset") or {}).items() if k != "pretrain_seeds"}
+def _preset_without_seeds(results: Mapping, name: str) -> dict:
+    """The part's preset as this version writes it (``settings_tree.preset_from_record`` reads
+    either recorded layout), without its pre-training seeds."""
+    preset = preset_from_record(results.get("preset") or {}, name).to_dict()
+    return {k: v for k, v in preset.items() if k != "pretrain_seeds"}
 
 
 def _check_parts(parts: Sequence[Mapping], names: Sequence[str]) -> None:
     """Refuse parts that are not one preset's runs on disjoint pre-training seeds, naming the part
     and the difference."""
     first, name0 = parts[0], names[0]
+    preset0 = _preset_without_seeds(first, name0)
     for part, name in zip(parts[1:], names[1:]):
-        if _preset_without_seeds(part) != _preset_without_seeds(first):
-            differ = sorted(k for k in {**_preset_without_seeds(part), **_preset_without_seeds(first)}
-                            if _preset_without_seeds(part).get(k) != _preset_without_seeds(first).get(k))
+        preset = _preset_without_seeds(part, name)
+        if preset != preset0:
+            differ = sorted(k for k in {**preset, **preset0} if preset.get(k) != preset0.get(k))
             raise ConfigError(f"{name} and {name0} are runs of different settings ({', '.join(differ)}): only "
                               "runs of one preset on different pre-training seeds merge")
         for key in SHARED:
@@ -204,7 +208,7 @@ def merge_results(parts: Sequence[Mapping], names: Sequence[str] | None = None, 
     parts, names = [parts[i] for i in order], [names[i] for i in order]
     _check_parts(parts, names)
     seeds = tuple(s for p in parts for s in p["pretraining_seeds"])
-    preset = Preset(**{**_dataclass_fields(parts[0]["preset"], names[0]), "pretrain_seeds": seeds})
+    preset = preset_from_record(parts[0]["preset"], names[0]).replace(pretrain_seeds=seeds)
     for arm in parts[0]["arms"]:
         have = [s for p in parts if arm in p["arms"] for s in _seeds_of(p, arm)]
         if have != list(arm_pretrain_seeds(preset, arm)):
@@ -228,26 +232,3 @@ def merge_results(parts: Sequence[Mapping], names: Sequence[str] | None = None, 
     merged["claims"] = scorecard(merged)
     merged["headline"] = headline(merged)
     return merged
-
-
-def _dataclass_fields(preset: Mapping, name: str = "the part") -> dict:
-    """A preset's dict back into ``Preset`` arguments (its components rebuilt); ``name`` says
-    whose, in the error for a setting this version does not have."""
-    from ..training.finetune import FinetuneConfig
-    from ..training.pretraining_config import ModelConfig, PretrainingConfig
-    from ..training.similarity import STSConfig
-
-    kinds = {"model": ModelConfig, "pretraining": PretrainingConfig, "finetune": FinetuneConfig, "sts": STSConfig}
-    out = {}
-    for k, v in preset.items():
-        if k in kinds:
-            unknown = sorted(set(v) - {f.name for f in dataclasses.fields(kinds[k])})
-            if unknown:
-                raise ConfigError(f"{name}: its {k} settings name {', '.join(unknown)}, which this version of "
-                                  "condenser_lite does not have; merge parts written by this version (re-run them)")
-            out[k] = kinds[k](**v)
-        elif isinstance(v, list):
-            out[k] = tuple(v)
-        else:
-            out[k] = v
-    return out

@@ -1,24 +1,38 @@
-"""Every setting of the book in one place: four component configs and the named presets built
-from them (nanoGPT style: the defaults are the scaled-down book that runs on a 2-core CPU).
+"""Every setting of the book in one place: four components and the named presets built from
+them (nanoGPT style: the defaults are the scaled-down book that runs on a 2-core CPU).
 
-* ``ModelConfig``: the encoder every arm shares (shape, vocabulary, where the Condenser head reads);
-* ``PretrainingConfig``: how the pre-training stages train (steps, batches, learning rates);
-* ``FinetuneConfig``: the retriever recipe, both rounds (Tevatron's knobs);
-* ``STSConfig``: the STS-b bi-encoder (Sentence-BERT's knobs);
+* ``model`` (``ModelConfig``): the encoder every arm shares (shape, vocabulary, where the
+  Condenser head reads);
+* ``stages`` (``Stages``): the pre-training stages by name, each a ``StageRecipe`` under the names
+  the stage itself uses: ``stages.bert`` (MLM from scratch), ``stages.condenser`` (continuing it on
+  the general corpus; the MLM controls read it too, to match its budget), ``stages.cocondenser``
+  (on the target corpus; the ablations read it too);
+* ``finetune`` (``FinetuneConfig``): the retriever recipe, both rounds (Tevatron's knobs);
+* ``sts`` (``STSConfig``): the STS-b bi-encoder (Sentence-BERT's knobs);
 * ``Preset``: those four plus the protocol's own choices (arms, seeds, task, training sizes,
   metrics) under a name.
+
+Each setting has one path (``settings_tree``): ``stages.cocondenser.lr``, ``model.hidden_size``,
+``finetune.lr``, ``seeds``. Follow ``stages.cocondenser.lr`` from the command line to the
+optimizer: ``--set stages.cocondenser.lr=1e-4`` (or a chapter's ``-p settings``) is read by
+``parameters.parse_settings`` into ``{"stages.cocondenser.lr": 1e-4}``; ``Preset.replace`` sets
+``preset.stages.cocondenser.lr``; ``stage_config(preset, "cocondenser", init)`` builds the stage
+as that recipe plus the method, the start, the corpus and the model (``StageConfig.of``: every
+field under its own name), so ``StageConfig.lr`` is the recipe's; ``pretraining.stage_loop_config``
+hands it to the training loop's ``TrainConfig.lr`` (``LOOP_FIELDS``, the same names), which sets
+the AdamW learning rate. No setting is renamed on the way.
 
 ``PRESETS`` holds the named presets: ``micro`` (the whole protocol in seconds, for tests),
 ``tiny`` (the first scaled-down recipe, and the live cells' short stages), ``small`` (the
 committed run the book reads, chosen on the study page), ``colab`` (the papers' published
 checkpoints fine-tuned on the small run's task, sized for one free Colab GPU session) and
-``paper`` (the papers' checkpoints, data and hyper-parameters; also reachable as ``full``). The command line's
-``--preset``, the chapters' ``preset`` parameter, ``presets.stage_config`` and the protocol
+``paper`` (the papers' checkpoints, data and hyper-parameters; also reachable as ``full``). The
+command line's ``--preset``, the chapters' ``preset`` parameter, ``stage_config`` and the protocol
 all read them through ``get_preset``. A new preset is one definition, e.g. a wider model with
-longer blocks::
+longer blocks and a longer first stage::
 
     WIDE = Preset(name="wide", model=ModelConfig(hidden_size=256, max_len=128),
-                  pretraining=PretrainingConfig(s1_steps=4000, batch_size=64, lr=5e-4),
+                  stages=Stages().with_changes(bert={"max_steps": 4000, "batch_size": 64, "lr": 5e-4}),
                   finetune=FinetuneConfig(train_n_passages=4, p_max_len=128))
 
 ``RETRIEVAL_RECIPES`` holds the papers' fine-tuning recipe per data set (MS MARCO, NQ) for the
@@ -34,7 +48,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ..training.finetune import FinetuneConfig
-from ..training.pretraining_config import ModelConfig, PretrainingConfig, StageConfig
+from ..training.pretraining_config import STAGES, ModelConfig, StageConfig, Stages, stage_name
 from ..training.similarity import STSConfig
 from ..utils.errors import ConfigError
 from .registry import ARMS, CONTROL_ARMS, MAIN_ARMS, MODIFIED_ARM, STANDARD_ARMS
@@ -50,7 +64,7 @@ class Preset:
     is pre-trained and evaluated like a main arm. ``pretrained`` maps arms to existing checkpoints (Hub
     ids at full scale), which skip pre-training; ``seeds``: fine-tuning seeds (the spread the
     scorecard compares against); ``pretrain_seeds``: pre-training seeds of the main arms (``None``:
-    the pre-training config's ``seed`` only); with more than one, the main arms are pre-trained
+    ``stages.bert.seed`` only, for every stage of an arm); with more than one, the main arms are pre-trained
     once per seed, every fine-tuning seed runs on each, and the spread covers both (the ablations
     are pre-trained with the first ``ablation_pretrain_seeds`` of them only). Retrieval: ``task`` (``"scifact"`` or any BEIR name
     or the path of a BEIR-format folder: fine-tuned on its ``train`` split, evaluated on ``test``,
@@ -64,7 +78,7 @@ class Preset:
 
     name: str = "tiny"
     model: ModelConfig = ModelConfig()
-    pretraining: PretrainingConfig = PretrainingConfig()
+    stages: Stages = Stages()
     finetune: FinetuneConfig = FinetuneConfig()
     sts: STSConfig = STSConfig()
     arms: tuple[str, ...] = STANDARD_ARMS
@@ -88,7 +102,7 @@ class Preset:
     micro_train_queries: int | None = None
     micro_test_queries: int | None = None
     micro_sts_pairs: int | None = None  # caps STS train (the "full" size) and test pairs
-    components: ClassVar[tuple[str, ...]] = ("model", "pretraining", "finetune", "sts")
+    components: ClassVar[tuple[str, ...]] = ("model", "stages", "finetune", "sts")
 
     def __post_init__(self) -> None:
         unknown = [a for a in self.arms if a not in ARMS]
@@ -107,56 +121,47 @@ class Preset:
         if not isinstance(self.task, str) or not self.task.strip():
             raise ConfigError(f"Preset.task={self.task!r}: use 'scifact' (or another BEIR name), 'msmarco' (full "
                              "scale) or the path of a folder in BEIR's format")
-        if self.pretraining.cocondenser_head not in ("load", "random"):
-            raise ConfigError(f"pretraining.cocondenser_head={self.pretraining.cocondenser_head!r}: "
-                             "use 'load' or 'random'")
+        if not isinstance(self.stages, Stages):
+            raise ConfigError(f"Preset.stages={self.stages!r} must be a Stages (one StageRecipe per stage)")
         if self.pretrain_seeds is not None and (not self.pretrain_seeds or len(set(self.pretrain_seeds))
                                                 < len(self.pretrain_seeds)):
             raise ConfigError(f"Preset.pretrain_seeds={self.pretrain_seeds!r} must be None (one seed: "
-                             "pretraining.seed) or distinct seeds, e.g. (42, 43)")
+                             "stages.bert.seed) or distinct seeds, e.g. (42, 43)")
         if not self.train_sizes:
             raise ConfigError("Preset.train_sizes must list at least one training size (None = all queries)")
 
-    def locate(self, key: str) -> tuple[str | None, str]:
-        """``(component, field)`` that ``key`` names in the settings tree (``setting_path``): a
-        field of the preset (component None) or a component's, dotted (``"finetune.lr"``) or by a
-        name that only one setting of the tree has (``"s1_steps"``); a whole component by its name."""
-        if key in self.components:
-            return None, key
-        path = setting_path(key)
-        part, _, name = path.rpartition(".")
-        if part == STAGE:
-            raise ConfigError(f"{path} is a setting of the one stage `pretrain` runs, not of a preset; set the "
-                              "preset's own, e.g. pretraining.s1_steps or pretraining.lr")
-        return part or None, name
+    def locate(self, key: str) -> tuple[str, ...]:
+        """The path ``key`` names in the settings tree (``settings_tree.setting_path``), as its
+        parts: a field of the preset (``("seeds",)``), a component's (``("finetune", "lr")``), a
+        stage's (``("stages", "cocondenser", "lr")``, also by a bare name that one path ends in),
+        a whole component (``("model",)``) or a whole stage (``("stages", "bert")``)."""
+        from .settings_tree import setting_path
+
+        parts = tuple(key.strip().split("."))
+        if parts[0] in self.components and (len(parts) == 1 or (parts[0] == "stages" and len(parts) == 2
+                                                               and parts[1] in STAGES)):
+            return parts
+        return tuple(setting_path(key).split("."))
 
     def get(self, key: str) -> Any:
         """The value of ``key`` (see ``locate``)."""
-        part, name = self.locate(key)
-        return getattr(self if part is None else getattr(self, part), name)
+        value: Any = self
+        for part in self.locate(key):
+            value = getattr(value, part)
+        return value
 
     def replace(self, **changes: Any) -> "Preset":
         """A copy with ``changes``: a field (``seeds=(0,)``), a whole component
-        (``finetune=FinetuneConfig(...)``), or one field of a component, dotted
-        (``**{"finetune.lr": 1e-4}``) or as a keyword when the name is unique across components
-        (``tokenizer=...``, ``s1_steps=...``; ``lr``, ``batch_size``, ... need the dotted form)."""
-        top: dict[str, Any] = {}
-        parts: dict[str, dict[str, Any]] = {}
-        for key, value in changes.items():
-            part, name = self.locate(key)
-            if part is None:
-                top[name] = value
-            else:
-                parts.setdefault(part, {})[name] = value
-        for part, values in parts.items():
-            top[part] = dataclasses.replace(top.get(part, getattr(self, part)), **values)
-        return dataclasses.replace(self, **top)
+        (``finetune=FinetuneConfig(...)``), or a setting by its path
+        (``**{"stages.cocondenser.lr": 1e-4, "finetune.lr": 1e-4}``) or by a bare name that only
+        one path ends in (``tokenizer=...``; ``lr``, ``max_steps``, ... need the path)."""
+        return _replaced(self, {self.locate(key): value for key, value in changes.items()})
 
     @property
     def pretraining_seeds(self) -> tuple[int, ...]:
         """The pre-training seeds of the main arms: ``pretrain_seeds``, else the pre-training
-        config's ``seed`` alone. Chapter 4."""
-        return tuple(self.pretrain_seeds) if self.pretrain_seeds else (self.pretraining.seed,)
+        stage's ``seed`` alone (every stage of an arm's chain runs on the arm's seed). Chapter 4."""
+        return tuple(self.pretrain_seeds) if self.pretrain_seeds else (self.stages.bert.seed,)
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -165,54 +170,16 @@ class Preset:
         return d
 
 
-def _field_names(obj: Any) -> set[str]:
-    return {f.name for f in dataclasses.fields(obj)}
-
-
-# ---- the settings tree, addressed by path ----------------------------------------------------
-#
-# Every setting has one path: a preset's own field by its name (``seeds``, ``task``), a component's
-# as ``<component>.<field>`` (``model.hidden_size``, ``pretraining.s1_steps``, ``finetune.lr``,
-# ``sts.epochs_full``), and a field of the one stage ``pretrain`` runs as ``stage.<field>``
-# (``stage.max_steps``, ``stage.mlm_probability``). ``--set``, a chapter's ``settings`` and
-# ``Preset.replace`` read paths; a bare name stands for the one path that ends in it, and one
-# that several paths end in (``lr``) is refused, naming them.
-
-STAGE = "stage"
-# StageConfig fields that are no path: the model is ``model.*``, and what a stage starts from and
-# reads are ``pretrain``'s flags (--method, --init, --corpus)
-STAGE_FLAGS = ("method", "init", "corpus", "model")
-
-
-def setting_tree() -> dict[str, tuple[type, str]]:
-    """Every path of the settings tree -> ``(the config class that holds it, its field)``. Chapter 4."""
-    tree = {f.name: (Preset, f.name) for f in dataclasses.fields(Preset) if f.name not in Preset.components}
-    for part in Preset.components:
-        cls = type(getattr(Preset(), part))
-        tree.update({f"{part}.{f.name}": (cls, f.name) for f in dataclasses.fields(cls)})
-    tree.update({f"{STAGE}.{f.name}": (StageConfig, f.name) for f in dataclasses.fields(StageConfig)
-                 if f.name not in STAGE_FLAGS})
-    return tree
-
-
-def setting_path(key: str) -> str:
-    """The path ``key`` names: itself, or the one path ending in a bare ``key``; an unknown or
-    ambiguous key raises ``ConfigError`` naming the paths to choose from. Chapter 4."""
-    tree = setting_tree()
-    key = key.strip().replace("-", "_")
-    if key in tree:
-        return key
-    if "." not in key:
-        owners = [p for p in tree if p.rpartition(".")[2] == key]
-        if len(owners) == 1:
-            return owners[0]
-        if owners:
-            raise ConfigError(f"setting {key!r} is ambiguous: name its path, " + " or ".join(owners))
-    part = key.partition(".")[0]
-    roots = ", ".join([*Preset.components, STAGE])
-    fields = sorted(p.rpartition(".")[2] for p in tree if p.startswith(f"{part}."))
-    known = f"{part}'s fields: {', '.join(fields)}" if fields else f"paths start with {roots} or name a preset field"
-    raise ConfigError(f"unknown setting {key!r}; {known} (e.g. model.hidden_size, pretraining.lr, finetune.lr)")
+def _replaced(obj: Any, changes: Mapping[tuple[str, ...], Any]) -> Any:
+    """``obj`` (a dataclass) with ``changes`` by path parts, nested configs replaced inside."""
+    direct = {path[0]: value for path, value in changes.items() if len(path) == 1}
+    deeper: dict[str, dict[tuple[str, ...], Any]] = {}
+    for path, value in changes.items():
+        if len(path) > 1:
+            deeper.setdefault(path[0], {})[path[1:]] = value
+    for name, inner in deeper.items():
+        direct[name] = _replaced(direct.get(name, getattr(obj, name)), inner)
+    return dataclasses.replace(obj, **direct)
 
 
 # ---- the named presets -----------------------------------------------------------------------
@@ -222,8 +189,9 @@ TINY = Preset()
 MICRO = Preset(
     name="micro", seeds=(0, 1),
     model=ModelConfig(hidden_size=32, num_attention_heads=2, intermediate_size=64),
-    pretraining=PretrainingConfig(s1_steps=2, s2_steps=2, s3_steps=2, batch_size=4, cocondenser_batch=4,
-                                  general_limit=20, target_limit=40, eval_blocks=16, eval_every=1),
+    stages=Stages().with_changes(every=dict(max_steps=2, batch_size=4, eval_blocks=16, eval_every=1),
+                                 bert=dict(corpus_limit=20), condenser=dict(corpus_limit=20),
+                                 cocondenser=dict(corpus_limit=40)),
     finetune=FinetuneConfig(batch_size=4, q_max_len=32, epochs_round1=1.0, min_steps=2, n_bm25_negatives=4,
                             mine_depth=10, n_mined=3),
     sts=STSConfig(batch_size=4, epochs_low_data=1.0, epochs_full=1.0),
@@ -237,11 +205,11 @@ MICRO = Preset(
 # corpus, 2,000 documents per update through the gradient cache). Two deviations, both stated:
 # * the paper's corpus is English Wikipedia + BookCorpus; we stream wikimedia/wikipedia
 #   20231101.en (the Hub's current Wikipedia; the library has no BookCorpus loader) and keep its
-#   first general_limit = 1,000,000 sections, because a stage materialises its corpus in memory
-#   to pack blocks (8 epochs over those sections);
+#   first 1,000,000 sections (the general stages' corpus_limit), because a stage materialises its
+#   corpus in memory to pack blocks (8 epochs over those sections);
 # * coCondenser continues a Condenser *with its head*, but the published Luyu/condenser has no
-#   head weights, so from it the head starts fresh (cocondenser_head="random", warned when the
-#   stage is built). To follow the paper, pre-train stage 1 yourself (paper_condenser()) and
+#   head weights, so from it the head starts fresh (stages.cocondenser.head="random", warned when
+#   the stage is built). To follow the paper, pre-train stage 1 yourself (paper_condenser()) and
 #   pass it: paper_cocondenser(init=<that folder>) loads its head.
 # The arms with a published checkpoint start from it; those without one (bert_cont, the
 # ablations) would need days of pre-training and are left out.
@@ -260,15 +228,17 @@ NQ_RECIPE = FinetuneConfig(
     min_steps=0, untied=True, chunk_size=32, mixed_precision="auto", mine_depth=200, encode_batch=512,
     embedding_dtype="float16",
 )
+# the general-corpus stages: ~1,024 sequences per update as 64 x 16 accumulation steps
+PAPER_GENERAL_STAGE = dict(batch_size=1024, grad_accum=16, corpus="wikipedia", corpus_limit=1_000_000)
 PAPER = Preset(
     name="paper",
     model=ModelConfig(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
                       intermediate_size=3072, max_len=128, skip_from=6, n_head_layers=2),
-    pretraining=PretrainingConfig(s1_steps=None, s2_steps=None, s3_steps=None, epochs=8, batch_size=1024,
-                                  grad_accum=16, lr=1e-4, cocondenser_batch=2000, cocondenser_lr=1e-4, chunk_size=128,
-                                  min_span=8, cocondenser_head="random", general_corpus="wikipedia",
-                                  general_limit=1_000_000, mixed_precision="auto", save_every=1000,
-                                  heldout_fraction=None, eval_every=None),
+    stages=Stages().with_changes(
+        every=dict(max_steps=None, epochs=8, lr=1e-4, mixed_precision="auto", save_every=1000, heldout_fraction=None,
+                   eval_every=None),
+        bert=PAPER_GENERAL_STAGE, condenser=PAPER_GENERAL_STAGE,
+        cocondenser=dict(batch_size=2000, chunk_size=128, min_span=8, head="random")),
     finetune=MSMARCO_RECIPE,
     # Sentence-BERT's STS-b settings (Condenser appendix A.1): 4 epochs, 8 for the small sets (the
     # better of 4 and 8 for BERT); weight decay and warm-up are sentence-transformers' defaults.
@@ -300,7 +270,7 @@ COLAB_RECIPE = dataclasses.replace(MSMARCO_RECIPE, epochs_round1=5, epochs_round
                                    embedding_dtype="float32")
 COLAB = dataclasses.replace(
     PAPER, name="colab", task="scifact", finetune=COLAB_RECIPE,
-    pretraining=dataclasses.replace(PAPER.pretraining, general_corpus="general"),
+    stages=PAPER.stages.with_changes(bert=dict(corpus="general"), condenser=dict(corpus="general")),
     train_sizes=(100, None), metrics=("nDCG@10", "RR@10", "R@100"), nb_n=(10, 50), nb_k=(10, 50, 100, 200),
     sts_sizes=(500, 1000, None), entropy_texts=256,
 )
@@ -328,8 +298,9 @@ SMALL_MODIFIED_CONDENSER = {"head_mlm_probability": 0.5}
 SMALL = Preset(
     name="small",
     model=ModelConfig(skip_from=1, n_head_layers=1, dropout=0.0, attn_implementation="eager"),
-    pretraining=PretrainingConfig(s1_steps=12000, s2_steps=3000, s3_steps=400, cocondenser_batch=64,
-                                  mixed_precision="auto", save_every=1000, eval_every=500),
+    stages=Stages().with_changes(every=dict(mixed_precision="auto", save_every=1000, eval_every=500),
+                                 bert=dict(max_steps=12000), condenser=dict(max_steps=3000),
+                                 cocondenser=dict(max_steps=400, batch_size=64)),
     finetune=FinetuneConfig(dropout=0.1),
     sts=STSConfig(dropout=0.1),
     pretrain_seeds=(42, 43, 44, 45, 46),
@@ -371,46 +342,22 @@ def finetune_recipe(name: str) -> FinetuneConfig:
     raise ValueError(f"no fine-tuning recipe {name!r}; choose from {sorted([*PRESETS, *RETRIEVAL_RECIPES])}")
 
 
-# The pre-training settings a stage takes under the same name whatever its method; the others
-# (steps, batch, learning rate, corpus) differ between a stage on the general corpus and coCondenser's.
-STAGE_TRAINING_FIELDS = ("epochs", "weight_decay", "warmup_ratio", "seed", "mixed_precision", "save_every",
-                         "heldout_fraction", "eval_blocks", "eval_every")
-
-
-def stage_sources(preset: Preset | str, method: str, init: str | None = None) -> dict[str, str]:
-    """The stage field -> the ``pretraining`` field it is taken from, for the stage of ``method``
-    from ``init`` (what ``stage_config`` reads, so what ``pretrain --set pretraining.*`` may
-    change). Chapter 2."""
-    preset = get_preset(preset)
-    common = {k: k for k in STAGE_TRAINING_FIELDS}
-    if method == "cocondenser":
-        out = {**common, "corpus_limit": "target_limit", "max_steps": "s3_steps", "batch_size": "cocondenser_batch",
-               "lr": "cocondenser_lr", "chunk_size": "chunk_size", "min_span": "min_span"}
-        if init is not None and init == (preset.pretrained or {}).get("condenser"):
-            out["head"] = "cocondenser_head"
-        return out
-    return {**common, "corpus": "general_corpus", "corpus_limit": "general_limit", "batch_size": "batch_size",
-            "grad_accum": "grad_accum", "lr": "lr", "max_steps": "s1_steps" if init is None else "s2_steps"}
-
-
 def stage_config(preset: Preset | str, method: str, init: str | None = None, **changes) -> StageConfig:
-    """The ``StageConfig`` of one pre-training stage of ``preset`` (chapters 2 and 3).
+    """The ``StageConfig`` of one pre-training stage of ``preset`` (chapters 2 and 3): the recipe of
+    the named stage it runs (``pretraining_config.stage_name``) plus ``method``, ``init``, the
+    corpus and the preset's model (``StageConfig.of``), then ``changes`` to any field.
 
-    ``mlm`` / ``condenser`` read the general corpus: from scratch (``init`` None) for
-    ``s1_steps``, continuing ``init`` for ``s2_steps`` (a Condenser with a fresh head, paper
-    section 3.4). ``cocondenser`` continues ``init`` *with its head* on the preset's target corpus
-    for ``s3_steps``, ``cocondenser_batch`` documents per update and never accumulated.
-    ``stage_sources`` names what each reads. ``changes`` replace any field. The protocol's arms
-    (``arms.arm_config``) and the ``pretrain`` command both build their stages here.
+    ``mlm`` / ``condenser`` read the general corpus: from scratch (``init`` None) by
+    ``stages.bert``, continuing ``init`` by ``stages.condenser`` (a Condenser with a fresh head,
+    paper section 3.4, or its MLM control with the same budget). ``cocondenser`` continues
+    ``init`` *with its head* by ``stages.cocondenser``, on the preset's target corpus (``task``)
+    unless the recipe names another. The protocol's arms (``arms.arm_config``) and the
+    ``pretrain`` command both build their stages here.
     """
     preset = get_preset(preset)
-    taken = {k: getattr(preset.pretraining, v) for k, v in stage_sources(preset, method, init).items()}
-    if method == "cocondenser":
-        fixed = {"head": "load", "corpus": preset.task, "grad_accum": 1}
-    else:
-        fixed = {"head": "random" if method == "condenser" else None}
-    cfg = StageConfig(method=method, init=init, model=preset.model, **{**fixed, **taken})
-    return cfg.replace(**changes)
+    recipe = getattr(preset.stages, stage_name(method, init))
+    corpus = {"corpus": preset.task} if method == "cocondenser" and recipe.corpus is None else {}
+    return StageConfig.of(recipe, method, init, preset.model, **corpus).replace(**changes)
 
 
 def paper_condenser(init: str | None = None, **changes) -> StageConfig:
@@ -421,7 +368,7 @@ def paper_condenser(init: str | None = None, **changes) -> StageConfig:
     What it reads is not the paper's corpus: the paper pre-trains on English Wikipedia +
     BookCorpus; this stage streams ``wikimedia/wikipedia`` 20231101.en (plus WikiText-103 and the
     news sample, ``sources.load_pretraining_corpus(full=True)``) and keeps the first
-    ``general_limit`` = 1,000,000 sections, because a stage packs its corpus into blocks in memory
+    ``stages.condenser.corpus_limit`` = 1,000,000 sections, because a stage packs its corpus into blocks in memory
     and the library has no BookCorpus loader. The 8 epochs run over those sections. Chapter 2."""
     return stage_config(PAPER, "condenser", init=init or PAPER.pretrained["bert"], **changes)
 
@@ -436,7 +383,10 @@ def paper_cocondenser(init: str | None = None, **changes) -> StageConfig:
     * ``paper_cocondenser(init=<folder of pretrain(paper_condenser())>)``: your own stage 1, its
       head loaded, as the paper;
     * ``paper_cocondenser()``: the published ``Luyu/condenser``, which has no head weights, so the
-      head starts fresh (``head="random"``): a deviation, warned when the stage is built.
+      head starts fresh (the preset's ``stages.cocondenser.head="random"``): a deviation, warned
+      when the stage is built.
 
     Explained in chapter 3, ``notebooks/03_cocondenser.ipynb``."""
+    if init is not None:
+        changes = {"head": "load", **changes}
     return stage_config(PAPER, "cocondenser", init=init or PAPER.pretrained["condenser"], **changes)

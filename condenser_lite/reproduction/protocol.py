@@ -435,8 +435,9 @@ def notes(preset: Preset, arms: Mapping[str, dict], heldout_set: Mapping | None,
     out = [
         f"The seed spread covers {spread}.",
         "Arms 2 (bert_cont) and 3 (condenser) both continue arm 1 with a fresh warm-up and linear decay over "
-        "s2_steps; arm 4 and the ablations likewise over s3_steps. The arms take equal steps of the same batch "
-        "size on the same data order: equal steps, not equal compute. " + _compute_note(arms),
+        "stages.condenser.max_steps; arm 4 and the ablations likewise over stages.cocondenser.max_steps. "
+        "The arms take equal steps of the same batch size on the same data order: equal steps, not equal "
+        "compute. " + _compute_note(arms),
         "Spread = sample standard deviation over every run (pre-training and fine-tuning seeds). Verdicts "
         "(rules version 2): each pre-trained model's fine-tuning runs are averaged into one number, and two arms "
         "are compared by a one-sided paired t-test at 5% over pre-training seeds; where an arm has one "
@@ -450,7 +451,7 @@ def notes(preset: Preset, arms: Mapping[str, dict], heldout_set: Mapping | None,
         out.append(ONE_SEED_WARNING[0].upper() + ONE_SEED_WARNING[1:] + ".")
     if heldout_set:
         out.append(
-            f"Held-out gauges: pre-training never sees {preset.pretraining.heldout_fraction:.0%} of the general "
+            f"Held-out gauges: pre-training never sees {preset.stages.bert.heldout_fraction:.0%} of the general "
             f"corpus's documents; every stage is scored on the same {heldout_set['n_blocks']} masked blocks of them "
             f"({heldout_set['n_masked']} masked tokens; for coCondenser stages too). The unigram entropy of those "
             f"tokens is {heldout_set['unigram_entropy']:.2f} nats.")

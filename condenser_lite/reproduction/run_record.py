@@ -27,8 +27,8 @@ def precisions(preset: Preset) -> dict[str, str]:
     """What each component of ``preset`` computes in on this machine (``"auto"`` resolved by
     ``devices.resolve_precision``): recorded in the results' provenance and part of their key.
     Chapter 4."""
-    return {part: resolve_precision(getattr(preset, part).mixed_precision)
-            for part in ("pretraining", "finetune", "sts")}
+    return {part: resolve_precision(preset.get(f"{part}.mixed_precision"))
+            for part in ("stages.bert", "stages.condenser", "stages.cocondenser", "finetune", "sts")}
 
 
 def precision_record(preset: Preset, stages: Mapping[tuple, Mapping]) -> dict:
@@ -42,7 +42,7 @@ def precision_record(preset: Preset, stages: Mapping[tuple, Mapping]) -> dict:
     if len(used) > 1:
         warnings.warn(f"the pre-training stages of this run were computed in different precisions ({by_stage}): "
                       "comparisons between them mix precision; re-run them on one machine (or set "
-                      "pretraining.mixed_precision) for a like-for-like comparison", UserWarning,
+                      "stages.<stage>.mixed_precision) for a like-for-like comparison", UserWarning,
                       stacklevel=4)  # the line that called run_protocol
     cpu = None if torch.cuda.is_available() else cpu_precision().to_dict()
     return {"components": precisions(preset), "stages": by_stage, "mixed": len(used) > 1, "cpu_probe": cpu}

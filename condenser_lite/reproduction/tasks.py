@@ -157,7 +157,7 @@ def entropy_texts(preset: Preset | str | None = None, data_dir: str | None = Non
     general corpus (Wikipedia at full scale, its first sections), a fixed random sample.
     Condenser section 5; explained in chapters 1 and 5."""
     preset = get_preset(preset)
-    if preset.pretraining.general_corpus == "wikipedia":
+    if preset.stages.bert.corpus == "wikipedia":
         corpus = load_pretraining_corpus(data_dir=data_dir, full=True)
         return [r["text"] for r in corpus.take(preset.entropy_texts)]
     corpus = load_pretraining_corpus(data_dir=data_dir)

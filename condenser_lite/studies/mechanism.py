@@ -77,12 +77,13 @@ SEEDS = (42, 43)
 E1_FACTOR = 4  # E1's Condenser stage and control: four times the preset's (small: 12,000 updates)
 E5_HEAD_MLM_PROBABILITY = 0.5  # RetroMAE's decoder masks 50-70%; the lower end
 L48_FACTOR = 16  # the longest Condenser stage of the training-length series: 48,000 updates in small
+BERT_STEPS, CONDENSER_STEPS = "stages.bert.max_steps", "stages.condenser.max_steps"  # the budgets the parts scale
 S1_FACTOR = 4  # S1X4's stage 1: four times the preset's (48,000 updates in small)
 W256 = {"hidden_size": 256, "intermediate_size": 1024}  # four heads of 64: the width series' model
 SCALING_PARTS = ("e0", "e1", "l48", "s1x4", "w256")  # the points of the scaling figure
 PARTS = {  # part: (what it is, the preset's changes, the Condenser stage's changes: a deviation if any)
     "e0": ("the preset's Condenser stage", lambda p: {}, None),
-    "e1": (f"a Condenser stage {E1_FACTOR} times as long", lambda p: {"s2_steps": E1_FACTOR * p.get("s2_steps")},
+    "e1": (f"a Condenser stage {E1_FACTOR} times as long", lambda p: {CONDENSER_STEPS: E1_FACTOR * p.get(CONDENSER_STEPS)},
            None),
     "e2": ("the paper's proportions on a 6-layer backbone: the head reads layer 3 through 2 layers",
            lambda p: {"num_hidden_layers": 6, "skip_from": 3, "n_head_layers": 2}, None),
@@ -90,10 +91,10 @@ PARTS = {  # part: (what it is, the preset's changes, the Condenser stage's chan
     "e4": ("the head reading the embeddings (skip_from = 0; a deviation)", lambda p: {}, {"skip_from": 0}),
     "e5": (f"the head reading a copy with {E5_HEAD_MLM_PROBABILITY:.0%} of its tokens masked (a deviation)",
            lambda p: {}, {"head_mlm_probability": E5_HEAD_MLM_PROBABILITY}),
-    "l48": (f"a Condenser stage {L48_FACTOR} times as long", lambda p: {"s2_steps": L48_FACTOR * p.get("s2_steps")},
+    "l48": (f"a Condenser stage {L48_FACTOR} times as long", lambda p: {CONDENSER_STEPS: L48_FACTOR * p.get(CONDENSER_STEPS)},
             None),
     "s1x4": (f"the preset's Condenser stage from a stage 1 {S1_FACTOR} times as long",
-             lambda p: {"s1_steps": S1_FACTOR * p.get("s1_steps")}, None),
+             lambda p: {BERT_STEPS: S1_FACTOR * p.get(BERT_STEPS)}, None),
     "w256": ("the preset's Condenser stage on a model of hidden size 256 (its own stage 1)", lambda p: dict(W256), None),
 }
 SERIES = {"training length": ("e0", "e1", "l48"), "stage-1 length": ("s1x4",), "width": ("w256",)}

@@ -103,7 +103,7 @@ def base_run(**changes) -> Run:
     from condenser_lite.reproduction.presets import get_preset
 
     tiny = get_preset("tiny")
-    m, p = tiny.model, tiny.pretraining
+    m, p = tiny.model, tiny.stages.bert
     return Run(layers=m.num_hidden_layers, hidden=m.hidden_size, heads=m.num_attention_heads, vocab=m.vocab_size,
                max_len=m.max_len, batch=p.batch_size, lr=p.lr, warmup=p.warmup_ratio, dropout=m.dropout, **changes)
 
@@ -210,16 +210,10 @@ def build_model(run: Run, tok):
 
 
 def bert_config(run: Run, tok):
-    """The run's BERT config from scratch (``condenser.tiny_bert_config`` of ``Run.stage``'s model,
+    """The run's BERT config from scratch (``ModelConfig.bert_config`` of ``Run.stage``'s model,
     as ``pretraining.build_model`` makes it), for the baselines built outside the library's
     models and for the FLOPs. Chapter 9."""
-    from condenser_lite.modeling.condenser import tiny_bert_config
-
-    m = run.stage().model
-    return tiny_bert_config(vocab_size=len(tok), hidden_size=m.hidden_size, num_hidden_layers=m.num_hidden_layers,
-                            num_attention_heads=m.num_attention_heads, intermediate_size=m.intermediate_size,
-                            max_position_embeddings=m.max_len, pad_token_id=tok.pad_token_id,
-                            hidden_dropout_prob=m.dropout, attention_probs_dropout_prob=m.dropout)
+    return run.stage().model.bert_config(tok)
 
 
 def non_embedding_params(config) -> int:

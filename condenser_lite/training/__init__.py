@@ -8,7 +8,7 @@
 * ``update.py``: one update's gradients and metrics, and the held-out evaluation the loop calls;
 * ``threads.py``: the loop's thread count, two threads only while they pay (chapter 2);
 * ``pretraining_config.py``: a pre-training stage's settings (``ModelConfig``,
-  ``PretrainingConfig``, ``StageConfig``) (chapters 2, 3);
+  ``StageRecipe``, ``Stages``, ``StageConfig``) (chapters 2, 3);
 * ``stage_cache.py``: a stage's cache key, folder and tokenizer (chapter 2);
 * ``pretraining_data.py``: what a stage reads (blocks, span pairs) and the held-out set and
   gauges it logs (chapters 2, 3);

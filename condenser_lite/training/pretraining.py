@@ -21,7 +21,7 @@ from datasets import Dataset
 from tqdm import tqdm
 
 from ..data.sources import load_pretraining_corpus
-from ..modeling.condenser import BertMLM, Condenser, CondenserVariant, deviations, tiny_bert_config
+from ..modeling.condenser import BertMLM, Condenser, CondenserVariant, deviations
 from ..modeling.gradcache import cocondenser_step
 from ..modeling.masking import MLMCollator
 from ..modeling.spans import SpanPairCollator
@@ -31,7 +31,7 @@ from ..utils.loading import check_checkpoint, has_head, read_condenser_config
 from .accounting import stage_compute
 from .checkpoint import save_model
 from .loop import TrainConfig, set_step_seed, train
-from .pretraining_config import StageConfig
+from .pretraining_config import StageConfig, stage_name
 from .pretraining_data import final_gauges, general_blocks, heldout_set, span_pairs, stage_gauges
 from .stage_cache import DONE_FILE, get_tokenizer, is_done, stage_settings
 
@@ -46,7 +46,7 @@ def _check_head_choice(cfg: StageConfig) -> None:
             f"coCondenser starts from {cfg.init!r} with head='load', but that checkpoint has no Condenser head "
             "(the published Luyu/condenser has none). Either pre-train stage 1 yourself "
             "(pretrain(paper_condenser()), then paper_cocondenser(init=<its folder>)), or start the head fresh "
-            "with head='random' (--set head=random), a deviation from the paper.")
+            "with head='random' (--set stages.cocondenser.head=random), a deviation from the paper.")
     if cfg.resolved_head == "random":
         warnings.warn(f"coCondenser stage from {cfg.init!r} with a fresh, untrained Condenser head: a deviation from "
                       "the paper, which continues a Condenser with its trained head (pre-train stage 1 yourself "
@@ -62,10 +62,11 @@ def _check_head_shape(cfg: StageConfig) -> None:
     differ = {k: v for k, v in asked.items() if k in saved and saved[k] != v}
     if differ:
         have = ", ".join(f"{k}={saved[k]}" for k in differ)
-        fix = " ".join(f"--set {k}={saved[k]}" for k in differ)
+        fix = " ".join(f"--set model.{k}={saved[k]}" for k in differ)
         raise ConfigError(f"the Condenser head in {cfg.init!r} was trained with {have}, but this stage asks for "
                           + ", ".join(f"{k}={v}" for k, v in differ.items())
-                          + f"; pass {fix} to continue that head, or --set head=random for a fresh one")
+                          + f"; pass {fix} to continue that head, or --set stages.{stage_name(cfg.method, cfg.init)}.head=random "
+                          "for a fresh one")
 
 
 def build_model(cfg: StageConfig, tokenizer, init_seed: int | None = None):
@@ -92,12 +93,7 @@ def build_model(cfg: StageConfig, tokenizer, init_seed: int | None = None):
     if cfg.method == "cocondenser":
         _check_head_choice(cfg)
     if cfg.init is None:
-        config = tiny_bert_config(
-            vocab_size=len(tokenizer), hidden_size=cfg.model.hidden_size, num_hidden_layers=cfg.model.num_hidden_layers,
-            num_attention_heads=cfg.model.num_attention_heads, intermediate_size=cfg.model.intermediate_size,
-            max_position_embeddings=cfg.model.max_len, pad_token_id=tokenizer.pad_token_id,
-            hidden_dropout_prob=cfg.model.dropout, attention_probs_dropout_prob=cfg.model.dropout,
-        )
+        config = cfg.model.bert_config(tokenizer)
         model = BertMLM.from_config(config) if cfg.method == "mlm" else condenser.from_config(config, **condenser_kw)
     elif cfg.method == "mlm":
         model = BertMLM.from_pretrained(cfg.init)

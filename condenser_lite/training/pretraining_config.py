@@ -1,14 +1,15 @@
-"""The settings of a pre-training stage: the encoder (``ModelConfig``), how a preset's stages
-train (``PretrainingConfig``) and one stage (``StageConfig``).
+"""The settings of a pre-training stage: the encoder (``ModelConfig``), how a stage trains
+(``StageRecipe``), a preset's named stages (``Stages``) and one stage to run (``StageConfig``).
 
 A *stage* is one call of the training loop: a method (``"mlm"``, ``"condenser"`` or
 ``"cocondenser"``), a starting checkpoint, a corpus and a budget. Stages chain: the book's
 "Condenser" arm is the "BERT" arm's checkpoint continued with Condenser pre-training, and
 coCondenser continues that one on the target corpus. A preset holds the encoder every stage
-shares and how its stages train; ``reproduction.presets.stage_config`` builds one stage's
-``StageConfig`` from them (what ``pretraining.pretrain`` runs, the same for the protocol's arms
-and the command line; ``StageConfig``'s own defaults are the ``tiny`` preset's).
-Explained in chapter 2 (``notebooks/02_condenser.ipynb``) and chapter 3
+shares and one recipe per named stage (``stages.bert``, ``stages.condenser``,
+``stages.cocondenser``); ``StageConfig.of`` adds the method, the start and the encoder to a
+recipe, field for field under the same names (``reproduction.presets.stage_config`` picks the
+recipe; ``pretraining.pretrain`` runs the result, the same for the protocol's arms and the
+command line). Explained in chapter 2 (``notebooks/02_condenser.ipynb``) and chapter 3
 (``notebooks/03_cocondenser.ipynb``).
 """
 
@@ -17,6 +18,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar
+
+from transformers import BertConfig
 
 from ..modeling.condenser import HEAD_CLS_SOURCES, PAPER_SWITCHES, deviations
 from ..utils.checks import check_positive, check_types
@@ -57,91 +60,58 @@ class ModelConfig:
             raise ConfigError(f"attn_implementation={self.attn_implementation!r} must be 'sdpa' or 'eager'")
         if not 0 <= self.dropout < 1:
             raise ConfigError(f"dropout={self.dropout!r} must be in [0, 1)")
+        if self.hidden_size % self.num_attention_heads:
+            raise ConfigError(f"hidden_size={self.hidden_size} must be divisible by num_attention_heads="
+                              f"{self.num_attention_heads}; change one of them")
 
-
-@dataclass(frozen=True)
-class PretrainingConfig:
-    """How the pre-training stages train. Steps per stage: ``s1_steps`` (MLM from scratch, arm 1),
-    ``s2_steps`` (continuing a checkpoint with MLM or Condenser, arms 2-3), ``s3_steps``
-    (coCondenser on the target corpus, arm 4 and the ablations); ``None`` trains ``epochs``
-    instead. ``batch_size`` counts sequences per MLM/Condenser update (``grad_accum``
-    micro-batches each); ``cocondenser_batch`` counts documents (two spans each) and is never
-    accumulated, because the contrastive loss needs the whole batch at once: ``chunk_size`` turns
-    on the gradient cache instead. ``min_span``: the shortest span coCondenser cuts (a document
-    needs ``2 * min_span`` tokens, ``spans.SpanPairs``). ``cocondenser_head``: the Condenser head a
-    coCondenser stage starts with when it continues the preset's published Condenser
-    (``Preset.pretrained["condenser"]``): ``"load"`` (its trained head, as the paper) or
-    ``"random"`` (a fresh head: the only choice from a headless published checkpoint, a warned
-    deviation). From any other checkpoint (your own stage 1) the head is loaded.
-    ``general_corpus``: ``"general"`` (the scaled-down mix) or ``"wikipedia"``; ``*_limit``: use
-    only the first N documents (full-scale Wikipedia is streamed, so it needs a limit).
-
-    Held-out evaluation (chapter 2): ``heldout_fraction`` of the general corpus's documents
-    (a hash of each document id, ``packing.heldout_split``) is never trained on; every
-    stage evaluates on ``eval_blocks`` fixed, fixed-masked blocks of it every ``eval_every``
-    steps and after the last one (``None``: after the last one only): the held-out MLM loss and,
-    for a Condenser, the [CLS]-swap gap and the [CLS] cosine. ``heldout_fraction=None`` trains on
-    everything and evaluates nothing. ``save_every``: steps between training checkpoints, so an
-    interrupted stage resumes losing at most that many steps. Chapters 2 and 3."""
-
-    s1_steps: int | None = 1200
-    s2_steps: int | None = 600
-    s3_steps: int | None = 250
-    epochs: float = 1.0
-    batch_size: int = 32
-    grad_accum: int = 1
-    lr: float = 1e-3
-    cocondenser_batch: int = 16
-    cocondenser_lr: float = 1e-3
-    chunk_size: int | None = None
-    min_span: int = 16
-    cocondenser_head: str = "load"
-    weight_decay: float = 0.01
-    warmup_ratio: float = 0.1
-    general_corpus: str = "general"
-    general_limit: int | None = None
-    target_limit: int | None = None
-    seed: int = 42
-    mixed_precision: str = "no"
-    save_every: int | None = 200
-    heldout_fraction: float | None = 0.05
-    eval_blocks: int = 256
-    eval_every: int | None = 100
+    def bert_config(self, tokenizer) -> BertConfig:
+        """The ``transformers.BertConfig`` of this encoder built from scratch with ``tokenizer``'s
+        vocabulary: the shape is this config's alone, the position rows its ``max_len`` (an input
+        longer than the blocks then fails loudly instead of reading rows pre-training never
+        touched), dropout in the hidden states and the attention. Chapter 2."""
+        return BertConfig(vocab_size=len(tokenizer), hidden_size=self.hidden_size,
+                          num_hidden_layers=self.num_hidden_layers, num_attention_heads=self.num_attention_heads,
+                          intermediate_size=self.intermediate_size, max_position_embeddings=self.max_len,
+                          pad_token_id=tokenizer.pad_token_id, hidden_dropout_prob=self.dropout,
+                          attention_probs_dropout_prob=self.dropout)
 
 
 METHODS = ("mlm", "condenser", "cocondenser")
-_MODEL, _TRAINING = ModelConfig(), PretrainingConfig()  # StageConfig's defaults: the tiny preset's
 MODEL_FIELDS = tuple(f.name for f in dataclasses.fields(ModelConfig))
 
 
-@dataclass
-class StageConfig:
-    """One pre-training stage. Defaults: the ``tiny`` preset's settings (``presets.TINY``).
+@dataclass(frozen=True)
+class StageRecipe:
+    """How one pre-training stage trains: every setting of a stage but what it starts from
+    (``method``, ``init``) and the encoder (``model``), which ``StageConfig`` adds. A preset holds
+    one recipe per named stage (``Stages``); the defaults are the ``tiny`` preset's.
 
-    ``init`` is ``None`` (a tiny BERT from scratch with ``tokenizer``'s vocabulary), a checkpoint
-    folder or a Hub id. ``head`` says what a Condenser starts with: ``"random"`` (a fresh head,
-    Condenser from BERT, paper section 3.4) or ``"load"`` (the checkpoint's head, coCondenser from
-    Condenser); ``None`` picks ``"random"`` for ``condenser`` and ``"load"`` for ``cocondenser``.
     ``corpus`` is ``"general"`` (the Wikipedia sample, WikiText-2 and news; at full scale
     ``"wikipedia"``) for ``mlm``/``condenser``, or a retrieval corpus (``"scifact"``,
-    ``"msmarco"``, ``"nq"``) whose documents coCondenser cuts spans from.
-    ``model`` is the encoder (``ModelConfig``: its shape when built from scratch, the tokenizer,
-    ``max_len`` and the head's ``skip_from`` and ``n_head_layers``). ``batch_size`` counts
-    sequences for MLM/Condenser and *documents* (two spans each) for coCondenser.
-    ``mlm_weight``/``co_weight`` weight coCondenser's two terms (table 4's ablations set one to
-    0); ``chunk_size`` turns on the gradient cache. ``replace`` and ``settings`` take and give the
-    model's fields by their own names, beside the stage's, as ``--set`` does. Chapter 2.
+    ``"msmarco"``, ``"nq"``) whose documents coCondenser cuts spans from (in a preset ``None``:
+    its ``task``); ``corpus_limit`` uses only its first N documents (full-scale Wikipedia is
+    streamed, so it needs one). ``head`` says what a Condenser starts with: ``"random"`` (a fresh
+    head, Condenser from BERT, paper section 3.4) or ``"load"`` (the checkpoint's head,
+    coCondenser from Condenser); ``None`` picks ``"random"`` for ``condenser`` and ``"load"`` for
+    ``cocondenser``. ``max_steps`` ``None`` trains ``epochs`` instead. ``batch_size`` counts
+    sequences per MLM/Condenser update (``grad_accum`` micro-batches each) and *documents* (two
+    spans each) for coCondenser, never accumulated: the contrastive loss needs the whole batch at
+    once, so ``chunk_size`` turns on the gradient cache instead. ``min_span``: the shortest span
+    coCondenser cuts (a document needs ``2 * min_span`` tokens, ``spans.SpanPairs``).
+    ``mlm_weight``/``co_weight`` weight coCondenser's two terms (table 4's ablations set one to 0).
 
-    >>> StageConfig().replace(hidden_size=256, lr=1e-4).model.hidden_size
-    256
+    Held-out evaluation (chapter 2): ``heldout_fraction`` of the general corpus's documents (a
+    hash of each document id, ``packing.heldout_split``) is never trained on; the stage evaluates
+    on ``eval_blocks`` fixed, fixed-masked blocks of it every ``eval_every`` steps and after the
+    last one (``None``: after the last one only): the held-out MLM loss and, for a Condenser, the
+    [CLS]-swap gap and the [CLS] cosine. ``heldout_fraction=None`` trains on everything and
+    evaluates nothing. ``save_every``: steps between training checkpoints, so an interrupted
+    stage resumes losing at most that many steps. Chapters 2 and 3.
     """
 
-    method: str = "condenser"
-    init: str | None = None
+    corpus: str | None = "general"
+    corpus_limit: int | None = None
     head: str | None = None
-    corpus: str = "general"
-    corpus_limit: int | None = None  # use only the first N documents (full-scale smoke runs)
-    model: ModelConfig = _MODEL  # tokenizer None: the checkpoint's own, or the book's WordPiece for a new model
     # Condenser (paper section 3; the head's skip_from and n_head_layers are the model's)
     late_mlm: bool = True
     # switches of the Condenser stage that the mechanism page tries (condenser.PAPER_SWITCHES: off)
@@ -154,39 +124,30 @@ class StageConfig:
     # coCondenser (section 3.2-3.3)
     mlm_weight: float = 1.0
     co_weight: float = 1.0
-    chunk_size: int | None = _TRAINING.chunk_size
-    min_span: int = _TRAINING.min_span
+    chunk_size: int | None = None
+    min_span: int = 16
     # optimisation (training.TrainConfig)
     max_steps: int | None = None
-    epochs: float = _TRAINING.epochs
-    batch_size: int = _TRAINING.batch_size
-    grad_accum: int = _TRAINING.grad_accum
-    lr: float = _TRAINING.lr
-    weight_decay: float = _TRAINING.weight_decay
-    warmup_ratio: float = _TRAINING.warmup_ratio
+    epochs: float = 1.0
+    batch_size: int = 32
+    grad_accum: int = 1
+    lr: float = 1e-3
+    weight_decay: float = 0.01
+    warmup_ratio: float = 0.1
     max_grad_norm: float | None = 1.0
-    mixed_precision: str = _TRAINING.mixed_precision
-    seed: int = _TRAINING.seed
-    save_every: int | None = _TRAINING.save_every
-    # held-out evaluation on the general corpus (presets.PretrainingConfig explains them)
-    heldout_fraction: float | None = _TRAINING.heldout_fraction
-    eval_blocks: int = _TRAINING.eval_blocks
-    eval_every: int | None = _TRAINING.eval_every
+    mixed_precision: str = "no"
+    seed: int = 42
+    save_every: int | None = 200
+    # held-out evaluation on the general corpus
+    heldout_fraction: float | None = 0.05
+    eval_blocks: int = 256
+    eval_every: int | None = 100
 
     def __post_init__(self) -> None:
         check_types(self)
         check_positive(self, "lr", "batch_size", "grad_accum", "min_span", "epochs", "max_steps")
-        if not isinstance(self.model, ModelConfig):
-            raise ConfigError(f"model={self.model!r} must be a ModelConfig")
-        if self.method not in METHODS:
-            raise ConfigError(f"method={self.method!r} is not one of {METHODS}")
         if self.head not in (None, "load", "random"):
             raise ConfigError(f"head={self.head!r} must be 'load', 'random' or None")
-        if self.method == "cocondenser" and self.corpus == "general":
-            raise ConfigError("coCondenser pre-trains on a target corpus: set corpus='scifact' (or 'msmarco', ...)")
-        if deviations(self) and self.method != "condenser":
-            raise ConfigError(f"{', '.join(deviations(self))} change a Condenser stage; method={self.method!r} "
-                              f"has no such stage: leave them at {PAPER_SWITCHES}")
         if self.head_cls not in HEAD_CLS_SOURCES:
             raise ConfigError(f"head_cls={self.head_cls!r} must be one of {HEAD_CLS_SOURCES}")
         if self.head_mlm_probability is not None and not self.mlm_probability < self.head_mlm_probability < 1:
@@ -199,11 +160,13 @@ class StageConfig:
                               ">= 1 (or None: evaluate after the last step only)")
 
     # settings only some methods read: set for another, they would change the stage's cache key
-    # and nothing it computes (the gradient cache and the span sampler are coCondenser's)
+    # and nothing it computes (the gradient cache and the span sampler are coCondenser's, and its
+    # contrastive batch is never accumulated)
     READ_ONLY_BY: ClassVar[dict[str, tuple[str, ...]]] = {
         **dict.fromkeys(("mlm_weight", "co_weight", "chunk_size", "min_span"), ("cocondenser",)),
         **dict.fromkeys(("late_mlm", "head", "head_mlm_probability", "detach_early", "head_cls", "skip_from",
                          "n_head_layers"), ("condenser", "cocondenser")),
+        "grad_accum": ("mlm", "condenser"),
     }
 
     @classmethod
@@ -211,9 +174,108 @@ class StageConfig:
         """Those of ``names`` a stage of ``method`` does not read."""
         return [n for n in names if method not in cls.READ_ONLY_BY.get(n, (method,))]
 
+
+RECIPE_FIELDS = tuple(f.name for f in dataclasses.fields(StageRecipe))
+
+# the named stages of a preset: what each runs (the method, and whether it continues a checkpoint)
+STAGES = {"bert": "MLM from scratch on the general corpus",
+          "condenser": "continuing a checkpoint on the general corpus (Condenser, and its MLM controls)",
+          "cocondenser": "coCondenser on the target corpus, continuing a Condenser with its head"}
+
+
+def stage_name(method: str, init: str | None) -> str:
+    """The named stage whose recipe a stage of ``method`` from ``init`` trains with: coCondenser's
+    own, else ``bert`` from scratch and ``condenser`` continuing a checkpoint (its MLM control
+    matches its budget). Chapter 2."""
+    if method not in METHODS:
+        raise ConfigError(f"method={method!r} is not one of {METHODS}")
+    return "cocondenser" if method == "cocondenser" else "bert" if init is None else "condenser"
+
+
+@dataclass(frozen=True)
+class Stages:
+    """A preset's pre-training stages by name, each its ``StageRecipe`` (chapters 2 and 3):
+    ``bert`` (MLM from scratch: the ``bert`` arm), ``condenser`` (continuing a checkpoint on the
+    general corpus: the ``condenser`` arm and its controls ``bert_cont``, ``condenser_mod``, ...,
+    which must match its budget) and ``cocondenser`` (on the target corpus: ``cocondenser`` and
+    its ablations). Their paths are ``stages.<name>.<field>`` (``stages.cocondenser.lr``)."""
+
+    bert: StageRecipe = StageRecipe(max_steps=1200)
+    condenser: StageRecipe = StageRecipe(max_steps=600, head="random")
+    cocondenser: StageRecipe = StageRecipe(max_steps=250, corpus=None, head="load", batch_size=16)
+
+    def __post_init__(self) -> None:
+        for name in STAGES:
+            if not isinstance(getattr(self, name), StageRecipe):
+                raise ConfigError(f"stages.{name}={getattr(self, name)!r} must be a StageRecipe")
+
+    def with_changes(self, every: dict | None = None, **stages: dict) -> "Stages":
+        """A copy with ``every``'s settings in each stage, then each named stage's own
+        (``with_changes(every={"lr": 1e-4}, bert={"max_steps": 500})``)."""
+        unknown = sorted(set(stages) - set(STAGES))
+        if unknown:
+            raise ConfigError(f"unknown stage(s) {unknown}; the stages are {', '.join(STAGES)}")
+        return dataclasses.replace(self, **{
+            name: dataclasses.replace(getattr(self, name), **{**(every or {}), **stages.get(name, {})})
+            for name in STAGES})
+
+    def items(self):
+        """``(name, recipe)`` of each stage, in ``STAGES``' order."""
+        return [(name, getattr(self, name)) for name in STAGES]
+
+
+@dataclass(frozen=True)
+class StageConfig(StageRecipe):
+    """One pre-training stage to run: a ``StageRecipe`` with what it starts from and the encoder
+    (``StageConfig.of`` builds it from a preset's recipe); its defaults are the recipe's.
+
+    ``method``: ``"mlm"``, ``"condenser"`` or ``"cocondenser"``. ``init`` is ``None`` (a tiny
+    BERT from scratch with ``tokenizer``'s vocabulary), a checkpoint folder or a Hub id.
+    ``model`` is the encoder (``ModelConfig``: its shape when built from scratch, the tokenizer,
+    ``max_len`` and the head's ``skip_from`` and ``n_head_layers``). ``replace`` and
+    ``settings`` take and give the model's fields by their own names, beside the stage's.
+    Chapter 2.
+
+    >>> StageConfig().replace(hidden_size=256, lr=1e-4).model.hidden_size
+    256
+    """
+
+    method: str = "condenser"
+    init: str | None = None
+    model: ModelConfig = ModelConfig()  # tokenizer None: the checkpoint's own, or the book's WordPiece for a new model
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not isinstance(self.model, ModelConfig):
+            raise ConfigError(f"model={self.model!r} must be a ModelConfig")
+        if self.method not in METHODS:
+            raise ConfigError(f"method={self.method!r} is not one of {METHODS}")
+        if not self.corpus:
+            raise ConfigError("corpus is not set: name what the stage reads ('general', 'scifact', a path, ...)")
+        if self.method == "cocondenser" and self.corpus == "general":
+            raise ConfigError("coCondenser pre-trains on a target corpus: set corpus='scifact' (or 'msmarco', ...)")
+        if self.method == "cocondenser" and self.grad_accum != 1:
+            raise ConfigError(f"grad_accum={self.grad_accum}: coCondenser's contrastive loss needs the whole batch "
+                              "at once; leave grad_accum at 1 and set chunk_size for the gradient cache")
+        if deviations(self) and self.method != "condenser":
+            raise ConfigError(f"{', '.join(deviations(self))} change a Condenser stage; method={self.method!r} "
+                              f"has no such stage: leave them at {PAPER_SWITCHES}")
+
+    @classmethod
+    def of(cls, recipe: StageRecipe, method: str, init: str | None, model: ModelConfig, **start) -> "StageConfig":
+        """The stage of ``method`` from ``init`` that ``recipe`` trains, on ``model`` (``start``
+        may give its ``corpus``). The settings the method does not read keep their defaults, so a
+        stage's key holds only what it computes with: an MLM control that reads the Condenser
+        stage's recipe does not take its head. A head left to the method (``None``) is named, as
+        the stage will start it, so a stage has one key however its recipe says it. Chapter 2."""
+        own = {name: getattr(recipe, name) for name in RECIPE_FIELDS}
+        own.update({name: getattr(StageRecipe, name) for name in cls.unread(method, RECIPE_FIELDS)})
+        stage = cls(**{**own, **start}, method=method, init=init, model=model)
+        return dataclasses.replace(stage, head=stage.resolved_head) if method != "mlm" else stage
+
     @classmethod
     def setting_names(cls) -> tuple[str, ...]:
-        """The names ``replace``, ``settings`` and ``--set`` use: the stage's fields, the model's
+        """The names ``replace`` and ``settings`` use: the stage's fields, the model's
         in place of ``model``."""
         return tuple(n for f in dataclasses.fields(cls)
                      for n in ((f.name,) if f.name != "model" else MODEL_FIELDS))

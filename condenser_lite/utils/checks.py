@@ -38,7 +38,7 @@ def check_types(obj: object) -> None:
 
 
 # where each config's fields sit in the settings tree (reproduction.presets.setting_tree)
-PATH_ROOTS = {"StageConfig": "stage.", "ModelConfig": "model.", "PretrainingConfig": "pretraining.",
+PATH_ROOTS = {"StageConfig": "stages.<stage>.", "StageRecipe": "stages.<stage>.", "ModelConfig": "model.",
               "FinetuneConfig": "finetune.", "STSConfig": "sts."}
 
 

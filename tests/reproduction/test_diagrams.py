@@ -73,9 +73,9 @@ def test_gradient_cache_diagram_has_both_passes():
 
 def test_pipeline_names_every_stage_and_chapter():
     text = _text(diagrams.pipeline())
-    small = get_preset("small").pretraining
+    small = get_preset("small").stages
     for must in ("stage 1: BERT", "BERT-continued", "Condenser", "coCondenser", "ablations",
-                 "round 1", "BM25", "round 2", "mined", "FAISS", "metrics", f"{small.s1_steps:,}",
+                 "round 1", "BM25", "round 2", "mined", "FAISS", "metrics", f"{small.bert.max_steps:,}",
                  "(ch. 1)", "(ch. 2", "(ch. 3)", "(ch. 4", "(ch. 5)", "(ch. 7)", "(ch. 8)"):
         assert must in text, must
     # the small preset has a modified Condenser arm: drawn with its change; a preset without one is not

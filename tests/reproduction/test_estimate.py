@@ -26,7 +26,7 @@ def test_a_stage_counted_in_epochs_needs_a_number_of_updates():
     from condenser_lite.reproduction.presets import paper_condenser
     from condenser_lite.utils.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="--set max_steps=N"):
+    with pytest.raises(ConfigError, match="--set stages.condenser.max_steps=N to time it"):
         _updates(paper_condenser())
 
 

@@ -1,6 +1,8 @@
 """The presets (condenser_lite/reproduction/presets.py): named, replaced field by field, checked, and
 the paper preset's stages."""
 
+import dataclasses
+
 import pytest
 
 from condenser_lite.modeling.condenser import PAPER_CONDENSER
@@ -13,6 +15,7 @@ from condenser_lite.reproduction.presets import (
     get_preset,
     paper_cocondenser,
     paper_condenser,
+    stage_config,
 )
 from condenser_lite.reproduction.registry import STANDARD_ARMS
 from condenser_lite.utils.errors import ConfigError
@@ -26,23 +29,29 @@ def test_presets():
     assert needed_arms(full.arms, full.pretrained) == ["bert", "condenser", "cocondenser"]
     assert needed_arms(["cocondenser"], {}) == ["bert", "condenser", "cocondenser"]
     assert get_preset("paper") is full and full.name == "paper"
-    changed = tiny.replace(**{"finetune.lr": 5e-4}, s1_steps=10, seeds=(0,))
-    assert (changed.finetune.lr, changed.pretraining.s1_steps, changed.seeds) == (5e-4, 10, (0,))
-    assert changed.pretraining.lr == tiny.pretraining.lr and changed.sts == tiny.sts  # the rest as it was
-    with pytest.raises(ConfigError, match="ambiguous: name its path, pretraining.lr or finetune.lr"):
-        tiny.replace(lr=1e-4)  # pre-training, fine-tuning, STS-b and the stage each have one
+    changed = tiny.replace(**{"finetune.lr": 5e-4, "stages.bert.max_steps": 10}, seeds=(0,))
+    assert (changed.finetune.lr, changed.stages.bert.max_steps, changed.seeds) == (5e-4, 10, (0,))
+    assert changed.stages.condenser == tiny.stages.condenser and changed.sts == tiny.sts  # the rest as it was
+    assert changed.stages.bert == dataclasses.replace(tiny.stages.bert, max_steps=10)
+    with pytest.raises(ConfigError, match="ambiguous: name its path, stages.bert.lr or stages.condenser.lr or "
+                                          "stages.cocondenser.lr or finetune.lr or sts.lr"):
+        tiny.replace(lr=1e-4)  # each stage, fine-tuning and STS-b have one
     with pytest.raises(ValueError, match="unknown preset"):
         get_preset("huge")
     with pytest.raises(ValueError, match="unknown arm"):
         Preset(arms=("bert", "electra"))
     with pytest.raises(ConfigError, match="unknown setting 'steps'"):
         tiny.replace(steps=3)
-    with pytest.raises(ConfigError, match="stage.max_steps is a setting of the one stage `pretrain` runs"):
-        tiny.replace(max_steps=3)
+    with pytest.raises(ConfigError, match="s1_steps is no path of the settings tree: .* set stages.bert.max_steps"):
+        tiny.replace(s1_steps=3)
+    # a whole stage, or a whole component, by its path
+    recipe = dataclasses.replace(tiny.stages.cocondenser, lr=1e-4)
+    assert tiny.replace(**{"stages.cocondenser": recipe}).stages.cocondenser is recipe
+    assert tiny.get("stages.cocondenser.lr") == tiny.stages.cocondenser.lr and tiny.get("model") is tiny.model
     # pre-training seeds: one by default; more pre-train the main arms once each, the ablations once
     from condenser_lite.reproduction.protocol import arm_pretrain_seeds
 
-    assert tiny.pretraining_seeds == (tiny.pretraining.seed,) and micro.pretraining_seeds == (micro.pretraining.seed,)
+    assert tiny.pretraining_seeds == (tiny.stages.bert.seed,) and micro.pretraining_seeds == (micro.stages.bert.seed,)
     two = tiny.replace(pretrain_seeds=(1, 2))
     assert [arm_pretrain_seeds(two, a) for a in ("bert", "cocondenser", "co_mlm_only")] == [(1, 2), (1, 2), (1,)]
     with pytest.raises(ValueError, match="distinct seeds"):
@@ -114,20 +123,89 @@ def test_the_colab_preset_is_the_small_runs_protocol_on_the_published_checkpoint
     assert colab.sts == paper.sts  # Sentence-BERT's STS-b settings, as the paper
 
 
-def test_a_stage_holds_the_presets_model_and_the_shared_training_settings_under_their_names():
-    """``stage_config`` gives a stage the preset's ``ModelConfig`` itself, and passes
-    ``STAGE_TRAINING_FIELDS`` through by name: each must be a ``StageConfig`` field of the same
-    type, and a changed value must reach the stage."""
-    import typing
+def test_a_stage_is_its_recipe_under_the_same_names_with_the_presets_model():
+    """``stage_config`` builds a stage as its named stage's recipe, field for field under the same
+    name, plus the method, the start, the corpus and the preset's ``ModelConfig`` itself: a value
+    changed in a recipe reaches the stage of that name and no other. The settings a method does
+    not read keep the defaults (an MLM control does not take the Condenser stage's head)."""
+    from condenser_lite.training.pretraining_config import RECIPE_FIELDS, StageConfig, StageRecipe
 
-    from condenser_lite.reproduction.presets import STAGE_TRAINING_FIELDS, stage_config
-    from condenser_lite.training.pretraining_config import PretrainingConfig, StageConfig
+    tiny = get_preset("tiny")
+    changed = get_preset("tiny", **{"model.hidden_size": 96, "model.num_attention_heads": 3,
+                                    **{f"stages.{s}.seed": 7 + i for i, s in enumerate(("bert", "condenser", "cocondenser"))},
+                                    **{f"stages.{s}.lr": 1e-4 * (i + 1) for i, s in enumerate(("bert", "condenser", "cocondenser"))}})
+    for method, init, stage in (("mlm", None, "bert"), ("condenser", None, "bert"), ("mlm", "x", "condenser"),
+                                ("condenser", "x", "condenser"), ("cocondenser", "x", "cocondenser")):
+        cfg, recipe = stage_config(changed, method, init), getattr(changed.stages, stage)
+        assert cfg.model is changed.model and (cfg.model.hidden_size, cfg.model.num_attention_heads) == (96, 3)
+        assert (cfg.method, cfg.init, cfg.seed, cfg.lr) == (method, init, recipe.seed, recipe.lr)
+        read = [n for n in RECIPE_FIELDS if not StageConfig.unread(method, [n]) and n not in ("corpus", "head")]
+        assert {n: getattr(cfg, n) for n in read} == {n: getattr(recipe, n) for n in read}
+        if method != "mlm":  # a head left to the method is named as the stage starts it
+            assert cfg.head == (recipe.head or {"condenser": "random", "cocondenser": "load"}[method])
+        assert all(getattr(cfg, n) == getattr(StageRecipe, n) for n in StageConfig.unread(method, RECIPE_FIELDS))
+    assert stage_config(tiny, "cocondenser", "x").corpus == tiny.task  # the recipe's None: the preset's task
+    assert stage_config(tiny, "mlm", "x").head is None and tiny.stages.condenser.head == "random"
+    assert stage_config(tiny, "condenser").head == "random" and tiny.stages.bert.head is None  # one key either way
 
-    stage, hints = typing.get_type_hints(StageConfig), typing.get_type_hints(PretrainingConfig)
-    for name in STAGE_TRAINING_FIELDS:
-        assert name in stage and stage[name] == hints[name], name
-    changed = get_preset("tiny", **{"model.hidden_size": 96, "model.num_attention_heads": 3, "pretraining.seed": 7})
-    for method, init in (("mlm", None), ("condenser", "x"), ("cocondenser", "x")):
-        cfg = stage_config(changed, method, init)
-        assert cfg.model is changed.model
-        assert (cfg.model.hidden_size, cfg.model.num_attention_heads, cfg.seed) == (96, 3, 7)
+
+def test_every_arm_trains_by_its_named_stage():
+    """``arms.ARM_STAGES`` names the stage each arm's last stage trains by: a budget set there
+    reaches the arm (the controls match the Condenser's, scaled for the FLOPs control)."""
+    from condenser_lite.reproduction.arms import ARM_STAGES, arm_config
+    from condenser_lite.reproduction.registry import ARMS
+
+    small = get_preset("small")
+    assert set(ARM_STAGES) == set(ARMS)
+    for arm in ARMS:
+        stage = ARM_STAGES[arm]
+        longer = small.replace(**{f"stages.{stage}.max_steps": 2 * small.get(f"stages.{stage}.max_steps")})
+        init = None if arm == "bert" else "x"
+        assert arm_config(arm, longer, init).max_steps == 2 * arm_config(arm, small, init).max_steps, arm
+        for other in {"bert", "condenser", "cocondenser"} - {stage}:
+            moved = small.replace(**{f"stages.{other}.max_steps": 7})
+            assert arm_config(arm, moved, init) == arm_config(arm, small, init), (arm, other)
+
+
+def test_the_settings_tree_has_one_path_per_setting():
+    """Every field of every component is one path, a stage's under ``stages.<stage>.<field>``
+    with the recipe's own name, and a bare name resolves only where one path ends in it."""
+    from condenser_lite.reproduction.settings_tree import COMPONENTS, setting_path, setting_tree
+    from condenser_lite.training.pretraining_config import RECIPE_FIELDS, STAGES
+
+    tree = setting_tree()
+    assert {p for p in tree if p.startswith("stages.")} == {f"stages.{s}.{f}" for s in STAGES for f in RECIPE_FIELDS}
+    assert not any(p.startswith(("pretraining.", "stage.")) for p in tree)
+    assert set(COMPONENTS) == set(Preset.components)
+    for path in tree:
+        assert setting_path(path) == path
+        name = path.rpartition(".")[2]
+        owners = [p for p in tree if p.rpartition(".")[2] == name]
+        if len(owners) == 1:
+            assert setting_path(name) == path
+
+
+def test_a_model_from_scratch_has_the_model_configs_shape_and_nothing_else():
+    """A stage from scratch builds its BERT from ``ModelConfig.bert_config`` alone: every shape
+    field, the position rows and dropout follow the preset's ``model``, so a shape declared
+    anywhere else (a default that wins over it) fails here."""
+    from condenser_lite.training.pretraining import build_model
+    from condenser_lite.training.pretraining_config import ModelConfig
+
+    class Vocabulary:  # what a config from scratch reads of a tokenizer
+        pad_token_id = 3
+
+        def __len__(self):
+            return 77
+
+    odd = ModelConfig(hidden_size=24, num_hidden_layers=3, num_attention_heads=3, intermediate_size=40, max_len=24,
+                      skip_from=1, n_head_layers=1, dropout=0.2)
+    assert all(getattr(odd, f) != getattr(ModelConfig(), f) for f in ("hidden_size", "num_hidden_layers",
+                                                                       "num_attention_heads", "intermediate_size",
+                                                                       "max_len", "dropout"))
+    for method in ("mlm", "condenser"):
+        cfg = stage_config(get_preset("tiny", model=odd), method)
+        built = build_model(cfg, Vocabulary()).backbone.config
+        assert (built.vocab_size, built.pad_token_id, built.hidden_size, built.num_hidden_layers,
+                built.num_attention_heads, built.intermediate_size, built.max_position_embeddings,
+                built.hidden_dropout_prob, built.attention_probs_dropout_prob) == (77, 3, 24, 3, 3, 40, 24, 0.2, 0.2)

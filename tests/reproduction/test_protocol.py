@@ -78,7 +78,7 @@ def test_results_file_has_every_arm_and_claim(micro_run):
 
     # held-out gauges: every stage scored on the same held-out blocks; the Condenser family has the swap gap
     heldout = on_disk["heldout"]
-    assert heldout["n_blocks"] == budget.pretraining.eval_blocks and heldout["unigram_entropy"] > 0
+    assert heldout["n_blocks"] == budget.stages.bert.eval_blocks and heldout["unigram_entropy"] > 0
     for arm in STANDARD_ARMS:
         gauges = arms[arm]["heldout"]
         assert gauges["step"] == 2 and gauges["mlm_loss"] > 0 and -1 <= gauges["cls_cosine"] <= 1
@@ -87,8 +87,8 @@ def test_results_file_has_every_arm_and_claim(micro_run):
         assert [r["step"] for r in arms[arm]["pretrain_log"] if "eval_mlm_loss" in r] == [1, 2]
     # compute: own stage, and cumulative with the stages the arm continues
     c = {arm: arms[arm]["compute"] for arm in STANDARD_ARMS}
-    assert c["bert"]["stage"]["sequences"] == 2 * budget.pretraining.batch_size
-    assert c["cocondenser"]["stage"]["sequences"] == 2 * 2 * budget.pretraining.cocondenser_batch  # two spans
+    assert c["bert"]["stage"]["sequences"] == 2 * budget.stages.bert.batch_size
+    assert c["cocondenser"]["stage"]["sequences"] == 2 * 2 * budget.stages.cocondenser.batch_size  # two spans
     assert 0 < c["bert"]["stage"]["tokens"] <= c["bert"]["stage"]["positions"]
     for key in ("tokens", "flops", "steps"):
         assert c["cocondenser"]["cumulative"][key] == pytest.approx(
@@ -185,7 +185,7 @@ def test_rules_version_2_run_with_the_modified_condenser_and_its_controls(tokeni
     results = run_protocol(budget, verbose=False, workers=2)
     assert results["provenance"]["rules"]["version"] == RULES_VERSION == 2
     arms = results["arms"]
-    assert arms["bert_cont_flops"]["pretrain_steps"] == round(budget.pretraining.s2_steps * EQUAL_FLOPS_RATIO)
+    assert arms["bert_cont_flops"]["pretrain_steps"] == round(budget.stages.condenser.max_steps * EQUAL_FLOPS_RATIO)
     for arm in (*ABLATION_ARMS, *CONTROL_ARMS, MODIFIED_ARM):
         assert [arms[arm]["seed"]] + [o["seed"] for o in arms[arm]["other_pretraining_seeds"]] == [42, 44], arm
     nocls = [arms["condenser_mod_nocls"], *arms["condenser_mod_nocls"]["other_pretraining_seeds"]]

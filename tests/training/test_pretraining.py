@@ -264,7 +264,8 @@ def test_continuing_a_saved_head_with_another_shape_is_refused_naming_the_fix():
     saved = str(ROOT / "results" / "checkpoints" / "small" / "condenser")
     asked = StageConfig().replace(method="cocondenser", corpus="scifact", init=saved, skip_from=2, n_head_layers=2,
                                   head="load")
-    with pytest.raises(ConfigError, match=r"skip_from=1, n_head_layers=1.*--set skip_from=1 --set n_head_layers=1"):
+    with pytest.raises(ConfigError, match=r"skip_from=1, n_head_layers=1.*--set model.skip_from=1 --set model.n_head_layers=1.*"
+                       r"--set stages.cocondenser.head=random"):
         build_model(asked, None)
     model = build_model(asked.replace(skip_from=1, n_head_layers=1), None)
     assert (model.skip_from, model.n_head_layers) == (1, 1)
@@ -322,8 +323,8 @@ def test_pretrain_into_another_stages_folder_is_refused(tokenizer_dir, tmp_path,
     monkeypatch.setenv("CONDENSER_LITE_CACHE", str(tmp_path / "cache"))
     folder = pretrain(tiny_stage(tokenizer_dir, method="condenser"), output_dir=tmp_path / "cd", data_dir=MIRROR)
     settings = ["--set", f"tokenizer={tokenizer_dir}", "--set", "hidden_size=32", "--set", "num_attention_heads=2",
-                "--set", "intermediate_size=64", "--set", "stage.batch_size=4", "--set", "max_steps=1",
-                "--set", "corpus_limit=20", "--data-dir", MIRROR, "--output-dir", folder]
+                "--set", "intermediate_size=64", "--set", "stages.bert.batch_size=4", "--set", "stages.bert.max_steps=1",
+                "--set", "stages.bert.corpus_limit=20", "--data-dir", MIRROR, "--output-dir", folder]
     line = one_error_line(cli(["pretrain", "--method", "mlm", *settings], capsys))
     assert "method: saved 'condenser' vs now 'mlm'" in line
     assert (folder / "condenser_head.pt").exists()  # left as it was
@@ -388,16 +389,17 @@ def test_two_identical_pretrain_commands_give_identical_weights(tokenizer_dir, t
     BertForMaskedLM(BertConfig(vocab_size=600, hidden_size=32, num_hidden_layers=4, num_attention_heads=2,
                                intermediate_size=64, max_position_embeddings=64)).save_pretrained(init)
     AutoTokenizer.from_pretrained(tokenizer_dir).save_pretrained(init)
-    settings = ["pretrain", "--method", "condenser", "--set", f"tokenizer={tokenizer_dir}", "--set", "hidden_size=32",
-                "--set", "num_attention_heads=2", "--set", "intermediate_size=64", "--set", "stage.batch_size=4",
-                "--set", "corpus_limit=20", "--set", "max_steps=1"]
+    def settings(stage: str) -> list[str]:  # from scratch: stages.bert; from --init: stages.condenser
+        return ["pretrain", "--method", "condenser", "--set", f"tokenizer={tokenizer_dir}", "--set", "hidden_size=32",
+                "--set", "num_attention_heads=2", "--set", "intermediate_size=64", "--set", f"stages.{stage}.batch_size=4",
+                "--set", f"stages.{stage}.corpus_limit=20", "--set", f"stages.{stage}.max_steps=1"]
     # each process runs both commands (one start-up, two fresh initialisations), as `python -m
     # condenser_lite pretrain ...` would one after the other
     script = "import sys, json; from condenser_lite.cli import main; [main(a) for a in json.loads(sys.argv[1])]"
     procs = []
     for i in (1, 2):
-        commands = [[*settings, "--output-dir", str(tmp_path / f"scratch{i}")],
-                    [*settings, "--init", str(init), "--output-dir", str(tmp_path / f"head{i}")]]
+        commands = [[*settings("bert"), "--output-dir", str(tmp_path / f"scratch{i}")],
+                    [*settings("condenser"), "--init", str(init), "--output-dir", str(tmp_path / f"head{i}")]]
         procs.append(subprocess.Popen([sys.executable, "-c", script, json.dumps(commands)], cwd=ROOT,
                                       env=child_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     for p in procs:
@@ -411,8 +413,9 @@ def test_two_identical_pretrain_commands_give_identical_weights(tokenizer_dir, t
 def test_two_identical_pretrain_commands_at_once(tokenizer_dir, tmp_path):
     out = tmp_path / "stage"
     args = ["pretrain", "--method", "mlm", "--set", f"tokenizer={tokenizer_dir}", "--set", "hidden_size=32",
-            "--set", "num_attention_heads=2", "--set", "intermediate_size=64", "--set", "stage.batch_size=4",
-            "--set", "corpus_limit=20", "--set", "max_steps=12", "--set", "stage.save_every=3", "--output-dir", out]
+            "--set", "num_attention_heads=2", "--set", "intermediate_size=64", "--set", "stages.bert.batch_size=4",
+            "--set", "stages.bert.corpus_limit=20", "--set", "stages.bert.max_steps=12", "--set", "stages.bert.save_every=3",
+            "--output-dir", out]
     procs = [run_module(args, child_env(tmp_path)) for _ in range(2)]
     errs = [p.communicate(timeout=300)[1] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], errs

@@ -14,12 +14,12 @@ from condenser_lite.utils.errors import ConfigError
 
 def test_integer_settings_refuse_fractions(capsys):
     with pytest.raises(ConfigError, match="max_steps takes an integer"):
-        parse_settings(["max_steps=2.5"])
+        parse_settings(["stages.bert.max_steps=2.5"])
     with pytest.raises(ConfigError, match=r"TrainConfig.max_steps=2.5 must be int or None"):
         TrainConfig("unused", max_steps=2.5)
     with pytest.raises(ConfigError, match=r"StageConfig.batch_size=4.0 must be int"):
         StageConfig(batch_size=4.0)
-    assert "max_steps takes an integer" in one_error_line(cli(["pretrain", "--set", "max_steps=2.5"], capsys))
+    assert "max_steps takes an integer" in one_error_line(cli(["pretrain", "--set", "stages.bert.max_steps=2.5"], capsys))
 
 
 SETTINGS = {  # each refused in one line before any training, naming the setting and a valid value
@@ -29,13 +29,14 @@ SETTINGS = {  # each refused in one line before any training, naming the setting
                                     "FinetuneConfig.train_n_passages=0 must be > 0"),
     "finetune --max-steps 0": (["finetune", *FINETUNE, "--max-steps", "0"], "--max-steps 0: give a count >= 1"),
     "finetune --train-size 0": (["finetune", *FINETUNE, "--train-size", "0"], "--train-size 0: give a count >= 1"),
-    "pretrain lr=0": (["pretrain", "--set", "stage.lr=0"], "StageConfig.lr=0.0 must be > 0"),
-    "pretrain lr<0": (["pretrain", "--set", "stage.lr=-1e-4"], "StageConfig.lr=-0.0001 must be > 0"),
-    "pretrain batch_size=0": (["pretrain", "--set", "stage.batch_size=0"], "StageConfig.batch_size=0 must be > 0"),
+    "pretrain lr=0": (["pretrain", "--set", "stages.bert.lr=0"], "StageRecipe.lr=0.0 must be > 0"),
+    "pretrain lr<0": (["pretrain", "--set", "stages.bert.lr=-1e-4"], "StageRecipe.lr=-0.0001 must be > 0"),
+    "pretrain batch_size=0": (["pretrain", "--set", "stages.bert.batch_size=0"],
+                              "--set stages.bert.batch_size: StageRecipe.batch_size=0 must be > 0"),
     "pretrain --min-span 0": (["pretrain", "--method", "cocondenser", "--corpus", "scifact", "--min-span", "0"],
                               "StageConfig.min_span=0 must be > 0"),
-    "pretrain min_span<0": (["pretrain", "--method", "cocondenser", "--corpus", "scifact", "--set", "stage.min_span=-1"],
-                            "StageConfig.min_span=-1 must be > 0"),
+    "pretrain min_span<0": (["pretrain", "--method", "cocondenser", "--corpus", "scifact", "--set",
+                             "stages.cocondenser.min_span=-1"], "StageRecipe.min_span=-1 must be > 0"),
     "experiments --seeds ''": (["experiments", "--preset", "micro", "--seeds", ""], "--seeds '': give at least one"),
     "experiments seeds=[]": (["experiments", "--preset", "micro", "--set", "seeds=[]"],
                              "Preset.seeds must name at least one seed"),

@@ -1,0 +1,134 @@
+"""The command line's ``--set``: which paths of the settings tree each command reads, and the
+preset, stage or recipe it builds from them.
+
+``experiments`` reads every path (``settings_tree.check_protocol_reads``); ``pretrain`` the
+paths its one stage reads (``pretrain_reads``): ``stages.<its stage>.*`` and ``model.*``, by
+what its method reads; ``finetune`` the recipe's ``finetune.*``. A path a command does not read
+is refused in one line, rather than ignored. Explained on the page "Running the book"
+(``book/running.md``) and in chapter 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from .parameters import parse_settings
+from .reproduction.presets import ALIASES, PRESETS, RETRIEVAL_RECIPES, Preset, finetune_recipe, get_preset
+from .reproduction.settings_tree import check_protocol_reads
+from .training.finetune import FinetuneConfig
+from .training.pretraining_config import MODEL_FIELDS, RECIPE_FIELDS, StageConfig, stage_name
+from .utils.errors import ConfigError
+
+
+def preset_list() -> str:
+    """The registry's presets in its order, each with its aliases: ``micro, ..., paper (alias full)``."""
+    aliases = {name: [a for a, target in ALIASES.items() if target == name] for name in PRESETS}
+    return ", ".join(name + (f" (alias {', '.join(aliases[name])})" if aliases[name] else "") for name in PRESETS)
+
+
+def apply_settings(preset: Preset, settings: dict[str, Any], where: str = "--set") -> Preset:
+    """``preset`` with ``settings`` (``parameters.parse_settings``'s paths) applied: what
+    ``experiments --set`` runs; a path the protocol does not read, or a value a config refuses,
+    is named. Chapter 4."""
+    check_protocol_reads(settings, where)
+    try:
+        return preset.replace(**settings) if settings else preset
+    except ConfigError as err:
+        raise ConfigError(f"{where} {' '.join(settings)}: {err}") from None
+
+
+def pretrain_reads(preset: Preset, method: str, init: str | None) -> set[str]:
+    """The paths of the settings tree that the stage ``pretrain --method method`` runs from
+    ``init`` reads: its named stage's fields (``pretraining_config.stage_name``) and the model's,
+    those its method uses (``StageConfig.unread`` decides), and coCondenser's ``task`` (its
+    corpus). Chapter 2."""
+    stage = stage_name(method, init)
+    return ({f"model.{n}" for n in MODEL_FIELDS if not StageConfig.unread(method, [n])}
+            | {f"stages.{stage}.{n}" for n in RECIPE_FIELDS if not StageConfig.unread(method, [n])}
+            | ({"task"} if method == "cocondenser" else set()))
+
+
+def _not_read(path: str, method: str, init: str | None) -> str:
+    """One line saying why the ``pretrain`` stage does not read ``path``, and what to do instead."""
+    stage = stage_name(method, init)
+    part, _, name = path.rpartition(".")
+    start = "from scratch" if init is None else "continuing --init"
+    if name in StageConfig.READ_ONLY_BY and part in ("model", f"stages.{stage}"):
+        return (f"{' and '.join(StageConfig.READ_ONLY_BY[name])} stages read it, {method} stages do not (it would "
+                "change the cache key and nothing else); leave it out")
+    if part.startswith("stages."):
+        return (f"the {method} stage {start} trains by stages.{stage}; set stages.{stage}.{name}, or set "
+                f"{path} for experiments")
+    return ("pretrain runs one pre-training stage, which does not read it; set it for experiments (or finetune), "
+            f"or set the stage's own settings, stages.{stage}.* (e.g. stages.{stage}.max_steps)")
+
+
+def stage_config_from_args(args: argparse.Namespace) -> StageConfig:
+    """The stage ``pretrain`` runs: the preset's (``presets.stage_config``), exactly as the
+    protocol's arm of that method builds it; at ``paper`` scale the starting checkpoint defaults
+    to the preset's published one (bert-base-uncased; Luyu/condenser for coCondenser). ``--set``
+    takes the paths this stage reads (``pretrain_reads``), applied to the preset before the stage
+    is built, as ``experiments`` applies them; any other path (``finetune.lr``,
+    ``stages.condenser.max_steps`` for a stage from scratch, ``stages.condenser.chunk_size`` for a
+    Condenser) is refused rather than ignored. Chapter 2."""
+    settings = parse_settings(args.set)
+    preset = get_preset(args.preset)
+    init = _init_of(preset, args)
+    reads = pretrain_reads(preset, args.method, init)
+    for path in settings:
+        if path not in reads:
+            raise ConfigError(f"--set {path}: {_not_read(path, args.method, init)}")
+    try:
+        preset = preset.replace(**settings) if settings else preset
+    except ConfigError as err:
+        raise ConfigError(f"--set {' '.join(settings)}: {err}") from None
+    return _stage_of(preset, args)
+
+
+def _init_of(preset: Preset, args: argparse.Namespace) -> str | None:
+    """The stage's starting checkpoint: ``--init``, else at ``paper`` scale the published one."""
+    if args.init is None and preset.pretrained:
+        return preset.pretrained["condenser" if args.method == "cocondenser" else "bert"]
+    return args.init
+
+
+def _stage_of(preset: Preset, args: argparse.Namespace) -> StageConfig:
+    """The preset's stage of ``args.method`` with the command line's starting checkpoint, corpus
+    and shortest span."""
+    from .reproduction.presets import stage_config
+
+    cfg = stage_config(preset, args.method, _init_of(preset, args))
+    if args.corpus:
+        cfg = cfg.replace(corpus=absolute(args.corpus))
+    if args.min_span is not None:  # 0 too: refused by StageConfig, not ignored
+        cfg = cfg.replace(min_span=args.min_span)
+    return cfg
+
+
+def absolute(source: str) -> str:
+    """A data path made absolute (so cache keys and worker processes see one name); names stay."""
+    from .data.beir import is_path
+
+    return str(Path(source).expanduser().resolve()) if is_path(source) else source
+
+
+def recipe_from_args(args: argparse.Namespace) -> FinetuneConfig:
+    """The fine-tuning recipe: ``--preset`` (a preset or a data set's recipe), by default the
+    data set's at the papers' scale (msmarco, nq) or the scaled-down book's (BEIR sets), with
+    ``--set finetune.*``; any other path is refused, naming the command that reads it. Chapter 4."""
+    name = args.preset or (args.data if args.data in RETRIEVAL_RECIPES else "tiny")
+    if name not in PRESETS and name not in ALIASES and name not in RETRIEVAL_RECIPES:
+        raise ConfigError(f"--preset {name}: no such preset or recipe; choose one of {preset_list()} or a data set's "
+                          f"recipe: {', '.join(RETRIEVAL_RECIPES)}")
+    settings = parse_settings(args.set)
+    for path in settings:
+        if not path.startswith("finetune."):
+            hint = " (the fine-tuning's own step limit is --max-steps)" if path.endswith(".max_steps") else ""
+            raise ConfigError(f"--set {path}: finetune runs one recipe and reads only finetune.* "
+                              f"({', '.join(f.name for f in dataclasses.fields(FinetuneConfig))}){hint}; {path} "
+                              "belongs to " + ("pretrain or experiments" if path.startswith(("stages.", "model."))
+                                               else "experiments"))
+    return dataclasses.replace(finetune_recipe(name), **{p.removeprefix("finetune."): v for p, v in settings.items()})
