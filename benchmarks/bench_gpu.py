@@ -46,12 +46,7 @@ def model_shape(args):
 
 
 def bert_config(args, vocab: int):
-    from condenser_lite.modeling.condenser import tiny_bert_config
-
-    m = model_shape(args)
-    return tiny_bert_config(vocab_size=vocab, hidden_size=m.hidden_size, num_hidden_layers=m.num_hidden_layers,
-                            num_attention_heads=m.num_attention_heads, intermediate_size=m.intermediate_size,
-                            max_position_embeddings=512)
+    return model_shape(args).bert_config(vocab_size=vocab, max_position_embeddings=512)
 
 
 def sync(device: str) -> None:

@@ -30,7 +30,7 @@ def worker(params: dict, queue) -> None:
     args = SimpleNamespace(**params)
     import torch
 
-    from condenser_lite.modeling.condenser import Condenser, tiny_bert_config
+    from condenser_lite.modeling.condenser import Condenser
     from condenser_lite.modeling.gradcache import cocondenser_step
     from condenser_lite.reproduction.presets import TINY
 
@@ -38,7 +38,7 @@ def worker(params: dict, queue) -> None:
         torch.set_num_threads(args.threads)
     device = "cuda" if torch.cuda.is_available() and not args.cpu else "cpu"
     torch.manual_seed(0)
-    cfg = tiny_bert_config(vocab_size=args.vocab, max_position_embeddings=max(128, args.seq_len))
+    cfg = TINY.model.bert_config(vocab_size=args.vocab, max_position_embeddings=max(128, args.seq_len))
     settings = dict(skip_from=TINY.model.skip_from, n_head_layers=TINY.model.n_head_layers)
     model = Condenser.from_config(cfg, **settings).to(device).train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)

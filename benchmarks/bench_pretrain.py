@@ -165,14 +165,15 @@ def main() -> None:
     import datasets
     import torch
 
-    from condenser_lite.modeling.condenser import BertMLM, Condenser, tiny_bert_config
+    from condenser_lite.modeling.condenser import BertMLM, Condenser
+    from condenser_lite.reproduction.presets import get_preset
 
     datasets.disable_progress_bars()
     if a.threads:
         torch.set_num_threads(a.threads)
     rows = a.batch * a.steps
     blocks, tok, n_blocks = full_blocks(a.max_len, rows)
-    config = tiny_bert_config(vocab_size=len(tok), max_position_embeddings=a.max_len)
+    config = get_preset("tiny").model.bert_config(vocab_size=len(tok), max_position_embeddings=a.max_len)
     torch.manual_seed(0)
     t_condenser = our_loop(Condenser.from_config(config, skip_from=2, n_head_layers=2), blocks, tok, a.steps,
                            a.batch, a.clock)

@@ -10,7 +10,7 @@ Prints
      passages (index build, then search; best of a few repeats);
   3. BM25 (bm25s) index and search time and its SciFact test nDCG@10 / R@100.
 
-The model is a tiny *random* BERT (`condenser.tiny_bert_config`: 4 layers, hidden 128) with a WordPiece
+The model is a tiny *random* BERT (the tiny preset's shape: 4 layers, hidden 128) with a WordPiece
 vocabulary trained on the SciFact abstracts: speed does not depend on the weights.
 
     python benchmarks/bench_retrieval.py [--quick] [--batch 128] [--max-len 128] [--threads N]
@@ -70,7 +70,7 @@ def main() -> None:
 
     from condenser_lite.data.beir import corpus_columns, load_beir
     from condenser_lite.data.tokenizer import train_wordpiece
-    from condenser_lite.modeling.condenser import tiny_bert_config
+    from condenser_lite.reproduction.presets import get_preset
     from condenser_lite.retrieval.biencoder import passage_strings, token_ids
     from condenser_lite.retrieval.bm25 import BM25Index
     from condenser_lite.retrieval.metrics import evaluate_run
@@ -105,7 +105,7 @@ def main() -> None:
         tok = train_wordpiece(titles + texts, vocab_size=8192, save_dir=d)
         t_tok = time.perf_counter() - t
         torch.manual_seed(0)
-        BertModel(tiny_bert_config(vocab_size=len(tok)), add_pooling_layer=False).save_pretrained(d)
+        BertModel(get_preset("tiny").model.bert_config(tok, max_position_embeddings=128), add_pooling_layer=False).save_pretrained(d)
         model = AutoModel.from_pretrained(d, add_pooling_layer=False).eval()
         n = 1000 if args.quick else len(ids)
         strings = passage_strings(tok, titles[:n], texts[:n])

@@ -84,7 +84,7 @@ class Chapter:
 
     @property
     def live_preset(self):
-        """The ``presets.Preset`` of the live cells: ``paper`` at full scale, else ``LIVE_PRESET``
+        """The ``settings_tree.Preset`` of the live cells: ``paper`` at full scale, else ``LIVE_PRESET``
         with the committed run's model, fine-tuning and STS-b configs (``COMMITTED``), whatever the evidence (the
         committed run's stages are longer than a few live seconds allow, and a re-run's preset,
         e.g. ``micro``, too small to show anything), so the live cells print the same with or
@@ -98,7 +98,7 @@ class Chapter:
 
     @property
     def rerun_preset(self):
-        """The ``presets.Preset`` a re-run runs: ``preset`` (at full scale ``paper`` with one
+        """The ``settings_tree.Preset`` a re-run runs: ``preset`` (at full scale ``paper`` with one
         fine-tuning seed, ``seed``) with ``settings`` applied, as ``experiments --preset P --set
         ...`` runs it; None without a re-run. Introduction, "Running it"."""
         from .reproduction.presets import get_preset

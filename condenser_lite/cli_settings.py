@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from .parameters import parse_settings
-from .reproduction.presets import ALIASES, PRESETS, RETRIEVAL_RECIPES, Preset, finetune_recipe, get_preset
-from .reproduction.settings_tree import check_protocol_reads
+from .reproduction.presets import ALIASES, PRESETS, RETRIEVAL_RECIPES, finetune_recipe, get_preset
+from .reproduction.settings_tree import Preset, check_protocol_reads
 from .training.finetune import FinetuneConfig
 from .training.pretraining_config import MODEL_FIELDS, RECIPE_FIELDS, StageConfig, stage_name
 from .utils.errors import ConfigError

@@ -16,7 +16,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from condenser_lite.modeling.condenser import Condenser, tiny_bert_config  # noqa: E402
+from condenser_lite.modeling.condenser import Condenser  # noqa: E402
+from condenser_lite.training.pretraining_config import ModelConfig  # noqa: E402
 
 VOCAB = 64
 SEQ_LEN = 16
@@ -25,16 +26,8 @@ SEQ_LEN = 16
 def build_model(seed: int = 0, dropout: float = 0.1) -> Condenser:
     """A very small Condenser (2 backbone layers, 1 head layer) with dropout ``dropout``."""
     torch.manual_seed(seed)
-    cfg = tiny_bert_config(
-        vocab_size=VOCAB,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=SEQ_LEN,
-        hidden_dropout_prob=dropout,
-        attention_probs_dropout_prob=dropout,
-    )
+    cfg = ModelConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                      intermediate_size=64, max_len=SEQ_LEN, dropout=dropout).bert_config()
     model = Condenser.from_config(cfg, skip_from=1, n_head_layers=1)
     model.train()
     return model

@@ -13,7 +13,8 @@ import pytest
 from condenser_lite.cli import main
 from condenser_lite.data.beir import load_beir
 from condenser_lite.data.tokenizer import load_tokenizer, train_wordpiece
-from condenser_lite.modeling.condenser import Condenser, tiny_bert_config
+from condenser_lite.modeling.condenser import Condenser
+from condenser_lite.training.pretraining_config import ModelConfig
 from condenser_lite.modeling.spans import tokenize_documents
 from condenser_lite.training.stage_cache import DONE_FILE
 from condenser_lite.utils.errors import SchemaError
@@ -29,8 +30,8 @@ def condenser_dir(tmp_path_factory):
     beir = load_beir(FOLDER)
     texts = [f"{t} {x}" for t, x in zip(beir.corpus["title"], beir.corpus["text"])] + list(beir.queries["text"])
     tok = train_wordpiece(texts * 3, vocab_size=400, save_dir=out, min_frequency=1)
-    config = tiny_bert_config(vocab_size=len(tok), hidden_size=32, num_hidden_layers=4, num_attention_heads=2,
-                              intermediate_size=64, max_position_embeddings=64, pad_token_id=tok.pad_token_id)
+    config = ModelConfig(hidden_size=32, num_hidden_layers=4, num_attention_heads=2, intermediate_size=64,
+                         max_len=64).bert_config(tok)
     Condenser.from_config(config, skip_from=2, n_head_layers=2).save_pretrained(out)
     return out
 

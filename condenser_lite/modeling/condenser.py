@@ -41,34 +41,6 @@ from .mlm import masked_lm_loss
 PAPER_CONDENSER = dict(skip_from=6, n_head_layers=2, late_mlm=True, head_weight=1.0, late_weight=1.0)
 
 
-def tiny_bert_config(vocab_size: int = 8192, **overrides) -> BertConfig:
-    """A scaled-down BERT that a 2-core CPU pre-trains in minutes.
-
-    The defaults are the ``tiny`` preset's shape (its ``ModelConfig``, which the pre-training
-    stages build from; a test keeps the two equal). ``max_position_embeddings`` is 128 unless
-    given: a stage sets it to its block length (``ModelConfig.max_len``: 64 tokens in the tiny
-    and small presets), and an input longer than the position rows then fails loudly instead of
-    silently using rows that pre-training never touched. Any `BertConfig` field can be overridden.
-
-    Explained in chapter 2, `notebooks/02_condenser.ipynb`.
-    """
-    kwargs = dict(
-        vocab_size=vocab_size,
-        hidden_size=128,
-        num_hidden_layers=4,
-        num_attention_heads=4,
-        intermediate_size=512,
-        max_position_embeddings=128,
-    )
-    kwargs.update(overrides)
-    if kwargs["hidden_size"] % kwargs["num_attention_heads"]:
-        raise ConfigError(
-            f"hidden_size={kwargs['hidden_size']} must be divisible by "
-            f"num_attention_heads={kwargs['num_attention_heads']}; change one of them."
-        )
-    return BertConfig(**kwargs)
-
-
 def as_backbone(model: BertForMaskedLM | str | os.PathLike | nn.Module, **load_kwargs) -> BertForMaskedLM:
     """A `BertForMaskedLM` from a path / Hub id, a `BertMLM`, or itself."""
     if isinstance(model, (str, os.PathLike)):
@@ -408,9 +380,9 @@ class CondenserVariant(Condenser):
       the late CLS: the head keeps its targets and its compute but can learn nothing from the
       late layers (the control without a bottleneck, chapter 8).
 
-    >>> from condenser_lite.modeling.condenser import tiny_bert_config
-    >>> cut = CondenserVariant.from_config(tiny_bert_config(vocab_size=100), skip_from=1, n_head_layers=1,
-    ...                                    head_cls="constant")
+    >>> from transformers import BertConfig
+    >>> config = BertConfig(vocab_size=100, hidden_size=32, num_attention_heads=2, intermediate_size=64)
+    >>> cut = CondenserVariant.from_config(config, skip_from=1, n_head_layers=1, head_cls="constant")
     >>> cut.condenser_config()["head_cls"]
     'constant'
 

@@ -1,8 +1,11 @@
 """The reproduction: the presets, the arms, the protocol and the evidence it leaves.
 
 * ``registry.py``: the arms and the claims, each named once (label, colour, parent, rule);
-* ``presets.py``: every setting, as named presets (``micro``, ``tiny``, ``small``, ``paper``) and
-  the stages they define;
+* ``settings_tree.py``: the settings as one tree (``Preset``: the model, the stages by name, the
+  fine-tuning and STS-b recipes, the protocol's choices), each setting by one path, and the presets
+  recorded in results files read back;
+* ``presets.py``: the named presets (``micro``, ``tiny``, ``small``, ``colab``, ``paper``) and the
+  stages they define;
 * ``arms.py``: the arms (BERT, BERT-continued, Condenser, coCondenser, the ablations, a modified
   Condenser and its two controls) and what the protocol does to each;
 * ``tasks.py``: the data the arms are evaluated on;

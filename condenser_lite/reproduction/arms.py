@@ -52,7 +52,8 @@ from ..training.similarity import evaluate_sts, finetune_sts, sample_pairs
 from ..utils.cache import LOCK_FILE, cache_dir, compute_once, settings_hash
 from ..utils.devices import resolve_precision
 from ..utils.loading import checkpoint_key, load_encoder
-from .presets import Preset, get_preset, stage_config
+from .presets import get_preset, stage_config
+from .settings_tree import Preset
 from .registry import ARMS, MODIFIED_ARM, PARENT
 from .rules import EQUAL_FLOPS_RATIO
 from .tasks import Task, sts_data

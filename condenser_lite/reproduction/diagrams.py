@@ -3,7 +3,7 @@
 One function per diagram; each returns a matplotlib ``Figure`` that a chapter saves with
 ``plots.save`` and shows under a numbered caption. The diagrams read the shapes they draw
 (which layer the head reads, how many head layers, the batch, the stage lengths) from a
-``presets.Preset``, by default the committed run's ``small``, so they show the split the
+``settings_tree.Preset``, by default the committed run's ``small``, so they show the split the
 book's results were made with. Colours come from the Okabe-Ito palette, which stays
 distinguishable with the common colour-vision deficiencies; no text is smaller than 9 pt.
 Explained in chapters 2, 3 and 4 (``notebooks/02_condenser.ipynb`` ...).

@@ -50,7 +50,8 @@ from ..utils.devices import resolve_precision
 from ..utils.errors import ConfigError
 from .arms import arm_config, finetune_arm, needed_arms, sts_arm
 from .jobs import default_workers, first_stage_threads, load_average, num_threads, quiet, worker_threads
-from .presets import Preset, get_preset
+from .presets import get_preset
+from .settings_tree import Preset
 from .registry import PARENT
 from .tasks import load_task, sts_data
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..utils.errors import ConfigError
 from .protocol import arm_pretrain_seeds, heldout_curve, notes
-from .presets import Preset
+from .settings_tree import Preset
 from .settings_tree import preset_from_record
 from .results import RESULTS_VERSION, git, headline, now
 from .rules import stats

@@ -43,143 +43,14 @@ Explained in chapter 4, ``notebooks/04_finetune.ipynb``.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 from ..training.finetune import FinetuneConfig
-from ..training.pretraining_config import STAGES, ModelConfig, StageConfig, Stages, stage_name
+from ..training.pretraining_config import ModelConfig, StageConfig, Stages, stage_name
 from ..training.similarity import STSConfig
 from ..utils.errors import ConfigError
-from .registry import ARMS, CONTROL_ARMS, MAIN_ARMS, MODIFIED_ARM, STANDARD_ARMS
-
-
-@dataclass(frozen=True)
-class Preset:
-    """A named set of every setting, and the protocol's own choices.
-
-    ``arms``: the arms to run (``ARMS``; by default ``STANDARD_ARMS``); ``modified_condenser``:
-    the changes to the Condenser stage that make the ``condenser_mod`` arm (``MODIFIED_ARM``), a
-    deviation from the paper's head that the mechanism page chose, e.g. ``{"skip_from": 0}``; it
-    is pre-trained and evaluated like a main arm. ``pretrained`` maps arms to existing checkpoints (Hub
-    ids at full scale), which skip pre-training; ``seeds``: fine-tuning seeds (the spread the
-    scorecard compares against); ``pretrain_seeds``: pre-training seeds of the main arms (``None``:
-    ``stages.bert.seed`` only, for every stage of an arm); with more than one, the main arms are pre-trained
-    once per seed, every fine-tuning seed runs on each, and the spread covers both (the ablations
-    are pre-trained with the first ``ablation_pretrain_seeds`` of them only). Retrieval: ``task`` (``"scifact"`` or any BEIR name
-    or the path of a BEIR-format folder: fine-tuned on its ``train`` split, evaluated on ``test``,
-    its corpus coCondenser's target; ``"msmarco"``: Tevatron MS MARCO, dev split), ``train_sizes``
-    (``None`` = every training query), round 2 for ``round2_arms`` at the full size, the ablations at ``ablation_sizes``
-    only; ``metrics`` (the first one is the headline), nb-recall at ``nb_n`` x ``nb_k``. STS-b:
-    ``sts_arms`` at ``sts_sizes`` pairs (``None`` = all 5,749). Attention entropy over
-    ``entropy_texts`` texts of at most ``entropy_max_len`` tokens. ``micro_*`` shrink the data for
-    the tests (``None`` = no limit). Chapter 4.
-    """
-
-    name: str = "tiny"
-    model: ModelConfig = ModelConfig()
-    stages: Stages = Stages()
-    finetune: FinetuneConfig = FinetuneConfig()
-    sts: STSConfig = STSConfig()
-    arms: tuple[str, ...] = STANDARD_ARMS
-    modified_condenser: Mapping[str, Any] | None = None
-    pretrained: Mapping[str, str] | None = None
-    seeds: tuple[int, ...] = (0, 1, 2)
-    pretrain_seeds: tuple[int, ...] | None = None
-    ablation_pretrain_seeds: int = 1
-    task: str = "scifact"
-    train_sizes: tuple[int | None, ...] = (100, None)
-    ablation_sizes: tuple[int | None, ...] = (None,)
-    round2_arms: tuple[str, ...] = ("bert", "condenser", "cocondenser")
-    metrics: tuple[str, ...] = ("nDCG@10", "RR@10", "R@100")
-    nb_n: tuple[int, ...] = (10, 50)
-    nb_k: tuple[int, ...] = (10, 50, 100, 200)
-    sts_arms: tuple[str, ...] = MAIN_ARMS
-    sts_sizes: tuple[int | None, ...] = (500, 1000, None)
-    entropy_texts: int = 256
-    entropy_max_len: int = 128
-    micro_corpus: int | None = None  # target corpus: judged documents + this many others
-    micro_train_queries: int | None = None
-    micro_test_queries: int | None = None
-    micro_sts_pairs: int | None = None  # caps STS train (the "full" size) and test pairs
-    components: ClassVar[tuple[str, ...]] = ("model", "stages", "finetune", "sts")
-
-    def __post_init__(self) -> None:
-        unknown = [a for a in self.arms if a not in ARMS]
-        if unknown:
-            raise ConfigError(f"Preset.arms: unknown arm(s) {unknown}; choose from {ARMS}")
-        needs = [a for a in (MODIFIED_ARM, *CONTROL_ARMS) if a in self.arms]
-        if needs and not self.modified_condenser:
-            raise ConfigError(f"Preset.arms names {needs[0]!r} but modified_condenser is not set: give the "
-                              "Condenser stage's changes, e.g. modified_condenser={'skip_from': 0}")
-        if self.ablation_pretrain_seeds < 1:
-            raise ConfigError(f"Preset.ablation_pretrain_seeds={self.ablation_pretrain_seeds!r}: the ablations run on "
-                              "at least the first pre-training seed (1)")
-        if not self.seeds:
-            raise ConfigError("Preset.seeds must name at least one seed (the papers' claims need >= 3), e.g. "
-                              "--seeds 0,1,2 (--set seeds='[0, 1, 2]')")
-        if not isinstance(self.task, str) or not self.task.strip():
-            raise ConfigError(f"Preset.task={self.task!r}: use 'scifact' (or another BEIR name), 'msmarco' (full "
-                             "scale) or the path of a folder in BEIR's format")
-        if not isinstance(self.stages, Stages):
-            raise ConfigError(f"Preset.stages={self.stages!r} must be a Stages (one StageRecipe per stage)")
-        if self.pretrain_seeds is not None and (not self.pretrain_seeds or len(set(self.pretrain_seeds))
-                                                < len(self.pretrain_seeds)):
-            raise ConfigError(f"Preset.pretrain_seeds={self.pretrain_seeds!r} must be None (one seed: "
-                             "stages.bert.seed) or distinct seeds, e.g. (42, 43)")
-        if not self.train_sizes:
-            raise ConfigError("Preset.train_sizes must list at least one training size (None = all queries)")
-
-    def locate(self, key: str) -> tuple[str, ...]:
-        """The path ``key`` names in the settings tree (``settings_tree.setting_path``), as its
-        parts: a field of the preset (``("seeds",)``), a component's (``("finetune", "lr")``), a
-        stage's (``("stages", "cocondenser", "lr")``, also by a bare name that one path ends in),
-        a whole component (``("model",)``) or a whole stage (``("stages", "bert")``)."""
-        from .settings_tree import setting_path
-
-        parts = tuple(key.strip().split("."))
-        if parts[0] in self.components and (len(parts) == 1 or (parts[0] == "stages" and len(parts) == 2
-                                                               and parts[1] in STAGES)):
-            return parts
-        return tuple(setting_path(key).split("."))
-
-    def get(self, key: str) -> Any:
-        """The value of ``key`` (see ``locate``)."""
-        value: Any = self
-        for part in self.locate(key):
-            value = getattr(value, part)
-        return value
-
-    def replace(self, **changes: Any) -> "Preset":
-        """A copy with ``changes``: a field (``seeds=(0,)``), a whole component
-        (``finetune=FinetuneConfig(...)``), or a setting by its path
-        (``**{"stages.cocondenser.lr": 1e-4, "finetune.lr": 1e-4}``) or by a bare name that only
-        one path ends in (``tokenizer=...``; ``lr``, ``max_steps``, ... need the path)."""
-        return _replaced(self, {self.locate(key): value for key, value in changes.items()})
-
-    @property
-    def pretraining_seeds(self) -> tuple[int, ...]:
-        """The pre-training seeds of the main arms: ``pretrain_seeds``, else the pre-training
-        stage's ``seed`` alone (every stage of an arm's chain runs on the arm's seed). Chapter 4."""
-        return tuple(self.pretrain_seeds) if self.pretrain_seeds else (self.stages.bert.seed,)
-
-    def to_dict(self) -> dict:
-        d = dataclasses.asdict(self)
-        d["pretrained"] = dict(self.pretrained) if self.pretrained else None
-        d["modified_condenser"] = dict(self.modified_condenser) if self.modified_condenser else None
-        return d
-
-
-def _replaced(obj: Any, changes: Mapping[tuple[str, ...], Any]) -> Any:
-    """``obj`` (a dataclass) with ``changes`` by path parts, nested configs replaced inside."""
-    direct = {path[0]: value for path, value in changes.items() if len(path) == 1}
-    deeper: dict[str, dict[tuple[str, ...], Any]] = {}
-    for path, value in changes.items():
-        if len(path) > 1:
-            deeper.setdefault(path[0], {})[path[1:]] = value
-    for name, inner in deeper.items():
-        direct[name] = _replaced(direct.get(name, getattr(obj, name)), inner)
-    return dataclasses.replace(obj, **direct)
+from .registry import CONTROL_ARMS, MAIN_ARMS, MODIFIED_ARM, STANDARD_ARMS
+from .settings_tree import Preset
 
 
 # ---- the named presets -----------------------------------------------------------------------

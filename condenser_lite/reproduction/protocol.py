@@ -37,7 +37,8 @@ from ..utils.errors import ConfigError
 from .arms import arm_config, entropy_before, load_run, needed_arms, pretrain_arm
 from .health import stage_check
 from .jobs import Job, Ref, default_workers, first_stage_threads, num_threads, quiet, run_jobs
-from .presets import Preset, get_preset
+from .presets import get_preset
+from .settings_tree import Preset
 from .protocol_jobs import describe, finetune_job, size_label, sts_job
 from .registry import ABLATION_ARMS, PARENT
 from .results import RESULTS_VERSION, environment, headline

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .arms import finetune_arm, sts_arm
-from .presets import Preset
+from .settings_tree import Preset
 from .tasks import load_task, sts_data
 
 _MEMO: dict[Any, Any] = {}  # per process: the task and the STS-b pairs, loaded once

@@ -33,7 +33,7 @@ import condenser_lite
 from ..modeling.gauges import cls_reliance
 from ..utils.errors import DataSourceError, SchemaError
 from .jobs import load_average
-from .presets import Preset
+from .settings_tree import Preset
 from .rules import (MODIFIED_CHOICE_SEEDS, PRE_REGISTRATION_COMMIT, RULES_V2_COMMIT, RULES_VERSION, head_relies,
                     reliance_summary)
 

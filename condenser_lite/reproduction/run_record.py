@@ -19,7 +19,7 @@ import torch
 from ..utils.cache import cache_dir
 from ..utils.devices import cpu_precision, resolve_precision
 from .jobs import load_average, threads_per_worker
-from .presets import Preset
+from .settings_tree import Preset
 from .results import cpu_seconds, now, provenance
 
 

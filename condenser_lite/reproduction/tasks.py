@@ -24,7 +24,8 @@ from ..retrieval.bm25 import bm25_search, to_tevatron
 from ..retrieval.metrics import evaluate_run, metric_depth
 from ..utils.cache import build_once, cache_dir, settings_hash
 from ..utils.errors import SchemaError
-from .presets import Preset, get_preset
+from .presets import get_preset
+from .settings_tree import Preset
 
 
 @dataclass

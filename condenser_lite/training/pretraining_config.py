@@ -64,16 +64,23 @@ class ModelConfig:
             raise ConfigError(f"hidden_size={self.hidden_size} must be divisible by num_attention_heads="
                               f"{self.num_attention_heads}; change one of them")
 
-    def bert_config(self, tokenizer) -> BertConfig:
-        """The ``transformers.BertConfig`` of this encoder built from scratch with ``tokenizer``'s
-        vocabulary: the shape is this config's alone, the position rows its ``max_len`` (an input
-        longer than the blocks then fails loudly instead of reading rows pre-training never
-        touched), dropout in the hidden states and the attention. Chapter 2."""
-        return BertConfig(vocab_size=len(tokenizer), hidden_size=self.hidden_size,
-                          num_hidden_layers=self.num_hidden_layers, num_attention_heads=self.num_attention_heads,
-                          intermediate_size=self.intermediate_size, max_position_embeddings=self.max_len,
-                          pad_token_id=tokenizer.pad_token_id, hidden_dropout_prob=self.dropout,
-                          attention_probs_dropout_prob=self.dropout)
+    def bert_config(self, tokenizer=None, **overrides) -> BertConfig:
+        """The ``transformers.BertConfig`` of this encoder built from scratch: the one declaration of
+        the shape. The vocabulary is ``tokenizer``'s (its size and ``[PAD]`` id), or ``vocab_size``
+        without one; the position rows are ``max_len`` (an input longer than the blocks then fails
+        loudly instead of reading rows pre-training never touched); ``dropout`` applies to the hidden
+        states and the attention. ``overrides`` set any other ``BertConfig`` field. Chapter 2.
+
+        >>> ModelConfig(hidden_size=32, num_attention_heads=2).bert_config().hidden_size
+        32
+        """
+        vocab = {"vocab_size": self.vocab_size} if tokenizer is None else \
+            {"vocab_size": len(tokenizer), "pad_token_id": tokenizer.pad_token_id}
+        return BertConfig(**{**vocab, "hidden_size": self.hidden_size, "num_hidden_layers": self.num_hidden_layers,
+                             "num_attention_heads": self.num_attention_heads,
+                             "intermediate_size": self.intermediate_size, "max_position_embeddings": self.max_len,
+                             "hidden_dropout_prob": self.dropout, "attention_probs_dropout_prob": self.dropout,
+                             **overrides})
 
 
 METHODS = ("mlm", "condenser", "cocondenser")

@@ -12,41 +12,11 @@ from condenser_lite.modeling.condenser import (
     BertMLM,
     Condenser,
     CondenserVariant,
-    tiny_bert_config,
 )
 from condenser_lite.modeling.mlm import masked_lm_loss
 from condenser_lite.utils.errors import CheckpointError
 
 # ---- configuration and construction ----------------------------------------------
-
-
-def test_tiny_bert_config_covers_its_blocks_and_takes_overrides():
-    """What the docstring promises, not its numbers: the positions cover the 128-token blocks and a
-    longer input fails loudly; any field can be overridden, the others kept; a head count that
-    does not divide the width is refused."""
-    small = dict(vocab_size=100, hidden_size=32, num_attention_heads=2, intermediate_size=64, num_hidden_layers=1)
-    torch.manual_seed(0)
-    mlm = BertMLM.from_config(tiny_bert_config(**small)).eval()  # max_position_embeddings: the default
-    ids = torch.randint(5, 100, (1, 128))
-    assert mlm(ids, torch.ones_like(ids)).cls.shape == (1, 32)
-    ids = torch.randint(5, 100, (1, 129))
-    with pytest.raises(RuntimeError):
-        mlm(ids, torch.ones_like(ids))
-    default, changed = tiny_bert_config().to_dict(), tiny_bert_config(vocab_size=500, num_hidden_layers=6).to_dict()
-    assert (changed["vocab_size"], changed["num_hidden_layers"]) == (500, 6)
-    assert {k: v for k, v in changed.items() if k not in ("vocab_size", "num_hidden_layers")} == \
-        {k: v for k, v in default.items() if k not in ("vocab_size", "num_hidden_layers")}
-    with pytest.raises(ValueError, match="divisible"):
-        tiny_bert_config(num_attention_heads=3)
-
-
-def test_tiny_bert_config_defaults_are_the_tiny_presets_shape():
-    from condenser_lite.reproduction.presets import get_preset
-
-    m, config = get_preset("tiny").model, tiny_bert_config()
-    assert (config.vocab_size, config.hidden_size, config.num_hidden_layers, config.num_attention_heads,
-            config.intermediate_size) == (m.vocab_size, m.hidden_size, m.num_hidden_layers, m.num_attention_heads,
-                                          m.intermediate_size)
 
 
 def test_a_condenser_without_settings_is_the_papers():

@@ -195,7 +195,8 @@ def test_training_loop_runs_cocondenser_with_fresh_spans(tmp_path):
     # The contract with training.train: data = SpanPairs (epoch -> documents), collate_fn =
     # SpanPairCollator(MLMCollator), step_fn = cocondenser_step with a cache.
     from condenser_lite.data.tokenizer import train_wordpiece
-    from condenser_lite.modeling.condenser import Condenser, tiny_bert_config
+    from condenser_lite.modeling.condenser import Condenser
+    from condenser_lite.training.pretraining_config import ModelConfig
     from condenser_lite.modeling.masking import MLMCollator
     from condenser_lite.modeling.spans import SpanPairCollator, SpanPairs
     from condenser_lite.training.loop import TrainConfig, train
@@ -208,8 +209,8 @@ def test_training_loop_runs_cocondenser_with_fresh_spans(tmp_path):
     ids = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
     torch.manual_seed(0)
     model = Condenser.from_config(
-        tiny_bert_config(len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                         intermediate_size=64, max_position_embeddings=32),
+        ModelConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                    max_len=32).bert_config(vocab_size=len(tok)),
         skip_from=1, n_head_layers=1)
     cfg = TrainConfig(output_dir=str(tmp_path), max_steps=3, batch_size=4, lr=1e-3, resume=False, progress=False)
     result = train(model, SpanPairs(ids, max_len=24, min_span=4), cfg,

@@ -11,13 +11,13 @@ from condenser_lite.reproduction.presets import (
     PAPER,
     PRESETS,
     RETRIEVAL_RECIPES,
-    Preset,
     get_preset,
     paper_cocondenser,
     paper_condenser,
     stage_config,
 )
 from condenser_lite.reproduction.registry import STANDARD_ARMS
+from condenser_lite.reproduction.settings_tree import Preset
 from condenser_lite.utils.errors import ConfigError
 
 
@@ -209,3 +209,30 @@ def test_a_model_from_scratch_has_the_model_configs_shape_and_nothing_else():
         assert (built.vocab_size, built.pad_token_id, built.hidden_size, built.num_hidden_layers,
                 built.num_attention_heads, built.intermediate_size, built.max_position_embeddings,
                 built.hidden_dropout_prob, built.attention_probs_dropout_prob) == (77, 3, 24, 3, 3, 40, 24, 0.2, 0.2)
+
+
+def test_bert_config_covers_its_blocks_and_takes_overrides():
+    """``ModelConfig.bert_config`` without a tokenizer: the positions cover ``max_len`` and a
+    longer input fails loudly; ``overrides`` change the fields they name and keep the others; a
+    head count that does not divide the width is refused as the config is made."""
+    import torch
+
+    from condenser_lite.modeling.condenser import BertMLM
+    from condenser_lite.training.pretraining_config import ModelConfig
+    from condenser_lite.utils.errors import ConfigError
+
+    shape = ModelConfig(vocab_size=100, hidden_size=32, num_attention_heads=2, intermediate_size=64,
+                        num_hidden_layers=1, max_len=48)
+    torch.manual_seed(0)
+    mlm = BertMLM.from_config(shape.bert_config()).eval()
+    ids = torch.randint(5, 100, (1, 48))
+    assert mlm(ids, torch.ones_like(ids)).cls.shape == (1, 32)
+    ids = torch.randint(5, 100, (1, 49))
+    with pytest.raises(RuntimeError):
+        mlm(ids, torch.ones_like(ids))
+    default, changed = shape.bert_config().to_dict(), shape.bert_config(vocab_size=500, num_hidden_layers=6).to_dict()
+    assert (changed["vocab_size"], changed["num_hidden_layers"]) == (500, 6)
+    assert {k: v for k, v in changed.items() if k not in ("vocab_size", "num_hidden_layers")} == \
+        {k: v for k, v in default.items() if k not in ("vocab_size", "num_hidden_layers")}
+    with pytest.raises(ConfigError, match="divisible"):
+        ModelConfig(num_attention_heads=3)

@@ -4,7 +4,8 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from condenser_lite.modeling.condenser import BertMLM, Condenser, CondenserVariant, tiny_bert_config
+from condenser_lite.modeling.condenser import BertMLM, Condenser, CondenserVariant
+from condenser_lite.training.pretraining_config import ModelConfig
 from condenser_lite.modeling.gradcache import cocondenser_step
 from condenser_lite.training.accounting import cumulative, stage_compute, stage_flops
 
@@ -30,8 +31,8 @@ def counts(b: dict) -> dict:
 
 def model(method: str, model_class=Condenser):
     torch.manual_seed(0)
-    config = tiny_bert_config(vocab_size=SHAPE["vocab_size"], hidden_size=32, num_hidden_layers=4,
-                              num_attention_heads=2, intermediate_size=64, max_position_embeddings=32)
+    config = ModelConfig(vocab_size=SHAPE["vocab_size"], hidden_size=32, num_hidden_layers=4, num_attention_heads=2,
+                         intermediate_size=64, max_len=32).bert_config()
     if method == "mlm":
         return BertMLM.from_config(config)
     return model_class.from_config(config, skip_from=2, n_head_layers=2)

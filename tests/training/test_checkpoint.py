@@ -42,11 +42,12 @@ def test_save_model_draws_no_transformers_bar_and_restores_the_setting(tmp_path,
     from huggingface_hub.utils import are_progress_bars_disabled
     from transformers.utils import logging as hf_logging
 
-    from condenser_lite.modeling.condenser import BertMLM, tiny_bert_config
+    from condenser_lite.modeling.condenser import BertMLM
+    from condenser_lite.training.pretraining_config import ModelConfig
     from condenser_lite.training.checkpoint import save_model
 
-    model = BertMLM.from_config(tiny_bert_config(vocab_size=64, hidden_size=16, num_hidden_layers=1,
-                                                 num_attention_heads=2, intermediate_size=32))
+    model = BertMLM.from_config(ModelConfig(vocab_size=64, hidden_size=16, num_hidden_layers=1,
+                                                num_attention_heads=2, intermediate_size=32).bert_config())
     before = hf_logging.is_progress_bar_enabled(), are_progress_bars_disabled()
     (hf_logging.enable_progress_bar if bars_on else hf_logging.disable_progress_bar)()
     try:
