@@ -23,7 +23,6 @@ Part 2's code is in ``gpu_retrieval.py`` beside this script.
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import sys
 import time
@@ -36,42 +35,8 @@ warnings.filterwarnings("ignore")
 
 import torch  # noqa: E402
 
-SIZES = {"base": "paper", "tiny": "tiny"}  # --size: the preset whose model (shape, Condenser split) is built
-
-
-def model_shape(args):
-    from condenser_lite.reproduction.presets import get_preset
-
-    return get_preset(SIZES[args.size]).model
-
-
-def bert_config(args, vocab: int):
-    return model_shape(args).bert_config(vocab_size=vocab, max_position_embeddings=512)
-
-
-def sync(device: str) -> None:
-    if device == "cuda":
-        torch.cuda.synchronize()
-
-
-def free(device: str) -> None:
-    gc.collect()
-    if device == "cuda":
-        torch.cuda.empty_cache()
-        torch.cuda.reset_peak_memory_stats()
-
-
-def peak_mb(device: str) -> float:
-    return torch.cuda.max_memory_allocated() / 2**20 if device == "cuda" else float("nan")
-
-
-def print_table(title: str, header: list[str], rows: list[list[str]]) -> None:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
-    print(f"\n{title}")
-    print(" | ".join(h.rjust(w) for h, w in zip(header, widths)))
-    print("-+-".join("-" * w for w in widths))
-    for r in rows:
-        print(" | ".join(c.rjust(w) for c, w in zip(r, widths)))
+from gpu_common import SIZES, bert_config, free, model_shape, peak_mb, print_table, sync  # noqa: E402
+from gpu_retrieval import bench_retrieval  # noqa: E402
 
 
 # ---- part 1: coCondenser step ------------------------------------------------------------
@@ -210,7 +175,7 @@ def main() -> None:
     ap.add_argument("--exact-spans", type=int, default=0, help="first check cache vs plain loss/gradient at this batch")
     ap.add_argument("--tok-parallel", choices=["true", "false"], default="true",
                     help="TOKENIZERS_PARALLELISM (the Rust tokenizer's threads)")
-    ap.add_argument("--size", choices=["base", "tiny"], default="base", help="the model of the paper preset (BERT-base-sized) or of the tiny preset")
+    ap.add_argument("--size", choices=sorted(SIZES), default="base", help="the model of the paper preset (BERT-base-sized) or of the tiny preset")
     ap.add_argument("--dtype", choices=["bf16", "fp32"], default="bf16")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--vocab", type=int, default=30522, help="vocab size (gradcache); WordPiece target (retrieval)")
@@ -246,8 +211,6 @@ def main() -> None:
     if args.part in ("gradcache", "all"):
         bench_gradcache(args)
     if args.part in ("retrieval", "all"):
-        from gpu_retrieval import bench_retrieval
-
         bench_retrieval(args)
     print(f"\ntotal wall time {time.perf_counter() - t:.0f} s")
 

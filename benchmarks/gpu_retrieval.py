@@ -1,8 +1,8 @@
 """Part 2 of ``bench_gpu.py`` (``--part retrieval``): ``finetune_retriever`` with the msmarco
 preset's batch shape against a hand-written loop over the same batches, ``encode_corpus`` over the
 SciFact corpus against a plain AutoModel loop, ``search`` (FAISS flat IP) and ``evaluate_retriever``
-end to end, from random weights. ``bench_gpu.py`` runs it and holds the shared helpers and the
-command line (``python benchmarks/bench_gpu.py --help``).
+end to end, from random weights. ``bench_gpu.py`` runs it and holds the
+command line; ``gpu_common.py`` the helpers both parts share (``python benchmarks/bench_gpu.py --help``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from bench_gpu import bert_config, free, peak_mb, print_table, sync
+from gpu_common import bert_config, free, peak_mb, print_table, sync
 
 
 def autocast(dev: str, dtype: str):

@@ -14,7 +14,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 FILES = sorted((ROOT / "benchmarks").glob("*.py"))
-# a script runs on its own; a file without a __main__ block is a part of one (bench_gpu.py's gpu_retrieval.py)
+# a script runs on its own; a file without a __main__ block is a part of one
+# (bench_gpu.py's gpu_common.py and gpu_retrieval.py)
 SCRIPTS = [p for p in FILES if 'if __name__ == "__main__":' in p.read_text()]
 MIRROR = ROOT.parent / "shared" / "data"
 
