@@ -61,7 +61,8 @@ class Stopped(KeyboardInterrupt):
 
 
 class Recorder:
-    """A health check that keeps every verdict it gives and stops the stage after ``stop`` updates."""
+    """A health check that keeps every verdict it gives and stops the stage after ``stop`` updates.
+    Chapter 2."""
 
     def __init__(self, check, stop: int | None):
         self.check, self.stop, self.seen = check, stop, []
@@ -82,7 +83,8 @@ class Recorder:
 @contextlib.contextmanager
 def broken(change: dict):
     """The pre-training module with a bug the stage's settings do not show: its training batches
-    masked at ``mask_rate``, or the held-out blocks in its training blocks at ``leak_share``."""
+    masked at ``mask_rate``, or the held-out blocks in its training blocks at ``leak_share``.
+    Chapter 2."""
     import condenser_lite.training.pretraining as pt
     from condenser_lite.training.pretraining_data import heldout_set
 
@@ -138,7 +140,8 @@ def run_settings(preset, change: dict, keep_schedule: bool, steps: int) -> dict:
 
 
 def judge(run: dict, cfg) -> None:
-    """``run``'s evaluations judged again from the committed curves, as a fresh run would be."""
+    """``run``'s evaluations judged again from the committed curves, as a fresh run would be.
+    Chapter 2."""
     from condenser_lite.reproduction.health import stage_check
 
     check = stage_check(cfg)
@@ -178,7 +181,8 @@ def run_names(given: str) -> list[str]:
 
 
 def rejudge(out: Path, command: str) -> None:
-    """The runs in ``out`` judged again by the check as it is, their verdicts and lines rewritten."""
+    """The runs in ``out`` judged again by the check as it is, their verdicts and lines rewritten.
+    Chapter 2."""
     from condenser_lite.reproduction.presets import get_preset
     from condenser_lite.reproduction.results import git, now
 
@@ -228,7 +232,7 @@ def train_run(name: str, preset, steps: int, data_dir: str | None) -> dict:
 
 def provenance(out: Path, command: str, started: str, t0: float, load_start) -> dict:
     """Where, when and from what the runs came: commit (dirty for any change but ``out``),
-    command, wall time, machine and versions."""
+    command, wall time, machine and versions. Chapter 2."""
     from condenser_lite.reproduction.results import environment, git, machine, now
 
     inside = out.resolve().is_relative_to(ROOT.resolve())  # git refuses a pathspec outside the repository
