@@ -331,7 +331,8 @@ STUDIES = cli_parser.STUDIES
 def _study(args: argparse.Namespace) -> None:
     import importlib
 
-    importlib.import_module(f"condenser_lite.studies.{args.command}").main(args.args)
+    # a study's command is its module's name, words joined by "-" (health-runs: studies/health_runs.py)
+    importlib.import_module(f"condenser_lite.studies.{args.command.replace('-', '_')}").main(args.args)
 
 
 HANDLERS = {"pretrain": _pretrain, "finetune": _finetune, "encode": _encode, "search": _search,

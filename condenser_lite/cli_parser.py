@@ -21,7 +21,8 @@ RESTART_HELP = ("discard the training checkpoint and log in the output folder an
                 "(without it a folder from a run with other settings is refused)")
 DATA_DIR_HELP = "local data mirror (default: $CONDENSER_LITE_DATA, else the Hub)"
 STUDIES = {"mechanism": "when the Condenser head needs [CLS]: the mechanism study (results/mechanism.json)",
-           "sizing": "the pre-training study that sized the small preset (results/study.json)"}
+           "sizing": "the pre-training study that sized the small preset (results/study.json)",
+           "health-runs": "short stage-1 runs, healthy and broken, judged by the health check (results/health.json)"}
 
 
 def _data_args(p: argparse.ArgumentParser, split: str | None = "test") -> None:

@@ -29,8 +29,6 @@ SMOKE = {  # script: arguments of a short run on micro settings, and what its ou
     "bench_retrieval.py": (["--quick", "--repeats", "1", "--threads", "1"], "BM25: SciFact test nDCG@10"),
     "bench_threads.py": (["--steps", "2", "--preset", "micro", "--loads", "1"],
                          ("1 busy process(es)", "policy / better fixed")),
-    "health_demo.py": (["--preset", "micro", "--steps", "4", "--out", "health.json"],
-                       ("health: no committed run to compare with", "wrote health.json")),
 }
 
 

@@ -221,10 +221,10 @@ def test_a_shifted_run_is_flagged_where_the_seeds_agree():
 
 
 def test_broken_runs_are_flagged_within_1500_updates_and_the_healthy_one_is_not():
-    """The runs of benchmarks/health_demo.py (results/health.json), judged again from the committed
-    curves: the first 1,500 updates of the committed schedule on a new seed stay inside the band;
-    the same with a learning rate 100x or with masking at 5% leave it above, and with the
-    held-out blocks in the training data below."""
+    """The runs of ``python -m condenser_lite health-runs`` (results/health.json), judged again
+    from the committed curves: the first 1,500 updates of the committed schedule on a new seed
+    stay inside the band; the same with a learning rate 100x or with masking at 5% leave it
+    above, and with the held-out blocks in the training data below."""
     demo = json.loads((results_dir() / "health.json").read_text())
     base = stage_config(get_preset(demo["preset"]), "mlm")
     judged = {}
