@@ -34,6 +34,7 @@ from .loop import TrainConfig, set_step_seed, train
 from .pretraining_config import StageConfig, stage_name
 from .pretraining_data import final_gauges, general_blocks, heldout_set, span_pairs, stage_gauges
 from .stage_cache import DONE_FILE, get_tokenizer, is_done, stage_settings
+from .threads import counts_used
 
 logger = logging.getLogger(__name__)
 
@@ -223,6 +224,7 @@ def pretrain(
                 check.check_heldout(heldout["info"])
             on_eval = functools.partial(_health, check, progress)
         data, collate_fn, step_fn = stage_training(cfg, tokenizer, mlm_collator, data_dir, corpus)
+        caller_threads = torch.get_num_threads()
         result = train(model, data, tcfg, collate_fn=collate_fn, step_fn=counted(step_fn, cfg.grad_accum),
                        eval_fn=eval_fn, on_eval=on_eval, depends_on=settings)
         if cfg.method == "cocondenser":
@@ -241,7 +243,7 @@ def pretrain(
                   "wall_time": result.wall_time, "skipped_documents": n_skipped, "documents": n_documents,
                   "heldout": final_gauges(result.history), "heldout_set": heldout["info"] if heldout else None,
                   "compute": stage_compute(result.history, cfg.method, shape, rows, grad_cache, result.wall_time),
-                  "threads": torch.get_num_threads(),
+                  "threads": counts_used(result.history, caller_threads),
                   "health": _health_summary(result.history) if on_eval else None}
         (out / DONE_FILE).write_text(json.dumps(record, indent=2, default=str))
         # the optimizer state is only needed to resume an unfinished stage

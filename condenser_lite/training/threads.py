@@ -48,7 +48,7 @@ import logging
 import os
 import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import torch
 
@@ -79,6 +79,17 @@ def check_steps() -> Iterator[int]:
         gap = next(gaps, gap)
         step += gap
         yield step
+
+
+def counts_used(history: Sequence[Mapping], start: int) -> dict:
+    """The thread counts a run computed on, for its record: the caller's count it ``start``-ed
+    from, and each change as ``[update, count]`` from the log lines that carry ``threads`` (the
+    update of the line after the change). A resumed run's history holds every segment's lines.
+
+    >>> counts_used([{"step": 20}, {"step": 40, "threads": 1}], start=2)
+    {'start': 2, 'changes': [[40, 1]]}
+    """
+    return {"start": start, "changes": [[row["step"], row["threads"]] for row in history if "threads" in row]}
 
 
 def probe_threads(high: int, low: int, repeats: int = 9) -> dict[int, float]:

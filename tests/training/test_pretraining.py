@@ -59,6 +59,8 @@ def test_stages_chain_and_cache(env, tokenizer_dir):
     assert {"loss", "mlm_loss", "co_loss"} <= set(log[0])
     record = json.loads((co / "pretrain_config.json").read_text())
     assert record["steps"] == 2 and record["config"]["init"] == str(condenser)
+    # the counts it computed on: the caller's, unchanged (one thread: the policy stays off)
+    assert record["threads"] == {"start": torch.get_num_threads(), "changes": []}
     # the coCondenser stage starts from the Condenser *with its head*
     loaded = Condenser.from_pretrained(co)
     assert loaded.n_head_layers == 2 and loaded.skip_from == 2

@@ -176,3 +176,4 @@ def test_the_loop_logs_the_change_and_gives_the_threads_back(two_threads, monkey
     assert [r["threads"] for r in changed] == [1]
     logged = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in logged if "threads" in r] == [changed[0]["step"]]
+    assert threads.counts_used(result.history, 2) == {"start": 2, "changes": [[changed[0]["step"], 1]]}
