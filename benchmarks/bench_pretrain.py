@@ -80,8 +80,8 @@ def our_loop(model, blocks, tok, steps: int, batch: int, clock: str) -> float:
     from condenser_lite.training.loop import TrainConfig, train
 
     with tempfile.TemporaryDirectory() as d:
-        cfg = TrainConfig(output_dir=d, max_steps=steps, batch_size=batch, lr=1e-4, progress=False, epochs=100)
-        train(model, blocks, cfg, collate_fn=MLMCollator(tok))
+        cfg = TrainConfig(max_steps=steps, batch_size=batch, lr=1e-4, epochs=100)
+        train(model, blocks, cfg, output_dir=d, collate_fn=MLMCollator(tok), progress=False)
         return timed(d, clock)[0]
 
 
@@ -118,7 +118,7 @@ def preset_stage(preset: str, method: str, steps: int, clock: str) -> dict:
     from condenser_lite.modeling.masking import MLMCollator
     from condenser_lite.reproduction.presets import stage_config
     from condenser_lite.training.loop import train
-    from condenser_lite.training.pretraining import build_model, counted, stage_loop_config, stage_training
+    from condenser_lite.training.pretraining import build_model, counted, stage_training
     from condenser_lite.training.stage_cache import get_tokenizer
     from condenser_lite.utils.devices import resolve_precision
 
@@ -132,8 +132,8 @@ def preset_stage(preset: str, method: str, steps: int, clock: str) -> dict:
     rows = (f"{cfg.batch_size} documents x 2 spans of <= {cfg.model.max_len} tokens" if method == "cocondenser"
             else f"{cfg.batch_size} blocks of <= {cfg.model.max_len} tokens")
     with tempfile.TemporaryDirectory() as d:
-        train(model, data, stage_loop_config(cfg, d, progress=False), collate_fn=collate,
-              step_fn=counted(step_fn, cfg.grad_accum))
+        train(model, data, cfg, output_dir=d, collate_fn=collate, step_fn=counted(step_fn, cfg.grad_accum),
+              progress=False)
         seconds, tokens = timed(d, clock)
     return {"seconds": seconds, "tokens": tokens, "precision": resolve_precision(cfg.mixed_precision),
             "rows": rows, "config": cfg}

@@ -154,7 +154,7 @@ def _finetune_rows(args, work, beir, tok):
     from condenser_lite.reproduction.presets import RETRIEVAL_RECIPES
     from condenser_lite.retrieval.biencoder import RetrievalCollator
     from condenser_lite.retrieval.bm25 import to_tevatron
-    from condenser_lite.training.finetune import finetune_retriever, round_loop_config
+    from condenser_lite.training.finetune import finetune_retriever, round_config
 
     dev, rows = args.device, []
     # Fine-tuning: msmarco preset batch shape, short run.
@@ -162,16 +162,17 @@ def _finetune_rows(args, work, beir, tok):
     t = time.perf_counter()
     train = to_tevatron(beir, "train", n_negatives=pre.n_bm25_negatives)
     t_tev = time.perf_counter() - t
-    tc = round_loop_config(pre, work / "ft", 1, len(train), max_steps=args.ft_steps, log_every=1, progress=False,
-                      resume=False, mixed_precision=args.dtype if args.dtype == "bf16" else "no")
+    tc = round_config(pre, 1, len(train), max_steps=args.ft_steps, log_every=1,
+                      mixed_precision=args.dtype if args.dtype == "bf16" else "no")
+    quiet = dict(progress=False, resume=False)
     # Warm-up run first: padded lengths vary per batch, and every new shape costs first-time kernel
     # selection and allocations; whichever loop ran first in a process looked ~1.4x slower.
-    finetune_retriever(work / "init", train, tok, dataclasses.replace(tc, output_dir=str(work / "ft_warm")),
-                         q_max_len=pre.q_max_len, p_max_len=pre.p_max_len, train_n_passages=pre.train_n_passages)
+    finetune_retriever(work / "init", train, tok, tc, work / "ft_warm", q_max_len=pre.q_max_len,
+                       p_max_len=pre.p_max_len, train_n_passages=pre.train_n_passages, **quiet)
     free(dev)
     t = time.perf_counter()
-    model = finetune_retriever(work / "init", train, tok, tc, q_max_len=pre.q_max_len, p_max_len=pre.p_max_len,
-                                 train_n_passages=pre.train_n_passages)
+    model = finetune_retriever(work / "init", train, tok, tc, work / "ft", q_max_len=pre.q_max_len,
+                               p_max_len=pre.p_max_len, train_n_passages=pre.train_n_passages, **quiet)
     t_ft = time.perf_counter() - t
     ft_mem = peak_mb(dev)
     hist = model.train_result.history
@@ -208,12 +209,12 @@ def _finetune_rows(args, work, beir, tok):
     if args.nq_steps:  # the nq preset: 128 queries x 2 passages, 256 tokens, untied, gradient cache 32
         nq = RETRIEVAL_RECIPES["nq"]
         nq = dataclasses.replace(nq, batch_size=min(nq.batch_size, len(train)))
-        tc2 = round_loop_config(nq, work / "ft_nq", 1, len(train), max_steps=args.nq_steps, log_every=1, progress=False,
-                           resume=False, mixed_precision=tc.mixed_precision)
+        tc2 = round_config(nq, 1, len(train), max_steps=args.nq_steps, log_every=1,
+                           mixed_precision=tc.mixed_precision)
         free(dev)
-        m2 = finetune_retriever(work / "init", train, tok, tc2, q_max_len=nq.q_max_len, p_max_len=nq.p_max_len,
-                                  train_n_passages=nq.train_n_passages, untied=nq.untied,
-                                  chunk_size=nq.chunk_size)
+        m2 = finetune_retriever(work / "init", train, tok, tc2, work / "ft_nq", q_max_len=nq.q_max_len,
+                                p_max_len=nq.p_max_len, train_n_passages=nq.train_n_passages, untied=nq.untied,
+                                chunk_size=nq.chunk_size, progress=False, resume=False)
         h2 = m2.train_result.history
         w2 = min(2, len(h2) - 1)
         s2 = (h2[-1]["elapsed"] - h2[w2 - 1]["elapsed"]) / (h2[-1]["step"] - h2[w2 - 1]["step"])

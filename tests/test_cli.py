@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 from command_line import FINETUNE, cli, one_error_line
+from locations import MIRROR
 
 from condenser_lite.cli import build_parser, main
 from condenser_lite.cli_settings import apply_settings, recipe_from_args, stage_config_from_args
@@ -474,3 +475,41 @@ def test_seed_lists_and_worker_counts_are_checked_where_they_enter():
     for bad in ("0", "-3", "two"):
         with pytest.raises(argparse.ArgumentTypeError, match="at least 1"):
             positive_int(bad)
+
+
+def test_lr_reaches_the_optimizer_from_the_command_line_through_no_copy(tokenizer_dir, tmp_path, monkeypatch):
+    """``--set stages.bert.lr`` lands in the stage the command builds, that stage object itself is
+    the loop's config (no ``TrainConfig`` built from it), and AdamW starts from that rate; a
+    fine-tuning round is the recipe, with only its updates and seed replaced."""
+    import dataclasses
+
+    import condenser_lite.training.loop as loop
+    import condenser_lite.training.pretraining as pretraining
+    from condenser_lite.training.finetune import FinetuneConfig, round_config
+
+    monkeypatch.setenv("CONDENSER_LITE_CACHE", str(tmp_path / "cache"))
+    args = build_parser().parse_args(["pretrain", "--preset", "micro", "--method", "mlm", "--set",
+                                      "stages.bert.lr=1.5e-4"])
+    stage = dataclasses.replace(stage_config_from_args(args), max_steps=1, heldout_fraction=None,
+                                model=dataclasses.replace(get_preset("micro").model, tokenizer=tokenizer_dir))
+    seen = {}
+    real_train, real_optimizer = pretraining.train, loop.make_optimizer
+
+    def spy_train(model, data, cfg, **kw):
+        seen["cfg"] = cfg
+        return real_train(model, data, cfg, **kw)
+
+    def spy_optimizer(model, lr, *a):
+        seen["lr"] = lr
+        return real_optimizer(model, lr, *a)
+
+    monkeypatch.setattr(pretraining, "train", spy_train)
+    monkeypatch.setattr(loop, "make_optimizer", spy_optimizer)
+    pretraining.pretrain(stage, output_dir=tmp_path / "stage", data_dir=str(MIRROR))
+    assert seen["cfg"] is stage and seen["lr"] == 1.5e-4
+
+    recipe = recipe_from_args(build_parser().parse_args(
+        ["finetune", "--init", "x", "--output-dir", "o", "--preset", "tiny", "--set", "finetune.lr=2.5e-4"]))
+    rnd = round_config(recipe, 1, n_queries=100, seed=3)
+    assert isinstance(rnd, FinetuneConfig) and rnd.lr == 2.5e-4
+    assert dataclasses.replace(rnd, max_steps=recipe.max_steps, seed=recipe.seed) == recipe

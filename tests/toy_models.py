@@ -110,8 +110,9 @@ def regression_collate(examples):
     return {"x": torch.stack([e[0] for e in examples]), "y": torch.stack([e[1] for e in examples])}
 
 
-def crash_in_step(step: int, cfg: TrainConfig) -> None:
-    """Train with ``cfg`` until step ``step`` crashes (a checkpoint of the last ``save_every`` stays)."""
+def crash_in_step(step: int, cfg: TrainConfig, output_dir) -> None:
+    """Train with ``cfg`` into ``output_dir`` until step ``step`` crashes (a checkpoint of the last
+    ``save_every`` stays)."""
     calls = {"n": 0}
 
     def crashing(examples):
@@ -121,5 +122,5 @@ def crash_in_step(step: int, cfg: TrainConfig) -> None:
         return regression_collate(examples)
 
     with pytest.raises(RuntimeError, match="simulated"):
-        train(Regressor(), regression(), cfg, collate_fn=crashing)
+        train(Regressor(), regression(), cfg, output_dir=output_dir, collate_fn=crashing, progress=False)
 

@@ -69,10 +69,21 @@ CO_WEIGHTS = {"cocondenser": (1.0, 1.0), "co_contrastive_only": (0.0, 1.0), "co_
 # ---- pre-training ------------------------------------------------------------------------------
 
 
-def resolved(config: Any) -> dict:
-    """A fine-tuning or STS-b config as its cache key reads it: ``mixed_precision="auto"``
-    replaced by what it means on this machine (``devices.resolve_precision``). Chapter 4."""
-    return {**dataclasses.asdict(config), "mixed_precision": resolve_precision(config.mixed_precision)}
+# the loop's settings a fine-tuning or STS-b key always holds; the loop's others (the round's own
+# max_steps and seed, the bookkeeping) join it only where a recipe sets them away from the loop's
+# default, so the recorded runs keep their keys
+KEYED_LOOP = ("lr", "batch_size", "warmup_ratio", "weight_decay", "mixed_precision")
+
+
+def resolved(config: TrainConfig) -> dict:
+    """A fine-tuning or STS-b recipe as its cache key reads it: its own settings, the loop's
+    ``KEYED_LOOP`` and any other of the loop's set away from its default, with
+    ``mixed_precision="auto"`` replaced by what it means on this machine
+    (``devices.resolve_precision``). Chapter 4."""
+    usual, loop = TrainConfig(), {f.name for f in dataclasses.fields(TrainConfig)}
+    settings = {k: v for k, v in dataclasses.asdict(config).items()
+                if k not in loop or k in KEYED_LOOP or v != getattr(usual, k)}
+    return {**settings, "mixed_precision": resolve_precision(config.mixed_precision)}
 
 
 def arm_config(arm: str, preset: Preset | str | None, init: str | None) -> StageConfig:
@@ -281,10 +292,8 @@ def sts_arm(
     def compute() -> dict:
         t0, cpu0 = time.perf_counter(), time.process_time()
         tok = load_tokenizer(checkpoint)
-        cfg = TrainConfig(output_dir=str(out_dir), epochs=epochs, batch_size=sts.batch_size, lr=sts.lr,
-                          weight_decay=sts.weight_decay, warmup_ratio=sts.warmup_ratio,
-                          mixed_precision=sts.mixed_precision, seed=seed, progress=False, resume=False)
-        model = finetune_sts(checkpoint, train, tok, cfg, max_len=sts.max_len, dropout=sts.dropout)
+        model = finetune_sts(checkpoint, train, tok, dataclasses.replace(sts, epochs=epochs, seed=seed), out_dir,
+                             max_len=sts.max_len, dropout=sts.dropout, progress=False, resume=False)
         spearman = evaluate_sts(model, test, tok, max_len=sts.max_len)
         for p in out_dir.iterdir():  # the weights are not reused: keep only the numbers and the log
             if p.is_dir():

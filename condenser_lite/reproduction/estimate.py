@@ -40,7 +40,7 @@ from typing import Any
 import torch
 
 from ..training.accounting import forward_flops
-from ..training.finetune import round_loop_config
+from ..training.finetune import round_config
 from ..training.loop import read_log
 from ..training.pretraining import pretrain
 from ..training.pretraining_config import StageConfig, stage_name
@@ -341,7 +341,7 @@ def _finetune_parts(preset: Preset, jobs: Mapping[tuple, Any], task, probes: Map
         for k in keys:
             by_size[k[3]] = by_size.get(k[3], 0) + 1
         for label, count in by_size.items():
-            steps = round_loop_config(recipe, "-", round_number, int(label)).max_steps
+            steps = round_config(recipe, round_number, int(label)).max_steps
             each = fixed + steps * per_update + search * (2 if round_number == 2 else 1)  # round 2 also mines
             out.append(Part(f"fine-tune, round {round_number}, {label} queries", count, each,
                             f"{per_update:.3f} s/update x {steps} + {search:.0f} s search"))
@@ -426,7 +426,7 @@ def estimate_by_flops(preset: Preset | str, data_dir: str | None = None, tflops:
     for kind, n in kinds.items():
         if kind[0] == "finetune":
             round_number, label = kind[1], kind[2]
-            steps = round_loop_config(ft, "-", round_number, int(label)).max_steps
+            steps = round_config(ft, round_number, int(label)).max_steps
             encodings = 2 if round_number == 2 else 1
             parts.append(Part(f"fine-tune, round {round_number}, {label} queries", n,
                               steps * step + encodings * encode,

@@ -18,9 +18,10 @@ optimizer: ``--set stages.cocondenser.lr=1e-4`` (or a chapter's ``-p settings``)
 ``parameters.parse_settings`` into ``{"stages.cocondenser.lr": 1e-4}``; ``Preset.replace`` sets
 ``preset.stages.cocondenser.lr``; ``stage_config(preset, "cocondenser", init)`` builds the stage
 as that recipe plus the method, the start, the corpus and the model (``StageConfig.of``: every
-field under its own name), so ``StageConfig.lr`` is the recipe's; ``pretraining.stage_loop_config``
-hands it to the training loop's ``TrainConfig.lr`` (``LOOP_FIELDS``, the same names), which sets
-the AdamW learning rate. No setting is renamed on the way.
+field under its own name), so ``StageConfig.lr`` is the recipe's; ``pretraining.pretrain`` hands
+the stage itself to the training loop (a recipe is a ``TrainConfig``), which sets the AdamW learning
+rate from it. Fine-tuning's ``finetune.lr`` reaches the loop the same way (``finetune.round_config``
+is the recipe with the round's updates and seed). No setting is renamed or copied on the way.
 
 ``PRESETS`` holds the named presets: ``micro`` (the whole protocol in seconds, for tests),
 ``tiny`` (the first scaled-down recipe, and the live cells' short stages), ``small`` (the

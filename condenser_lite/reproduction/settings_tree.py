@@ -177,7 +177,8 @@ def setting_tree() -> dict[str, tuple[type, str]]:
         if cls is Stages:
             tree.update({f"stages.{s}.{f}": (StageRecipe, f) for s in STAGES for f in RECIPE_FIELDS})
         else:
-            tree.update({f"{part}.{f.name}": (cls, f.name) for f in dataclasses.fields(cls)})
+            tree.update({f"{part}.{f.name}": (cls, f.name) for f in dataclasses.fields(cls)
+                         if f.name not in getattr(cls, "NOT_READ", {})})
     return tree
 
 

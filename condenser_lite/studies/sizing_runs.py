@@ -263,9 +263,10 @@ def step_cost(model, data, run: Run, collate, step_fn=None) -> float:
     from condenser_lite.training.loop import TrainConfig, train
 
     with tempfile.TemporaryDirectory() as d:
-        cfg = TrainConfig(d, max_steps=7, batch_size=run.batch, lr=run.lr, mixed_precision=run.precision,
-                          seed=run.seed + 1000, progress=False)
-        hist = train(copy.deepcopy(model), data, cfg, collate_fn=collate, step_fn=step_fn).history
+        cfg = TrainConfig(max_steps=7, batch_size=run.batch, lr=run.lr, mixed_precision=run.precision,
+                          seed=run.seed + 1000)
+        hist = train(copy.deepcopy(model), data, cfg, output_dir=d, collate_fn=collate, step_fn=step_fn,
+                     progress=False).history
     return (hist[-1]["cpu"] - hist[1]["cpu"]) / (len(hist) - 2)
 
 
@@ -325,12 +326,11 @@ def _train(part: str, run: Run, out: Path) -> dict:
     cost, steps = _plan(out, model, train_data, run, collate, step_fn)
     every = max(1, round(steps * EVAL_EVERY_FRACTION))
     start_eval = evaluate(model, data, extra)
-    cfg = TrainConfig(str(out / "train"), max_steps=steps, batch_size=run.batch, lr=run.lr,
-                      warmup_ratio=run.warmup, schedule=run.schedule, mixed_precision=run.precision,
-                      seed=run.seed, log_every=max(1, steps // 50), eval_every=every,
-                      save_every=max(every, steps // 4), progress=False)
-    res = train(model, train_data, cfg, collate_fn=collate, step_fn=step_fn,
-                eval_fn=lambda m: evaluate(m, data, extra))
+    cfg = TrainConfig(max_steps=steps, batch_size=run.batch, lr=run.lr, warmup_ratio=run.warmup,
+                      schedule=run.schedule, mixed_precision=run.precision, seed=run.seed,
+                      log_every=max(1, steps // 50), eval_every=every, save_every=max(every, steps // 4))
+    res = train(model, train_data, cfg, output_dir=out / "train", collate_fn=collate, step_fn=step_fn,
+                eval_fn=lambda m: evaluate(m, data, extra), progress=False)
     model.save_pretrained(out / "model")
     tok.save_pretrained(out / "model")
     shutil.rmtree(out / "train" / "checkpoint", ignore_errors=True)

@@ -58,10 +58,10 @@ def loop_cost(run: Run, steps: int, compile_: bool = False, threads: int = 1, ba
     full = full_blocks(r.vocab, r.max_len)
     model = build_model(r.replace(init=None, method="mlm"), data["tokenizer"])
     with tempfile.TemporaryDirectory() as d:
-        cfg = TrainConfig(d, max_steps=steps, batch_size=r.batch, lr=r.lr, mixed_precision=r.precision,
-                          compile=compile_, seed=0, progress=False)
+        cfg = TrainConfig(max_steps=steps, batch_size=r.batch, lr=r.lr, mixed_precision=r.precision,
+                          compile=compile_, seed=0)
         t0 = time.perf_counter()
-        hist = train(model, full, cfg, collate_fn=data["collator"]).history
+        hist = train(model, full, cfg, output_dir=d, collate_fn=data["collator"], progress=False).history
         total_wall = time.perf_counter() - t0
     n = len(hist) - 2
     cpu = (hist[-1]["cpu"] - hist[1]["cpu"]) / n

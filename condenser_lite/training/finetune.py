@@ -18,13 +18,14 @@ the command line does.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow.compute as pc
@@ -69,7 +70,8 @@ def finetune_retriever(
     init_checkpoint: str | os.PathLike,
     train_dataset: Any,
     tokenizer,
-    cfg,
+    cfg: TrainConfig,
+    output_dir: str | os.PathLike,
     q_max_len: int = 32,
     p_max_len: int = 128,
     train_n_passages: int = 8,
@@ -77,16 +79,19 @@ def finetune_retriever(
     temperature: float | None = None,
     chunk_size: int | None = None,
     dropout: float | None = None,
+    resume: bool = True,
+    progress: bool | None = None,
 ) -> BiEncoder:
     """Fine-tune a pre-trained checkpoint as a dense retriever (coCondenser eq. 14, chapter 4).
 
-    ``cfg`` is a ``loop.TrainConfig``; its ``batch_size`` counts *queries* (each brings
-    ``train_n_passages`` passages). The final model and tokenizer are saved to ``cfg.output_dir``
+    ``cfg`` is a ``loop.TrainConfig`` (a round of a ``FinetuneConfig``: ``round_config``); its
+    ``batch_size`` counts *queries* (each brings ``train_n_passages`` passages). The final model
+    and tokenizer are saved to ``output_dir``
     as a plain Hugging Face dir (``query/`` and ``passage/`` when untied), loadable with
     ``BiEncoder.from_pretrained`` or ``encode``; the loop's log and resumable checkpoint sit
     beside it. ``chunk_size``: sequences per gradient-cache chunk (``retrieval_step``);
     None trains with plain forward/backward. ``dropout``: the encoder's during fine-tuning
-    (``None``: the checkpoint's own). A checkpoint left in ``cfg.output_dir`` is resumed
+    (``None``: the checkpoint's own). A checkpoint left in ``output_dir`` is resumed
     (or, finished, reused) only if it was trained from the same weights (by content), tokenizer,
     training rows (``rows_key``) and settings; otherwise ``CheckpointError`` names what differs.
     The folder is locked while training (``cache.output_lock``).
@@ -107,11 +112,12 @@ def finetune_retriever(
         )
     collator = RetrievalCollator(tokenizer, q_max_len=q_max_len, p_max_len=p_max_len, train_n_passages=train_n_passages)
     step_fn = functools.partial(retrieval_step, chunk_size=chunk_size) if chunk_size else None
-    with output_lock(cfg.output_dir):
-        result = train(model, train_dataset, cfg, collate_fn=collator, step_fn=step_fn, depends_on=depends_on)
+    with output_lock(output_dir):
+        result = train(model, train_dataset, cfg, output_dir=output_dir, collate_fn=collator, step_fn=step_fn,
+                       depends_on=depends_on, resume=resume, progress=progress)
         model.train_result = result  # history and log path, for the loss-curve chapter
-        save_model(model, cfg.output_dir)
-        tokenizer.save_pretrained(cfg.output_dir)
+        save_model(model, output_dir)
+        tokenizer.save_pretrained(output_dir)
     return model
 
 
@@ -169,23 +175,21 @@ def mine_hard_negatives(
     return train_dataset.map(add, with_indices=True, desc=None)
 
 
-def round_loop_config(recipe: FinetuneConfig, output_dir: str | os.PathLike, round_number: int, n_queries: int,
-                 seed: int = 0, **overrides: Any) -> TrainConfig:
-    """The ``loop.TrainConfig`` of one round of ``recipe`` on ``n_queries`` training queries
-    (chapter 4): ``epochs_round1`` or ``epochs_round2`` epochs of ``batch_size`` queries, at least
-    ``min_steps`` updates (the small training sets of the scaled-down book), AdamW with the
-    recipe's lr, warm-up and weight decay. ``overrides`` (``max_steps``, ``progress``, ...) win."""
+def round_config(recipe: FinetuneConfig, round_number: int, n_queries: int, seed: int = 0,
+                 **overrides: Any) -> FinetuneConfig:
+    """``recipe`` as the loop runs one round of it on ``n_queries`` training queries (chapter 4):
+    ``epochs_round1`` or ``epochs_round2`` epochs of ``batch_size`` queries, at least ``min_steps``
+    updates (the small training sets of the scaled-down book), or the recipe's ``max_steps`` when
+    set, with the round's ``seed``; every other setting (``lr``, ...) is the recipe's own.
+    ``overrides`` (the loop's fields: ``max_steps``, ``log_every``, ...) win."""
     if round_number not in (1, 2):
         raise ConfigError(f"round_number must be 1 or 2, got {round_number}")
     if n_queries < recipe.batch_size:
         raise ConfigError(f"a training set of {n_queries} queries is smaller than the batch of {recipe.batch_size}; "
                          "use more queries or a smaller batch_size")
     epochs = recipe.epochs_round1 if round_number == 1 else recipe.epochs_round2
-    steps = max(recipe.min_steps, int(epochs * (n_queries // recipe.batch_size)), 1)
-    settings = dict(output_dir=str(output_dir), max_steps=steps, batch_size=recipe.batch_size, lr=recipe.lr,
-                    weight_decay=recipe.weight_decay, warmup_ratio=recipe.warmup_ratio,
-                    mixed_precision=recipe.mixed_precision, seed=seed)
-    return TrainConfig(**{**settings, **overrides})
+    steps = recipe.max_steps or max(recipe.min_steps, int(epochs * (n_queries // recipe.batch_size)), 1)
+    return dataclasses.replace(recipe, **{"max_steps": steps, "seed": seed, **overrides})
 
 
 def finetune_round(
@@ -199,6 +203,8 @@ def finetune_round(
     round1: Any = None,
     corpus: Any = None,
     corpus_embeddings: tuple[np.ndarray, list[str]] | None = None,
+    resume: bool = True,
+    progress: bool | None = None,
     **overrides: Any,
 ) -> tuple[BiEncoder, Any]:
     """One round of the papers' recipe (coCondenser section 3.4, chapter 4); returns the model and
@@ -209,7 +215,8 @@ def finetune_round(
     (reusing ``corpus_embeddings`` of that retriever when given, else encoding the corpus into a
     scratch memmap in ``output_dir`` in the recipe's ``embedding_dtype``) and adds them to the BM25
     negatives, then fine-tunes the same *pre-trained* ``init_checkpoint`` again, not the round-1
-    model. The model is saved to ``output_dir``; ``overrides`` go to ``round_loop_config``.
+    model. The model is saved to ``output_dir``; ``overrides`` go to ``round_config``; ``resume`` and
+    ``progress`` to ``loop.train``.
     """
     if round_number == 2:
         if round1 is None or corpus is None:
@@ -225,11 +232,12 @@ def finetune_round(
             corpus_embeddings=corpus_embeddings)
         del corpus_embeddings
         scratch.unlink(missing_ok=True)
-    cfg = round_loop_config(recipe, output_dir, round_number, len(train_dataset), seed, **overrides)
+    cfg = round_config(recipe, round_number, len(train_dataset), seed, **overrides)
     model = finetune_retriever(
-        init_checkpoint, train_dataset, tokenizer, cfg, q_max_len=recipe.q_max_len, p_max_len=recipe.p_max_len,
-        train_n_passages=recipe.train_n_passages, untied=recipe.untied, temperature=recipe.temperature,
-        chunk_size=recipe.chunk_size, dropout=recipe.dropout)
+        init_checkpoint, train_dataset, tokenizer, cfg, output_dir, q_max_len=recipe.q_max_len,
+        p_max_len=recipe.p_max_len, train_n_passages=recipe.train_n_passages, untied=recipe.untied,
+        temperature=recipe.temperature, chunk_size=recipe.chunk_size, dropout=recipe.dropout, resume=resume,
+        progress=progress)
     return model, train_dataset
 
 
@@ -255,12 +263,14 @@ def two_round(
 
 
 @dataclass(frozen=True)
-class FinetuneConfig:
-    """The retriever recipe (coCondenser section 4.1, Tevatron): ``batch_size`` queries per update,
+class FinetuneConfig(TrainConfig):
+    """The retriever recipe (coCondenser section 4.1, Tevatron): the loop's ``TrainConfig`` (``lr``,
+    ``weight_decay``, ...) and the retriever's own settings. ``batch_size`` queries per update,
     each with ``train_n_passages`` passages (its positive first, then negatives); round 1 trains
     ``epochs_round1`` epochs on BM25 negatives (``n_bm25_negatives`` kept per query), round 2
     ``epochs_round2`` on BM25 + ``n_mined`` negatives sampled from the round-1 retriever's top
-    ``mine_depth``; at least ``min_steps`` updates per round. ``untied``: separate query and
+    ``mine_depth``; at least ``min_steps`` updates per round, or ``max_steps`` when set.
+    ``untied``: separate query and
     passage encoders (DPR on NQ); ``chunk_size``: sequences per gradient-cache chunk (as a
     coCondenser stage's);
     ``encode_batch``: sequences per batch when encoding for search and mining;
@@ -268,20 +278,24 @@ class FinetuneConfig:
     (``"float16"`` halves MS MARCO's 27 GB; scores are computed in float32); ``dropout``: the
     encoder's during fine-tuning (``None``: the checkpoint's own). Chapter 4."""
 
-    lr: float = 1e-3
+    # the loop's settings a round sets itself (the loop's ``epochs``, the run's ``seed``), or that
+    # would change the loss (accumulating splits the in-batch negatives): not paths of the tree
+    NOT_READ: ClassVar[dict[str, str]] = {
+        "epochs": "a round trains epochs_round1 or epochs_round2", "seed": "the run's seed is an argument",
+        "grad_accum": "the contrastive loss needs the whole batch: set chunk_size for the gradient cache",
+        "eval_every": "fine-tuning evaluates nothing while it trains"}
+
     batch_size: int = 8
+    weight_decay: float = 0.0
     train_n_passages: int = 2
     q_max_len: int = 48
     p_max_len: int = 64
     epochs_round1: float = 2.0
     epochs_round2: float = 2.0
     min_steps: int = 60
-    warmup_ratio: float = 0.1
-    weight_decay: float = 0.0
     untied: bool = False
     temperature: float | None = None
     chunk_size: int | None = None
-    mixed_precision: str = "no"
     n_bm25_negatives: int = 30
     mine_depth: int = 100
     n_mined: int = 30
@@ -290,5 +304,8 @@ class FinetuneConfig:
     dropout: float | None = None
 
     def __post_init__(self) -> None:
-        check_positive(self, "lr", "batch_size", "train_n_passages", "q_max_len", "p_max_len", "epochs_round1",
-                       "epochs_round2", "encode_batch")
+        super().__post_init__()
+        if self.grad_accum != 1:
+            raise ConfigError(f"FinetuneConfig.grad_accum={self.grad_accum}: {self.NOT_READ['grad_accum']}")
+        check_positive(self, "train_n_passages", "q_max_len", "p_max_len", "epochs_round1", "epochs_round2",
+                       "encode_batch")

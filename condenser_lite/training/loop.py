@@ -52,7 +52,7 @@ from torch import nn
 from tqdm import tqdm
 
 from ..utils.cache import output_lock, settings_diff
-from ..utils.checks import check_types
+from ..utils.checks import check_positive, check_types
 from ..utils.devices import PRECISIONS
 from ..utils.errors import CheckpointError, ConfigError
 from .checkpoint import CHECKPOINT, read_state, recover_checkpoint, save_checkpoint
@@ -64,15 +64,19 @@ from .update import gradients, refuse_divergence
 
 logger = logging.getLogger(__name__)
 # TrainConfig fields that change the computation: resuming needs the checkpoint to agree on all.
-# output_dir, log_every, save_every, eval_every, resume, progress and compile (same maths,
-# another kernel schedule) only change bookkeeping or speed.
+# log_every, save_every, eval_every and compile (same maths, another kernel schedule) only
+# change bookkeeping or speed.
 RUN_FIELDS = ("max_steps", "epochs", "batch_size", "grad_accum", "lr", "weight_decay",
               "warmup_ratio", "max_grad_norm", "mixed_precision", "seed", "schedule")
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrainConfig:
-    """Settings of one training run (chapter 2, `notebooks/02_condenser.ipynb`).
+    """How a training run trains (chapter 2, `notebooks/02_condenser.ipynb`); where it writes,
+    whether it resumes and whether it shows progress are ``train``'s arguments. A pre-training
+    stage's recipe (``StageRecipe``), the retriever's (``FinetuneConfig``) and STS-b's
+    (``STSConfig``) are ``TrainConfig``s with their own fields added, so ``train`` reads their
+    ``lr`` itself.
 
     ``batch_size`` is the number of examples per optimizer update, over all processes; it is
     split into ``grad_accum`` micro-batches (and, when distributed, first into one equal slice
@@ -88,12 +92,11 @@ class TrainConfig:
     call ``train``'s ``eval_fn`` every that many steps (and after the last one).
     """
 
-    output_dir: str
     max_steps: int | None = None
     epochs: float = 1.0
     batch_size: int = 32
     grad_accum: int = 1
-    lr: float = 1e-4
+    lr: float = 1e-3
     weight_decay: float = 0.01
     warmup_ratio: float = 0.1
     max_grad_norm: float | None = 1.0
@@ -104,27 +107,15 @@ class TrainConfig:
     log_every: int = 1
     save_every: int | None = None
     eval_every: int | None = None
-    resume: bool = True
-    progress: bool | None = None
 
     def __post_init__(self) -> None:
         def bad(name: str, rule: str) -> ConfigError:
-            return ConfigError(f"TrainConfig.{name}={getattr(self, name)!r} is invalid: {rule}")
+            return ConfigError(f"{type(self).__name__}.{name}={getattr(self, name)!r} is invalid: {rule}")
 
         check_types(self)
-
-        if self.batch_size < 1:
-            raise bad("batch_size", "it must be >= 1")
-        if self.grad_accum < 1:
-            raise bad("grad_accum", "it must be >= 1")
+        check_positive(self, "lr", "batch_size", "grad_accum", "epochs", "max_steps")
         if self.batch_size % self.grad_accum:
             raise bad("grad_accum", f"batch_size={self.batch_size} must be divisible by it")
-        if self.max_steps is not None and self.max_steps < 1:
-            raise bad("max_steps", "use None (epochs decide) or a count >= 1")
-        if not self.epochs > 0:
-            raise bad("epochs", "it must be > 0")
-        if not self.lr > 0:
-            raise bad("lr", "it must be > 0 (0 leaves the weights as they are)")
         if self.weight_decay < 0:
             raise bad("weight_decay", "it must be >= 0")
         if not 0 <= self.warmup_ratio < 1:
@@ -140,7 +131,7 @@ class TrainConfig:
         if self.save_every is not None and self.save_every < 1:
             raise bad("save_every", "use None (save only at the end) or a count >= 1")
         if self.eval_every is not None and self.eval_every < 1:
-            raise bad("eval_every", "use None (no evaluation) or a count >= 1")
+            raise bad("eval_every", "use None (after the last step only) or a count >= 1")
         if self.schedule not in SCHEDULES:
             raise bad("schedule", f"choose one of {SCHEDULES}")
 
@@ -170,11 +161,12 @@ def read_log(path: str | Path, upto: int | None = None) -> list[dict]:
 
 
 def train(model: nn.Module, data: Sequence | Callable[[int], Sequence], cfg: TrainConfig, *,
-          collate_fn: Callable[[list], dict], step_fn: Callable[..., dict] | None = None,
+          output_dir: str | Path, collate_fn: Callable[[list], dict], step_fn: Callable[..., dict] | None = None,
           accelerator: Accelerator | None = None,
           eval_fn: Callable[[nn.Module], Mapping[str, float]] | None = None,
           on_eval: Callable[[int, Mapping[str, float]], Mapping[str, Any] | None] | None = None,
-          depends_on: Mapping[str, Any] | None = None) -> TrainResult:
+          depends_on: Mapping[str, Any] | None = None, resume: bool = True,
+          progress: bool | None = None) -> TrainResult:
     """Train ``model`` on ``data`` with AdamW and linear warmup/decay; resumable, deterministic.
 
     Explained in chapter 2, `notebooks/02_condenser.ipynb`; the module docstring gives the
@@ -203,8 +195,8 @@ def train(model: nn.Module, data: Sequence | Callable[[int], Sequence], cfg: Tra
       between that count and half of it as the machine's load makes them pay
       (``threads.ThreadPolicy``; ``CONDENSER_LITE_THREAD_POLICY=off`` keeps the caller's); the
       caller's count is set again when ``train`` returns.
-    * ``eval_fn(model) -> {name: float}``, with ``cfg.eval_every``: called every that many steps
-      and after the last one, on the unwrapped model in eval mode, without gradients and in full
+    * ``eval_fn(model) -> {name: float}``: called every ``cfg.eval_every`` steps and after the
+      last one (``eval_every=None``: after the last one only; without ``eval_fn``, nothing), on the unwrapped model in eval mode, without gradients and in full
       precision (the mixed-precision wrapper of ``forward`` is bypassed); its values join that
       step's log line as ``eval_<name>`` (a step with an evaluation always writes a line). The
       study page (``notebooks/09_study.md``) logs held-out MLM loss and the Condenser gauges this way.
@@ -227,10 +219,7 @@ def train(model: nn.Module, data: Sequence | Callable[[int], Sequence], cfg: Tra
     ``model.save_pretrained`` without transformers' progress bar); the final
     step and wall time also go to ``output_dir/train_state.json``.
     """
-    if (eval_fn is None) != (cfg.eval_every is None):
-        raise ValueError("pass eval_fn= together with TrainConfig.eval_every (or neither): "
-                         f"got eval_fn={'set' if eval_fn else None}, eval_every={cfg.eval_every}")
-    out_dir = Path(cfg.output_dir)
+    out_dir = Path(output_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     acc = accelerator if accelerator is not None else make_accelerator(cfg.mixed_precision)
     if accelerator is not None and cfg.mixed_precision not in ("auto", acc.mixed_precision):
@@ -245,7 +234,8 @@ def train(model: nn.Module, data: Sequence | Callable[[int], Sequence], cfg: Tra
     # Only the main process writes the folder, so only it takes the lock (the others wait for
     # it at the first barrier).
     with output_lock(out_dir) if acc.is_main_process else contextlib.nullcontext():
-        return _train(model, data, cfg, acc, collate_fn, step_fn, eval_fn, on_eval, depends_on)
+        return _train(model, data, cfg, acc, (collate_fn, step_fn, eval_fn, on_eval), depends_on,
+                      (out_dir, resume, progress))
 
 
 def _jsonable(value: Any) -> Any:
@@ -253,7 +243,7 @@ def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, sort_keys=True, default=str))
 
 
-def _start_or_resume(out_dir: Path, cfg: TrainConfig, acc: Accelerator, run: dict, identity: Any,
+def _start_or_resume(out_dir: Path, resume: bool, acc: Accelerator, run: dict, identity: Any,
                      total: int) -> tuple[dict | None, list[dict]]:
     """The checkpoint's state to resume (None: start fresh) and the log lines up to it; a
     checkpoint of another run is refused, and a fresh start removes a stale one."""
@@ -262,7 +252,7 @@ def _start_or_resume(out_dir: Path, cfg: TrainConfig, acc: Accelerator, run: dic
         recover_checkpoint(out_dir)
     acc.wait_for_everyone()
     state = None
-    if cfg.resume and ckpt.exists():
+    if resume and ckpt.exists():
         state = read_state(ckpt)
         diff = settings_diff(state["run"], run, "checkpoint") + settings_diff(state.get("depends_on", {}), identity,
                                                                            "checkpoint")
@@ -282,17 +272,16 @@ def _start_or_resume(out_dir: Path, cfg: TrainConfig, acc: Accelerator, run: dic
     return state, history
 
 
-def _train(model: nn.Module, data: Any, cfg: TrainConfig, acc: Accelerator, collate_fn: Callable[[list], dict],
-           step_fn: Callable[..., dict] | None, eval_fn: Callable[[nn.Module], Mapping[str, float]] | None,
-           on_eval: Callable[[int, Mapping[str, float]], Mapping[str, Any] | None] | None,
-           depends_on: Mapping[str, Any] | None) -> TrainResult:
-    """``train`` in the locked output folder: set up, resume, the updates epoch by epoch, finish."""
-    out_dir = Path(cfg.output_dir)
+def _train(model: nn.Module, data: Any, cfg: TrainConfig, acc: Accelerator, fns: tuple,
+           depends_on: Mapping[str, Any] | None, where: tuple[Path, bool, bool | None]) -> TrainResult:
+    """``train`` in the locked output folder: set up, resume, the updates epoch by epoch, finish.
+    ``fns``: collate_fn, step_fn, eval_fn, on_eval; ``where``: the folder, resume, progress."""
+    out_dir, resume, progress = where
     epoch_data = EpochData(data, cfg.seed)
     total, run = _plan(cfg, acc, epoch_data(0))
     identity = _jsonable(dict(depends_on or {}))
     ckpt, log_path = out_dir / CHECKPOINT, out_dir / "log.jsonl"
-    state, history = _start_or_resume(out_dir, cfg, acc, run, identity, total)
+    state, history = _start_or_resume(out_dir, resume, acc, run, identity, total)
 
     model.to(acc.device)
     if state:
@@ -305,8 +294,8 @@ def _train(model: nn.Module, data: Any, cfg: TrainConfig, acc: Accelerator, coll
     inner, had_forward = model, "forward" in model.__dict__
     optimizer, scheduler = make_optimizer(model, cfg.lr, cfg.weight_decay, cfg.warmup_ratio, cfg.schedule, total)
     model, optimizer, scheduler = prepare(model, optimizer, scheduler, acc, cfg.compile, ckpt if state else None)
-    r = _Run(cfg, acc, model, optimizer, scheduler, epoch_data, (collate_fn, step_fn, eval_fn, on_eval), total,
-             {"run": run, "depends_on": identity}, history, Progress.of(state), Clock.of(state))
+    r = _Run(cfg, acc, model, optimizer, scheduler, epoch_data, fns, total,
+             {"run": run, "depends_on": identity}, history, Progress.of(state), Clock.of(state), (out_dir, progress))
     try:
         r.run()
     except KeyboardInterrupt:
@@ -345,17 +334,17 @@ class _Run:
 
     def __init__(self, cfg: TrainConfig, acc: Accelerator, model: nn.Module, optimizer: torch.optim.Optimizer,
                  scheduler: Any, epoch_data: EpochData, fns: tuple, total: int, identity: dict,
-                 history: list[dict], p: Progress, clock: Clock):
+                 history: list[dict], p: Progress, clock: Clock, shown: tuple[Path, bool | None]):
         self.cfg, self.acc, self.model, self.optimizer, self.scheduler = cfg, acc, model, optimizer, scheduler
         self.epoch_data, self.total, self.identity, self.history, self.p, self.clock = \
             epoch_data, total, identity, history, p, clock
         self.collate_fn, self.step_fn, self.eval_fn, self.on_eval = fns
-        self.out_dir = Path(cfg.output_dir)
+        self.out_dir, progress = shown
         self.ckpt, self.log_path = self.out_dir / CHECKPOINT, self.out_dir / "log.jsonl"
         self.per_rank = cfg.batch_size // acc.num_processes
         self.micro = self.per_rank // cfg.grad_accum
         self.consistent = True  # False only between optimizer.step() and the counters' update
-        self.show = cfg.progress if cfg.progress is not None else sys.stderr.isatty()
+        self.show = progress if progress is not None else sys.stderr.isatty()
         self.bar = tqdm(total=total, initial=p.step, disable=not (self.show and acc.is_main_process),
                         desc=self.out_dir.name, dynamic_ncols=True)
         self.policy = ThreadPolicy.for_run(acc.device.type, acc.num_processes)  # scheduling only: no key holds it
@@ -426,7 +415,8 @@ class _Run:
         held-out evaluation where one is due); the progress bar moves on."""
         p, cfg = self.p, self.cfg
         p.add(sums)
-        evaluated = self.eval_fn is not None and (p.step % cfg.eval_every == 0 or p.step == self.total)
+        evaluated = self.eval_fn is not None and (p.step == self.total or bool(cfg.eval_every)
+                                                  and p.step % cfg.eval_every == 0)
         if p.step % cfg.log_every == 0 or p.step == self.total or evaluated:
             held_out = (self.model, self.acc, self.eval_fn, self.on_eval) if evaluated else None
             rec = record(p, lr_now, self.clock, held_out)

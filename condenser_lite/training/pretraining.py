@@ -1,13 +1,12 @@
 """Running a pre-training stage (MLM, Condenser, coCondenser) from its ``StageConfig``: the model
-built, the loop's config, the step, the stage cached by its key (``stage_cache``) and gauged on
-the held-out set (``pretraining_data``). ``stage_loop_config`` turns a stage into the loop's
-``loop.TrainConfig``. Explained in chapter 2 (``notebooks/02_condenser.ipynb``) and chapter 3
+built, the step, the stage cached by its key (``stage_cache``) and gauged on the held-out set
+(``pretraining_data``). A stage is the loop's config itself (``StageRecipe`` is a
+``loop.TrainConfig``). Explained in chapter 2 (``notebooks/02_condenser.ipynb``) and chapter 3
 (``notebooks/03_cocondenser.ipynb``).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import logging
@@ -30,7 +29,7 @@ from ..utils.errors import CheckpointError, ConfigError
 from ..utils.loading import check_checkpoint, has_head, read_condenser_config
 from .accounting import stage_compute
 from .checkpoint import save_model
-from .loop import TrainConfig, set_step_seed, train
+from .loop import set_step_seed, train
 from .pretraining_config import StageConfig, stage_name
 from .pretraining_data import final_gauges, general_blocks, heldout_set, span_pairs, stage_gauges
 from .stage_cache import DONE_FILE, get_tokenizer, is_done, stage_settings
@@ -153,21 +152,6 @@ def stage_training(cfg: StageConfig, tokenizer, mlm_collator: MLMCollator, data_
     return general_blocks(cfg, tokenizer, data_dir, corpus), mlm_collator, mlm_step
 
 
-# the loop's settings a stage holds under the loop's own names (eval_every means another thing there)
-LOOP_FIELDS = tuple(f.name for f in dataclasses.fields(TrainConfig)
-                    if f.name in {g.name for g in dataclasses.fields(StageConfig)} and f.name != "eval_every")
-
-
-def stage_loop_config(cfg: StageConfig, output_dir: str | Path, progress: bool | None = None,
-                      evaluate: bool = False, resume: bool = True) -> TrainConfig:
-    """The loop's ``TrainConfig`` of a stage: its ``LOOP_FIELDS`` as they are, evaluating every
-    ``eval_every`` steps where ``evaluate`` (without ``eval_every``, after the last step only: the
-    loop always evaluates there). Chapter 2."""
-    eval_every = (cfg.eval_every or 2**31) if evaluate else None
-    return TrainConfig(output_dir=str(output_dir), **{k: getattr(cfg, k) for k in LOOP_FIELDS},
-                       eval_every=eval_every, progress=progress, resume=resume)
-
-
 def pretrain(
     cfg: StageConfig,
     output_dir: str | Path | None = None,
@@ -217,7 +201,6 @@ def pretrain(
         heldout = heldout_set(cfg, tokenizer, data_dir, corpus) if cfg.heldout_fraction is not None else None
         eval_fn = functools.partial(stage_gauges, batches=heldout["batches"],
                                     mask_draws=heldout.get("mask_draws", ())) if heldout else None
-        tcfg = stage_loop_config(cfg, out / "train", progress, evaluate=heldout is not None, resume=not restart)
         on_eval = None
         if check is not None and heldout is not None:
             if hasattr(check, "check_heldout"):
@@ -225,8 +208,10 @@ def pretrain(
             on_eval = functools.partial(_health, check, progress)
         data, collate_fn, step_fn = stage_training(cfg, tokenizer, mlm_collator, data_dir, corpus)
         caller_threads = torch.get_num_threads()
-        result = train(model, data, tcfg, collate_fn=collate_fn, step_fn=counted(step_fn, cfg.grad_accum),
-                       eval_fn=eval_fn, on_eval=on_eval, depends_on=settings)
+        # the stage is the loop's config itself (StageRecipe is a TrainConfig)
+        result = train(model, data, cfg, output_dir=out / "train", collate_fn=collate_fn,
+                       step_fn=counted(step_fn, cfg.grad_accum), eval_fn=eval_fn, on_eval=on_eval,
+                       depends_on=settings, resume=not restart, progress=progress)
         if cfg.method == "cocondenser":
             n_skipped, n_documents, rows = data.n_skipped, data.n_documents, 2 * cfg.batch_size
         else:

@@ -6,9 +6,10 @@ A *stage* is one call of the training loop: a method (``"mlm"``, ``"condenser"``
 "Condenser" arm is the "BERT" arm's checkpoint continued with Condenser pre-training, and
 coCondenser continues that one on the target corpus. A preset holds the encoder every stage
 shares and one recipe per named stage (``stages.bert``, ``stages.condenser``,
-``stages.cocondenser``); ``StageConfig.of`` adds the method, the start and the encoder to a
-recipe, field for field under the same names (``reproduction.presets.stage_config`` picks the
-recipe; ``pretraining.pretrain`` runs the result, the same for the protocol's arms and the
+``stages.cocondenser``). A recipe is the training loop's own ``TrainConfig`` with the stage's
+fields added, so the loop reads a stage's ``lr`` from the stage itself. ``StageConfig.of`` adds
+the method, the start and the encoder to a recipe (``reproduction.presets.stage_config`` picks
+the recipe; ``pretraining.pretrain`` runs the result, the same for the protocol's arms and the
 command line). Explained in chapter 2 (``notebooks/02_condenser.ipynb``) and chapter 3
 (``notebooks/03_cocondenser.ipynb``).
 """
@@ -24,6 +25,7 @@ from transformers import BertConfig
 from ..modeling.condenser import HEAD_CLS_SOURCES, PAPER_SWITCHES, deviations
 from ..utils.checks import check_positive, check_types
 from ..utils.errors import ConfigError
+from .loop import TrainConfig
 
 
 @dataclass(frozen=True)
@@ -88,10 +90,11 @@ MODEL_FIELDS = tuple(f.name for f in dataclasses.fields(ModelConfig))
 
 
 @dataclass(frozen=True)
-class StageRecipe:
-    """How one pre-training stage trains: every setting of a stage but what it starts from
-    (``method``, ``init``) and the encoder (``model``), which ``StageConfig`` adds. A preset holds
-    one recipe per named stage (``Stages``); the defaults are the ``tiny`` preset's.
+class StageRecipe(TrainConfig):
+    """How one pre-training stage trains: the loop's ``TrainConfig`` (``max_steps``, ``batch_size``,
+    ``lr``, ...) and the stage's own settings; what it starts from (``method``, ``init``) and the
+    encoder (``model``) are ``StageConfig``'s. A preset holds one recipe per named stage
+    (``Stages``); the defaults are the ``tiny`` preset's.
 
     ``corpus`` is ``"general"`` (the Wikipedia sample, WikiText-2 and news; at full scale
     ``"wikipedia"``) for ``mlm``/``condenser``, or a retrieval corpus (``"scifact"``,
@@ -133,26 +136,16 @@ class StageRecipe:
     co_weight: float = 1.0
     chunk_size: int | None = None
     min_span: int = 16
-    # optimisation (training.TrainConfig)
-    max_steps: int | None = None
-    epochs: float = 1.0
-    batch_size: int = 32
-    grad_accum: int = 1
-    lr: float = 1e-3
-    weight_decay: float = 0.01
-    warmup_ratio: float = 0.1
-    max_grad_norm: float | None = 1.0
-    mixed_precision: str = "no"
-    seed: int = 42
+    # the loop's, at a stage's defaults (a stage resumes losing at most 200 updates)
     save_every: int | None = 200
+    eval_every: int | None = 100
     # held-out evaluation on the general corpus
     heldout_fraction: float | None = 0.05
     eval_blocks: int = 256
-    eval_every: int | None = 100
 
     def __post_init__(self) -> None:
-        check_types(self)
-        check_positive(self, "lr", "batch_size", "grad_accum", "min_span", "epochs", "max_steps")
+        super().__post_init__()
+        check_positive(self, "min_span")
         if self.head not in (None, "load", "random"):
             raise ConfigError(f"head={self.head!r} must be 'load', 'random' or None")
         if self.head_cls not in HEAD_CLS_SOURCES:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -29,28 +29,30 @@ from ..retrieval.biencoder import cls_embedding, load_model_and_tokenizer, pad_b
 from ..retrieval.search import encode
 from ..utils.checks import check_positive
 from ..utils.loading import dropout_kwargs, load_encoder
-from .loop import train
+from .loop import TrainConfig, train
 
 
 @dataclass(frozen=True)
-class STSConfig:
-    """The STS-b bi-encoder (Condenser section 4.2, Sentence-BERT's recipe): cosine regression
-    with AdamW; ``epochs_low_data`` for the small training sizes, ``epochs_full`` for the whole
+class STSConfig(TrainConfig):
+    """The STS-b bi-encoder (Condenser section 4.2, Sentence-BERT's recipe): the loop's
+    ``TrainConfig`` (``lr``, ``batch_size``, ...) for cosine regression with AdamW; ``epochs_low_data`` for the small training sizes, ``epochs_full`` for the whole
     set (below 1: only part of it, subsampled in time); ``dropout``: the encoder's during training
     (``None``: the checkpoint's own). Chapter 7."""
 
-    lr: float = 1e-3
+    # the loop's settings a run sets itself from the training set's size and the run's seed
+    NOT_READ: ClassVar[dict[str, str]] = {
+        "epochs": "a run trains epochs_low_data or epochs_full", "seed": "the run's seed is an argument",
+        "eval_every": "STS-b evaluates after training"}
+
     batch_size: int = 16
     epochs_low_data: float = 2.0
     epochs_full: float = 0.5
     max_len: int = 32
-    warmup_ratio: float = 0.1
-    weight_decay: float = 0.01
-    mixed_precision: str = "no"
     dropout: float | None = None
 
     def __post_init__(self) -> None:
-        check_positive(self, "lr", "batch_size", "epochs_low_data", "epochs_full", "max_len")
+        super().__post_init__()
+        check_positive(self, "epochs_low_data", "epochs_full", "max_len")
 
 __all__ = ["SentenceEncoder", "SimilarityOutput", "PairCollator", "finetune_sts", "evaluate_sts", "sample_pairs"]
 
@@ -138,13 +140,14 @@ def sample_pairs(ds: Any, n: int | str | None, seed: int = 0):
     return ds.select(np.random.default_rng(seed).permutation(len(ds))[:n].tolist())
 
 
-def finetune_sts(init_checkpoint: str | os.PathLike, train_pairs: Any, tokenizer, cfg, max_len: int = 64,
-                 dropout: float | None = None) -> SentenceEncoder:
+def finetune_sts(init_checkpoint: str | os.PathLike, train_pairs: Any, tokenizer, cfg: TrainConfig,
+                 output_dir: str | os.PathLike, max_len: int = 64, dropout: float | None = None,
+                 resume: bool = True, progress: bool | None = None) -> SentenceEncoder:
     """Fine-tune a checkpoint on STS pairs with the cosine regression loss (chapter 7).
 
     ``cfg`` is a ``loop.TrainConfig`` (the papers' scale: lr 2e-5, batch 16, 4 epochs, the
     ``paper`` preset's ``similarity.STSConfig``). The model and tokenizer are saved to
-    ``cfg.output_dir`` (plain Hugging Face dir). ``dropout``: the encoder's during training
+    ``output_dir`` (plain Hugging Face dir). ``dropout``: the encoder's during training
     (``None``: the checkpoint's own).
     """
     _check_pairs(train_pairs, "finetune_sts")
@@ -153,9 +156,10 @@ def finetune_sts(init_checkpoint: str | os.PathLike, train_pairs: Any, tokenizer
     limit = getattr(model.config, "max_position_embeddings", None)
     if limit is not None and max_len > limit:
         raise ValueError(f"max_len={max_len} exceeds the checkpoint's max_position_embeddings={limit}")
-    model.train_result = train(model, train_pairs, cfg, collate_fn=PairCollator(tokenizer, max_len))
-    model.save_pretrained(cfg.output_dir)
-    tokenizer.save_pretrained(cfg.output_dir)
+    model.train_result = train(model, train_pairs, cfg, output_dir=output_dir,
+                               collate_fn=PairCollator(tokenizer, max_len), resume=resume, progress=progress)
+    model.save_pretrained(output_dir)
+    tokenizer.save_pretrained(output_dir)
     return model
 
 

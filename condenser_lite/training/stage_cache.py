@@ -21,7 +21,12 @@ from .pretraining_config import StageConfig
 from .pretraining_data import HEAD_GAUGES, TARGET_CORPORA
 
 DONE_FILE = "pretrain_config.json"  # written last: a stage folder without it is unfinished
-BOOKKEEPING = ("save_every",)  # StageConfig fields that change neither the weights nor the log
+# StageConfig fields that change neither the weights nor the log's values (compile: the same
+# maths on another kernel schedule, as the loop's resume reads it)
+BOOKKEEPING = ("save_every", "log_every", "compile")
+# the loop's settings that join a stage's key only where set away from these values, as the
+# switches do: the stages recorded before a recipe could set them keep their keys
+LOOP_SWITCHES = {"schedule": "linear"}
 
 
 def stage_data(cfg: StageConfig) -> tuple[tuple[str, ...], tuple[str, ...] | None]:
@@ -44,8 +49,10 @@ def stage_settings(cfg: StageConfig, tokenizer=None, data_dir: str | None = None
     tokenizer = tokenizer if tokenizer is not None else get_tokenizer(cfg, data_dir)
     # the switches join only where they deviate, so the paper's Condenser keeps one key whatever
     # switches the book adds beside it (and a stage that turns one on gets a key of its own)
-    settings = {k: v for k, v in cfg.settings().items() if k not in BOOKKEEPING and k not in PAPER_SWITCHES}
+    settings = {k: v for k, v in cfg.settings().items()
+                if k not in BOOKKEEPING and k not in PAPER_SWITCHES and k not in LOOP_SWITCHES}
     settings.update(deviations(cfg))
+    settings.update({k: getattr(cfg, k) for k, usual in LOOP_SWITCHES.items() if getattr(cfg, k) != usual})
     names, roles = stage_data(cfg)
     settings.update(init=checkpoint_key(cfg.init), tokenizer=tokenizer_key(tokenizer),
                     data=data_id(names, data_dir, roles),

@@ -49,6 +49,6 @@ def check_positive(obj: object, *names: str) -> None:
     for name in names:
         value = getattr(obj, name)
         if value is not None and not value > 0:
-            path = PATH_ROOTS.get(type(obj).__name__, "") + name
-            raise ConfigError(f"{type(obj).__name__}.{name}={value!r} must be > 0; give a positive value "
-                              f"(command line: --set {path}=...)")
+            root = PATH_ROOTS.get(type(obj).__name__)
+            where = f" (command line: --set {root}{name}=...)" if root is not None else ""
+            raise ConfigError(f"{type(obj).__name__}.{name}={value!r} must be > 0; give a positive value{where}")

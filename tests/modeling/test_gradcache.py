@@ -212,9 +212,9 @@ def test_training_loop_runs_cocondenser_with_fresh_spans(tmp_path):
         ModelConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
                     max_len=32).bert_config(vocab_size=len(tok)),
         skip_from=1, n_head_layers=1)
-    cfg = TrainConfig(output_dir=str(tmp_path), max_steps=3, batch_size=4, lr=1e-3, resume=False, progress=False)
-    result = train(model, SpanPairs(ids, max_len=24, min_span=4), cfg,
-                   collate_fn=SpanPairCollator(MLMCollator(tok)),
+    cfg = TrainConfig(max_steps=3, batch_size=4, lr=1e-3)
+    result = train(model, SpanPairs(ids, max_len=24, min_span=4), cfg, output_dir=tmp_path, resume=False,
+                   progress=False, collate_fn=SpanPairCollator(MLMCollator(tok)),
                    step_fn=functools.partial(cocondenser_step, chunk_size=3))
     assert [r["step"] for r in result.history] == [1, 2, 3]
     for r in result.history:

@@ -67,22 +67,21 @@ def test_save_model_draws_no_transformers_bar_and_restores_the_setting(tmp_path,
 
 
 def test_incomplete_or_damaged_checkpoint_is_refused_not_deleted(tmp_path):
-    cfg = TrainConfig(str(tmp_path), max_steps=6, batch_size=4, save_every=2, progress=False)
-    crash_in_step(5, cfg)
+    cfg, run = TrainConfig(max_steps=6, batch_size=4, save_every=2), dict(output_dir=tmp_path, progress=False)
+    crash_in_step(5, cfg, tmp_path)
     ckpt = tmp_path / "checkpoint"
     state = (ckpt / "state.json").read_text()
     (ckpt / "state.json").unlink()
     with pytest.raises(CheckpointError, match=f"checkpoint {ckpt} is incomplete: state.json missing"):
-        train(Regressor(), regression(), cfg, collate_fn=regression_collate)
+        train(Regressor(), regression(), cfg, collate_fn=regression_collate, **run)
     assert (ckpt / "model.pt").exists()  # still there
 
     (ckpt / "state.json").write_text(state)
     (ckpt / "optimizer.pt").write_bytes((ckpt / "optimizer.pt").read_bytes()[:100])  # cut short
     with pytest.raises(CheckpointError, match="optimizer.pt cannot be read.*--restart"):
-        train(Regressor(), regression(), cfg, collate_fn=regression_collate)
+        train(Regressor(), regression(), cfg, collate_fn=regression_collate, **run)
 
-    fresh = TrainConfig(str(tmp_path), max_steps=6, batch_size=4, save_every=2, progress=False, resume=False)
-    res = train(Regressor(), regression(), fresh, collate_fn=regression_collate)
+    res = train(Regressor(), regression(), cfg, collate_fn=regression_collate, resume=False, **run)
     assert res.resumed_from is None and res.step == 6  # asked for: starts over
 
 
@@ -100,8 +99,8 @@ class _Payload:
 def test_a_pickle_payload_in_a_checkpoint_is_refused_not_run(tmp_path):
     """An rng.pt or model.pt holding a pickle payload is refused in one line naming the objects it
     holds, and the payload does not run (no marker file); with the good files back, the run resumes."""
-    cfg = TrainConfig(str(tmp_path / "run"), max_steps=6, batch_size=4, save_every=2, progress=False)
-    crash_in_step(5, cfg)
+    cfg, run = TrainConfig(max_steps=6, batch_size=4, save_every=2), dict(output_dir=tmp_path / "run", progress=False)
+    crash_in_step(5, cfg, tmp_path / "run")
     ckpt = tmp_path / "run" / "checkpoint"
     assert isinstance(torch.load(ckpt / "rng.pt", weights_only=True), dict)  # plain tensors, lists and numbers
     good = {name: (ckpt / name).read_bytes() for name in ("rng.pt", "model.pt")}
@@ -110,10 +109,10 @@ def test_a_pickle_payload_in_a_checkpoint_is_refused_not_run(tmp_path):
         torch.save({"state": _Payload(marker)}, ckpt / name)
         with pytest.raises(CheckpointError, match=rf"{name} holds Python objects other than tensors \(.*pathlib"
                                                   r".*not loaded.*--restart"):
-            train(Regressor(), regression(), cfg, collate_fn=regression_collate)
+            train(Regressor(), regression(), cfg, collate_fn=regression_collate, **run)
         assert not marker.exists()
         (ckpt / name).write_bytes(good[name])
-    assert train(Regressor(), regression(), cfg, collate_fn=regression_collate).resumed_from == 4
+    assert train(Regressor(), regression(), cfg, collate_fn=regression_collate, **run).resumed_from == 4
 
 
 @pytest.mark.protocol  # fine-tunes

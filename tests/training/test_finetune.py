@@ -1,7 +1,8 @@
-"""The papers' fine-tuning recipe (condenser_lite/training/finetune.py): each round's TrainConfig
+"""The papers' fine-tuning recipe (condenser_lite/training/finetune.py): each round's config
 from a recipe and the number of training queries; a reused output folder must come from the same
 --init."""
 
+import dataclasses
 import shutil
 from pathlib import Path
 
@@ -11,28 +12,36 @@ from command_line import FINETUNE, cli, one_error_line
 from safetensors.torch import load_file, save_file
 
 from condenser_lite.reproduction.presets import RETRIEVAL_RECIPES, finetune_recipe
-from condenser_lite.training.finetune import FinetuneConfig, round_loop_config
+from condenser_lite.training.finetune import FinetuneConfig, round_config
 
 
 def test_recipes_build_train_configs(tmp_path):
     # a round: its epochs of whole batches of the training queries (the last partial batch dropped)
     recipe = FinetuneConfig(batch_size=8, epochs_round1=3, epochs_round2=2, min_steps=0)
-    assert round_loop_config(recipe, tmp_path, 1, n_queries=800).max_steps == 300  # 3 epochs of 100 batches
-    assert round_loop_config(recipe, tmp_path, 2, n_queries=805).max_steps == 200
+    assert round_config(recipe, 1, n_queries=800).max_steps == 300  # 3 epochs of 100 batches
+    assert round_config(recipe, 2, n_queries=805).max_steps == 200
     # the papers' recipes reach the training loop as they are written
     for name, recipe in RETRIEVAL_RECIPES.items():
-        cfg = round_loop_config(recipe, tmp_path, 1, n_queries=10 * recipe.batch_size)
+        cfg = round_config(recipe, 1, n_queries=10 * recipe.batch_size)
         assert (cfg.lr, cfg.batch_size, cfg.weight_decay, cfg.warmup_ratio, cfg.mixed_precision) == (
             recipe.lr, recipe.batch_size, recipe.weight_decay, recipe.warmup_ratio, recipe.mixed_precision), name
     # NQ's batch of 128 queries fits one GPU only through the gradient cache, in several chunks
     nq = RETRIEVAL_RECIPES["nq"]
     assert nq.chunk_size is not None and nq.chunk_size < nq.batch_size
     tiny = finetune_recipe("tiny")  # the book's: 2 epochs of 8 queries, at least 60 updates
-    assert round_loop_config(tiny, tmp_path, 1, n_queries=809).max_steps == 202
-    assert round_loop_config(tiny, tmp_path, 1, n_queries=100).max_steps == 60
-    assert round_loop_config(tiny, tmp_path, 1, n_queries=809, max_steps=2).max_steps == 2
+    assert round_config(tiny, 1, n_queries=809).max_steps == 202
+    assert round_config(tiny, 1, n_queries=100).max_steps == 60
+    assert round_config(tiny, 1, n_queries=809, max_steps=2).max_steps == 2
     with pytest.raises(ValueError, match="smaller than the batch"):
-        round_loop_config(tiny, tmp_path, 1, n_queries=4)
+        round_config(tiny, 1, n_queries=4)
+    # a round is the recipe itself (a TrainConfig), its updates and seed replaced; the recipe's
+    # own max_steps, when set, is every round's
+    rnd = round_config(tiny, 2, n_queries=809, seed=5)
+    assert isinstance(rnd, FinetuneConfig) and (rnd.max_steps, rnd.seed) == (202, 5)
+    assert dataclasses.replace(rnd, max_steps=None, seed=tiny.seed) == tiny
+    assert round_config(dataclasses.replace(tiny, max_steps=7), 1, n_queries=809).max_steps == 7
+    with pytest.raises(ValueError, match="grad_accum=2: the contrastive loss needs the whole batch"):
+        FinetuneConfig(grad_accum=2)
     with pytest.raises(ValueError, match="no fine-tuning recipe"):
         finetune_recipe("nope")
 

@@ -76,7 +76,7 @@ def test_resume_replays_the_uninterrupted_run_exactly(tmp_path, one_thread, cras
     base = dict(max_steps=6, batch_size=4, grad_accum=2, lr=5e-3, warmup_ratio=0.3, seed=7)
     model_a = tiny_bert()
     torch.manual_seed(123)  # A and B start from different global RNG states: only reseeding aligns them
-    res_a = train(model_a, data, TrainConfig(str(tmp_path / "a"), **base), collate_fn=masking_collate)
+    res_a = train(model_a, data, TrainConfig(**base), output_dir=str(tmp_path / "a"), collate_fn=masking_collate)
     assert res_a.step == 6 and res_a.resumed_from is None
 
     calls = {"n": 0}
@@ -87,10 +87,11 @@ def test_resume_replays_the_uninterrupted_run_exactly(tmp_path, one_thread, cras
             raise crash("simulated interruption")
         return masking_collate(examples)
 
-    cfg_b = TrainConfig(str(tmp_path / "b"), save_every=3, **base)
+    cfg_b = TrainConfig(save_every=3, **base)
+    b_dir = str(tmp_path / "b")
     model_b = tiny_bert()
     with pytest.raises(crash):
-        train(model_b, data, cfg_b, collate_fn=flaky_collate)
+        train(model_b, data, cfg_b, output_dir=b_dir, collate_fn=flaky_collate)
     state = json.loads((tmp_path / "b/checkpoint/state.json").read_text())
     # Ctrl-C saves the 4 completed steps; a crash leaves the step-3 checkpoint (log has 1..4)
     assert state["step"] == (4 if crash is KeyboardInterrupt else 3)
@@ -99,7 +100,7 @@ def test_resume_replays_the_uninterrupted_run_exactly(tmp_path, one_thread, cras
     # Resume must not lean on saved RNG states: drop them and scramble the global RNG.
     (tmp_path / "b/checkpoint/rng.pt").unlink()
     torch.manual_seed(999)
-    res_b = train(model_b, data, cfg_b, collate_fn=flaky_collate)  # same model object, stale grads
+    res_b = train(model_b, data, cfg_b, output_dir=b_dir, collate_fn=flaky_collate)  # same model object, stale grads
     assert res_b.resumed_from == state["step"] and res_b.step == 6
     for (name, pa), pb in zip(model_a.state_dict().items(), model_b.state_dict().values()):
         assert torch.equal(pa, pb), name
@@ -112,7 +113,7 @@ def test_resume_replays_the_uninterrupted_run_exactly(tmp_path, one_thread, cras
 
     # Already at the final step: returns the stored result and loads the final weights.
     model_c = tiny_bert()
-    res_c = train(model_c, data, cfg_b, collate_fn=lambda ex: pytest.fail("should not train"))
+    res_c = train(model_c, data, cfg_b, output_dir=b_dir, collate_fn=lambda ex: pytest.fail("should not train"))
     assert res_c.step == 6 and res_c.resumed_from == 6 and len(res_c.history) == 6
     assert all(torch.equal(a, c) for a, c in zip(model_a.state_dict().values(), model_c.state_dict().values()))
     assert json.loads((tmp_path / "b/train_state.json").read_text())["step"] == 6
@@ -130,14 +131,16 @@ def test_dropout_and_masking_really_vary_between_steps():
 
 def test_config_mismatch_on_resume_names_the_field(tmp_path):
     data, out = regression_data(), str(tmp_path)
-    train(regressor(), data, TrainConfig(out, max_steps=2, batch_size=4, lr=1e-3), collate_fn=regression_collate)
+    train(regressor(), data, TrainConfig(max_steps=2, batch_size=4, lr=1e-3),
+          output_dir=out, collate_fn=regression_collate)
     with pytest.raises(CheckpointError, match=r"lr: checkpoint 0.001 vs now 0.002.*resume=False.*--restart"):
-        train(regressor(), data, TrainConfig(out, max_steps=2, batch_size=4, lr=2e-3), collate_fn=regression_collate)
+        train(regressor(), data, TrainConfig(max_steps=2, batch_size=4, lr=2e-3),
+              output_dir=out, collate_fn=regression_collate)
     with pytest.raises(CheckpointError, match="data_size"):
-        train(regressor(), data[:8], TrainConfig(out, max_steps=2, batch_size=4, lr=1e-3),
-              collate_fn=regression_collate)
-    res = train(regressor(), data, TrainConfig(out, max_steps=2, batch_size=4, lr=2e-3, resume=False),
-                collate_fn=regression_collate)
+        train(regressor(), data[:8], TrainConfig(max_steps=2, batch_size=4, lr=1e-3),
+              output_dir=out, collate_fn=regression_collate)
+    res = train(regressor(), data, TrainConfig(max_steps=2, batch_size=4, lr=2e-3),
+                output_dir=out, resume=False, collate_fn=regression_collate)
     assert res.resumed_from is None and log_steps(tmp_path / "log.jsonl") == [1, 2]
 
 
@@ -148,8 +151,8 @@ def test_grad_accum_matches_one_big_batch(tmp_path):
     results = {}
     for accum in (1, 2, 4):
         model = regressor()
-        res = train(model, data, TrainConfig(str(tmp_path / str(accum)), max_steps=3, batch_size=8, grad_accum=accum,
-                                             lr=1e-2, warmup_ratio=0.0), collate_fn=regression_collate)
+        res = train(model, data, TrainConfig(max_steps=3, batch_size=8, grad_accum=accum, lr=1e-2, warmup_ratio=0.0),
+                    output_dir=str(tmp_path / str(accum)), collate_fn=regression_collate)
         results[accum] = (model, res)
     m1, r1 = results[1]
     for accum in (2, 4):
@@ -170,21 +173,22 @@ def test_step_fn_replaces_forward_backward(tmp_path):
     data = regression_data()
     cfg = dict(max_steps=2, batch_size=8, grad_accum=2, lr=1e-2, warmup_ratio=0.0)
     m_default, m_step = regressor(), regressor()
-    ref = train(m_default, data, TrainConfig(str(tmp_path / "d"), **cfg), collate_fn=regression_collate)
-    res = train(m_step, data, TrainConfig(str(tmp_path / "s"), **cfg), collate_fn=regression_collate, step_fn=step_fn)
+    ref = train(m_default, data, TrainConfig(**cfg), output_dir=str(tmp_path / "d"), collate_fn=regression_collate)
+    res = train(m_step, data, TrainConfig(**cfg),
+                output_dir=str(tmp_path / "s"), collate_fn=regression_collate, step_fn=step_fn)
     for p, q in zip(m_default.parameters(), m_step.parameters()):
         torch.testing.assert_close(p, q)
     assert res.history[0]["custom"] == 2.0
     for key in ("loss", "grad_norm"):
         assert [h[key] for h in res.history] == pytest.approx([h[key] for h in ref.history], rel=1e-5)
     with pytest.raises(ValueError, match="'loss'"):
-        train(regressor(), data, TrainConfig(str(tmp_path / "x"), **cfg), collate_fn=regression_collate,
-              step_fn=lambda m, b, a: {"other": 1.0})
+        train(regressor(), data, TrainConfig(**cfg),
+              output_dir=str(tmp_path / "x"), collate_fn=regression_collate, step_fn=lambda m, b, a: {"other": 1.0})
 
 
 def test_lr_warms_up_then_decays_linearly(tmp_path):
-    res = train(regressor(), regression_data(), TrainConfig(str(tmp_path), max_steps=10, batch_size=4, lr=0.01,
-                                                            warmup_ratio=0.3), collate_fn=regression_collate)
+    res = train(regressor(), regression_data(), TrainConfig(max_steps=10, batch_size=4, lr=0.01, warmup_ratio=0.3),
+                output_dir=str(tmp_path), collate_fn=regression_collate)
     lrs = [json.loads(line)["lr"] for line in (tmp_path / "log.jsonl").read_text().splitlines()]
     # step k uses the rate after k-1 scheduler steps: k/3 during 3 warmup steps, then (10-k)/7
     expected = [0.01 * (k / 3 if k < 3 else (10 - k) / 7) for k in range(10)]
@@ -205,8 +209,8 @@ def test_weight_decay_spares_biases_and_layernorm(tmp_path):
 
     model = ZeroGrad()
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    train(model, [0] * 4, TrainConfig(str(tmp_path), max_steps=1, batch_size=2, lr=0.1, weight_decay=0.5,
-                                      warmup_ratio=0.0), collate_fn=lambda ex: {"x": torch.tensor(ex)})
+    train(model, [0] * 4, TrainConfig(max_steps=1, batch_size=2, lr=0.1, weight_decay=0.5, warmup_ratio=0.0),
+          output_dir=str(tmp_path), collate_fn=lambda ex: {"x": torch.tensor(ex)})
     after = model.state_dict()
     for name in ("emb.weight", "lin.weight"):
         torch.testing.assert_close(after[name], before[name] * (1 - 0.1 * 0.5))
@@ -233,7 +237,7 @@ def test_callable_data_is_fresh_each_epoch(tmp_path):
         seen.append([round(float(e["x"].mean()) / 10) for e in examples])  # recovers the epoch
         return regression_collate(examples)
 
-    res = train(regressor(), data, TrainConfig(str(tmp_path), epochs=2, batch_size=4), collate_fn=collate)
+    res = train(regressor(), data, TrainConfig(epochs=2, batch_size=4), output_dir=str(tmp_path), collate_fn=collate)
     assert asked == [0, 1] and res.step == 4
     assert [r["epoch"] for r in res.history] == [0, 0, 1, 1]
     assert seen == [[0] * 4, [0] * 4, [1] * 4, [1] * 4]
@@ -242,7 +246,8 @@ def test_callable_data_is_fresh_each_epoch(tmp_path):
 def test_epoch_order_is_a_seeded_permutation_dropping_the_last_partial_batch(tmp_path):
     def run(seed):
         seen = []
-        train(regressor(), list(range(10)), TrainConfig(str(tmp_path), epochs=1, batch_size=4, seed=seed, resume=False),
+        train(regressor(), list(range(10)), TrainConfig(epochs=1, batch_size=4, seed=seed),
+              output_dir=str(tmp_path), resume=False,
               collate_fn=lambda ex: seen.extend(ex) or {"x": torch.randn(len(ex), 4), "y": torch.zeros(len(ex))})
         return seen
 
@@ -263,20 +268,20 @@ def test_nan_loss_stops_with_the_step(tmp_path):
 
     model = regressor()
     with pytest.raises(FloatingPointError, match=r"at step 3 .*checkpoint.*\(step 2\).*--restart") as err:
-        train(model, regression_data(), TrainConfig(str(tmp_path), max_steps=5, batch_size=4, save_every=2),
-              collate_fn=collate)
+        train(model, regression_data(), TrainConfig(max_steps=5, batch_size=4, save_every=2),
+              output_dir=str(tmp_path), collate_fn=collate)
     assert "good" not in str(err.value)  # finite loss does not make the checkpoint's weights good
     assert all(torch.isfinite(p).all() for p in model.parameters())  # the bad update was not applied
 
 
 def test_bad_inputs_give_clear_errors(tmp_path):
     with pytest.raises(ValueError, match=r"10 examples.*batch_size=16"):
-        train(regressor(), regression_data(10), TrainConfig(str(tmp_path), batch_size=16),
-              collate_fn=regression_collate)
+        train(regressor(), regression_data(10), TrainConfig(batch_size=16),
+              output_dir=str(tmp_path), collate_fn=regression_collate)
     with pytest.raises(ValueError, match="grad_accum"):
-        TrainConfig(str(tmp_path), batch_size=6, grad_accum=4)
+        TrainConfig(batch_size=6, grad_accum=4)
     with pytest.raises(ValueError, match="mixed_precision"):
-        TrainConfig(str(tmp_path), mixed_precision="fp8")
+        TrainConfig(mixed_precision="fp8")
     class NoLoss(nn.Module):
         def __init__(self):
             super().__init__()
@@ -286,16 +291,15 @@ def test_bad_inputs_give_clear_errors(tmp_path):
             return SimpleNamespace(pred=self.lin(x))
 
     with pytest.raises(ValueError, match=r"\.loss"):
-        train(NoLoss(), regression_data(), TrainConfig(str(tmp_path / "l"), max_steps=1, batch_size=4),
-              collate_fn=regression_collate)
+        train(NoLoss(), regression_data(), TrainConfig(max_steps=1, batch_size=4),
+              output_dir=str(tmp_path / "l"), collate_fn=regression_collate)
 
 
 # ---- schedules, evaluation, CPU time, throughput options -------------------------------------
 
 def test_constant_schedule_warms_up_then_holds(tmp_path):
-    train(regressor(), regression_data(), TrainConfig(str(tmp_path), max_steps=8, batch_size=4, lr=0.01,
-                                                      warmup_ratio=0.25, schedule="constant"),
-          collate_fn=regression_collate)
+    train(regressor(), regression_data(), TrainConfig(max_steps=8, batch_size=4, lr=0.01, warmup_ratio=0.25, schedule="constant"),
+          output_dir=str(tmp_path), collate_fn=regression_collate)
     lrs = [json.loads(line)["lr"] for line in (tmp_path / "log.jsonl").read_text().splitlines()]
     assert lrs == pytest.approx([0.0, 0.005] + [0.01] * 6)
 
@@ -308,17 +312,21 @@ def test_eval_fn_runs_every_n_steps_in_eval_mode_and_joins_the_log(tmp_path):
         return {"w": float(model.lin1.weight.sum())}
 
     model = regressor()
-    res = train(model, regression_data(), TrainConfig(str(tmp_path), max_steps=7, batch_size=4, log_every=5,
-                                                      eval_every=3), collate_fn=regression_collate, eval_fn=eval_fn)
+    res = train(model, regression_data(), TrainConfig(max_steps=7, batch_size=4, log_every=5, eval_every=3),
+                output_dir=str(tmp_path), collate_fn=regression_collate, eval_fn=eval_fn)
     assert [r["step"] for r in res.history] == [3, 5, 6, 7]  # an eval step always writes a line
     assert [r["step"] for r in res.history if "eval_w" in r] == [3, 6, 7]
     assert seen == [(False, False)] * 3 and model.training
     assert res.history[-1]["eval_w"] == pytest.approx(float(model.lin1.weight.sum()))
     cpu = [r["cpu"] for r in res.history]
     assert cpu == sorted(cpu) and cpu[-1] > 0  # training CPU seconds, growing
-    with pytest.raises(ValueError, match="eval_fn= together with TrainConfig.eval_every"):
-        train(regressor(), regression_data(), TrainConfig(str(tmp_path / "b"), max_steps=2, batch_size=4),
-              collate_fn=regression_collate, eval_fn=eval_fn)
+    # without eval_every, after the last step only; without eval_fn, eval_every evaluates nothing
+    last = train(regressor(), regression_data(), TrainConfig(max_steps=3, batch_size=4), output_dir=tmp_path / "b",
+                 collate_fn=regression_collate, eval_fn=eval_fn)
+    assert [r["step"] for r in last.history if "eval_w" in r] == [3]
+    none = train(regressor(), regression_data(), TrainConfig(max_steps=3, batch_size=4, eval_every=1),
+                 output_dir=tmp_path / "c", collate_fn=regression_collate)
+    assert not any("eval_w" in r for r in none.history)
 
 
 def test_eval_runs_in_full_precision_during_bf16_training(tmp_path):
@@ -331,14 +339,15 @@ def test_eval_runs_in_full_precision_during_bf16_training(tmp_path):
         return {}
 
     model = tiny_bert()
-    train(model, token_data(), TrainConfig(str(tmp_path), max_steps=1, batch_size=4, mixed_precision="bf16",
-                                           eval_every=1), collate_fn=masking_collate, eval_fn=eval_fn)
+    train(model, token_data(), TrainConfig(max_steps=1, batch_size=4, mixed_precision="bf16", eval_every=1),
+          output_dir=str(tmp_path), collate_fn=masking_collate, eval_fn=eval_fn)
     assert dtypes == [torch.float32, torch.float32]
 
 
 def _bert_losses(tmp_path, name: str, **changes) -> list[float]:
-    cfg = TrainConfig(str(tmp_path / name), max_steps=4, batch_size=8, lr=1e-3, **changes)
-    return [r["loss"] for r in train(tiny_bert(), token_data(), cfg, collate_fn=masking_collate).history]
+    cfg = TrainConfig(max_steps=4, batch_size=8, lr=1e-3, **changes)
+    return [r["loss"] for r in train(tiny_bert(), token_data(), cfg, output_dir=tmp_path / name,
+                                     collate_fn=masking_collate).history]
 
 
 def test_bf16_autocast_steps_track_full_precision(tmp_path, one_thread):

@@ -12,10 +12,10 @@ from condenser_lite.training.loop import TrainConfig, train
 
 
 def test_a_resumed_run_says_so_in_one_line(tmp_path, caplog):
-    cfg = TrainConfig(str(tmp_path), max_steps=6, batch_size=4, save_every=2, progress=False)
-    crash_in_step(4, cfg)
+    cfg = TrainConfig(max_steps=6, batch_size=4, save_every=2)
+    crash_in_step(4, cfg, tmp_path)
     with caplog.at_level("INFO", logger="condenser_lite"):
-        train(Regressor(), regression(), cfg, collate_fn=regression_collate)
+        train(Regressor(), regression(), cfg, output_dir=tmp_path, collate_fn=regression_collate, progress=False)
     assert [r.getMessage() for r in caplog.records] == [f"resuming from the checkpoint in {tmp_path} at step 2 of 6"]
 
 

@@ -62,8 +62,8 @@ def test_sts_loss_decreases_on_a_toy(ckpt, tmp_path):
             return float(model.eval()(**batch).loss)
 
     before = full_loss(SentenceEncoder.from_pretrained(ckpt))
-    cfg = TrainConfig(output_dir=str(tmp_path / "sts"), max_steps=30, batch_size=8, lr=3e-3, warmup_ratio=0.0, progress=False)
-    model = finetune_sts(ckpt, pairs, None, cfg, max_len=16)
+    cfg = TrainConfig(max_steps=30, batch_size=8, lr=3e-3, warmup_ratio=0.0)
+    model = finetune_sts(ckpt, pairs, None, cfg, tmp_path / "sts", max_len=16, progress=False)
     losses = [r["loss"] for r in model.train_result.history]
     assert len(losses) == 30
     assert full_loss(model) < 0.6 * before

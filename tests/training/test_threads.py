@@ -167,8 +167,9 @@ def test_the_loop_logs_the_change_and_gives_the_threads_back(two_threads, monkey
         acc.backward(loss)
         return {"loss": loss.detach()}
 
-    cfg = TrainConfig(output_dir=str(tmp_path), max_steps=16, batch_size=2, progress=True)
-    result = train(model, [torch.ones(2)] * 8, cfg, collate_fn=torch.stack, step_fn=step_fn)
+    cfg = TrainConfig(max_steps=16, batch_size=2)
+    result = train(model, [torch.ones(2)] * 8, cfg, output_dir=tmp_path, collate_fn=torch.stack, step_fn=step_fn,
+                   progress=True)
     assert torch.get_num_threads() == 2
     err = capsys.readouterr().err
     assert "threads: 2 -> 1 after update" in err, err[-2000:]

@@ -16,7 +16,7 @@ def test_integer_settings_refuse_fractions(capsys):
     with pytest.raises(ConfigError, match="max_steps takes an integer"):
         parse_settings(["stages.bert.max_steps=2.5"])
     with pytest.raises(ConfigError, match=r"TrainConfig.max_steps=2.5 must be int or None"):
-        TrainConfig("unused", max_steps=2.5)
+        TrainConfig(max_steps=2.5)
     with pytest.raises(ConfigError, match=r"StageConfig.batch_size=4.0 must be int"):
         StageConfig(batch_size=4.0)
     assert "max_steps takes an integer" in one_error_line(cli(["pretrain", "--set", "stages.bert.max_steps=2.5"], capsys))

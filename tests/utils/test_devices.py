@@ -4,6 +4,7 @@ precisions is refused. Both branches are forced, whatever this machine's CPU is.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -105,13 +106,13 @@ def test_stage_key_holds_the_resolved_precision(fresh):
 
 def test_resume_across_precisions_is_refused(fresh, tmp_path):
     fresh.setenv(PRECISION_ENV, "1")
-    cfg = TrainConfig(str(tmp_path / "run"), max_steps=4, batch_size=8, lr=1e-3, mixed_precision="auto", save_every=2)
-    train(tiny_bert(), token_data(), cfg.__class__(**{**cfg.__dict__, "max_steps": 2}), collate_fn=masking_collate)
+    cfg, out = TrainConfig(max_steps=4, batch_size=8, lr=1e-3, mixed_precision="auto", save_every=2), tmp_path / "run"
+    train(tiny_bert(), token_data(), dataclasses.replace(cfg, max_steps=2), output_dir=out, collate_fn=masking_collate)
     fresh.setenv(PRECISION_ENV, "0")
     cpu_precision.cache_clear()
     os.environ.pop(devices._DECIDED_ENV, None)
     with pytest.raises(CheckpointError, match=r"mixed_precision: checkpoint 'bf16' vs now 'no'"):
-        train(tiny_bert(), token_data(), cfg, collate_fn=masking_collate)
+        train(tiny_bert(), token_data(), cfg, output_dir=out, collate_fn=masking_collate)
 
 
 def test_emulated_avx2_takes_the_slow_path():
