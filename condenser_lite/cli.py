@@ -178,16 +178,13 @@ def _finetune(args: argparse.Namespace) -> None:
 
     check_writable("--output-dir", args.output_dir, folder=True)
     recipe = recipe_from_args(args)
-    for flag, value in (("--max-steps", args.max_steps), ("--train-size", args.train_size)):
-        if value is not None and value < 1:  # 0 must not mean "the recipe's"
-            raise ConfigError(f"{flag} {value}: give a count >= 1, or leave {flag} out for the recipe's")
+    if args.train_size is not None and args.train_size < 1:  # 0 must not mean "the recipe's"
+        raise ConfigError(f"--train-size {args.train_size}: give a count >= 1, or leave --train-size out for all")
     tok = _model_tokenizer(args.init, {"--set q_max_len": recipe.q_max_len, "--set p_max_len": recipe.p_max_len})
     train = training_set(args.data, args.data_dir, recipe.n_bm25_negatives)
     if args.train_size is not None:
         train = sample_queries(train, args.train_size, seed=args.seed)
     overrides = dict(progress=True, resume=not args.restart)
-    if args.max_steps is not None:
-        overrides["max_steps"] = args.max_steps
     if args.rounds == 2:
         corpus = eval_set(args.data, "dev" if tevatron_name(args.data) else "test", args.data_dir).corpus
         two_round(args.init, train, corpus, tok, recipe, args.output_dir, seed=args.seed, **overrides)

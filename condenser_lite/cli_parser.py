@@ -59,7 +59,6 @@ def _finetune(p: argparse.ArgumentParser) -> None:
                    f"{', '.join(RETRIEVAL_RECIPES)}. Default: msmarco / nq for those data sets, tiny otherwise")
     p.add_argument("--rounds", type=int, choices=[1, 2], default=1)
     p.add_argument("--train-size", type=int, help="a seeded sample of this many training queries")
-    p.add_argument("--max-steps", type=int, help="stop after this many updates (smoke runs)")
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE",
                    help="a field of the recipe by its path: finetune.lr=1e-4, finetune.batch_size=16")

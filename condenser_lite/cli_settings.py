@@ -126,9 +126,10 @@ def recipe_from_args(args: argparse.Namespace) -> FinetuneConfig:
     settings = parse_settings(args.set)
     for path in settings:
         if not path.startswith("finetune."):
-            hint = " (the fine-tuning's own step limit is --max-steps)" if path.endswith(".max_steps") else ""
+            hint = " (the fine-tuning's own step limit is finetune.max_steps)" if path.endswith(".max_steps") else ""
+            fields = [f.name for f in dataclasses.fields(FinetuneConfig) if f.name not in FinetuneConfig.NOT_READ]
             raise ConfigError(f"--set {path}: finetune runs one recipe and reads only finetune.* "
-                              f"({', '.join(f.name for f in dataclasses.fields(FinetuneConfig))}){hint}; {path} "
+                              f"({', '.join(fields)}){hint}; {path} "
                               "belongs to " + ("pretrain or experiments" if path.startswith(("stages.", "model."))
                                                else "experiments"))
     return dataclasses.replace(finetune_recipe(name), **{p.removeprefix("finetune."): v for p, v in settings.items()})

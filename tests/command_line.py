@@ -31,5 +31,5 @@ def one_error_line(result: tuple[int, str, str]) -> str:
     return errors[0]
 
 
-FINETUNE = ["--data", "scifact", "--max-steps", "2", "--set", "finetune.batch_size=2", "--set", "train_n_passages=1",
+FINETUNE = ["--data", "scifact", "--set", "finetune.max_steps=2", "--set", "finetune.batch_size=2", "--set", "train_n_passages=1",
             "--set", "p_max_len=64", "--set", "n_bm25_negatives=3"]

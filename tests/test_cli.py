@@ -155,7 +155,7 @@ def test_one_set_dialect_refuses_what_the_command_does_not_read():
                         (["pretrain", "--method", "mlm", "--set", "nonsense=1"], "unknown setting 'nonsense'"),
                         (["pretrain", "--method", "mlm", "--set", "lr=1"], "ambiguous"),
                         (["finetune", "--init", "x", "--output-dir", "o", "--data", "scifact", "--set",
-                          "stages.bert.max_steps=5"], "finetune runs one recipe and reads only finetune.*.*--max-steps"
+                          "stages.bert.max_steps=5"], "finetune runs one recipe and reads only finetune.*.*finetune.max_steps"
                          ".*belongs to pretrain or experiments$"),
                         (["finetune", "--init", "x", "--output-dir", "o", "--set", "sts.lr=5"],
                          "sts.lr belongs to experiments$"),
@@ -275,7 +275,7 @@ def test_retrieval_commands_end_to_end_on_the_tiny_fixture(tmp_path, capsys, mon
     encodings = []
     real = finetune.encode_corpus
     monkeypatch.setattr(finetune, "encode_corpus", lambda *a, **kw: encodings.append(kw) or real(*a, **kw))
-    main(["finetune", "--init", str(init), "--output-dir", str(tmp_path / "ft"), "--rounds", "2", "--max-steps", "2",
+    main(["finetune", "--init", str(init), "--output-dir", str(tmp_path / "ft"), "--rounds", "2", "--set", "finetune.max_steps=2",
           "--set", "finetune.batch_size=2", "--set", "train_n_passages=2", "--set", "finetune.mixed_precision=no", *common])
     assert (tmp_path / "ft" / "round2" / "config.json").exists()
     # round 2 mined over the corpus encoded by round 1's model into a float16 memmap (MS MARCO's

@@ -186,7 +186,7 @@ def test_full_budget_protocol_on_the_mirror(mirror, small_standins, tmp_path, mo
 def test_nq_through_the_command_line_reports_dpr_top_k_accuracy(mirror, small_standins, tmp_path, capsys):
     data = ["--data", "nq", "--data-dir", str(mirror)]
     # NQ's recipe: untied encoders, 2 passages per query, 256 tokens, the gradient cache (chunks of 4 here)
-    main(["finetune", "--init", small_standins["bert"], "--output-dir", str(tmp_path / "nq"), "--max-steps", "2",
+    main(["finetune", "--init", small_standins["bert"], "--output-dir", str(tmp_path / "nq"), "--set", "finetune.max_steps=2",
           "--set", "finetune.batch_size=8", "--set", "finetune.chunk_size=4", *data])
     assert (tmp_path / "nq" / "query" / "config.json").exists() and (tmp_path / "nq" / "passage" / "config.json").exists()
     capsys.readouterr()

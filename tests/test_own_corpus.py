@@ -64,7 +64,7 @@ def test_pretrain_cocondenser_on_a_folder_reports_short_documents(condenser_dir,
 def test_finetune_search_evaluate_on_a_folder(condenser_dir, tmp_path, capsys):
     data = ["--data", str(FOLDER)]
     main(["finetune", "--init", str(condenser_dir), "--output-dir", str(tmp_path / "ft"), "--rounds", "2",
-          "--max-steps", "3", "--preset", "micro", "--set", "finetune.batch_size=4", *data])
+          "--set", "finetune.max_steps=3", "--preset", "micro", "--set", "finetune.batch_size=4", *data])
     assert (tmp_path / "ft" / "round2" / "config.json").exists()
     capsys.readouterr()
     main(["search", "--model", str(tmp_path / "ft" / "round2"), "--out", str(tmp_path / "test.trec"), "--p-max-len", "64",

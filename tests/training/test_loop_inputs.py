@@ -27,7 +27,7 @@ def test_ctrl_c_during_finetune_then_the_same_command_gives_the_uninterrupted_re
     exact resume, through the command line)."""
     from condenser_lite.retrieval import biencoder
 
-    common = ["finetune", "--init", retriever, *FINETUNE[:2], "--max-steps", "6", *FINETUNE[4:], "--data-dir", beir]
+    common = ["finetune", "--init", retriever, *FINETUNE[:2], "--set", "finetune.max_steps=6", *FINETUNE[4:], "--data-dir", beir]
     assert cli([*common, "--output-dir", tmp_path / "whole"], capsys)[0] == 0
 
     calls = {"n": 0}

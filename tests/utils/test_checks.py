@@ -27,7 +27,8 @@ SETTINGS = {  # each refused in one line before any training, naming the setting
     "finetune batch_size=0": (["finetune", *FINETUNE, "--set", "finetune.batch_size=0"], "FinetuneConfig.batch_size=0 must be > 0"),
     "finetune train_n_passages=0": (["finetune", *FINETUNE, "--set", "train_n_passages=0"],
                                     "FinetuneConfig.train_n_passages=0 must be > 0"),
-    "finetune --max-steps 0": (["finetune", *FINETUNE, "--max-steps", "0"], "--max-steps 0: give a count >= 1"),
+    "finetune max_steps=0": (["finetune", *FINETUNE, "--set", "finetune.max_steps=0"],
+                             "FinetuneConfig.max_steps=0 must be > 0"),
     "finetune --train-size 0": (["finetune", *FINETUNE, "--train-size", "0"], "--train-size 0: give a count >= 1"),
     "pretrain lr=0": (["pretrain", "--set", "stages.bert.lr=0"], "StageRecipe.lr=0.0 must be > 0"),
     "pretrain lr<0": (["pretrain", "--set", "stages.bert.lr=-1e-4"], "StageRecipe.lr=-0.0001 must be > 0"),
@@ -49,7 +50,7 @@ SETTINGS = {  # each refused in one line before any training, naming the setting
 
 @pytest.mark.parametrize("case", list(SETTINGS))
 def test_zero_negative_and_empty_settings_are_refused(case, beir, retriever, tmp_path, capsys):
-    """A zero or negative lr, batch_size, train_n_passages or min_span, a zero --max-steps or
+    """A zero or negative lr, batch_size, train_n_passages or min_span, a zero max_steps or
     --train-size, and an empty seed list: each refused in one line naming the setting, before
     anything is written."""
     args, expected = SETTINGS[case]
