@@ -14,6 +14,7 @@ import shutil
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 from datasets import Dataset
@@ -30,6 +31,7 @@ from ..utils.loading import check_checkpoint, has_head, read_condenser_config
 from .accounting import stage_compute
 from .checkpoint import save_model
 from .loop import set_step_seed, train
+from .progress import TrainResult
 from .pretraining_config import StageConfig, stage_name
 from .pretraining_data import final_gauges, general_blocks, heldout_set, span_pairs, stage_gauges
 from .stage_cache import DONE_FILE, get_tokenizer, is_done, stage_settings
@@ -212,28 +214,34 @@ def pretrain(
         result = train(model, data, cfg, output_dir=out / "train", collate_fn=collate_fn,
                        step_fn=counted(step_fn, cfg.grad_accum), eval_fn=eval_fn, on_eval=on_eval,
                        depends_on=settings, resume=not restart, progress=progress)
-        if cfg.method == "cocondenser":
-            n_skipped, n_documents, rows = data.n_skipped, data.n_documents, 2 * cfg.batch_size
-        else:
-            n_skipped, n_documents, rows = 0, 0, cfg.batch_size
         save_model(model, out)
         tokenizer.save_pretrained(out)
-        shape = {k: getattr(model.config, k)
-                 for k in ("hidden_size", "intermediate_size", "num_hidden_layers", "vocab_size")}
-        shape["n_head_layers"] = getattr(model, "n_head_layers", 0)
-        if cfg.head_mlm_probability:  # the head reads its own masked copy: its early layers run again
-            shape["head_copy_layers"] = cfg.model.skip_from
-        grad_cache = cfg.method == "cocondenser" and cfg.chunk_size is not None and cfg.chunk_size < rows
-        record = {"key": key, "settings": settings, "config": cfg.settings(), "steps": result.step,
-                  "wall_time": result.wall_time, "skipped_documents": n_skipped, "documents": n_documents,
-                  "heldout": final_gauges(result.history), "heldout_set": heldout["info"] if heldout else None,
-                  "compute": stage_compute(result.history, cfg.method, shape, rows, grad_cache, result.wall_time),
-                  "threads": counts_used(result.history, caller_threads),
-                  "health": _health_summary(result.history) if on_eval else None}
+        record = _stage_record(cfg, model, data, result, heldout, caller_threads)
+        record.update(key=key, settings=settings, health=_health_summary(result.history) if on_eval else None)
         (out / DONE_FILE).write_text(json.dumps(record, indent=2, default=str))
         # the optimizer state is only needed to resume an unfinished stage
         shutil.rmtree(out / "train" / "checkpoint", ignore_errors=True)
     return out
+
+
+def _stage_record(cfg: StageConfig, model: torch.nn.Module, data: Any, result: TrainResult, heldout: dict | None,
+                  caller_threads: int) -> dict:
+    """What a finished stage's ``pretrain_config.json`` holds besides its key and health: its
+    settings, updates, time, skipped documents, final gauges, compute and threads. Chapter 2."""
+    if cfg.method == "cocondenser":
+        n_skipped, n_documents, rows = data.n_skipped, data.n_documents, 2 * cfg.batch_size
+    else:
+        n_skipped, n_documents, rows = 0, 0, cfg.batch_size
+    shape = {k: getattr(model.config, k) for k in ("hidden_size", "intermediate_size", "num_hidden_layers", "vocab_size")}
+    shape["n_head_layers"] = getattr(model, "n_head_layers", 0)
+    if cfg.head_mlm_probability:  # the head reads its own masked copy: its early layers run again
+        shape["head_copy_layers"] = cfg.model.skip_from
+    grad_cache = cfg.method == "cocondenser" and cfg.chunk_size is not None and cfg.chunk_size < rows
+    return {"config": cfg.settings(), "steps": result.step, "wall_time": result.wall_time,
+            "skipped_documents": n_skipped, "documents": n_documents, "heldout": final_gauges(result.history),
+            "heldout_set": heldout["info"] if heldout else None,
+            "compute": stage_compute(result.history, cfg.method, shape, rows, grad_cache, result.wall_time),
+            "threads": counts_used(result.history, caller_threads)}
 
 
 def _health(check: Callable, progress: bool | None, step: int, values: Mapping[str, float]) -> dict:
