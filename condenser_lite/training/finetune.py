@@ -270,10 +270,9 @@ class FinetuneConfig(TrainConfig):
     ``epochs_round1`` epochs on BM25 negatives (``n_bm25_negatives`` kept per query), round 2
     ``epochs_round2`` on BM25 + ``n_mined`` negatives sampled from the round-1 retriever's top
     ``mine_depth``; at least ``min_steps`` updates per round, or ``max_steps`` when set.
-    ``untied``: separate query and
-    passage encoders (DPR on NQ); ``chunk_size``: sequences per gradient-cache chunk (as a
-    coCondenser stage's);
-    ``encode_batch``: sequences per batch when encoding for search and mining;
+    ``untied``: separate query and passage encoders (DPR on NQ); ``chunk_size``: sequences per
+    gradient-cache chunk (as a coCondenser stage's); ``encode_batch``: sequences per batch when
+    encoding for search and mining;
     ``embedding_dtype``: how the corpus embeddings are stored on disk for search and mining
     (``"float16"`` halves MS MARCO's 27 GB; scores are computed in float32); ``dropout``: the
     encoder's during fine-tuning (``None``: the checkpoint's own). Chapter 4."""

@@ -89,7 +89,8 @@ class TrainConfig:
     slower elsewhere (measured in ``notebooks/09_study.md``).
     ``schedule`` is ``"linear"`` (warm-up, then linear decay to 0) or ``"constant"``.
     ``compile=True`` runs the model through ``torch.compile`` (same maths). ``eval_every``:
-    call ``train``'s ``eval_fn`` every that many steps (and after the last one).
+    call ``train``'s ``eval_fn`` every that many steps and after the last one (``None``: after the
+    last one only).
     """
 
     max_steps: int | None = None
