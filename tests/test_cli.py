@@ -159,7 +159,11 @@ def test_one_set_dialect_refuses_what_the_command_does_not_read():
                          ".*belongs to pretrain or experiments$"),
                         (["finetune", "--init", "x", "--output-dir", "o", "--set", "sts.lr=5"],
                          "sts.lr belongs to experiments$"),
-                        (["pretrain", "--method", "condenser", "--set", "finetune.lr=1"], "set it for experiments")):
+                        (["pretrain", "--method", "condenser", "--set", "finetune.lr=1"], "set it for experiments"),
+                        (["finetune", "--init", "x", "--output-dir", "o", "--set", "finetune.seed=1"],
+                         "finetune.seed is no setting of finetune: a run.s seed comes from finetune --seed"),
+                        (["finetune", "--init", "x", "--output-dir", "o", "--set", "finetune.grad_accum=2"],
+                         "the contrastive loss needs the whole batch: set chunk_size")):
         with pytest.raises(ConfigError, match=match):
             args = build_parser().parse_args(argv)
             stage_config_from_args(args) if argv[0] == "pretrain" else recipe_from_args(args)

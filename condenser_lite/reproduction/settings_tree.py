@@ -212,7 +212,10 @@ def setting_path(key: str, tree: Mapping[str, Any] | None = None) -> str:
             return owners[0]
         if owners:
             raise ConfigError(f"setting {key!r} is ambiguous: name its path, " + " or ".join(owners))
-    part = key.rpartition(".")[0]
+    part, _, name = key.rpartition(".")
+    left = getattr(COMPONENTS.get(part), "NOT_READ", {})
+    if name in left:
+        raise ConfigError(f"{key} is no setting of {part}: {left[name]}")
     fields = sorted({p.rpartition(".")[2] for p in tree if p.startswith(f"{part}.")})
     known = (f"{part}'s fields: {', '.join(fields)}" if fields else
              f"paths start with {', '.join(COMPONENTS)} (stages.{'|'.join(STAGES)}) or name a preset field")

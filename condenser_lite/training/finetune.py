@@ -280,7 +280,8 @@ class FinetuneConfig(TrainConfig):
     # the loop's settings a round sets itself (the loop's ``epochs``, the run's ``seed``), or that
     # would change the loss (accumulating splits the in-batch negatives): not paths of the tree
     NOT_READ: ClassVar[dict[str, str]] = {
-        "epochs": "a round trains epochs_round1 or epochs_round2", "seed": "the run's seed is an argument",
+        "epochs": "a round trains epochs_round1 or epochs_round2",
+        "seed": "a run's seed comes from finetune --seed or the preset's seeds",
         "grad_accum": "the contrastive loss needs the whole batch: set chunk_size for the gradient cache",
         "eval_every": "fine-tuning evaluates nothing while it trains"}
 

@@ -35,13 +35,14 @@ from .loop import TrainConfig, train
 @dataclass(frozen=True)
 class STSConfig(TrainConfig):
     """The STS-b bi-encoder (Condenser section 4.2, Sentence-BERT's recipe): the loop's
-    ``TrainConfig`` (``lr``, ``batch_size``, ...) for cosine regression with AdamW; ``epochs_low_data`` for the small training sizes, ``epochs_full`` for the whole
-    set (below 1: only part of it, subsampled in time); ``dropout``: the encoder's during training
-    (``None``: the checkpoint's own). Chapter 7."""
+    ``TrainConfig`` (``lr``, ``batch_size``, ...) for cosine regression with AdamW;
+    ``epochs_low_data`` for the small training sizes, ``epochs_full`` for the whole set (below 1:
+    only part of it, subsampled in time); ``dropout``: the encoder's during training (``None``:
+    the checkpoint's own). Chapter 7."""
 
     # the loop's settings a run sets itself from the training set's size and the run's seed
     NOT_READ: ClassVar[dict[str, str]] = {
-        "epochs": "a run trains epochs_low_data or epochs_full", "seed": "the run's seed is an argument",
+        "epochs": "a run trains epochs_low_data or epochs_full", "seed": "a run's seed comes from the preset's seeds",
         "eval_every": "STS-b evaluates after training"}
 
     batch_size: int = 16
