@@ -324,7 +324,7 @@ def _finetune_parts(preset: Preset, jobs: Mapping[tuple, Any], task, probes: Map
     n_probe = recipe.batch_size * PROBE_UPDATES
     if len(task.train) < n_probe:
         n_probe = len(task.train) // recipe.batch_size * recipe.batch_size
-    probe = preset.replace(**{"finetune.min_steps": 0, "finetune.epochs_round1": 1.0})
+    probe = preset.replace(**{"finetune.min_steps": 0, "finetune.epochs_round1": 1.0, "finetune.max_steps": None})
     arm = _probe_arm(plan)
     t0 = time.perf_counter()
     result = finetune_arm(arm, probes[arm], task, probe, size=n_probe, seed=0, keep_model=False)

@@ -51,10 +51,11 @@ LEVEL = 0.01
 # here is compared, and named as a first suspect when the run leaves the band, in this order
 # (the learning rate and the batch move a loss curve most)
 TRAINING_FIELDS = ("lr", "batch_size", "grad_accum", "warmup_ratio", "weight_decay", "max_grad_norm",
-                   "mixed_precision", "max_steps", "epochs")
+                   "mixed_precision", "max_steps", "epochs", "schedule")
 # settings that change neither: the replicate, where the model starts (checked on its own), the
 # bookkeeping, and exact reformulations of the same computation
-NEUTRAL_FIELDS = ("seed", "init", "head", "save_every", "eval_every", "chunk_size", "attn_implementation")
+NEUTRAL_FIELDS = ("seed", "init", "head", "save_every", "eval_every", "log_every", "chunk_size", "attn_implementation",
+                  "compile")
 # settings a method never reads (a BERT stage has no head; only coCondenser cuts spans)
 UNREAD_FIELDS = {"mlm": ("skip_from", "n_head_layers", "late_mlm", "head_mlm_probability", "detach_early", "head_cls",
                          "mlm_weight", "co_weight", "min_span"),

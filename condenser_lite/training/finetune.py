@@ -304,8 +304,8 @@ class FinetuneConfig(TrainConfig):
     dropout: float | None = None
 
     def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.grad_accum != 1:
+        if self.grad_accum != 1:  # before the loop's checks, which would only ask for a divisor
             raise ConfigError(f"FinetuneConfig.grad_accum={self.grad_accum}: {self.NOT_READ['grad_accum']}")
+        super().__post_init__()
         check_positive(self, "train_n_passages", "q_max_len", "p_max_len", "epochs_round1", "epochs_round2",
                        "encode_batch")

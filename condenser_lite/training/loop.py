@@ -114,7 +114,7 @@ class TrainConfig:
             return ConfigError(f"{type(self).__name__}.{name}={getattr(self, name)!r} is invalid: {rule}")
 
         check_types(self)
-        check_positive(self, "lr", "batch_size", "grad_accum", "epochs", "max_steps")
+        check_positive(self, "lr", "batch_size", "grad_accum", "epochs", "max_steps")  # max_steps None: epochs decide
         if self.batch_size % self.grad_accum:
             raise bad("grad_accum", f"batch_size={self.batch_size} must be divisible by it")
         if self.weight_decay < 0:
@@ -224,11 +224,11 @@ def train(model: nn.Module, data: Sequence | Callable[[int], Sequence], cfg: Tra
     out_dir.mkdir(parents=True, exist_ok=True)
     acc = accelerator if accelerator is not None else make_accelerator(cfg.mixed_precision)
     if accelerator is not None and cfg.mixed_precision not in ("auto", acc.mixed_precision):
-        raise ValueError(f"TrainConfig.mixed_precision={cfg.mixed_precision!r} but the accelerator "
+        raise ValueError(f"{type(cfg).__name__}.mixed_precision={cfg.mixed_precision!r} but the accelerator "
                          f"passed in uses {acc.mixed_precision!r}: make them agree (or use 'auto')")
     if acc.gradient_accumulation_steps != 1:
         raise ValueError("the accelerator has gradient_accumulation_steps != 1, which would scale "
-                         "the loss a second time: set TrainConfig.grad_accum instead")
+                         f"the loss a second time: set {type(cfg).__name__}.grad_accum instead")
     if cfg.batch_size % (acc.num_processes * cfg.grad_accum):
         raise ConfigError(f"batch_size={cfg.batch_size} must be divisible by processes x grad_accum "
                           f"= {acc.num_processes} x {cfg.grad_accum}")

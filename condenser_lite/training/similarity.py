@@ -42,7 +42,8 @@ class STSConfig(TrainConfig):
 
     # the loop's settings a run sets itself from the training set's size and the run's seed
     NOT_READ: ClassVar[dict[str, str]] = {
-        "epochs": "a run trains epochs_low_data or epochs_full", "seed": "a run's seed comes from the preset's seeds",
+        **dict.fromkeys(("epochs", "max_steps"), "a run trains epochs_low_data or epochs_full"),
+        "seed": "a run's seed comes from the preset's seeds",
         "eval_every": "STS-b evaluates after training"}
 
     batch_size: int = 16

@@ -21,12 +21,13 @@ from .pretraining_config import StageConfig
 from .pretraining_data import HEAD_GAUGES, TARGET_CORPORA
 
 DONE_FILE = "pretrain_config.json"  # written last: a stage folder without it is unfinished
-# StageConfig fields that change neither the weights nor the log's values (compile: the same
-# maths on another kernel schedule, as the loop's resume reads it)
-BOOKKEEPING = ("save_every", "log_every", "compile")
+# StageConfig fields that change neither the weights nor the log (compile: the same maths on
+# another kernel schedule, as the loop's resume reads it)
+BOOKKEEPING = ("save_every", "compile")
 # the loop's settings that join a stage's key only where set away from these values, as the
-# switches do: the stages recorded before a recipe could set them keep their keys
-LOOP_SWITCHES = {"schedule": "linear"}
+# switches do (log_every: a line averages the updates since the last, so it changes the log the
+# chapters plot): the stages recorded before a recipe could set them keep their keys
+LOOP_SWITCHES = {"schedule": "linear", "log_every": 1}
 
 
 def stage_data(cfg: StageConfig) -> tuple[tuple[str, ...], tuple[str, ...] | None]:

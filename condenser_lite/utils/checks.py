@@ -50,5 +50,6 @@ def check_positive(obj: object, *names: str) -> None:
         value = getattr(obj, name)
         if value is not None and not value > 0:
             root = PATH_ROOTS.get(type(obj).__name__)
-            where = f" (command line: --set {root}{name}=...)" if root is not None else ""
+            settable = root is not None and name not in getattr(obj, "NOT_READ", {})
+            where = f" (command line: --set {root}{name}=...)" if settable else ""
             raise ConfigError(f"{type(obj).__name__}.{name}={value!r} must be > 0; give a positive value{where}")

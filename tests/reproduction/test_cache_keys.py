@@ -137,3 +137,5 @@ def test_a_new_stage_field_leaves_the_keys_of_stages_that_do_not_use_it(monkeypa
     cfg = StageConfig(method="mlm", max_steps=2)
     assert "schedule" not in stage_settings(cfg, object())
     assert stage_settings(cfg.replace(schedule="constant"), object())["schedule"] == "constant"
+    assert stage_settings(cfg.replace(log_every=10), object())["log_every"] == 10  # a coarser log
+    assert stage_settings(cfg.replace(compile=True), object()) == stage_settings(cfg, object())  # same maths
