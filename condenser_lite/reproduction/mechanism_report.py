@@ -17,7 +17,7 @@ from .onset import ONSET_SEEDS, SEEN_SEEDS, onset
 from .mechanism_rules import reliance_above_noise
 from .results import judged_seeds, pretraining_runs, run_reliance
 from .rules import RELIANCE_THRESHOLD, c0_rule
-from .wording import fixed, trend_text
+from .wording import fixed, seeds_text, trend_text, words
 
 ORDER = ("e0", "e1", "e2", "e3", "e4", "e5", "l48", "s1x4", "w256")  # the page's order
 SCALING_PARTS = ("e0", "e1", "l48", "s1x4", "w256")
@@ -25,22 +25,6 @@ LENGTH_PARTS = ("e0", "e1", "l48")  # the training-length series, which the tren
 
 
 # ---- words ---------------------------------------------------------------------------------------
-
-
-def words(items: Iterable, conjunction: str = "and") -> str:
-    """``42`` / ``42 and 43`` / ``42, 43 and 44``."""
-    items = [str(x) for x in items]
-    return f" {conjunction} ".join(items) if len(items) < 3 else ", ".join(items[:-1]) + f" {conjunction} " + items[-1]
-
-
-def seeds_text(seeds: Iterable) -> str:
-    """``seed 42`` / ``seeds 43 and 44`` / ``seeds 45-49`` (a run of three or more consecutive seeds)."""
-    seeds = [int(s) for s in seeds]
-    if not seeds:
-        return "no seed"
-    if len(seeds) >= 3 and seeds == list(range(seeds[0], seeds[-1] + 1)):
-        return f"seeds {seeds[0]}-{seeds[-1]}"
-    return ("seed " if len(seeds) == 1 else "seeds ") + words(seeds)
 
 
 def values_text(values: Iterable[float | None], digits: int = 3) -> str:
@@ -52,8 +36,15 @@ def values_text(values: Iterable[float | None], digits: int = 3) -> str:
 
 
 def finals(study: Mapping, part: str, arm: str = "condenser") -> dict[str, dict]:
-    """``{seed: final held-out gauges}`` of ``arm``'s stage in ``part``."""
-    return {s: arms[arm]["final"] for s, arms in study[part]["per_seed"].items()}
+    """``{seed: final held-out gauges}`` of ``arm``'s stage in ``part``, over the seeds that ran it
+    (a seed trained without its control has no ``bert_cont``)."""
+    return {s: arms[arm]["final"] for s, arms in study[part]["per_seed"].items() if arm in arms}
+
+
+def uncontrolled(study: Mapping, part: str) -> list[str]:
+    """The seeds of ``part`` trained without their equal-step control (BERT-continued): C0 is
+    judged without them (``studies.mechanism.judge``)."""
+    return [s for s, arms in study[part]["per_seed"].items() if "bert_cont" not in arms]
 
 
 def reliances(study: Mapping, part: str) -> list[float | None]:
@@ -67,27 +58,31 @@ def deficits(study: Mapping, part: str) -> list[float]:
 
 
 def recompute_c0(study: Mapping, part: str) -> dict:
-    """The pre-registered rule C0 (``rules.c0_rule``) applied again to a part's committed gauges."""
-    cond, ctl = finals(study, part).values(), finals(study, part, "bert_cont").values()
-    return c0_rule(reliances(study, part), [f["mlm_loss"] for f in cond], [c["mlm_loss"] for c in ctl],
-                   [f["cls_cosine"] for f in cond], [c["cls_cosine"] for c in ctl])
+    """The pre-registered rule C0 (``rules.c0_rule``) applied again to a part's committed gauges,
+    over the seeds that have their control."""
+    ctl = finals(study, part, "bert_cont")
+    cond = [finals(study, part)[s] for s in ctl]
+    return c0_rule([run_reliance(f)["reliance"] for f in cond], [f["mlm_loss"] for f in cond],
+                   [c["mlm_loss"] for c in ctl.values()], [f["cls_cosine"] for f in cond],
+                   [c["cls_cosine"] for c in ctl.values()])
 
 
 def final_table(study: Mapping, part: str):
     """A part's final gauges, one column per pre-training seed: the reliance and its noise, the
     same ratio with a zero or a mean [CLS], the deficit it is a share of, and the Condenser's late
-    MLM loss and late [CLS] cosine minus its control's (BERT-continued's)."""
+    MLM loss and late [CLS] cosine minus its control's (BERT-continued's; empty for a seed trained
+    without it)."""
     import pandas as pd
 
     rows = {}
     for s, arms in study[part]["per_seed"].items():
-        cd, cont = arms["condenser"]["final"], arms["bert_cont"]["final"]
+        cd, cont = arms["condenser"]["final"], arms.get("bert_cont", {}).get("final")
         rows[f"seed {s}"] = {
             "reliance": cd.get("cls_reliance"), "noise": cd["cls_reliance_noise"],
             "zero [CLS]": cd.get("cls_reliance_zero"), "mean [CLS]": cd.get("cls_reliance_mean"),
             "deficit (nats)": cd["reliance_ablated_loss"] - cd["reliance_late_loss"],
-            "late loss - control": cd["mlm_loss"] - cont["mlm_loss"],
-            "cosine - control": cd["cls_cosine"] - cont["cls_cosine"]}
+            "late loss - control": cd["mlm_loss"] - cont["mlm_loss"] if cont else None,
+            "cosine - control": cd["cls_cosine"] - cont["cls_cosine"] if cont else None}
     return pd.DataFrame(rows).round(4) + 0.0  # + 0.0: no -0.0000
 
 
@@ -102,13 +97,15 @@ def onsets(study: Mapping, part: str) -> dict[str, int | None]:
 def _hours(study: Mapping, part: str, arm: str) -> float:
     # one worker's hours for a stage, over the part's seeds: CPU time on a CPU, wall time on a GPU
     on_gpu = study[part]["provenance"]["machine"].get("gpu")
-    return sum(v[arm]["wall_seconds" if on_gpu else "cpu_seconds"] for v in study[part]["per_seed"].values()) / 3600
+    return sum(v[arm]["wall_seconds" if on_gpu else "cpu_seconds"]
+               for v in study[part]["per_seed"].values() if arm in v) / 3600
 
 
 def provenance_table(study: Mapping):
     """Where each part ran: its seeds, machine, torch build and commits (one per study command
     that trained its seeds), and one worker's hours per stage, summed over the seeds (CPU time
-    on a CPU, wall time on a GPU; "E0's" where a part's stage 1 is E0's checkpoint)."""
+    on a CPU, wall time on a GPU; "E0's" where a part's stage 1 is E0's checkpoint; the seeds
+    trained without their control named beside its hours)."""
     import pandas as pd
 
     rows = {}
@@ -126,7 +123,8 @@ def provenance_table(study: Mapping):
             "commit": words(r["commit"][:7] for r in runs),
             "stage 1 (h)": "E0's" if shared else f"{_hours(study, part, 'bert'):.2f}",
             "Condenser (h)": f"{_hours(study, part, 'condenser'):.2f}",
-            "control (h)": f"{_hours(study, part, 'bert_cont'):.2f}"}
+            "control (h)": f"{_hours(study, part, 'bert_cont'):.2f}" + (
+                f" (seeds {words(uncontrolled(study, part))} without)" if uncontrolled(study, part) else "")}
     return pd.DataFrame(rows).T
 
 
@@ -228,7 +226,8 @@ def onset_table(study: Mapping):
         if not e:
             rows[name] = {"seeds": f"{seeds_text(seeds)} to run"}
             continue
-        interval = lambda pair, fmt: f"{fmt(pair[0])} to {fmt(pair[1])}" if pair else "–"  # noqa: E731
+        interval = lambda pair, fmt: ("–" if not pair else fmt(pair[0]) if pair[0] == pair[1]  # noqa: E731
+                                      else f"{fmt(pair[0])} to {fmt(pair[1])}")
         rows[name] = {
             "seeds": seeds_text(have), "switched on": f"{e['switched_on']} of {e['n']}",
             "fraction (95% interval)": f"{e['fraction']:.0%} ({interval(e['fraction_interval'], '{:.0%}'.format)})",

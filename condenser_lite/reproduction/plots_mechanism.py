@@ -11,10 +11,11 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from .onset import SEEN_SEEDS
 from .onset import onset as onset_of
 from .plots import FIGURE_WIDTH, SMALL, figure_for, legend_above, thousands
 from .rules import RELIANCE_THRESHOLD
-from .wording import FAR_DECADES
+from .wording import FAR_DECADES, seeds_text
 
 # one colour per pre-training seed, the same in every figure of the page (Okabe-Ito's, without
 # its yellow, then Tol's wine): seeds 42-49
@@ -145,7 +146,7 @@ def plot_onset(study: Mapping, part: str = "l48"):
     reliance of each pre-training seed the study holds against updates, its onset marked (a
     triangle at the first evaluation from which it stays above twice its noise) and C0's
     threshold; below, the Kaplan-Meier fraction of the seeds switched on by each update
-    (``study["onset"]``; over the seeds 45-49 alone, dashed, once they are in)."""
+    (``study["onset"]``; over the seeds unseen when the rules were written alone, dashed)."""
     import matplotlib.pyplot as plt
 
     summary = study["onset"]
@@ -167,7 +168,8 @@ def plot_onset(study: Mapping, part: str = "l48"):
     for name, ls in (("all", "-"), ("unseen", "--")):
         km = (summary.get(name) or {}).get("kaplan_meier")
         if km:
-            label = "seeds 45-49 alone" if name == "unseen" else f"all {summary[name]['n']} seeds"
+            unseen = [s for s in summary["per_seed"] if int(s) not in SEEN_SEEDS]
+            label = f"{seeds_text(unseen)} alone" if name == "unseen" else f"all {summary[name]['n']} seeds"
             bottom.step([p["step"] for p in km], [p["switched"] for p in km], where="post", color="black", ls=ls,
                         label=label)
     bottom.set_ylim(-0.05, 1.05)

@@ -1,12 +1,12 @@
 """Numbers in words, as the scorecard, the claims tables and the chapters print them: a number
 with fixed decimals and never ``-0.000`` (``fixed``), a p-value (``p_text``), a FLOPs count
-(``flops_text``), one comparison of two arms (``comparison_text``) and the mechanism study's
-trend (``trend_text``). Explained in chapter 8 (``notebooks/08_scorecard.md``).
+(``flops_text``), one comparison of two arms (``comparison_text``), lists and seeds in prose
+(``words``, ``seeds_text``) and the mechanism study's trend (``trend_text``). Explained in chapter 8 (``notebooks/08_scorecard.md``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 
@@ -15,6 +15,23 @@ def fixed(value: float, digits: int = 3, signed: bool = False) -> str:
     """``value`` with ``digits`` decimals (``signed``: with its sign, ``+0.012``), never
     ``-0.000``: a tiny negative rounds to zero. Chapter 8."""
     return f"{round(value, digits) + 0.0:{'+' if signed else ''}.{digits}f}"
+
+
+def words(items: Iterable, conjunction: str = "and") -> str:
+    """``42`` / ``42 and 43`` / ``42, 43 and 44``. Chapter 10."""
+    items = [str(x) for x in items]
+    return f" {conjunction} ".join(items) if len(items) < 3 else ", ".join(items[:-1]) + f" {conjunction} " + items[-1]
+
+
+def seeds_text(seeds: Iterable) -> str:
+    """``seed 42`` / ``seeds 43 and 44`` / ``seeds 45-49`` (a run of three or more consecutive
+    seeds). Chapter 10."""
+    seeds = [int(s) for s in seeds]
+    if not seeds:
+        return "no seed"
+    if len(seeds) >= 3 and seeds == list(range(seeds[0], seeds[-1] + 1)):
+        return f"seeds {seeds[0]}-{seeds[-1]}"
+    return ("seed " if len(seeds) == 1 else "seeds ") + words(seeds)
 
 
 def p_text(p: float | None, equals: str = " ") -> str:

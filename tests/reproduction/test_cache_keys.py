@@ -64,6 +64,8 @@ def recorded_stages() -> list[tuple]:
         for seed, stages in entry["per_seed"].items():
             parent = stages["bert"]["checkpoint_key"]
             for arm, key in (("bert", "bert"), ("bert_cont", "bert_cont"), (condenser, "condenser")):
+                if key not in stages:  # a seed trained without its control
+                    continue
                 rows.append((f"mechanism.json {part} {key}/{seed}", preset, arm, int(seed),
                              None if arm == "bert" else parent, stages[key]["precision"],
                              stages[key]["checkpoint_key"]))

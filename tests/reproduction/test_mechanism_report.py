@@ -48,6 +48,15 @@ def eight_seeds(study: dict, starts: dict[int, int | None]) -> dict:
     return study
 
 
+def only_seeds(study: dict, seeds) -> dict:
+    """The committed study with L48 cut back to ``seeds``, its onset summary recomputed: the
+    study as it stood before the other seeds were merged."""
+    study = copy.deepcopy(study)
+    study["l48"]["per_seed"] = {str(s): study["l48"]["per_seed"][str(s)] for s in seeds}
+    study["onset"] = study_onset(study["l48"])
+    return study
+
+
 def test_words_and_seeds():
     assert report.words([42]) == "42" and report.words([42, 43]) == "42 and 43"
     assert report.words([42, 43, 44], "or") == "42, 43 or 44"
@@ -95,10 +104,11 @@ def test_a_seed_still_to_run_shows_as_to_run(committed):
 
 
 def test_onset_readings_now_and_with_all_eight_seeds(committed):
-    """Today (seeds 42-44): the seeds to run are named, the estimates described, the rules'
-    reading not given. With all of ONSET_SEEDS in: the reading's two sentences, word for word,
-    and the unseen seeds' row in the table."""
+    """Before the new seeds (42-44 only): the seeds to run are named, the estimates described,
+    the rules' reading not given. With all of ONSET_SEEDS in: the reading's two sentences, word
+    for word, and the unseen seeds' row in the table."""
     study, _ = committed
+    study = only_seeds(study, [42, 43, 44])
     now = report.onset_readings(study)
     assert now["onset_scope"] == "The study holds seeds 42-44; seeds 45-49 are to run."
     assert "read these estimates once seeds 42-49 are all in" in now["onset_plateau"]
@@ -138,11 +148,31 @@ def test_onset_figure_marks_each_onset_and_draws_both_curves_with_eight_seeds(co
     switched = [s for s, v in full["onset"]["per_seed"].items() if v["switched_on"]]
     assert sorted(m.get_xdata()[0] for m in marks) == sorted(full["onset"]["per_seed"][s]["onset"] for s in switched)
     assert [line.get_label() for line in bottom.lines] == ["all 8 seeds", "seeds 45-49 alone"]
+    fig2 = plots_mechanism.plot_onset(only_seeds(study, [42, 43, 44, 45, 46]))  # the unseen seeds it holds
+    assert [line.get_label() for line in fig2.axes[1].lines] == ["all 5 seeds", "seeds 45 and 46 alone"]
+    plt.close(fig2)
     assert not plots.legibility(fig)["too_small"]
     plt.close(fig)
-    fig = plots_mechanism.plot_onset(study)  # today: three seeds, one curve below
+    fig = plots_mechanism.plot_onset(only_seeds(study, [42, 43, 44]))  # no unseen seed: one curve below
     assert [line.get_label() for line in fig.axes[1].lines] == ["all 3 seeds"]
     plt.close(fig)
+
+
+def test_a_seed_without_its_control_is_left_out_of_c0_only(committed):
+    """L48's seeds 45 and 46 ran without the equal-step control: C0, recomputed, reads the seeds
+    that have one; the reliance, the final table and the onset read every seed, and the
+    provenance names the seeds without a control."""
+    study, _ = committed
+    missing = report.uncontrolled(study, "l48")
+    assert missing == [s for s in study["l48"]["per_seed"] if int(s) not in study["l48"]["c0_seeds"]]
+    assert report.recompute_c0(study, "l48") == study["l48"]["c0"]
+    table = report.final_table(study, "l48")
+    assert list(table.columns) == [f"seed {s}" for s in study["l48"]["per_seed"]]
+    for s in missing:
+        assert math.isnan(table.loc["cosine - control", f"seed {s}"])
+        assert not math.isnan(table.loc["reliance", f"seed {s}"])
+    if missing:
+        assert f"seeds {report.words(missing)} without" in report.provenance_table(study).loc["L48", "control (h)"]
 
 
 def test_the_page_s_exercise_reads_an_onset_by_hand(committed):
