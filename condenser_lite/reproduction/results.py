@@ -68,16 +68,26 @@ def git(*args: str) -> str | None:
 
 
 def machine(load_start: list[float] | None) -> dict:
-    cpu_model, ram = None, None
+    """Where a run ran: the CPU's name, and its family and model numbers (``"25/17"``: a Zen 4
+    EPYC; names like "AMD EPYC" do not tell the generations apart, whose CPU seconds per update
+    differ), the matrix flags the precision choice reads (bf16, AMX, AVX-512), cores, memory, GPU,
+    platform and the load average at the start and end. Chapter 4."""
+    cpu_model, ram, family, flags = None, None, None, []
     try:
         info = Path("/proc/cpuinfo").read_text()
-        cpu_model = next((line.split(":", 1)[1].strip() for line in info.splitlines()
-                          if line.startswith("model name")), None)
+        field = {}
+        for line in info.splitlines():
+            name, _, value = line.partition(":")
+            field.setdefault(name.strip(), value.strip())
+        cpu_model = field.get("model name")
+        family = f"{field['cpu family']}/{field['model']}" if "cpu family" in field and "model" in field else None
+        flags = sorted(f for f in field.get("flags", "").split() if "bf16" in f or "amx" in f or f == "avx512f")
         mem = Path("/proc/meminfo").read_text().split("MemTotal:", 1)[1].split()[0]
         ram = round(int(mem) / 2**20, 1)  # kB -> GiB
     except (OSError, IndexError, ValueError):
         pass
-    return {"cpu": cpu_model or platform.processor() or None, "cores": os.cpu_count(), "ram_gib": ram,
+    return {"cpu": cpu_model or platform.processor() or None, "cpu_family_model": family, "matrix_flags": flags,
+            "cores": os.cpu_count(), "ram_gib": ram,
             "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
             "platform": platform.platform(), "load_average_start": load_start, "load_average_end": load_average()}
 

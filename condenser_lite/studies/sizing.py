@@ -131,11 +131,8 @@ def machine() -> dict:
     from condenser_lite.reproduction.results import machine as library_machine
 
     m = library_machine(None)
-    with open("/proc/cpuinfo") as info:
-        flags = next((line.split(":", 1)[1].split() for line in info if line.startswith("flags")), [])
     return {"cpu_model": m["cpu"] or "?", "cores": m["cores"], "platform": m["platform"],
-            "matrix_flags": sorted(f for f in flags if "bf16" in f or "amx" in f or f == "avx512f"),
-            "memory_gb": m["ram_gib"]}
+            "matrix_flags": m["matrix_flags"], "memory_gb": m["ram_gib"]}
 
 
 def versions() -> dict:

@@ -199,3 +199,16 @@ def test_the_readers_find_each_number_where_the_file_keeps_it():
                     reading.gauge(small, "nobody", "mlm_loss")):
         assert missing is None
     assert reading.pretraining_runs(small, "nobody") == [] and reading.rules_version(small) == 2
+
+
+@pytest.mark.unit
+def test_the_machine_record_tells_cpu_generations_apart():
+    """Names like "AMD EPYC" cover several generations, whose CPU seconds per update differ: the
+    record keeps the family and model numbers and the matrix flags beside the name."""
+    from condenser_lite.reproduction.results import machine
+
+    m = machine(None)
+    assert set(MACHINE) <= set(m) and isinstance(m["matrix_flags"], list)
+    if Path("/proc/cpuinfo").exists():
+        family, _, model = m["cpu_family_model"].partition("/")
+        assert family.isdigit() and model.isdigit()
