@@ -239,6 +239,19 @@ def onset_table(study: Mapping):
     return pd.DataFrame(rows).T.fillna("")
 
 
+def _near_misses(study: Mapping) -> str:
+    """How close the seeds without an onset end to their bar: the last evaluation's reliance
+    against twice its noise, per seed."""
+    summary, curves = study["onset"], study["l48"]["per_seed"]
+    off = [s for s, v in summary["per_seed"].items() if v["onset"] is None]
+    if not off:
+        return ""
+    ends = [curves[s]["condenser"]["curve"][-1] for s in off]
+    return ("A seed without an onset can end close to its bar, twice its noise. At the last evaluation, " + words(
+        f"seed {s} reads {fixed(r['cls_reliance'], 4)} against {fixed(2 * r['cls_reliance_noise'], 4)}"
+        for s, r in zip(off, ends)) + ". A seed that dips under its bar at the end has no onset by the rule.")
+
+
 def onset_readings(study: Mapping) -> dict[str, str]:
     """The onset's phrases: which seeds the file holds (and which are to run), what they show,
     and the rules' reading once all of ``ONSET_SEEDS`` are in (``onset.reading``)."""
@@ -252,18 +265,21 @@ def onset_readings(study: Mapping) -> dict[str, str]:
                              + words(f"{t:,}" for t in sorted(summary["per_seed"][s]["onset"] for s in on)) if on else
                              f"none of {e['n']} switches on"),
            "onset_uncertainty": f"fraction switched on: 95% interval {e['fraction_interval'][0]:.0%} to "
-                                f"{e['fraction_interval'][1]:.0%}"}
+                                f"{e['fraction_interval'][1]:.0%}",
+           "onset_near": _near_misses(study)}
     if e["plateau_interval"]:
         lo, hi = e["plateau_interval"]
-        out["onset_uncertainty"] += f"; plateau {e['plateau_mean']:.3f}, 95% interval {lo:.3f} to {hi:.3f}"
+        out["onset_uncertainty"] += (f"; plateau of those switched on {e['plateau_mean']:.3f}, 95% interval "
+                                     f"{lo:.3f} to {hi:.3f}")
     if summary["reading"]:  # every seed in: the rules' own two sentences (rule 7)
         out["onset_fraction"], out["onset_plateau"] = summary["reading"]["fraction"], summary["reading"]["plateau"]
         return out
     lo, hi = e["fraction_interval"]
     out["onset_fraction"] = (f"On {seeds_text(held)}, the share of pre-trained models that switch on has a 95% "
                              f"interval of {lo:.0%} to {hi:.0%}.")
-    out["onset_plateau"] = (f"The rules read these estimates once {seeds_text(ONSET_SEEDS)} are all in; "
-                            "until then they describe the seeds the study holds.")
+    out["onset_plateau"] = (f"Once {seeds_text(summary['missing_seeds'])} are in, the pre-registered reading "
+                            "(rule 7 of onset.py) turns these estimates into the book's sentences; until then "
+                            "they only describe the seeds the study holds.")
     return out
 
 

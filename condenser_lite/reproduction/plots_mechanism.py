@@ -19,8 +19,9 @@ from .wording import FAR_DECADES, seeds_text
 
 # one colour per pre-training seed, the same in every figure of the page (Okabe-Ito's, without
 # its yellow, then Tol's wine): seeds 42-49
-SEED_COLOURS = dict(zip(map(str, range(42, 50)), ("#0072b2", "#d55e00", "#009e73", "#cc79a7", "#56b4e9",
-                                                  "#e69f00", "#000000", "#882255")))
+# seed 46 in black: it and seed 44 both stay near zero on L48, and need the two most distinct colours
+SEED_COLOURS = dict(zip(map(str, range(42, 50)), ("#0072b2", "#d55e00", "#009e73", "#cc79a7", "#000000",
+                                                  "#e69f00", "#56b4e9", "#882255")))
 SEED_STYLES = {"42": "-", "43": ":", "44": "-."}  # where colour names the part instead (C0's line is dashed)
 PART_NAMES = {"e0": "E0, faithful", "e1": "E1, 4x as long", "e2": "E2, 6 layers", "e3": "E3, no gradient to layer 1",
               "e4": "E4, reads the embeddings", "e5": "E5, reads a 50%-masked copy", "l48": "L48, 16x as long",

@@ -111,7 +111,7 @@ def test_onset_readings_now_and_with_all_eight_seeds(committed):
     study = only_seeds(study, [42, 43, 44])
     now = report.onset_readings(study)
     assert now["onset_scope"] == "The study holds seeds 42-44; seeds 45-49 are to run."
-    assert "read these estimates once seeds 42-49 are all in" in now["onset_plateau"]
+    assert "Once seeds 45-49 are in, the pre-registered reading" in now["onset_plateau"]
     assert report.onset_table(study).loc["unseen seeds", "seeds"] == "seeds 45-49 to run"
     full = eight_seeds(study, {45: 4000, 46: 20000, 47: None, 48: 9000, 49: 47000})
     assert full["onset"]["missing_seeds"] == [] and full["onset"]["reading"]
