@@ -277,9 +277,10 @@ def onset_readings(study: Mapping) -> dict[str, str]:
     lo, hi = e["fraction_interval"]
     out["onset_fraction"] = (f"On {seeds_text(held)}, the share of pre-trained models that switch on has a 95% "
                              f"interval of {lo:.0%} to {hi:.0%}.")
-    out["onset_plateau"] = (f"Once {seeds_text(summary['missing_seeds'])} are in, the pre-registered reading "
-                            "(rule 7 of onset.py) turns these estimates into the book's sentences; until then "
-                            "they only describe the seeds the study holds.")
+    missing = summary["missing_seeds"]
+    out["onset_plateau"] = (f"Once {seeds_text(missing)} {'is' if len(missing) == 1 else 'are'} in, the "
+                            "pre-registered reading (rule 7 of onset.py) turns these estimates into the book's "
+                            "sentences; until then they only describe the seeds the study holds.")
     return out
 
 

@@ -112,6 +112,8 @@ def test_onset_readings_now_and_with_all_eight_seeds(committed):
     now = report.onset_readings(study)
     assert now["onset_scope"] == "The study holds seeds 42-44; seeds 45-49 are to run."
     assert "Once seeds 45-49 are in, the pre-registered reading" in now["onset_plateau"]
+    one_left = eight_seeds(only_seeds(study, [42, 43, 44]), {45: 4000, 46: None, 47: 9000, 48: None})
+    assert "Once seed 49 is in," in report.onset_readings(one_left)["onset_plateau"]
     assert report.onset_table(study).loc["unseen seeds", "seeds"] == "seeds 45-49 to run"
     full = eight_seeds(study, {45: 4000, 46: 20000, 47: None, 48: 9000, 49: 47000})
     assert full["onset"]["missing_seeds"] == [] and full["onset"]["reading"]
