@@ -185,6 +185,9 @@ def scaling_readings(study: Mapping) -> dict[str, str]:
         passed = [s for s, v in l48.items() if (v["reliance"] or 0.0) >= RELIANCE_THRESHOLD]
         out["l48_passed"] = seeds_text(passed) if passed else "no seed"
         out["l48_short"] = seeds_text(s for s in l48 if s not in passed) if len(passed) < len(l48) else "no seed"
+        # the scaling point reads the seeds the rules name (SCALING_SEEDS), the part may hold more
+        out["l48_scaling_seeds"] = seeds_text(l48)
+        out["l48_scaling_reliance"] = values_text(v["reliance"] for v in l48.values())
         quarters = {s: quarter_means(study["l48"]["per_seed"][s]["condenser"]) for s in l48}
         slowing = [s for s, q in quarters.items() if all(np.diff(q) > 0) and all(np.diff(q, 2) < 0)]
         out["l48_quarters"] = ("Over the four quarters of the stage the reliance averages "
