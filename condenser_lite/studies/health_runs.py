@@ -6,7 +6,7 @@ writes.
     python -m condenser_lite health-runs --rejudge    # the same runs judged again by the check as it is (seconds)
 
 Short stage-1 runs of the `small` preset's BERT (MLM from scratch, the preset's `stages.bert`), all
-on pre-training seed 47, which no committed run used (so each is one more seed), and so all see
+on pre-training seed 47, which none of the band's runs used (so each is one more seed), and so all see
 the same batches:
 
 * `schedule`: the preset's settings, stopped after 1,500 of its 12,000 updates, as a reader
