@@ -165,6 +165,55 @@ def test_merging_a_part_that_grew_by_new_seeds_keeps_the_larger_run(tmp_path, mo
         study.main()
 
 
+def test_merging_seeds_run_side_by_side_from_one_copy_joins_them_in_either_order(tmp_path, monkeypatch):
+    """Seeds run side by side, each on a machine given a copy of the file: the file holds L48 on
+    seeds 42-46, the other machine added seed 47 to an older copy (42-44). The merge holds the
+    union, every run's provenance, the later run's as the part's own, and C0, the reliance summary
+    and the onset judged over all six seeds; either order gives the same file and merging again
+    changes nothing. A seed both hold with another summary, or trained by both runs, is refused."""
+    study = study_module()
+    committed = json.loads((ROOT / "results" / "mechanism.json").read_text())
+    header = {"study": "mechanism", "preset": committed["preset"]}
+    ours = committed["l48"]
+    older = [r for r in ours["provenance_of_other_seeds"] if r["seeds"][0] in (42, 43, 44)]
+    per_seed = {s: ours["per_seed"][s] for s in ("42", "43", "44")}
+    per_seed["47"] = json.loads(json.dumps(ours["per_seed"]["46"]))
+    per_seed["47"]["condenser"]["checkpoint_key"] = "condenser-seed47"
+    theirs = {**study.judge(per_seed), "what": ours["what"], "seeds": [42, 43, 44, 47],
+              "modified_condenser": ours["modified_condenser"],
+              "provenance": {**ours["provenance"], "seeds": [47], "finished": "2099-01-01T00:00:00+00:00"},
+              "provenance_of_other_seeds": older}
+    base = {k: v for k, v in committed.items() if k not in ("l48", "scaling", "onset")}
+    out, other = tmp_path / "mechanism.json", tmp_path / "elsewhere.json"
+    monkeypatch.setattr("sys.argv", ["mechanism_study.py", "--out", str(out), "--merge", str(other)])
+    files = []
+    for here, there in ((ours, theirs), (theirs, ours)):
+        out.write_text(json.dumps({**header, **base, "l48": here}))
+        other.write_text(json.dumps({**header, "l48": there}))
+        study.main()
+        files.append(json.loads(out.read_text()))
+    assert files[0] == files[1]
+    part = files[0]["l48"]
+    assert part["seeds"] == [42, 43, 44, 45, 46, 47] and sorted(part["per_seed"], key=int) == list(map(str, part["seeds"]))
+    assert part["provenance"]["seeds"] == [47]
+    assert [r["seeds"] for r in part["provenance_of_other_seeds"]] == [[42], [43], [44], [45, 46]]
+    assert part["reliance"] == study.judge(part["per_seed"])["reliance"] and part["c0_seeds"] == [42, 43, 44]
+    assert sorted(files[0]["onset"]["per_seed"], key=int) == list(map(str, part["seeds"]))
+    assert files[0]["onset"]["missing_seeds"] == [48, 49]
+    other.write_text(json.dumps({**header, "l48": theirs}))
+    study.main()  # the file already holds both runs
+    assert json.loads(out.read_text()) == files[0]
+    bent = json.loads(json.dumps(theirs))
+    bent["per_seed"]["44"]["condenser"]["final"]["cls_reliance"] += 0.1
+    twice = {**theirs, "seeds": [42, 43, 44, 45, 47], "per_seed": {**theirs["per_seed"], "45": ours["per_seed"]["45"]},
+             "provenance": {**theirs["provenance"], "seeds": [45, 47]}}
+    for refused in (bent, twice):
+        out.write_text(json.dumps({**header, **base, "l48": ours}))
+        other.write_text(json.dumps({**header, "l48": refused}))
+        with pytest.raises(SystemExit, match="different runs of part l48"):
+            study.main()
+
+
 def test_the_crossing_range_runs_low_to_high_on_both_sides_of_the_threshold():
     """Below the threshold the steeper slope reaches it sooner, above it later: either way the
     range the slope's limits give is reported low end first."""

@@ -346,7 +346,8 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--preset", default="small", help="the preset whose Condenser is studied")
     ap.add_argument("--out", default=str(ROOT / "results" / "mechanism.json"))
     ap.add_argument("--merge", nargs="*", metavar="FILE", help="add the parts of these results files (runs of the study "
-                    "on other machines) to --out, a part present in both only if identical, then re-judge the "
+                    "on other machines) to --out, a part present in both only if identical, grown from the other by "
+                    "new seeds, or grown from a common copy by different seeds (kept whole), then re-judge the "
                     "modified Condenser's choice and the scaling summary; with no FILE, re-judge --out only")
     ap.add_argument("--no-control", action="store_true", help="train no equal-step control (BERT-continued): "
                     "C0 then judges the part on the seeds that have one; the onset rules need none")
@@ -412,7 +413,8 @@ def _run_part(part: str, preset, seeds: tuple[int, ...], old: dict | None, a: ar
 def merge(study: dict, others, out: Path, preset_name: str) -> None:
     """Add to ``study`` (read from ``out``) the parts of the results files ``others`` (the study
     run on other machines); a part both hold must be the same run, or one must be the other
-    joined by new seeds (``grew_from``: the larger is kept), or the merge is refused."""
+    joined by new seeds (``grew_from``: the larger is kept), or each must have added its own
+    seeds to a common copy (``joined``: the union is kept), or the merge is refused."""
     for other in others:
         try:
             theirs = json.loads(other.read_text())
@@ -430,9 +432,45 @@ def merge(study: dict, others, out: Path, preset_name: str) -> None:
             if part not in PARTS or part in study and grew_from(study[part], entry):
                 continue  # not a part, or the file already holds this run
             if part in study and not grew_from(entry, study[part]):
-                raise SystemExit(f"{other} and {out} hold different runs of part {part}: keep one "
-                                 "file's part (delete it from the other), then merge")
+                entry = joined(study[part], entry)
+                if entry is None:
+                    raise SystemExit(f"{other} and {out} hold different runs of part {part}: keep one "
+                                     "file's part (delete it from the other), then merge")
             study[part] = entry
+
+
+def whole(*parts: dict) -> bool:
+    """Whether each part record's seeds are the seeds it holds summaries of."""
+    return all(sorted(map(int, p["per_seed"])) == sorted(p["seeds"]) for p in parts)
+
+
+def runs_of(part: dict) -> list[dict]:
+    """The provenance of every run that trained some of ``part``'s seeds, the latest last (a run
+    recorded without its seeds trained them all)."""
+    return [*part.get("provenance_of_other_seeds", []), {"seeds": part["seeds"], **part["provenance"]}]
+
+
+def joined(ours: dict, theirs: dict) -> dict | None:
+    """Two records of one part that each added their own seeds to a common copy (seeds run side
+    by side on two machines, each from a copy of the file), as one record: the seeds both hold
+    must have the same summaries. Every run's provenance is kept, the one that finished last as
+    the part's ``provenance``; C0 and the reliance summary are judged anew over the union. None
+    where the two are not such siblings."""
+    shared = ours["per_seed"].keys() & theirs["per_seed"].keys()
+    if any(ours[k] != theirs[k] for k in ("what", "modified_condenser")) or \
+            any(ours["per_seed"][s] != theirs["per_seed"][s] for s in shared) or not whole(ours, theirs):
+        return None
+    runs = []
+    for run in runs_of(ours) + runs_of(theirs):
+        if run not in runs:
+            runs.append(run)
+    trained = [set(r["seeds"]) for r in runs if not r.get("stages_reread_by_the_run_below")]
+    if any(a & b for i, a in enumerate(trained) for b in trained[:i]):
+        return None  # two runs trained one seed: different runs of it, not siblings
+    runs.sort(key=lambda r: r.get("finished") or "")
+    per_seed = {**ours["per_seed"], **theirs["per_seed"]}
+    return {"what": ours["what"], "seeds": sorted(map(int, per_seed)), "modified_condenser": ours["modified_condenser"],
+            **judge(per_seed), "provenance": runs[-1], "provenance_of_other_seeds": runs[:-1]}
 
 
 def grew_from(larger: dict, smaller: dict) -> bool:
@@ -441,10 +479,9 @@ def grew_from(larger: dict, smaller: dict) -> bool:
     (a point run seed by seed on machines that keep nothing, merged back in any order)."""
     if larger == smaller:
         return True
-    runs = larger.get("provenance_of_other_seeds", [])
-    return (all(larger["per_seed"].get(s) == v for s, v in smaller["per_seed"].items())
-            and {"seeds": smaller["seeds"], **smaller["provenance"]} in runs
-            and all(r in runs for r in smaller.get("provenance_of_other_seeds", [])))
+    runs = runs_of(larger)
+    return (whole(larger, smaller) and all(larger["per_seed"].get(s) == v for s, v in smaller["per_seed"].items())
+            and all(r in runs for r in runs_of(smaller)))
 
 
 def write(study: dict, out: Path, preset) -> None:
