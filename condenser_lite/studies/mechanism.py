@@ -460,10 +460,8 @@ def joined(ours: dict, theirs: dict) -> dict | None:
     if any(ours[k] != theirs[k] for k in ("what", "modified_condenser")) or \
             any(ours["per_seed"][s] != theirs["per_seed"][s] for s in shared) or not whole(ours, theirs):
         return None
-    runs = []
-    for run in runs_of(ours) + runs_of(theirs):
-        if run not in runs:
-            runs.append(run)
+    every = runs_of(ours) + runs_of(theirs)
+    runs = [run for i, run in enumerate(every) if run not in every[:i]]  # the common copy's runs once
     trained = [set(r["seeds"]) for r in runs if not r.get("stages_reread_by_the_run_below")]
     if any(a & b for i, a in enumerate(trained) for b in trained[:i]):
         return None  # two runs trained one seed: different runs of it, not siblings
