@@ -49,8 +49,9 @@ def intro_tables(results: Mapping) -> str:
              "", "The modified Condenser's claims (a deviation from the paper; no paper has these numbers):", "",
              *_table(modified, False), "",
              f"{WEAK_MARK} weak: a test the verdict rests on has {WEAK_P[0]:g} ≤ p < {WEAK_P[1]:g} and a difference "
-             "below its MDD. q: the Benjamini-Hochberg q-value of the test shown (of its reverse test where the "
-             "row reads reversed), over every distinct test behind the verdicts."]
+             "below its MDD. q: the Benjamini-Hochberg q-value of the test shown, over every distinct test behind "
+             "the verdicts; where the row reads reversed, of its reverse test, over the reverse tests (a family of "
+             "their own)."]
     return "\n".join(lines)
 
 

@@ -134,6 +134,7 @@ def headline_markdown(results: Mapping, links: bool = True, alpha: float = ALPHA
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     lines += ["", f"{WEAK_MARK} weak: a test the verdict rests on has {WEAK_P[0]:g} ≤ p < {WEAK_P[1]:g} and a "
               "difference below its MDD. BH q: the Benjamini-Hochberg q-value of the test shown in *ours*, over "
-              "every distinct test behind the verdicts."]
+              "every distinct test behind the verdicts; where the row reads reversed, of its reverse test, over the "
+              "reverse tests (a family of their own)."]
     return "\n".join(lines)
 

@@ -317,11 +317,17 @@ def pipeline(preset=None):
          size=SMALL)
     ax.text(12.2, 8.4, "every arm:\nhead dropped,\nthe backbone's\nlate [CLS] is\nthe vector",
             fontsize=SMALL, va="center")
+    controls = [a for a in ("bert_cont_flops", "condenser_mod_nocls") if a in p.arms]
+    if controls:  # the modified Condenser's two controls, each continuing stage 1 too
+        _arrow(ax, [(1.9, 6.6), (1.9, 6.35)])
+        _box(ax, 0.2, 5.1, 3.4, 1.25, "controls: more MLM, equal\nFLOPs; modified, [CLS]\ncut (ch. 4, 8)"
+             if len(controls) == 2 else "a control (ch. 4, 8)", SKY, size=SMALL)
     # every pre-trained model (stage 1 too) goes on to fine-tuning: one frame around them all
     _box(ax, 0.05, 4.95, 14.85, 4.75, fill=False, color=GREY, dashed=True)
     _arrow(ax, [(2.45, 4.95), (2.45, 4.2)], lw=1.4)
-    ax.text(2.7, 4.55, f"each of the {len(p.arms)} pre-trained models (arms) in the frame is fine-tuned",
-            ha="left", va="center", fontsize=SMALL)
+    n = len(p.pretraining_seeds)
+    ax.text(2.7, 4.55, f"each of the {len(p.arms)} arms in the frame, {n} pre-trained model{'s' * (n > 1)} "
+            "each, is fine-tuned", ha="left", va="center", fontsize=SMALL)
     _box(ax, 0.2, 2.2, 4.5, 2.0, f"fine-tuning round 1\nnegatives from BM25\n"
          f"{p.train_sizes[0]} training queries,\nor all of them (ch. 4)", GREEN, size=SMALL)
     _arrow(ax, [(4.7, 3.2), (5.4, 3.2)])

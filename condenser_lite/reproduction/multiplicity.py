@@ -248,6 +248,20 @@ def rejudge(results: Mapping, method: str | None = None, alpha: float = ALPHA_ON
     return {c["id"]: claim_verdict(c, call) for c in results["claims"]}
 
 
+
+def am_settings(results: Mapping, method: str | None = None, alpha: float = ALPHA_ONE_SIDED) -> tuple[int, int]:
+    """Am is judged only in the settings where the modified Condenser beats BERT-continued: how
+    many of its settings have that gain with the tests called by ``method`` (as ``rejudge``), and
+    how many it has. A stricter call can leave fewer settings to judge, and the verdict then rests
+    on those alone. Chapter 8."""
+    am = next((c for c in results["claims"] if c["id"] == "Am"), None)
+    if am is None or "settings" not in am["ours"]:
+        return 0, 0
+    call = _calls(deciding_tests(results), method, alpha)
+    gains = [st["gain"] for st in am["ours"]["settings"].values()]
+    held = [c for c in gains if c and c.get("p") is not None and holds(_with_call(c, call(c), False)) is True]
+    return len(held), len(gains)
+
 # ---- weak verdicts ---------------------------------------------------------------------------------
 
 

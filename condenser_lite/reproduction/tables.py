@@ -157,7 +157,18 @@ def claim_table(results: Mapping, ids: Sequence[str]):
     if unknown:
         raise ValueError(f"claim_table(ids={ids!r}): {unknown} not among the book's claims {sorted(CLAIM)}; "
                          "pass a list of them, e.g. ['C1', 'C2']")
-    rows = [{"claim": cid, **r} for cid in ids if cid in claims for r in claim_rows(claims[cid])]
+    from .checks import recall_metric
+    from .multiplicity import decides
+    from .scorecard import comparison_paths
+
+    recall = recall_metric(results)
+    rows = []
+    for cid in (i for i in ids if i in claims):
+        paths = [path for path, _ in comparison_paths(claims[cid].get("ours", {}))]
+        for path, r in zip(paths, claim_rows(claims[cid])):
+            if "p (one-sided)" in r and not decides(cid, path, recall):  # beside the verdict, not behind it
+                r = {**r, "verdict": f"{r['verdict']} (not judged)"}
+            rows.append({"claim": cid, **r})
     table = pd.DataFrame(rows)
     if table.empty:
         return table
