@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from . import cli_parser
-from .cli_settings import absolute, apply_settings, recipe_from_args, stage_config_from_args
+from .cli_settings import absolute, apply_settings, recipe_from_args, refuse_twice, stage_config_from_args
 from .data.tevatron import tevatron_name
 from .parameters import parse_settings
 from .reproduction.presets import get_preset
@@ -62,16 +62,26 @@ from .utils.errors import ConfigError, UserError
 # Each sub-command imports the (torch-heavy) modules it needs inside its handler, so that
 # `--help` answers at once instead of after loading torch, transformers and faiss.
 
-def check_writable(flag: str, path: str | os.PathLike | None, folder: bool = False) -> None:
+def check_writable(flag: str, path: str | os.PathLike | None, folder: bool = False,
+                   inputs: str | os.PathLike | None = None) -> None:
     """Refuse, before any work, an output path that cannot be written: one whose folder on the way
-    is a file, a folder without write permission, a file given where a folder is asked for (or an
-    existing file that cannot be replaced). Root writes anywhere, so only the first holds for it."""
+    is a file, a folder without write permission, a file given where a folder is asked for or a
+    folder where a file is, an existing file that cannot be replaced, or one of the command's own
+    input files (``inputs``: a file, or a folder whose files are read). Root writes anywhere, so
+    the permission checks do not hold for it."""
     if path is None:
         return
     target = Path(path).expanduser().absolute()
     if target.exists():
         if folder and not target.is_dir():
             raise ConfigError(f"{flag} {path} is a file, not a folder; give a folder path")
+        if not folder and target.is_dir():
+            raise ConfigError(f"{flag} {path} is a folder; give a file path inside it")
+        source = Path(inputs).expanduser().absolute() if inputs is not None else None
+        if source is not None and source.exists() and target.resolve() in (
+                source.resolve(), *(source.resolve().parent if source.is_file() else source.resolve()).rglob("*")):
+            raise ConfigError(f"{flag} {path} is one of this command's input files, which it would overwrite; "
+                              "write the output elsewhere")
         if not os.access(target, os.W_OK):
             raise ConfigError(f"{flag} {path} cannot be written (no write permission); choose a path you can write to")
         return
@@ -178,11 +188,12 @@ def _finetune(args: argparse.Namespace) -> None:
 
     check_writable("--output-dir", args.output_dir, folder=True)
     recipe = recipe_from_args(args)
-    if args.train_size is not None and args.train_size < 1:  # 0 must not mean "the recipe's"
-        raise ConfigError(f"--train-size {args.train_size}: give a count >= 1, or leave --train-size out for all")
     tok = _model_tokenizer(args.init, {"--set q_max_len": recipe.q_max_len, "--set p_max_len": recipe.p_max_len})
     train = training_set(args.data, args.data_dir, recipe.n_bm25_negatives)
     if args.train_size is not None:
+        if args.train_size > len(train):  # a larger sample would silently be the whole set
+            raise ConfigError(f"--train-size {args.train_size}: {args.data} has {len(train)} training queries; "
+                              f"give at most {len(train)}, or leave --train-size out for all")
         train = sample_queries(train, args.train_size, seed=args.seed)
     overrides = dict(progress=True, resume=not args.restart)
     if args.rounds == 2:
@@ -199,13 +210,15 @@ def _encode(args: argparse.Namespace) -> None:
     from .retrieval.biencoder import BiEncoder
     from .retrieval.search import encode_corpus
 
-    check_writable("--out", args.out)
+    check_writable("--out", args.out, inputs=args.data)  # a folder given as --out is named as such
+    out = args.out if args.out.endswith(".npz") else args.out + ".npz"  # the name np.savez writes
+    check_writable("--out", out, inputs=args.data)
     tokenizer = _model_tokenizer(args.model, {"--p-max-len": args.p_max_len})
     data = eval_set(args.data, args.split, args.data_dir)
     embs, ids = encode_corpus(BiEncoder.from_pretrained(args.model), data.corpus, tokenizer, args.p_max_len,
                               batch_size=args.batch_size)
-    np.savez(args.out, embeddings=embs, ids=np.array(ids))
-    print(f"{len(ids)} passages x {embs.shape[1]} dims -> {args.out}")
+    np.savez(out, embeddings=embs, ids=np.array(ids))
+    print(f"{len(ids)} passages x {embs.shape[1]} dims -> {out}")
 
 
 def _run_tag(args: argparse.Namespace) -> str:
@@ -226,7 +239,7 @@ def _search(args: argparse.Namespace) -> None:
     from .retrieval.search import evaluate_retriever
 
     _run_tag(args)  # a bad --tag, --out or model is refused before the corpus is encoded
-    check_writable("--out", args.out)
+    check_writable("--out", args.out, inputs=args.data)
     tokenizer = _model_tokenizer(args.model, {"--q-max-len": args.q_max_len, "--p-max-len": args.p_max_len})
     data = eval_set(args.data, args.split, args.data_dir)
     metrics = metrics_for(args)  # the run is as deep as the deepest of them (--k, at least 100)
@@ -256,10 +269,14 @@ def _experiments(args: argparse.Namespace) -> None:
     from .reproduction.protocol import cached_results, check_out_path, run_protocol
     from .reproduction.scorecard import format_scorecard
 
-    preset = apply_settings(get_preset(args.preset), parse_settings(args.set))
+    settings = parse_settings(args.set)
+    refuse_twice(settings, {"--task": ("task", args.task), "--seeds": ("seeds", args.seeds)})
+    preset = apply_settings(get_preset(args.preset), settings)
     if args.task:
         preset = preset.replace(task=absolute(args.task))
     seeds = seed_list(args.seeds) if args.seeds is not None else None
+    if seeds is not None:  # the estimate, the cache and the run all read the same seeds
+        preset = preset.replace(seeds=tuple(seeds))
     if args.out is not None:  # before the estimate: a wrong --out costs nothing
         check_out_path(args.out, preset.name)
         check_writable("--out", args.out)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 
 from .cli_settings import preset_list
 from .reproduction.presets import ALIASES, PRESETS, RETRIEVAL_RECIPES
-from .utils.cli_args import positive_int
+from .utils.cli_args import positive_int, token_length
 
 PRESET_NAMES = sorted([*PRESETS, *ALIASES])
 METRICS_HELP = ("ir_measures names (nDCG@10 RR@10 R@1000) or Top-k answer accuracy (NQ); default: msmarco RR@10 "
@@ -41,7 +41,7 @@ def _pretrain(p: argparse.ArgumentParser) -> None:
                    "corpus as below (held-out gauges still read the general corpus's held-out set). coCondenser: the "
                    "target corpus, scifact (or another BEIR name) | msmarco | nq | a PATH: a BEIR folder, a "
                    ".jsonl of documents (text, optional title) or a text file with one document per line")
-    p.add_argument("--min-span", type=int, help="coCondenser: shortest span in tokens; a document needs 2 x min_span "
+    p.add_argument("--min-span", type=positive_int, help="coCondenser: shortest span in tokens; a document needs 2 x min_span "
                    "tokens or it is skipped (tiny: 16, paper: 8)")
     p.add_argument("--output-dir", help="default: a cache folder named by the settings' hash")
     p.add_argument("--data-dir", help=DATA_DIR_HELP)
@@ -58,7 +58,7 @@ def _finetune(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", help=f"a preset: {preset_list()}; or a data set's recipe: "
                    f"{', '.join(RETRIEVAL_RECIPES)}. Default: msmarco / nq for those data sets, tiny otherwise")
     p.add_argument("--rounds", type=int, choices=[1, 2], default=1)
-    p.add_argument("--train-size", type=int, help="a seeded sample of this many training queries")
+    p.add_argument("--train-size", type=positive_int, help="a seeded sample of this many training queries")
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE",
                    help="a field of the recipe by its path: finetune.lr=1e-4, finetune.batch_size=16")
@@ -69,8 +69,8 @@ def _finetune(p: argparse.ArgumentParser) -> None:
 def _encode(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True)
     p.add_argument("--out", required=True)
-    p.add_argument("--p-max-len", type=int, default=128)
-    p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--p-max-len", type=token_length, default=128)
+    p.add_argument("--batch-size", type=positive_int, default=128)
     _data_args(p)
 
 
@@ -78,10 +78,10 @@ def _search(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True)
     p.add_argument("--out", help="TREC run file to write")
     p.add_argument("--tag", help="the run's name in its last column (default: the model folder's name)")
-    p.add_argument("--k", type=int, help="run depth (default: the deepest metric's cutoff, at least 100)")
-    p.add_argument("--q-max-len", type=int, default=32)
-    p.add_argument("--p-max-len", type=int, default=128)
-    p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--k", type=positive_int, help="run depth (default: the deepest metric's cutoff, at least 100)")
+    p.add_argument("--q-max-len", type=token_length, default=32)
+    p.add_argument("--p-max-len", type=token_length, default=128)
+    p.add_argument("--batch-size", type=positive_int, default=128)
     p.add_argument("--index", default="flat", help="flat (exact, default) | hnsw | ivf | a faiss factory string")
     p.add_argument("--metrics", nargs="+", help=METRICS_HELP)
     _data_args(p)

@@ -77,6 +77,9 @@ def stage_config_from_args(args: argparse.Namespace) -> StageConfig:
     settings = parse_settings(args.set)
     preset = get_preset(args.preset)
     init = _init_of(preset, args)
+    stage = f"stages.{stage_name(args.method, init)}"
+    refuse_twice(settings, {"--corpus": (f"{stage}.corpus", args.corpus),
+                            "--min-span": (f"{stage}.min_span", args.min_span)})
     reads = pretrain_reads(preset, args.method, init)
     for path in settings:
         if path not in reads:
@@ -86,6 +89,14 @@ def stage_config_from_args(args: argparse.Namespace) -> StageConfig:
     except ConfigError as err:
         raise ConfigError(f"--set {' '.join(settings)}: {err}") from None
     return _stage_of(preset, args)
+
+
+def refuse_twice(settings: dict[str, Any], flags: dict[str, tuple[str, Any]]) -> None:
+    """Refuse a setting given both by its flag and by ``--set`` (``flags``: flag -> (path, the
+    flag's value or None)): which one wins is not for a reader to guess."""
+    for flag, (path, value) in flags.items():
+        if value is not None and path in settings:
+            raise ConfigError(f"{flag} and --set {path} both set {path.rsplit('.', 1)[-1]}; give one of them")
 
 
 def _init_of(preset: Preset, args: argparse.Namespace) -> str | None:

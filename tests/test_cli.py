@@ -517,3 +517,69 @@ def test_lr_reaches_the_optimizer_from_the_command_line_through_no_copy(tokenize
     rnd = round_config(recipe, 1, n_queries=100, seed=3)
     assert isinstance(rnd, FinetuneConfig) and rnd.lr == 2.5e-4
     assert dataclasses.replace(rnd, max_steps=recipe.max_steps, seed=recipe.seed) == recipe
+
+
+@pytest.mark.parametrize("args, said", [
+    (["search", "--model", "m", "--batch-size", "-1"], "--batch-size: '-1': give a whole number of at least 1"),
+    (["encode", "--model", "m", "--out", "e", "--batch-size", "0"], "--batch-size: '0'"),
+    (["search", "--model", "m", "--q-max-len", "1"], "--q-max-len: '1': give a whole number of tokens of at least 3"),
+    (["search", "--model", "m", "--p-max-len", "-1"], "--p-max-len: '-1'"),
+    (["finetune", "--init", "m", "--output-dir", "o", "--train-size", "0"], "--train-size: '0'"),
+    (["pretrain", "--min-span", "0"], "--min-span: '0'"),
+])
+def test_counts_and_lengths_are_refused_where_they_enter(args, said, capsys):
+    """A batch of -1 made every embedding zero, a length of 1 was not truncated at all: both
+    are refused by the parser, before any model loads."""
+    code, _, err = cli(args, capsys)
+    assert code == 2 and said in err and "Traceback" not in err
+
+
+def test_a_setting_given_by_its_flag_and_by_set_is_refused(capsys):
+    """Which of two values wins is not for a reader to guess: `--seeds` against `--set seeds`,
+    `--task` against `--set task`, `--min-span` and `--corpus` against their stage's paths."""
+    for args, said in [
+            (["experiments", "--preset", "micro", "--seeds", "0,1", "--set", "seeds=[2,3]", "--dry-run"], "--seeds and --set seeds"),
+            (["experiments", "--preset", "micro", "--task", "scifact", "--set", "task=nq", "--dry-run"], "--task and --set task"),
+            (["pretrain", "--preset", "small", "--method", "cocondenser", "--init", "x", "--min-span", "6",
+              "--set", "stages.cocondenser.min_span=16", "--dry-run"], "--min-span and --set stages.cocondenser.min_span"),
+            (["pretrain", "--preset", "small", "--method", "mlm", "--corpus", "general",
+              "--set", "stages.bert.corpus=wikipedia", "--dry-run"], "--corpus and --set stages.bert.corpus")]:
+        assert said in one_error_line(cli(args, capsys))
+
+
+def test_an_out_path_is_no_folder_and_no_input_of_the_command(beir, tmp_path, capsys):
+    """`search --out` onto the corpus it reads would overwrite it; a folder as a file path is named;
+    `mechanism --merge` will not rewrite a file that is not its study, nor re-judge a file that is
+    not there."""
+    from condenser_lite.cli import check_writable
+
+    with pytest.raises(ConfigError, match="one of this command's input files"):
+        check_writable("--out", Path(beir) / "scifact" / "corpus.jsonl", inputs=Path(beir) / "scifact")
+    with pytest.raises(ConfigError, match="is a folder; give a file path"):
+        check_writable("--out", tmp_path)
+    check_writable("--out", tmp_path / "run.trec", inputs=Path(beir) / "scifact")  # elsewhere is fine
+    protocol = tmp_path / "small.json"
+    protocol.write_text('{"preset": {"name": "small"}}')
+    for out, said in [(protocol, "not a mechanism study of preset small"), (tmp_path / "none.json", "no such file"),
+                      (tmp_path, "a folder")]:
+        assert said in one_error_line(cli(["mechanism", "--merge", "--out", out], capsys))
+    assert protocol.read_text() == '{"preset": {"name": "small"}}'
+
+
+def test_a_corpus_whose_text_is_not_a_string_or_a_table_is_refused(tmp_path):
+    """A list of paragraphs would have been trained on as its Python text, brackets and quotes;
+    a .csv or .tsv as one document per line, header and ids included."""
+    from condenser_lite.data.beir import load_documents
+    from condenser_lite.utils.errors import SchemaError
+
+    listed = tmp_path / "list.jsonl"
+    listed.write_text('{"text": "fine"}\n{"text": ["para 1", "para 2"]}\n')
+    with pytest.raises(SchemaError, match="list.jsonl:2: 'text' is a list, not text"):
+        load_documents(listed)
+    table = tmp_path / "collection.tsv"
+    table.write_text("pid\tpassage\n1\tsome text\n")
+    with pytest.raises(SchemaError, match="a .tsv file is read as one document per line"):
+        load_documents(table)
+    fine = tmp_path / "docs.jsonl"
+    fine.write_text('{"text": "one"}\n{"title": "t", "text": "two"}\n')
+    assert load_documents(fine)["text"] == ["one", "two"]

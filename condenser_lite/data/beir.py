@@ -290,9 +290,12 @@ def load_documents(source: str | os.PathLike, data_dir: str | os.PathLike | None
         check_fields(ds.column_names, ["text"], str(path))
         id_col = "_id" if "_id" in ds.column_names else "docid" if "docid" in ds.column_names else None
         ids = [str(i) if x is None else str(x) for i, x in enumerate(ds[id_col] if id_col else [None] * len(ds))]
-        titles = [str(t or "") for t in ds["title"]] if "title" in ds.column_names else [""] * len(ds)
-        texts = [str(t or "") for t in ds["text"]]
+        titles = _strings(ds["title"], path, "title") if "title" in ds.column_names else [""] * len(ds)
+        texts = _strings(ds["text"], path, "text")
     else:
+        if path.suffix.lower() in (".csv", ".tsv", ".parquet", ".gz", ".zip"):  # a table would train on its ids and header
+            raise SchemaError(f"corpus {path}: a {path.suffix} file is read as one document per line; give a .jsonl of "
+                              "documents ({\"text\": ...}), a BEIR folder or a plain text file")
         try:
             lines = path.read_text(encoding="utf-8").splitlines()
         except UnicodeDecodeError as err:
@@ -304,6 +307,16 @@ def load_documents(source: str | os.PathLike, data_dir: str | os.PathLike | None
         raise SchemaError(f"corpus {path} holds no document; write one document per line (or per JSON row)")
     _check_texts(ids, titles, texts, use="pre-trained on")
     return Dataset.from_dict({"_id": ids, "title": titles, "text": texts})
+
+
+def _strings(values, path: Path, field: str) -> list[str]:
+    """A corpus file's ``field`` as text, a missing one as ""; a list, number or object there is
+    refused, naming its row: its Python text (brackets, quotes) is not the document."""
+    bad = next((i for i, v in enumerate(values) if v is not None and not isinstance(v, str)), None)
+    if bad is not None:
+        raise SchemaError(f"{path}:{bad + 1}: {field!r} is a {type(values[bad]).__name__}, not text; write each "
+                          f"document's {field} as one string (join a list of paragraphs first)")
+    return [v or "" for v in values]
 
 
 # --------------------------------------------------------------------------------------------

@@ -5,7 +5,8 @@ files are the pages' evidence.
   health check (``python -m condenser_lite health-runs``; chapter 2's section "Is my
   pre-training healthy?", ``results/health.json``).
 * ``mechanism.py``: when the Condenser head needs [CLS] (``python -m condenser_lite mechanism``;
-  the page "When does the head need [CLS]?", ``results/mechanism.json``).
+  the page "When does the head need [CLS]?", ``results/mechanism.json``); reading, judging and
+  merging that file in ``mechanism_files.py``.
 * ``sizing.py``: the pre-training study that chose the ``small`` preset (``python -m condenser_lite
   sizing``; the page "Choosing the scaled-down world", ``results/study.json``); its runs in
   ``sizing_runs.py``, its cost measurements in ``sizing_throughput.py``.

@@ -57,22 +57,22 @@ RECOMMENDATION: dict = {
 
 def build_parser() -> argparse.ArgumentParser:
     """The study's options (``python -m condenser_lite sizing --help``). Chapter 9."""
-    from condenser_lite.utils.cli_args import positive_int
+    from condenser_lite.utils.cli_args import positive_float, positive_int
 
     ap = argparse.ArgumentParser(prog="python -m condenser_lite sizing", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", choices=PARTS, action="append",
                     help="parallel: re-measure only one 2-thread process against two 1-thread ones (needs a quiet "
                          "machine; the value in the throughput part can be disturbed by other jobs)")
-    ap.add_argument("--budget", type=float, default=200.0, help="CPU seconds per sweep run")
-    ap.add_argument("--long-budget", type=float, default=1500.0, help="CPU seconds of each long run")
-    ap.add_argument("--condenser-budget", type=float, default=300.0,
+    ap.add_argument("--budget", type=positive_float, default=200.0, help="CPU seconds per sweep run")
+    ap.add_argument("--long-budget", type=positive_float, default=1500.0, help="CPU seconds of each long run")
+    ap.add_argument("--condenser-budget", type=positive_float, default=300.0,
                     help="CPU seconds of a Condenser continuation (sets the common step count)")
     ap.add_argument("--extended", action="store_true", help="more sweep runs (see sizing_runs.sweep_runs)")
     ap.add_argument("--workers", type=positive_int, default=2)
     ap.add_argument("--debug", action="store_true", help="show the traceback of a known error (a bad input)")
-    ap.add_argument("--reps", type=int, default=3, help="interleaved repetitions in the throughput part")
-    ap.add_argument("--steps", type=int, default=10, help="steps per throughput measurement")
+    ap.add_argument("--reps", type=positive_int, default=3, help="interleaved repetitions in the throughput part")
+    ap.add_argument("--steps", type=positive_int, default=10, help="steps per throughput measurement")
     ap.add_argument("--long", action="append", default=None,
                     help="JSON of Run fields changed from the sweep's base run for a long run (default: the recommended run)")
     ap.add_argument("--stage1", default="long",

@@ -29,8 +29,32 @@ def seed_list(text: str, flag: str = "--seeds") -> list[int]:
     return seeds
 
 
+def token_length(text: str) -> int:
+    """``argparse`` type of a length in tokens (``--q-max-len``): at least 3, room for ``[CLS]``,
+    ``[SEP]`` and one token of text (below 2 a tokenizer does not truncate at all)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 3:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number of tokens of at least 3 ([CLS], [SEP] "
+                                         "and one token of text)")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """``argparse`` type of a finite amount above 0 (a budget in seconds)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number above 0")
+    return value
+
+
 def positive_int(text: str) -> int:
-    """``argparse`` type of a count of at least 1 (``--workers``)."""
+    """``argparse`` type of a count of at least 1 (``--workers``, ``--batch-size``)."""
     try:
         value = int(text)
     except ValueError:

@@ -175,3 +175,15 @@ def test_the_controls_shares_recomputed_from_the_runs(small):
     share = (mean("bert_cont_flops") - mean("bert_cont")) / (mean("condenser_mod") - mean("bert_cont"))
     assert row["share"] == pytest.approx(share, abs=1e-4)
     assert all(r["gain"] > 0 and r["share"] == pytest.approx(r["own"] / r["gain"]) for r in rows)
+
+
+def test_am_is_judged_on_the_settings_whose_gain_each_call_keeps(small):
+    """Am reads only the settings where the modified Condenser beats BERT-continued. Counted by
+    hand from the family's adjusted p: each setting's gain stands where its call is below 5%."""
+    am = next(c for c in small["claims"] if c["id"] == "Am")
+    rows = mt.family_of(mt.deciding_tests(small))
+    gains = [st["gain"] for st in am["ours"]["settings"].values()]
+    for method, key in ((None, "p"), ("bh", "q"), ("holm", "holm")):
+        kept = sum(rows[mt.comparison_key(c)][key] < 0.05 for c in gains)
+        assert mt.am_settings(small, method) == (kept, len(gains)), method
+    assert mt.am_settings(small, "holm")[0] < mt.am_settings(small)[0]  # the stricter call keeps fewer
