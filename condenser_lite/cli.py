@@ -110,17 +110,22 @@ def _model_tokenizer(model: str, lengths: dict[str, int | None]):
     return tokenizer
 
 
-def _check_head_depth(cfg) -> None:
-    """A Condenser head reads layer ``skip_from`` of the backbone: an ``--init`` with fewer layers
-    is refused before the estimate (the model would refuse it later, with a traceback)."""
+def _check_init(cfg) -> None:
+    """An ``--init`` the stage cannot use is refused before the estimate (the model would refuse
+    it later, with a traceback): fewer layers than the Condenser head's ``skip_from`` reads, or
+    fewer positions than the stage's blocks (``model.max_len``)."""
     config = Path(cfg.init or "").expanduser() / "config.json"
-    if cfg.method == "mlm" or cfg.init is None or not config.is_file():
+    if cfg.init is None or not config.is_file():
         return
     try:
-        layers = json.loads(config.read_text(encoding="utf-8")).get("num_hidden_layers")
+        found = json.loads(config.read_text(encoding="utf-8"))
+        layers, positions = found.get("num_hidden_layers"), found.get("max_position_embeddings")
     except (OSError, ValueError, AttributeError):
         return  # a damaged config: loading the checkpoint names it
-    if isinstance(layers, int) and cfg.model.skip_from >= layers:
+    if isinstance(positions, int) and cfg.model.max_len > positions:
+        raise ConfigError(f"model.max_len={cfg.model.max_len} exceeds the position limit of --init {cfg.init} "
+                          f"(max_position_embeddings={positions}); use {positions} or less")
+    if cfg.method != "mlm" and isinstance(layers, int) and cfg.model.skip_from >= layers:
         raise ConfigError(f"--init {cfg.init} has {layers} layers, but the Condenser head reads layer "
                           f"skip_from={cfg.model.skip_from}; pass --set model.skip_from={layers - 1} (or lower), or an --init with "
                           "more layers")
@@ -134,7 +139,7 @@ def _pretrain(args: argparse.Namespace) -> None:
 
     check_writable("--output-dir", args.output_dir, folder=True)
     cfg = stage_config_from_args(args)
-    _check_head_depth(cfg)
+    _check_init(cfg)
     if args.dry_run or (args.restart or not stage_done(cfg, args.output_dir, args.data_dir)):
         print(format_estimate(estimate_stage(cfg, args.data_dir)), flush=True)
         if args.dry_run:

@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from ..utils.errors import ConfigError
+
 __all__ = ["tokenize_documents", "SpanPairs", "EpochSpanPairs", "SpanPairCollator"]
 
 
@@ -141,7 +143,7 @@ class SpanPairs:
         self.n_documents = len(lengths)
         self.n_skipped = int((~keep).sum())
         if not keep.any():
-            raise ValueError(
+            raise ConfigError(
                 f"all {self.n_documents} documents are shorter than 2 * min_span = {2 * min_span} tokens, so none "
                 f"can give two non-overlapping spans of min_span={min_span} tokens; lower min_span or use longer documents"
             )

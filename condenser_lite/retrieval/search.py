@@ -206,17 +206,23 @@ class FaissIndex:
         embs = np.ascontiguousarray(passage_embs, dtype=np.float32)
         self.ids = list(passage_ids)
         metric = faiss.METRIC_INNER_PRODUCT
-        if index_type == "flat":
-            self.index = faiss.IndexFlatIP(dim)
-        elif index_type == "hnsw":
-            self.index = faiss.index_factory(dim, "HNSW32,Flat", metric)
-        elif index_type == "ivf":
-            nlist = max(1, min(int(4 * math.sqrt(n)), n // 39 or 1))  # faiss wants >= 39 points per list
-            self.index = faiss.index_factory(dim, f"IVF{nlist},Flat", metric)
-        else:
-            self.index = faiss.index_factory(dim, index_type, metric)
-        if not self.index.is_trained:
-            self.index.train(embs)
+        try:
+            if index_type == "flat":
+                self.index = faiss.IndexFlatIP(dim)
+            elif index_type == "hnsw":
+                self.index = faiss.index_factory(dim, "HNSW32,Flat", metric)
+            elif index_type == "ivf":
+                nlist = max(1, min(int(4 * math.sqrt(n)), n // 39 or 1))  # faiss wants >= 39 points per list
+                self.index = faiss.index_factory(dim, f"IVF{nlist},Flat", metric)
+            else:
+                self.index = faiss.index_factory(dim, index_type, metric)
+            if not self.index.is_trained:
+                self.index.train(embs)
+        except RuntimeError as err:  # a factory string faiss cannot parse, or cannot train on these vectors
+            last = str(err).strip().splitlines()[-1]  # faiss's own words, after its C++ location
+            why = last.split("failed: ")[-1] if "failed: " in last else last.rsplit(": ", 1)[-1]
+            raise ConfigError(f"index {index_type!r}: faiss cannot build it for {n:,} passages of {dim} dims ({why}); "
+                              "use flat, hnsw, ivf or another faiss factory string") from None
         if hasattr(self.index, "nprobe"):
             self.index.nprobe = nprobe
         self.index.add(embs)

@@ -186,7 +186,16 @@ def rejudge(out: Path, command: str) -> None:
     from condenser_lite.reproduction.presets import get_preset
     from condenser_lite.reproduction.results import git, now
 
-    result = json.loads(out.read_text())
+    from condenser_lite.utils.errors import ConfigError
+
+    try:
+        result = json.loads(out.read_text())
+    except (OSError, ValueError):
+        result = None
+    if not isinstance(result, dict) or not isinstance(result.get("runs"), dict) or \
+            not isinstance(result.get("preset"), str):
+        raise ConfigError(f"--rejudge --out {out}: not a health-runs results file that can be read (its 'preset' "
+                          "and 'runs'); give results/health.json")
     preset = get_preset(result["preset"])
     for name, run in result["runs"].items():
         judge(run, stage_of(preset, run["settings"]))

@@ -91,10 +91,24 @@ def condenser_part(a: argparse.Namespace, study: dict) -> None:
     the clearest one), with their MLM controls, into ``study["condenser"]``. Chapter 9."""
     from condenser_lite.studies.sizing_runs import Run, cls_ablation, condenser_runs, run_many, sweep_runs
 
+    from condenser_lite.utils.errors import ConfigError
+
+    sweep = sweep_runs(a.budget, True)
+    if a.stage1 != "long" and a.stage1 not in sweep:
+        raise ConfigError(f"--stage1 {a.stage1!r}: not a sweep run's label; give 'long' or one of {sorted(sweep)}")
     if a.stage1 == "long":
-        stage1 = next(iter(study["long"].values()))  # (--collect: fails until the long run is done)
+        if not study.get("long") and a.collect:  # what has finished is written; this part waits
+            print("[condenser] not collected: its stage 1, the long run, has not finished in this cache", flush=True)
+            return
+        if not study.get("long"):
+            raise ConfigError("--stage1 long: the long run has not finished in this cache; run "
+                              "`python -m condenser_lite sizing --only long` first, or give --stage1 a sweep run")
+        stage1 = next(iter(study["long"].values()))
     else:  # a finished sweep run (cached: returns at once)
-        stage1 = run_many("sweep", {a.stage1: sweep_runs(a.budget, True)[a.stage1]}, 1, a.collect)[a.stage1]
+        found = run_many("sweep", {a.stage1: sweep[a.stage1]}, 1, a.collect)
+        if a.stage1 not in found:
+            raise ConfigError(f"--stage1 {a.stage1!r} has not finished in this cache; run it first (drop --collect)")
+        stage1 = found[a.stage1]
     study["condenser_stage1"] = {"label": stage1["label"], "key": stage1["key"], "steps": stage1["steps"],
                                  "final": stage1["final"]}
     runs, control = condenser_runs(stage1, a.condenser_budget)
@@ -272,8 +286,13 @@ def main(argv: list[str] | None = None) -> None:
     # user + system seconds of this process and its finished workers, taken before the library's
     # imports (torch) so that every call counts the same work
     t0, cpu0 = time.perf_counter(), sum(os.times()[:4])
+    before = dict(study)
     cost_parts(a, parts, study, command)
     training_parts(a, parts, study)
+    for part in ("sweep", "long", "condenser"):  # --collect in a cache without a part's runs keeps the file's
+        if a.collect and before.get(part) and not study.get(part):
+            study[part] = before[part]
+            print(f"[{part}] no finished run in this cache: the part in {out_path} is kept", flush=True)
     if set(parts) <= {"precision"} and "provenance" in study:
         # the part carries its own commit, command and machine; the rest keeps its provenance
         out_path.write_text(json.dumps(study, indent=1) + "\n")

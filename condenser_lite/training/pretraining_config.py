@@ -146,6 +146,10 @@ class StageRecipe(TrainConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         check_positive(self, "min_span")
+        if not 0 < self.mlm_probability < 1:
+            raise ConfigError(f"mlm_probability={self.mlm_probability} must be in (0, 1): the share of tokens masked")
+        if self.chunk_size is not None and self.chunk_size < 1:
+            raise ConfigError(f"chunk_size={self.chunk_size} must be >= 1, or None for no gradient cache")
         if self.head not in (None, "load", "random"):
             raise ConfigError(f"head={self.head!r} must be 'load', 'random' or None")
         if self.head_cls not in HEAD_CLS_SOURCES:
@@ -254,6 +258,14 @@ class StageConfig(StageRecipe):
             raise ConfigError("corpus is not set: name what the stage reads ('general', 'scifact', a path, ...)")
         if self.method == "cocondenser" and self.corpus == "general":
             raise ConfigError("coCondenser pre-trains on a target corpus: set corpus='scifact' (or 'msmarco', ...)")
+        if self.method == "cocondenser" and self.min_span > self.model.max_len - 2:
+            raise ConfigError(f"min_span={self.min_span} must be at most max_len - 2 = {self.model.max_len - 2} "
+                              "(a span and its [CLS] and [SEP] fill a block); lower min_span or raise model.max_len")
+        if self.method != "mlm" and self.init is None and \
+                not 0 <= self.model.skip_from < self.model.num_hidden_layers:
+            raise ConfigError(f"skip_from={self.model.skip_from}: the head reads one of the "
+                              f"{self.model.num_hidden_layers} layers, 0 to {self.model.num_hidden_layers - 1}; "
+                              "set model.skip_from lower or model.num_hidden_layers higher")
         if self.method == "cocondenser" and self.grad_accum != 1:
             raise ConfigError(f"grad_accum={self.grad_accum}: coCondenser's contrastive loss needs the whole batch "
                               "at once; leave grad_accum at 1 and set chunk_size for the gradient cache")
