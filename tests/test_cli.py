@@ -583,3 +583,33 @@ def test_a_corpus_whose_text_is_not_a_string_or_a_table_is_refused(tmp_path):
     fine = tmp_path / "docs.jsonl"
     fine.write_text('{"text": "one"}\n{"title": "t", "text": "two"}\n')
     assert load_documents(fine)["text"] == ["one", "two"]
+
+
+@pytest.mark.parametrize("change, said", [
+    ({"mlm_probability": 1.5}, r"mlm_probability=1.5 must be in \(0, 1\)"),
+    ({"mlm_probability": 0.0}, r"mlm_probability=0.0 must be in \(0, 1\)"),
+    ({"chunk_size": 0}, "chunk_size=0 must be >= 1"),
+    ({"method": "cocondenser", "corpus": "scifact", "min_span": 63}, "min_span=63 must be at most max_len - 2 = 62"),
+    ({"method": "condenser", "skip_from": 4}, "skip_from=4: the head reads one of the 4 layers, 0 to 3"),
+])
+def test_a_stage_that_cannot_run_is_refused_where_it_is_built(change, said):
+    """Each of these reached the model or the span sampler and stopped there with a traceback."""
+    from condenser_lite.training.pretraining_config import StageConfig
+
+    base = StageConfig().replace(max_len=64, num_hidden_layers=4)
+    with pytest.raises(ConfigError, match=said):
+        base.replace(**change)
+    base.replace(skip_from=4, method="condenser", init="some/checkpoint")  # an --init's own layers decide
+
+
+def test_an_index_faiss_cannot_build_is_one_line():
+    """A factory string faiss cannot parse, or an IVF with more lists than passages."""
+    import numpy as np
+
+    from condenser_lite.retrieval.search import FaissIndex
+
+    embs = np.random.default_rng(0).standard_normal((42, 8)).astype(np.float32)
+    for spec, said in [("nonsense", "could not parse index string nonsense"),
+                       ("IVF4096,Flat", r"Number of training points \(42\)")]:
+        with pytest.raises(ConfigError, match=f"index '{spec}': faiss cannot build it for 42 passages of 8 dims.*{said}"):
+            FaissIndex(embs, [str(i) for i in range(42)], index_type=spec)

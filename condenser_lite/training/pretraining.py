@@ -91,7 +91,8 @@ def build_model(cfg: StageConfig, tokenizer, init_seed: int | None = None):
     # the head's own masked copy is a batch input only the variant's forward reads
     condenser = CondenserVariant if head_copy is not None else Condenser.class_for(condenser_kw)
     if cfg.init is None and cfg.method != "mlm" and cfg.resolved_head == "load":
-        raise ConfigError("head='load' needs an init checkpoint that has a Condenser head")
+        raise ConfigError("head='load' needs an init checkpoint that has a Condenser head: pass --init a Condenser "
+                          "checkpoint, or --set stages.cocondenser.head=random for a new head")
     if cfg.method == "cocondenser":
         _check_head_choice(cfg)
     if cfg.init is None:

@@ -44,12 +44,12 @@ PATH_ROOTS = {"StageConfig": "stages.<stage>.", "StageRecipe": "stages.<stage>."
 
 def check_positive(obj: object, *names: str) -> None:
     """Raise ``ConfigError`` naming the first of the fields ``names`` of ``obj`` that is set but
-    not > 0: ``lr=0`` would train nothing without a word and ``batch_size=0`` fail deep inside.
+    not > 0 and finite: ``lr=0`` would train nothing without a word and ``batch_size=0`` fail deep inside.
     The page "Running the book" (``book/running.md``)."""
     for name in names:
         value = getattr(obj, name)
-        if value is not None and not value > 0:
+        if value is not None and not 0 < value < float("inf"):  # inf trains to NaN at the first step
             root = PATH_ROOTS.get(type(obj).__name__)
             settable = root is not None and name not in getattr(obj, "NOT_READ", {})
             where = f" (command line: --set {root}{name}=...)" if settable else ""
-            raise ConfigError(f"{type(obj).__name__}.{name}={value!r} must be > 0; give a positive value{where}")
+            raise ConfigError(f"{type(obj).__name__}.{name}={value!r} must be > 0 and finite; give a positive value{where}")
