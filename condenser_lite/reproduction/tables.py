@@ -247,3 +247,18 @@ def scorecard_html(results: Mapping) -> str:
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     return (f'<table class="scorecard"><thead><tr>{head}</tr></thead><tbody>' + "".join(rows)
             + "</tbody></table>")
+
+
+def findings(results: Mapping, ids: Sequence[str]):
+    """What a chapter finds, first on its page: per claim of ``ids`` its headline test as the
+    introduction's table gives it (the test the verdict rests on, with p and MDD), the verdict
+    and the test's BH q over the scorecard's family (``claims_table.headline_rows``). Chapters
+    5-7."""
+    import pandas as pd
+
+    from .claims_table import headline_rows, q_text
+
+    rows = [r for r in headline_rows(results) if r["id"] in ids]
+    return pd.DataFrame({"claim": [r["claim"] for r in rows], "this run": [r["ours"] for r in rows],
+                         "verdict": [r["verdict"] for r in rows], "BH q": [q_text(r["q"]) for r in rows]},
+                        index=pd.Index([r["id"] for r in rows], name=""))

@@ -52,3 +52,17 @@ def test_headline_markdown_marks_and_links(small):
     assert "{ref}`chapter 8 <scorecard-am>`" in text and "{doc}`chapter 4 </notebooks/04_finetune>`" in text
     assert "{doc}" not in ct.headline_markdown(small, links=False)
     assert lines[-1].startswith(f"{WEAK_MARK} weak:")
+
+
+def test_a_chapters_findings_are_its_claims_headline_rows(small):
+    """A chapter's first table: only the claims it names, in the scorecard's order, each with the
+    verdict and q of the introduction's table."""
+    from condenser_lite.reproduction.tables import findings
+
+    table = findings(small, ["C8", "C6"])
+    rows = {r["id"]: r for r in ct.headline_rows(small)}
+    assert list(table.index) == ["C6", "C8"]
+    for cid in table.index:
+        assert table.loc[cid, "verdict"] == rows[cid]["verdict"]
+        assert table.loc[cid, "this run"] == rows[cid]["ours"]
+        assert table.loc[cid, "BH q"] == ct.q_text(rows[cid]["q"])
