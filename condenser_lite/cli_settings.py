@@ -59,6 +59,9 @@ def _not_read(path: str, method: str, init: str | None) -> str:
     if name in StageConfig.READ_ONLY_BY and part in ("model", f"stages.{stage}"):
         return (f"{' and '.join(StageConfig.READ_ONLY_BY[name])} stages read it, {method} stages do not (it would "
                 "change the cache key and nothing else); leave it out")
+    if part.startswith("stages.") and name in StageConfig.READ_ONLY_BY and method not in StageConfig.READ_ONLY_BY[name]:
+        return (f"only {' and '.join(StageConfig.READ_ONLY_BY[name])} stages read {name}; the {method} stage {start} "
+                f"does not: leave it out, or set {path} for experiments")
     if part.startswith("stages."):
         return (f"the {method} stage {start} trains by stages.{stage}; set stages.{stage}.{name}, or set "
                 f"{path} for experiments")

@@ -216,7 +216,8 @@ def test_the_condenser_stage_refuses_cocondensers_settings(pairs):
     either ambiguous (name its path) or a path the Condenser stage does not read; none reaches the
     stage's cache key."""
     argv = ["pretrain", "--preset", "tiny", "--method", "condenser", "--init", "x"] + [a for p in pairs for a in ("--set", p)]
-    with pytest.raises(ConfigError, match="ambiguous|trains by stages.condenser|condenser stages do not"):
+    with pytest.raises(ConfigError, match="ambiguous|trains by stages.condenser|condenser stages do not|"
+                       "only cocondenser stages read .*the condenser stage continuing --init does not"):
         stage_config_from_args(build_parser().parse_args(argv))
 
 
@@ -613,3 +614,14 @@ def test_an_index_faiss_cannot_build_is_one_line():
                        ("IVF4096,Flat", r"Number of training points \(42\)")]:
         with pytest.raises(ConfigError, match=f"index '{spec}': faiss cannot build it for 42 passages of 8 dims.*{said}"):
             FaissIndex(embs, [str(i) for i in range(42)], index_type=spec)
+
+
+def test_a_setting_only_another_method_reads_is_not_redirected_to_this_stage(capsys):
+    """`--method mlm --set stages.cocondenser.chunk_size=8` once advised `stages.bert.chunk_size`,
+    which is then refused too: the line says which stages read the setting."""
+    line = one_error_line(cli(["pretrain", "--preset", "small", "--method", "mlm", "--set",
+                               "stages.cocondenser.chunk_size=8"], capsys))
+    assert "only cocondenser stages read chunk_size" in line and "stages.bert.chunk_size" not in line
+    line = one_error_line(cli(["pretrain", "--preset", "small", "--method", "mlm", "--set",
+                               "stages.condenser.max_steps=8"], capsys))
+    assert "set stages.bert.max_steps" in line  # a setting the stage does read: its own path

@@ -188,8 +188,8 @@ def mirror_file(root: Path, spec: DataSpec, role: str) -> Path:
         raise DataSourceError(
             f"data set {spec.name!r}: the mirror {root} lacks {path}.\n"
             f"Expected layout for {spec.name!r}:\n{_layout(spec)}\n"
-            f"Fix the mirror, point data_dir= / ${DATA_ENV} at a complete one, or unset "
-            f"${DATA_ENV} to download {spec.hub_id} from the Hugging Face Hub."
+            f"Fix the mirror, point --data-dir (data_dir= in Python) or ${DATA_ENV} at a complete one, or leave "
+            f"both unset to download {spec.hub_id}{'' if '://' in spec.hub_id else ' from the Hugging Face Hub'}."
         )
     return path
 
