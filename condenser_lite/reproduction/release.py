@@ -47,7 +47,7 @@ def released_arms(results: Mapping) -> list[str]:
     Chapter 2."""
     arms = results.get("arms", {})
     extra = [a for a, e in arms.items() if a not in RELEASED_ARMS and a not in ABLATION_ARMS and a != "bert_cont"
-             and e.get("checkpoint") and Path(e["checkpoint"]).is_dir() and has_head(e["checkpoint"])]
+             and located(e.get("checkpoint")) is not None and has_head(located(e.get("checkpoint")))]
     return [a for a in RELEASED_ARMS if a in arms] + extra
 
 
@@ -85,6 +85,30 @@ def _shown(path: Path) -> str:
         return str(path)
 
 
+def located(source: str | None) -> Path | None:
+    """Where a checkpoint the results file recorded at ``source`` is: that folder, else the folder
+    of the same name (its settings' key) in this machine's cache, ``$CONDENSER_LITE_CACHE/checkpoints``,
+    so a cache copied or moved to another path still exports; None where neither is. Chapter 2."""
+    from ..utils.cache import cache_dir
+
+    if not source:
+        return None
+    for path in (Path(source), cache_dir("checkpoints") / Path(source).name):
+        if path.is_dir():
+            return path
+    return None
+
+
+def found_checkpoint(arm: str, source: str | None) -> Path:
+    """``arm``'s checkpoint (``located``), or a ``CheckpointError`` saying where it was looked for."""
+    path = located(source)
+    if path is None:
+        raise CheckpointError(f"{arm}'s checkpoint {source} is not here, nor under this cache's checkpoints/: export "
+                              "on the machine whose cache ran the protocol, point CONDENSER_LITE_CACHE at a copy of "
+                              "that cache, or re-run the protocol with this one")
+    return path
+
+
 def export_checkpoints(results: Mapping, out_dir: str | os.PathLike | None = None, arms: Sequence[str] | None = None,
                        max_bytes: int = MAX_BYTES, replace: bool = False) -> dict:
     """Export a protocol run's final pre-trained models (its first pre-training seed's, the
@@ -106,11 +130,7 @@ def export_checkpoints(results: Mapping, out_dir: str | os.PathLike | None = Non
     unknown = [a for a in arms if a not in entries]
     if unknown:
         raise ConfigError(f"arms {unknown} are not in these results (arms: {list(entries)}): name arms the run trained")
-    for arm in arms:
-        source = entries[arm].get("checkpoint")
-        if not source or not Path(source).is_dir():
-            raise CheckpointError(f"{arm}'s checkpoint {source} is not here: export on the machine whose cache "
-                                  "(CONDENSER_LITE_CACHE) ran the protocol, or re-run it with this cache")
+    sources = {arm: found_checkpoint(arm, entries[arm].get("checkpoint")) for arm in arms}
     if out.exists() and not replace:
         raise CheckpointError(f"{out} exists: pass replace=True (release --replace) to replace the checkpoints there, "
                               "or another out_dir")
@@ -120,8 +140,8 @@ def export_checkpoints(results: Mapping, out_dir: str | os.PathLike | None = Non
     try:
         records = {}
         for arm in arms:
-            done = export_checkpoint(entries[arm]["checkpoint"], tmp / arm)
-            records[arm] = {**done, "source_key": checkpoint_key(entries[arm]["checkpoint"]),
+            done = export_checkpoint(sources[arm], tmp / arm)
+            records[arm] = {**done, "source_key": checkpoint_key(sources[arm]),
                             "pretraining_seed": entries[arm].get("seed")}
         total = folder_bytes(tmp)
         if total > max_bytes:

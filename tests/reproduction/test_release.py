@@ -119,3 +119,25 @@ def test_release_command_exports_and_records_in_the_results_file(micro_run, tmp_
     with pytest.raises(SystemExit):
         main(["release", str(tmp_path / "other.json")])
     assert "not a protocol results file" in capsys.readouterr().err
+
+
+def test_a_cache_moved_elsewhere_still_exports_and_a_missing_one_is_named(micro_run, tmp_path, monkeypatch):
+    """The results file records each checkpoint's absolute folder. A copy of the cache at another
+    path, named by $CONDENSER_LITE_CACHE, holds the same folders by their keys: export finds them
+    there; where neither has it, the error names both places to look."""
+    import copy
+    import shutil
+    from pathlib import Path
+
+    _, _, results, _ = micro_run
+    moved = copy.deepcopy(results)
+    source = Path(results["arms"]["bert"]["checkpoint"])
+    cache = tmp_path / "cache"
+    shutil.copytree(source, cache / "checkpoints" / source.name)
+    moved["arms"]["bert"]["checkpoint"] = str(tmp_path / "gone" / source.name)
+    monkeypatch.setenv("CONDENSER_LITE_CACHE", str(cache))
+    done = export_checkpoints(moved, out_dir=tmp_path / "out", arms=["bert"])
+    assert done["arms"]["bert"]["source_key"] == checkpoint_key(source)
+    moved["arms"]["bert"]["checkpoint"] = str(tmp_path / "gone" / "mlm-000000000000")
+    with pytest.raises(CheckpointError, match="is not here, nor under this cache's checkpoints/"):
+        export_checkpoints(moved, out_dir=tmp_path / "out2", arms=["bert"])
