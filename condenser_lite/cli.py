@@ -77,9 +77,8 @@ def check_writable(flag: str, path: str | os.PathLike | None, folder: bool = Fal
             raise ConfigError(f"{flag} {path} is a file, not a folder; give a folder path")
         if not folder and target.is_dir():
             raise ConfigError(f"{flag} {path} is a folder; give a file path inside it")
-        source = Path(inputs).expanduser().absolute() if inputs is not None else None
-        if source is not None and source.exists() and target.resolve() in (
-                source.resolve(), *(source.resolve().parent if source.is_file() else source.resolve()).rglob("*")):
+        source = Path(inputs).expanduser().resolve() if inputs is not None else None
+        if source is not None and source.exists() and target.resolve().is_relative_to(source):
             raise ConfigError(f"{flag} {path} is one of this command's input files, which it would overwrite; "
                               "write the output elsewhere")
         if not os.access(target, os.W_OK):

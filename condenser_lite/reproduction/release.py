@@ -47,7 +47,7 @@ def released_arms(results: Mapping) -> list[str]:
     Chapter 2."""
     arms = results.get("arms", {})
     extra = [a for a, e in arms.items() if a not in RELEASED_ARMS and a not in ABLATION_ARMS and a != "bert_cont"
-             and located(e.get("checkpoint")) is not None and has_head(located(e.get("checkpoint")))]
+             and (found := located(e.get("checkpoint"))) is not None and has_head(found)]
     return [a for a in RELEASED_ARMS if a in arms] + extra
 
 
