@@ -186,3 +186,23 @@ def test_the_study_is_a_command():
     bad = subprocess.run([sys.executable, "-m", "condenser_lite", "sizing", "--only", "long", "--collect",
                           "--long", "{bad", "--out", "/nonexistent/x.json"], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 1 and "error: --long" in bad.stderr and "Traceback" not in bad.stderr, bad.stderr[-2000:]
+
+
+def test_the_choices_table_reads_each_choice_with_its_uncertainty():
+    """Chapter 9's opening table: one row per choice, every speed ratio inside the range its
+    repetitions allow, and no uncertainty claimed for a comparison trained once."""
+    from condenser_lite.reproduction import study_report
+
+    assert study_report.ratio_range([2.0, 2.2], [1.0, 1.1]) == pytest.approx((2.0 / 1.1, 2.2))
+    with pytest.raises(ValueError, match="repetition"):
+        study_report.ratio_range([], [1.0])
+    table = study_report.choices(STUDY)
+    assert list(table.index) == ["precision", "attention kernel", "training loop", "two cores",
+                                 "dropout in pre-training", "model shape", "Condenser split"]
+    for choice, row in table.iterrows():
+        ranged = re.fullmatch(r"([\d.]+)x to ([\d.]+)x over 3 repetitions", row["uncertainty"])
+        if ranged:  # the point estimate (a ratio of medians) lies inside its range
+            point = float(re.search(r"([\d.]+)x", row["measured"]).group(1))
+            assert float(ranged[1]) <= point <= float(ranged[2]), choice
+    assert table.loc["dropout in pre-training", "uncertainty"] == study_report.ONE_RUN
+    assert "skip_from=1, n_head_layers=1" in table.loc["Condenser split", "chosen"]

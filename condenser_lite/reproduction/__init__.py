@@ -37,6 +37,7 @@
 * ``plots_mechanism.py``, ``plots_study.py``: the mechanism page's and the study page's figures;
 * ``diagrams.py``: the book's diagrams;
 * ``mechanism_report.py``: the mechanism page's analysis: its tables and the phrases it pastes;
+* ``study_report.py``: the study page's opening table of the ``small`` preset's choices;
 * ``release.py``: the committed checkpoints of a run.
 
 May import: ``training``, ``retrieval``, ``modeling``, ``data`` and ``utils``.
