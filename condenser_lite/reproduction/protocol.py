@@ -39,7 +39,7 @@ from .health import stage_check
 from .jobs import Job, Ref, default_workers, first_stage_threads, num_threads, quiet, run_jobs
 from .presets import get_preset
 from .settings_tree import Preset
-from .protocol_jobs import describe, finetune_job, size_label, sts_job
+from .protocol_jobs import check_sizes, describe, finetune_job, size_label, sts_job
 from .registry import ABLATION_ARMS, PARENT
 from .results import RESULTS_VERSION, environment, headline
 from .rules import ONE_SEED, stats
@@ -236,6 +236,11 @@ def _run(preset: Preset, data_dir: str | None, verbose: bool, workers: int, comm
     tokenizer = (load_tokenizer(pretrained[first]) if first in pretrained
                  else get_tokenizer(arm_config(first, preset, None), data_dir))
     task = load_task(preset, data_dir)
+    total, sts_total = len(task.train), len(sts_data(preset, data_dir)[0])
+    check_sizes("train_sizes", preset.train_sizes, total, f"training queries of {task.name}")
+    check_sizes("ablation_sizes", preset.ablation_sizes, total, f"training queries of {task.name}")
+    if preset.sts_arms:
+        check_sizes("sts_sizes", preset.sts_sizes, sts_total, "STS-b training pairs")
     bm25 = bm25_baseline(task, preset, tokenizer)
     texts = entropy_texts(preset, data_dir)
     say(f"task {task.name}: {task.info}; BM25 {bm25['full']}")
@@ -248,8 +253,6 @@ def _run(preset: Preset, data_dir: str | None, verbose: bool, workers: int, comm
     clock.lap("pretrain_first_stage")
 
     # Everything else as a job graph.
-    total = len(task.train)
-    sts_total = len(sts_data(preset, data_dir)[0])
     jobs = job_graph(preset, plan, total, sts_total, texts, data_dir)
     done = run_jobs(jobs, workers, done, on_done=lambda key, result: say(describe(key, result)))
     clock.lap("jobs")

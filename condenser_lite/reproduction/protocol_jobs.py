@@ -9,9 +9,10 @@ chapter 4, ``notebooks/04_finetune.ipynb``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..utils.errors import ConfigError
 from .arms import finetune_arm, sts_arm
 from .settings_tree import Preset
 from .tasks import load_task, sts_data
@@ -37,8 +38,28 @@ def sts_job(preset: Preset, data_dir: str | None, pretrain_seed: int, **kwargs: 
 
 
 def size_label(size: int | None, total: int) -> str:
-    """A training size's label in the job keys and the results: the size, at most ``total``."""
+    """A training size's label in the job keys and the results: the size, at most ``total``
+    (``check_sizes`` refuses a size above it before any training)."""
     return str(total if size is None else min(size, total))
+
+
+def check_sizes(setting: str, sizes: Sequence[int | None], total: int, what: str) -> None:
+    """Refuse, before any training, a training size larger than the data (``what``: the data in
+    words): it would silently train on all of it, under a label that is no longer the size
+    asked for, and beside ``None`` it would be the same run twice.
+
+    >>> check_sizes("train_sizes", (100, None), 5000, "training queries")
+    >>> check_sizes("train_sizes", (100, None), 60, "training queries")
+    Traceback (most recent call last):
+    ...
+    condenser_lite.utils.errors.ConfigError: train_sizes (100, None): 100 is more than the 60 training queries; give sizes up to 60 (None: all of them), e.g. --set train_sizes='[30,null]'
+    """
+    over = [s for s in sizes if s is not None and (s > total or (s == total and None in sizes))]
+    if over:
+        shown = "(" + ", ".join(str(s) for s in sizes) + ")"
+        raise ConfigError(f"{setting} {shown}: {over[0]} is {'more than' if over[0] > total else 'all of'} the "
+                          f"{total} {what}; give sizes up to {total} (None: all of them), "
+                          f"e.g. --set {setting}='[{max(total // 2, 1)},null]'")
 
 
 def describe(key: tuple, result: Any) -> str:

@@ -234,3 +234,24 @@ def test_experiments_out_must_be_a_results_file_of_the_same_preset(tmp_path, mon
     assert notes.read_text() == '{"my": "notes"}' and json.loads(other.read_text())["preset"] == {"name": "small"}
     with pytest.raises(RuntimeError, match="past the checks"):  # the same budget's file: regenerated
         main(["experiments", "--preset", "small", "--out", str(other)])
+
+
+@needs_mirror
+def test_a_training_size_beyond_the_data_is_refused_before_any_training(tmp_path, monkeypatch, capsys):
+    """The micro task has 8 training queries: `train_sizes` 100 would train on all 8 under the
+    label 8, the same run as None's. Refused in one line, before the first stage trains."""
+    from condenser_lite.reproduction import protocol
+
+    def trained(*args, **kwargs):
+        raise RuntimeError("a stage trained")
+
+    monkeypatch.setenv("CONDENSER_LITE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("CONDENSER_LITE_DATA", str(MIRROR))
+    monkeypatch.setattr(protocol, "pretrain_arm", trained)
+    command = ["experiments", "--preset", "micro", "--out", tmp_path / "micro.json", "--set"]
+    line = one_error_line(cli([*command, "train_sizes=[100,null]"], capsys))
+    assert "train_sizes (100, None): 100 is more than the 8 training queries" in line
+    assert "--set train_sizes='[4,null]'" in line
+    assert "is all of the 8" in one_error_line(cli([*command, "train_sizes=[8,null]"], capsys))
+    with pytest.raises(RuntimeError, match="a stage trained"):  # sizes within the data: it goes on
+        main([*map(str, command), "train_sizes=[4,null]"])
