@@ -28,6 +28,11 @@ from ..utils.errors import ConfigError
 from .loop import TrainConfig
 
 
+# A block's length bounds the position table and the attention, which grows with its square: a
+# typo such as max_len=640000 would otherwise allocate gigabytes before the first update.
+MAX_POSITIONS = 8192
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     """The encoder all arms share. ``tokenizer`` None: the book's WordPiece
@@ -58,6 +63,9 @@ class ModelConfig:
         check_types(self)
         check_positive(self, "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                        "intermediate_size", "max_len", "n_head_layers")
+        if self.max_len > MAX_POSITIONS:
+            raise ConfigError(f"max_len={self.max_len} is beyond the {MAX_POSITIONS:,} positions a block may have "
+                              f"here (attention grows with its square; BERT's is 512); use at most {MAX_POSITIONS}")
         if self.attn_implementation not in ("sdpa", "eager"):
             raise ConfigError(f"attn_implementation={self.attn_implementation!r} must be 'sdpa' or 'eager'")
         if not 0 <= self.dropout < 1:
