@@ -155,8 +155,8 @@ def reading(e: Mapping, threshold: float = RELIANCE_THRESHOLD) -> dict:
         level = "Too few seeds switched on to put an interval on where they level off."
     else:
         p_lo, p_hi = e["plateau_interval"]
-        where = ("below" if p_hi < threshold else "above" if p_lo > threshold
-                 else "near; these seeds cannot tell on which side of")
-        level = (f"Those that switch on level off {where} C0's threshold of {threshold} "
+        where = "below" if p_hi < threshold else "above" if p_lo > threshold else "near"
+        side = "; these seeds cannot tell on which side" if where == "near" else ""
+        level = (f"Those that switch on level off {where} C0's threshold of {threshold}{side} "
                  f"(mean {e['plateau_mean']:.3f}, 95% interval {p_lo:.3f} to {p_hi:.3f}).")
     return {"fraction": fraction, "plateau": level}

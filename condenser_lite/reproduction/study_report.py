@@ -69,8 +69,9 @@ def _rows(study: Mapping) -> list[tuple[str, str, str, str, str]]:
          'mixed_precision="auto": bf16 only where it times faster'),
         ("attention kernel", "fused sdpa or plain (eager), in bf16", "eager " + _speedup(sdpa, eager)[0],
          _speedup(sdpa, eager)[1], "eager"),
-        ("training loop", f"ours or the transformers Trainer (its faster, {rival.split()[1]})", "ours " + _speedup(trainer[rival], ours)[0],
-         _speedup(trainer[rival], ours)[1], "ours (logits at masked positions only)"),
+        ("training loop", f"ours or the transformers Trainer (its faster, {rival.split()[1]})",
+         "ours " + _speedup(trainer[rival], ours)[0], _speedup(trainer[rival], ours)[1],
+         "ours (logits at masked positions only)"),
         ("two cores", "one process with 2 threads or two one-thread processes",
          f"two processes {par['two_processes_1_thread_tokens_per_s'] / par['one_process_2_threads_tokens_per_s']:.2f}x "
          "the tokens", f"{min(twos):.2f}x to {max(twos):.2f}x over {len(twos)} repetitions",

@@ -66,8 +66,11 @@ def test_the_reading_says_only_what_the_fraction_interval_allows(k, n, words):
     assert words in o.reading(o.estimates(per_seed, 4000))["fraction"]
 
 
+NEAR = "level off near C0's threshold of 0.2; these seeds cannot tell on which side"
+
+
 @pytest.mark.parametrize("plateaus, words", [((0.1, 0.11, 0.12), "below"), ((0.3, 0.31, 0.32), "above"),
-                                             ((0.15, 0.2, 0.25), "cannot tell on which side")])
+                                             ((0.15, 0.2, 0.25), NEAR)])
 def test_the_reading_places_the_plateau_only_where_its_interval_does(plateaus, words):
     per_seed = {str(i): {"onset": 1000, "switched_on": True, "plateau": p} for i, p in enumerate(plateaus)}
     assert words in o.reading(o.estimates(per_seed, 4000))["plateau"]
