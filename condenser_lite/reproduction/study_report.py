@@ -78,13 +78,14 @@ def _rows(study: Mapping) -> list[tuple[str, str, str, str, str]]:
          "one-thread jobs, two at a time"),
         ("dropout in pre-training", "0.1 or 0, 200 CPU s each",
          f"{_below(study, 'dropout 0'):.2f} against {_below(study, base):.2f} nats below the unigram entropy",
-         ONE_RUN, "0"),
+         ONE_RUN, "0 (none)"),
         ("model shape", "4 layers of 128, 4 of 256, 6 of 256, 200 CPU s each",
          f"{_below(study, base):.2f}, {_below(study, '4L/256H'):.2f} and {_below(study, '6L/256H'):.2f} "
          "nats below the unigram entropy", ONE_RUN,
          f"4 layers of 128: level with 4 of 256, and it encodes {encode:.1f}x as fast"),
         ("Condenser split", "head paths of 2, 3 and 4 layers, 1,620 updates each",
-         f"head MLM loss {splits[2]:.2f} (path 2) against {splits[4]:.2f} (path 4)", ONE_RUN,
+         f"head MLM loss {splits[2]:.2f} (path 2) against {splits[4]:.2f} (path 4): the short path's task "
+         "is harder", ONE_RUN,
          "skip_from=1, n_head_layers=1 (path 2)"),
     ]
 
