@@ -611,8 +611,8 @@ def test_the_running_pages_rerun_time_is_the_committed_runs():
 
 def test_the_readmes_scaling_values_are_the_committed_runs():
     """A regression check: the README's paragraph on ``results/mechanism.json`` lists each
-    scaling point's final reliance per seed (four decimals, seed order), so a seed merged into
-    the file without the README following it fails here."""
+    scaling point's final reliance per seed (four decimals, seed order) and L48's onset and
+    plateau per seed, so a seed merged into the file without the README following it fails here."""
     import json
 
     readme = " ".join((ROOT / "README.md").read_text().split())
@@ -628,3 +628,10 @@ def test_the_readmes_scaling_values_are_the_committed_runs():
         assert f"{said} on " in readme, (
             f"README.md does not give {part.upper()}'s reliance per seed as {said!r}; "
             "update its paragraph on results/mechanism.json")
+    onsets = mech["onset"]["per_seed"]  # the L48 onset table: seeds, onsets, plateaus in order
+    rows = [" | ".join(["L48 seed", *onsets]),
+            " | ".join(["onset (update)", *(f"{v['onset']:,}" if v["onset"] is not None else "none"
+                                            for v in onsets.values())]),
+            " | ".join(["plateau", *(f"{v['plateau']:.3f}" for v in onsets.values())])]
+    for row in rows:
+        assert f"| {row} |" in readme, f"README.md's L48 onset table lacks the row {row!r}"
