@@ -198,7 +198,8 @@ def test_the_choices_table_reads_each_choice_with_its_uncertainty():
         study_report.ratio_range([], [1.0])
     table = study_report.choices(STUDY)
     assert list(table.index) == ["precision", "attention kernel", "training loop", "two cores",
-                                 "dropout in pre-training", "model shape", "Condenser split"]
+                                 "dropout in pre-training", "model shape", "learning rate and batch",
+                                 "Condenser split"]
     for choice, row in table.iterrows():
         ranged = re.match(r"([\d.]+)x to ([\d.]+)x over 3 repetitions", row["uncertainty"])
         if ranged:  # the point estimate (a ratio of medians) lies inside its range

@@ -95,6 +95,10 @@ def _rows(study: Mapping) -> list[tuple[str, str, str, str, str]]:
          "nats below the unigram entropy", ONE_RUN,
          f"4 layers of 128: level with 4 of 256, whose fine-tuning step costs "
          f"{ft_step['4L/256H'] / ft_step['4L/128H']:.1f}x as much"),
+        ("learning rate and batch", "peak 1e-3, 2e-3 or 4e-3; batch 32 or 128 (at 2e-3), 200 CPU s each",
+         f"{_below(study, 'dropout 0'):.2f}, {_below(study, 'dropout 0 + lr 2e-3'):.2f} and "
+         f"{_below(study, 'dropout 0 + lr 4e-3'):.2f} nats below the unigram entropy; batch 128: "
+         f"{_below(study, 'dropout 0 + batch 128, lr 2e-3'):.2f}", ONE_RUN, "1e-3, batch 32"),
         ("Condenser split", "head paths of 2, 3 and 4 layers, 1,620 updates each",
          f"head MLM loss {path[2]:.2f} (path 2) against {path[4]:.2f} (path 4): the short path's task is "
          f"harder; in no split does the head use [CLS] (swap gap {gap_words} nats)",
