@@ -238,7 +238,8 @@ def _run(preset: Preset, data_dir: str | None, verbose: bool, workers: int, comm
     task = load_task(preset, data_dir)
     total, sts_total = len(task.train), len(sts_data(preset, data_dir)[0])
     check_sizes("train_sizes", preset.train_sizes, total, f"training queries of {task.name}")
-    check_sizes("ablation_sizes", preset.ablation_sizes, total, f"training queries of {task.name}")
+    if any(arm in ABLATION_ARMS for arm in preset.arms):
+        check_sizes("ablation_sizes", preset.ablation_sizes, total, f"training queries of {task.name}")
     if preset.sts_arms:
         check_sizes("sts_sizes", preset.sts_sizes, sts_total, "STS-b training pairs")
     bm25 = bm25_baseline(task, preset, tokenizer)

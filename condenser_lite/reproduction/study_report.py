@@ -4,12 +4,12 @@
 Each row is one choice of the ``small`` preset that the study measured: the alternatives it
 compared, what it measured, how much that measurement can be trusted and what was chosen.
 Throughput was timed three times per variant, so a speed ratio carries its least and most over
-all pairings of the repetitions (``ratio_range``). The held-out
-losses come from one training run per setting, so their differences carry no measured noise,
-and the table says so.
+all pairings of the repetitions (``ratio_range``). The held-out losses come from one training
+run per setting, so their differences carry no measured noise, and the table says so.
 
 Example::
 
+    >>> import json
     >>> from condenser_lite.reproduction.results import results_dir
     >>> study = json.loads((results_dir() / "study.json").read_text())  # doctest: +SKIP
     >>> choices(study)  # doctest: +SKIP
