@@ -135,7 +135,9 @@ def test_mined_negatives_come_from_the_round1_top_depth(mirror, small_standins):
 def test_full_budget_protocol_on_the_mirror(mirror, small_standins, tmp_path, monkeypatch):
     standins = small_standins
     # one seed, as the notebooks pass at full scale (every spread is 0: the run must say so)
-    preset = get_preset("full").replace(pretrained=standins, seeds=(0,), entropy_texts=32, **{
+    # the mirror holds 32 training queries and 32 STS-b pairs: larger sizes would be refused
+    preset = get_preset("full").replace(pretrained=standins, seeds=(0,), entropy_texts=32, train_sizes=(None,),
+                                        sts_sizes=(None,), **{
         "finetune.epochs_round1": 1.0, "finetune.epochs_round2": 1.0, "sts.epochs_full": 1.0, "sts.epochs_low_data": 1.0})
     depths, encodings = [], []
     real_bm25, real_encode = tasks.bm25_search, search.encode_corpus
@@ -155,7 +157,7 @@ def test_full_budget_protocol_on_the_mirror(mirror, small_standins, tmp_path, mo
     assert depths == [1000, 1000] and results["bm25"]["depth"] == 1000
     assert results["bm25"]["full"]["R@1000"] == 1.0 > results["bm25"]["full"]["RR@10"] > 0  # a topic's keywords
     finetunes = sorted((tmp_path / "cache" / "finetune").iterdir())
-    assert len(finetunes) == 3 * 2  # 3 arms x 2 rounds (the 1K and 10K sizes exceed the 32 queries)
+    assert len(finetunes) == 3 * 2  # 3 arms x 2 rounds
     assert len(encodings) == 6 and all(dtype == "float16" and path is not None for dtype, path in encodings)
     assert not list((tmp_path / "cache").rglob("corpus_embeddings.npy"))  # round 2 dropped round 1's after mining
     qrels = load_tevatron("Tevatron/msmarco-passage", "dev", data_dir=mirror)
