@@ -632,6 +632,7 @@ def test_the_readmes_scaling_values_are_the_committed_runs():
     rows = [" | ".join(["L48 seed", *onsets]),
             " | ".join(["onset (update)", *(f"{v['onset']:,}" if v["onset"] is not None else "none"
                                             for v in onsets.values())]),
-            " | ".join(["plateau", *(f"{v['plateau']:.3f}" for v in onsets.values())])]
+            " | ".join(["plateau", *(f"{v['plateau']:.3f}".replace("-0.000", "0.000")
+                                     for v in onsets.values())])]
     for row in rows:
         assert f"| {row} |" in readme, f"README.md's L48 onset table lacks the row {row!r}"

@@ -174,8 +174,12 @@ def test_merging_seeds_run_side_by_side_from_one_copy_joins_them_in_either_order
     study = study_module()
     committed = json.loads((ROOT / "results" / "mechanism.json").read_text())
     header = {"study": "mechanism", "preset": committed["preset"]}
-    ours = committed["l48"]
-    older = [r for r in ours["provenance_of_other_seeds"] if r["seeds"][0] in (42, 43, 44)]
+    full = committed["l48"]  # the part as it stood with seeds 42-46, whatever the file holds now
+    runs = [full["provenance"], *full["provenance_of_other_seeds"]]
+    older = [r for r in runs if r["seeds"][0] in (42, 43, 44)]
+    ours = {**study.judge({s: full["per_seed"][s] for s in ("42", "43", "44", "45", "46")}),
+            "what": full["what"], "seeds": [42, 43, 44, 45, 46], "modified_condenser": full["modified_condenser"],
+            "provenance": next(r for r in runs if r["seeds"] == [45, 46]), "provenance_of_other_seeds": older}
     per_seed = {s: ours["per_seed"][s] for s in ("42", "43", "44")}
     per_seed["47"] = json.loads(json.dumps(ours["per_seed"]["46"]))
     per_seed["47"]["condenser"]["checkpoint_key"] = "condenser-seed47"

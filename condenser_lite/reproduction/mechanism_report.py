@@ -263,7 +263,8 @@ def onset_readings(study: Mapping) -> dict[str, str]:
     on = [s for s, v in summary["per_seed"].items() if v["switched_on"]]
     out = {"onset_seeds": seeds_text(held),
            "onset_scope": (f"The study holds {seeds_text(held)}" + (
-               f"; {seeds_text(summary['missing_seeds'])} are to run." if summary["missing_seeds"] else ".")),
+               f"; {seeds_text(summary['missing_seeds'])} {'is' if len(summary['missing_seeds']) == 1 else 'are'} "
+               "to run." if summary["missing_seeds"] else ".")),
            "onset_finding": (f"{len(on)} of {e['n']} switch on, at updates "
                              + words(f"{t:,}" for t in sorted(summary["per_seed"][s]["onset"] for s in on)) if on else
                              f"none of {e['n']} switches on"),
