@@ -261,10 +261,11 @@ def onset_readings(study: Mapping) -> dict[str, str]:
     summary = study["onset"]
     e, held = summary["all"], list(summary["per_seed"])
     on = [s for s, v in summary["per_seed"].items() if v["switched_on"]]
+    missing = summary["missing_seeds"]
     out = {"onset_seeds": seeds_text(held),
-           "onset_scope": (f"The study holds {seeds_text(held)}" + (
-               f"; {seeds_text(summary['missing_seeds'])} {'is' if len(summary['missing_seeds']) == 1 else 'are'} "
-               "to run." if summary["missing_seeds"] else ".")),
+           "onset_scope": (f"The study holds {seeds_text(held)}; {seeds_text(missing)} "
+                           f"{'is' if len(missing) == 1 else 'are'} to run. The figure and the table cover the "
+                           "seeds it holds." if missing else "The study holds every one of them."),
            "onset_finding": (f"{len(on)} of {e['n']} switch on, at updates "
                              + words(f"{t:,}" for t in sorted(summary["per_seed"][s]["onset"] for s in on)) if on else
                              f"none of {e['n']} switches on"),
@@ -281,7 +282,6 @@ def onset_readings(study: Mapping) -> dict[str, str]:
     lo, hi = e["fraction_interval"]
     out["onset_fraction"] = (f"On {seeds_text(held)}, the share of pre-trained models that switch on has a 95% "
                              f"interval of {lo:.0%} to {hi:.0%}.")
-    missing = summary["missing_seeds"]
     out["onset_plateau"] = (f"Once {seeds_text(missing)} {'is' if len(missing) == 1 else 'are'} in, the "
                             "pre-registered reading (rule 7 of onset.py) turns these estimates into the book's "
                             "sentences; until then they only describe the seeds the study holds.")

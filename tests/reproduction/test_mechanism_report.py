@@ -110,7 +110,8 @@ def test_onset_readings_now_and_with_all_eight_seeds(committed):
     study, _ = committed
     study = only_seeds(study, [42, 43, 44])
     now = report.onset_readings(study)
-    assert now["onset_scope"] == "The study holds seeds 42-44; seeds 45-49 are to run."
+    assert now["onset_scope"] == ("The study holds seeds 42-44; seeds 45-49 are to run. The figure and the "
+                                  "table cover the seeds it holds.")
     assert "Once seeds 45-49 are in, the pre-registered reading" in now["onset_plateau"]
     one_left = eight_seeds(only_seeds(study, [42, 43, 44]), {45: 4000, 46: None, 47: 9000, 48: None})
     assert "Once seed 49 is in," in report.onset_readings(one_left)["onset_plateau"]
@@ -118,7 +119,7 @@ def test_onset_readings_now_and_with_all_eight_seeds(committed):
     full = eight_seeds(study, {45: 4000, 46: 20000, 47: None, 48: 9000, 49: 47000})
     assert full["onset"]["missing_seeds"] == [] and full["onset"]["reading"]
     later = report.onset_readings(full)
-    assert later["onset_scope"] == "The study holds seeds 42-49."
+    assert later["onset_scope"] == "The study holds every one of them."
     assert (later["onset_fraction"], later["onset_plateau"]) == (
         full["onset"]["reading"]["fraction"], full["onset"]["reading"]["plateau"])
     # seed 49 switches on at the last evaluations: fewer than MIN_STAY of them, so not switched on
