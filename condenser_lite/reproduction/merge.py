@@ -25,7 +25,7 @@ from ..utils.errors import ConfigError
 from .protocol import arm_pretrain_seeds, heldout_curve, notes
 from .settings_tree import Preset
 from .settings_tree import preset_from_record
-from .results import RESULTS_VERSION, git, headline, now
+from .results import RESULTS_VERSION, git_state, headline, now
 from .rules import stats
 from .scorecard import scorecard
 
@@ -168,9 +168,8 @@ def _provenance(parts: Sequence[Mapping], names: Sequence[str], preset: Preset, 
     """The merged file's provenance: this call's commit and command, and each part's own."""
     provs = [p["provenance"] for p in parts]
     first = provs[0]
-    status = git("status", "--porcelain", "--untracked-files=no")
     return {
-        "commit": git("rev-parse", "HEAD"), "dirty": None if status is None else bool(status),
+        **git_state(),
         "command": command, "preset": preset.name, "settings": preset.to_dict(),
         "started": min(p["started"] for p in provs), "finished": max(p["finished"] for p in provs),
         "merged": now(),

@@ -67,6 +67,21 @@ def git(*args: str) -> str | None:
     return out.stdout.strip() if out.returncode == 0 else None
 
 
+def git_state(exclude: Path | None = None) -> dict:
+    """The library's ``commit``, whether tracked files differ from it (``dirty``) and which
+    (``dirty_files``), leaving out ``exclude``: the results file the run itself rewrites. All
+    None without git. Every results file's provenance starts with these; chapter 2.
+
+    >>> sorted(git_state())
+    ['commit', 'dirty', 'dirty_files']
+    """
+    inside = exclude is not None and exclude.resolve().is_relative_to(REPO_ROOT)
+    status = git("status", "--porcelain", "--untracked-files=no", "--", ".",  # git refuses a path outside
+                 *([f":(exclude){exclude.resolve()}"] if inside else []))
+    files = None if status is None else [line.split(maxsplit=1)[-1] for line in status.splitlines()]
+    return {"commit": git("rev-parse", "HEAD"), "dirty": None if files is None else bool(files), "dirty_files": files}
+
+
 def machine(load_start: list[float] | None) -> dict:
     """Where a run ran: the CPU's name, and its family and model numbers (``"25/17"``: a Zen 4
     EPYC; names like "AMD EPYC" do not tell the generations apart, whose CPU seconds per update
@@ -106,12 +121,11 @@ def provenance(preset: Preset, command: str | None, started: str, wall_seconds: 
     (``rules.PRE_REGISTRATION_COMMIT``) and whether it is in this commit's history (None
     without git), so the file says it was judged by rules committed before it. Explained in chapter 8."""
     env = environment()
-    status = git("status", "--porcelain", "--untracked-files=no")  # tracked files changed since the commit
-    head = git("rev-parse", "HEAD")
+    state = git_state()
+    head = state["commit"]
     # `git merge-base --is-ancestor` prints nothing: success (returncode 0) reads "", failure None
     in_history = None if head is None else git("merge-base", "--is-ancestor", PRE_REGISTRATION_COMMIT, "HEAD") is not None
-    return {"commit": head, "dirty": None if status is None else bool(status),
-            "command": command if command is not None else shlex.join(["python", *sys.argv]),
+    return {**state, "command": command if command is not None else shlex.join(["python", *sys.argv]),
             "preset": preset.name, "settings": preset.to_dict(), "started": started, "finished": now(),
             "wall_seconds": wall_seconds, "cpu_seconds": cpu_seconds, "parts": dict(parts),
             "parts_reused": parts_reused, "work_cpu_seconds": work_cpu_seconds, "machine": machine(load_start),

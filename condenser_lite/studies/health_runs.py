@@ -242,14 +242,10 @@ def train_run(name: str, preset, steps: int, data_dir: str | None) -> dict:
 def provenance(out: Path, command: str, started: str, t0: float, load_start) -> dict:
     """Where, when and from what the runs came: commit (dirty for any change but ``out``),
     command, wall time, machine and versions. Chapter 2."""
-    from condenser_lite.reproduction.results import environment, git, machine, now
+    from condenser_lite.reproduction.results import environment, git_state, machine, now
 
-    inside = out.resolve().is_relative_to(ROOT.resolve())  # git refuses a pathspec outside the repository
-    status = git("status", "--porcelain", "--untracked-files=no", "--", ".",
-                 *([f":(exclude){out.resolve()}"] if inside else []))
     env = environment()
-    return {"commit": git("rev-parse", "HEAD"), "dirty": None if status is None else bool(status),
-            "command": command, "started": started, "finished": now(),
+    return {**git_state(exclude=out), "command": command, "started": started, "finished": now(),
             "wall_seconds": round(time.perf_counter() - t0, 1), "machine": machine(load_start),
             "python": env["python"], "packages": env["packages"]}
 

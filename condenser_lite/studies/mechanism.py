@@ -359,7 +359,7 @@ def _run_part(part: str, preset, seeds: tuple[int, ...], old: dict | None, a: ar
     """Train ``part`` on ``seeds`` and return its record: the gauges judged per seed (joining the
     seeds of ``old``, the part's record so far, where these are new) and the run's provenance."""
     from condenser_lite.reproduction.jobs import load_average, run_jobs
-    from condenser_lite.reproduction.results import git, machine, now
+    from condenser_lite.reproduction.results import git_state, machine, now
     from condenser_lite.reproduction.rules import PRE_REGISTRATION_COMMIT
 
     out = Path(a.out)
@@ -377,13 +377,10 @@ def _run_part(part: str, preset, seeds: tuple[int, ...], old: dict | None, a: ar
         # the record of where and when they were trained stays beside this run's
         before = [*old.get("provenance_of_other_seeds", []),
                   {"seeds": old["seeds"], "stages_reread_by_the_run_below": True, **old["provenance"]}]
-    # the tree counts as dirty for any change but this file, which the earlier parts rewrote
-    inside = out.resolve().is_relative_to(ROOT.resolve())  # git refuses a pathspec outside the repository
-    status = git("status", "--porcelain", "--untracked-files=no", "--", ".",
-                 *([f":(exclude){out.resolve()}"] if inside else []))
     return {"what": PARTS[part][0], "seeds": all_seeds, "modified_condenser": PARTS[part][2],
             **judge(per_seed),
-            "provenance": {"commit": git("rev-parse", "HEAD"), "dirty": None if status is None else bool(status),
+            # the tree counts as dirty for any change but this file, which the earlier parts rewrote
+            "provenance": {**git_state(exclude=out),
                            "pre_registration_commit": PRE_REGISTRATION_COMMIT,
                            "command": shlex.join(["python", "-m", "condenser_lite", "mechanism", *argv]),
                            "started": started, "finished": now(), "wall_seconds": round(time.perf_counter() - t0, 1),

@@ -162,10 +162,10 @@ def versions() -> dict:
 
 def git_commit() -> str:
     """The commit (``+dirty`` where tracked files differ from it), or ``unknown``. Chapter 9."""
-    from condenser_lite.reproduction.results import git
+    from condenser_lite.reproduction.results import git_state
 
-    sha, status = git("rev-parse", "HEAD"), git("status", "--porcelain", "--untracked-files=no")
-    return "unknown" if sha is None or status is None else sha + ("+dirty" if status else "")
+    state = git_state()
+    return "unknown" if None in (state["commit"], state["dirty"]) else state["commit"] + ("+dirty" if state["dirty"] else "")
 
 
 def provenance(parts: list[str], command: str, start: dict, t0: float, cpu0: float, study: dict) -> dict:

@@ -212,3 +212,25 @@ def test_the_machine_record_tells_cpu_generations_apart():
     if Path("/proc/cpuinfo").exists():
         family, _, model = m["cpu_family_model"].partition("/")
         assert family.isdigit() and model.isdigit()
+
+
+def test_git_state_names_the_changed_files_and_leaves_out_the_runs_own(monkeypatch):
+    """The provenance's dirty bit comes with the files behind it (a results file read at the
+    start reads differently from changed code), and the file a run rewrites is left out."""
+    asked = []
+
+    def fake_git(*args):
+        asked.append(args)
+        # git() strips the output, so the first line has lost its leading space
+        return "abc123" if args[0] == "rev-parse" else "M results/mechanism.json\nM  condenser_lite/x.py"
+
+    monkeypatch.setattr(reading, "git", fake_git)
+    state = reading.git_state(exclude=reading.REPO_ROOT / "results" / "health.json")
+    assert state == {"commit": "abc123", "dirty": True,
+                     "dirty_files": ["results/mechanism.json", "condenser_lite/x.py"]}
+    assert any(a.endswith("results/health.json") and a.startswith(":(exclude)") for a in asked[0])
+    monkeypatch.setattr(reading, "git", lambda *args: "abc123" if args[0] == "rev-parse" else "")
+    assert reading.git_state() == {"commit": "abc123", "dirty": False, "dirty_files": []}
+    monkeypatch.setattr(reading, "git", lambda *args: None)  # no git
+    assert reading.git_state(exclude=Path("/elsewhere/out.json")) == {"commit": None, "dirty": None,
+                                                                     "dirty_files": None}
