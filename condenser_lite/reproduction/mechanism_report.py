@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .onset import ONSET_SEEDS, SEEN_SEEDS, onset
+from .onset import ONSET_SEEDS, SEEN_SEEDS, fraction_interval, onset
 from .mechanism_rules import reliance_above_noise
 from .results import judged_seeds, pretraining_runs, run_reliance
 from .rules import RELIANCE_THRESHOLD, c0_rule
@@ -255,6 +255,25 @@ def _near_misses(study: Mapping) -> str:
         for s, r in zip(off, ends)) + ". A seed that dips under its bar at the end has no onset by the rule.")
 
 
+def fraction_power(n: int = len(ONSET_SEEDS)) -> str:
+    """What ``n`` seeds can tell of the fraction switched on, before any of them runs: the counts
+    whose exact 95% interval (rule 5) lies wholly above one half, which rule 7 needs to say "most",
+    or wholly below it, for "a minority".
+
+    >>> fraction_power(8)
+    'With 8 seeds, the 95% interval of the fraction lies above one half only if all 8 switch on, \
+and below it only if none does; every other count reads "cannot tell".'
+    """
+    most = [k for k in range(n + 1) if fraction_interval(k, n)[0] > 0.5]
+    few = [k for k in range(n + 1) if fraction_interval(k, n)[1] < 0.5]
+    if not most:
+        return f"With {n} seeds, the 95% interval of the fraction never lies wholly above or below one half."
+    above = f"all {n}" if most[0] == n else f"at least {most[0]} of the {n}"
+    below = "none does" if few[-1] == 0 else f"at most {few[-1]} do"
+    return (f"With {n} seeds, the 95% interval of the fraction lies above one half only if {above} switch on, "
+            f"and below it only if {below}; every other count reads \"cannot tell\".")
+
+
 def onset_readings(study: Mapping) -> dict[str, str]:
     """The onset's phrases: which seeds the file holds (and which are to run), what they show,
     and the rules' reading once all of ``ONSET_SEEDS`` are in (``onset.reading``)."""
@@ -272,6 +291,9 @@ def onset_readings(study: Mapping) -> dict[str, str]:
            "onset_uncertainty": f"fraction switched on: 95% interval {e['fraction_interval'][0]:.0%} to "
                                 f"{e['fraction_interval'][1]:.0%}",
            "onset_near": _near_misses(study)}
+    n_unseen = len([s for s in ONSET_SEEDS if s not in SEEN_SEEDS])
+    out["onset_power"] = fraction_power() + " " + fraction_power(n_unseen).replace(
+        f"With {n_unseen} seeds", f"With the {n_unseen} unseen seeds alone", 1)
     if e["plateau_interval"]:
         lo, hi = e["plateau_interval"]
         out["onset_uncertainty"] += (f"; plateau of those switched on {e['plateau_mean']:.3f}, 95% interval "

@@ -98,17 +98,22 @@ def kaplan_meier(onsets: Sequence[int | None], end: int) -> list[dict]:
                                               for t, p in zip(fit.cdf.quantiles, fit.cdf.probabilities)]
 
 
+def fraction_interval(k: int, n: int, confidence: float = CONFIDENCE) -> list[float]:
+    """Rule 5's exact (Clopper-Pearson) interval of the fraction switched on, ``k`` of ``n``."""
+    ci = scipy_stats.binomtest(k, n).proportion_ci(confidence_level=confidence, method="exact")
+    return [float(ci.low), float(ci.high)]
+
+
 def estimates(per_seed: Mapping[str, Mapping], end: int, confidence: float = CONFIDENCE) -> dict:
     """Rule 5 over ``per_seed`` (seed: ``seed_summary``)."""
     n = len(per_seed)
     on = {s: v for s, v in per_seed.items() if v["switched_on"]}
     k = len(on)
-    ci = scipy_stats.binomtest(k, n).proportion_ci(confidence_level=confidence, method="exact") if n else None
     onsets = [v["onset"] for v in on.values()]
     curve = kaplan_meier([v["onset"] if v["switched_on"] else None for v in per_seed.values()], end)
     plateaus = [v["plateau"] for v in on.values()]
     out = {"n": n, "switched_on": k, "fraction": k / n if n else None,
-           "fraction_interval": [float(ci.low), float(ci.high)] if ci else None,
+           "fraction_interval": fraction_interval(k, n, confidence) if n else None,
            "onset_median": float(np.median(onsets)) if onsets else None,
            "onset_range": [min(onsets), max(onsets)] if onsets else None,
            "kaplan_meier": curve,

@@ -208,3 +208,21 @@ def test_the_page_keeps_its_code_short():
     lines = sum(len(cell.strip("\n").splitlines()) for cell in cells)
     assert lines < 400, lines
     assert ONSET_SEEDS == tuple(range(42, 50))  # the onset rows the page's table names
+
+
+def test_fraction_power_matches_the_binomial_tail(committed):
+    """The exact interval lies above one half exactly when k or more of n switching on is less
+    than 2.5% likely under a fair coin: the counts the phrase names, checked by the tail."""
+    from scipy.stats import binom
+
+    for n in range(1, 41):
+        most = [k for k in range(n + 1) if binom.sf(k - 1, n, 0.5) < 0.025]
+        said = report.fraction_power(n)
+        if not most:
+            assert "never lies" in said, n
+        elif most[0] == n:
+            assert f"only if all {n} switch on" in said and "only if none does" in said, n
+        else:
+            assert f"at least {most[0]} of the {n} switch on" in said and f"at most {n - most[0]} do" in said, n
+    assert report.onset_readings(committed[0])["onset_power"].endswith(
+        "With the 5 unseen seeds alone, the 95% interval of the fraction never lies wholly above or below one half.")
