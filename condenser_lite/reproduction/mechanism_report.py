@@ -17,7 +17,7 @@ from .onset import ONSET_SEEDS, SEEN_SEEDS, fraction_interval, onset
 from .mechanism_rules import reliance_above_noise
 from .results import judged_seeds, pretraining_runs, run_reliance
 from .rules import RELIANCE_THRESHOLD, c0_rule
-from .wording import fixed, seeds_text, trend_text, words
+from .wording import fixed, seeds_text, sentence, trend_text, words
 
 ORDER = ("e0", "e1", "e2", "e3", "e4", "e5", "l48", "s1x4", "w256")  # the page's order
 SCALING_PARTS = ("e0", "e1", "l48", "s1x4", "w256")
@@ -243,35 +243,88 @@ def onset_table(study: Mapping):
 
 
 def _near_misses(study: Mapping) -> str:
-    """How close the seeds without an onset end to their bar: the last evaluation's reliance
-    against twice its noise, per seed."""
+    """How near the seeds without an onset came to one: on how many evaluations each was above its
+    bar (twice its noise), and its longest run of them (a switch needs ``MIN_STAY`` in a row)."""
     summary, curves = study["onset"], study["l48"]["per_seed"]
     off = [s for s, v in summary["per_seed"].items() if v["onset"] is None]
     if not off:
         return ""
-    ends = [curves[s]["condenser"]["curve"][-1] for s in off]
-    return ("A seed without an onset can end close to its bar, twice its noise. At the last evaluation, " + words(
-        f"seed {s} reads {fixed(r['cls_reliance'], 4)} against {fixed(2 * r['cls_reliance_noise'], 4)}"
-        for s, r in zip(off, ends)) + ". A seed that dips under its bar at the end has no onset by the rule.")
+    counts, longest = [], 0
+    for s in off:
+        above = [reliance_above_noise(r) for r in curves[s]["condenser"]["curve"]]
+        counts.append((s, sum(above), len(above)))
+        run = 0
+        for a in above:
+            run = run + 1 if a else 0
+            longest = max(longest, run)
+    return ("Seeds without an onset rose above their bar on " + words(
+        f"{k} of {n}{' evaluations' * (i == 0)} (seed {s})" for i, (s, k, n) in enumerate(counts)) + f", at most {longest} in a row.")
 
 
-def fraction_power(n: int = len(ONSET_SEEDS)) -> str:
+def fraction_power(n: int = len(ONSET_SEEDS), likely: float = 0.9) -> str:
     """What ``n`` seeds can tell of the fraction switched on, before any of them runs: the counts
     whose exact 95% interval (rule 5) lies wholly above one half, which rule 7 needs to say "most",
-    or wholly below it, for "a minority".
+    or wholly below it, for "a minority"; and how often that many would switch on were a share
+    ``likely`` of all models to.
 
-    >>> fraction_power(8)
-    'With 8 seeds, the 95% interval of the fraction lies above one half only if all 8 switch on, \
-and below it only if none does; every other count reads "cannot tell".'
+    >>> print(fraction_power(8))
+    With 8 seeds, the fraction's 95% interval lies above one half only if all 8 switch on, and below \
+it only if none does. Were nine in ten models to switch on, all 8 would do so 43% of the time.
     """
+    from scipy.stats import binom
+
     most = [k for k in range(n + 1) if fraction_interval(k, n)[0] > 0.5]
     few = [k for k in range(n + 1) if fraction_interval(k, n)[1] < 0.5]
     if not most:
-        return f"With {n} seeds, the 95% interval of the fraction never lies wholly above or below one half."
+        return f"With {n} seeds, the fraction's 95% interval never lies wholly above or below one half."
     above = f"all {n}" if most[0] == n else f"at least {most[0]} of the {n}"
     below = "none does" if few[-1] == 0 else f"at most {few[-1]} do"
-    return (f"With {n} seeds, the 95% interval of the fraction lies above one half only if {above} switch on, "
-            f"and below it only if {below}; every other count reads \"cannot tell\".")
+    share = {0.9: "nine in ten", 0.75: "three in four"}.get(likely, f"{likely:.0%}")
+    return (f"With {n} seeds, the fraction's 95% interval lies above one half only if {above} switch on, and "
+            f"below it only if {below}. Were {share} models to switch on, {above} would do so "
+            f"{binom.sf(most[0] - 1, n, likely):.0%} of the time.")
+
+
+def plateau_notes(study: Mapping) -> dict[str, str]:
+    """What the plateau's estimate covers: only the seeds that switched on (and the mean over
+    all), the seen and unseen ones among them, and whether their reliance still rises from the
+    stage's third quarter to its last (the plateau is where the stage ends, not a level reached)."""
+    summary, curves = study["onset"], study["l48"]["per_seed"]
+    per_seed, steps = summary["per_seed"], summary["steps"]
+    on = [s for s, v in per_seed.items() if v["switched_on"]]
+    if len(on) < 2:
+        return {"onset_conditional": "", "onset_seen": "", "onset_rising": ""}
+    every = float(np.mean([v["plateau"] for v in per_seed.values()]))
+    near = ""
+    if summary["reading"] and "near" in summary["reading"]["plateau"]:
+        near = f" \"Near\" means only that the interval holds {RELIANCE_THRESHOLD}."
+    seen = [s for s in on if int(s) in SEEN_SEEDS]
+    unseen = [s for s in on if int(s) not in SEEN_SEEDS]
+
+    def levels(seeds):
+        return words(fixed(per_seed[s]["plateau"]) for s in seeds)
+
+    rises = []
+    for s in on:
+        rows = curves[s]["condenser"]["curve"]
+        third = [r["cls_reliance"] or 0.0 for r in rows if steps / 2 < r["step"] <= 3 * steps / 4]
+        last = [r["cls_reliance"] or 0.0 for r in rows if r["step"] > 3 * steps / 4]
+        rises.append(float(np.mean(last) - np.mean(third)))
+    up = sum(r > 0 for r in rises)
+    return {
+        "onset_conditional": (f"The plateau's mean and interval cover only the {len(on)} seeds that switched on, "
+                              f"a group picked by its own reliance. Over all {len(per_seed)} seeds, the mean "
+                              f"plateau is {fixed(every)}.{near}"),
+        "onset_seen": sentence((f"{seeds_text(seen)}, seen before the rules, "
+                                f"{'plateaus' if len(seen) == 1 else 'plateau'} at {levels(seen)}; " if seen else "")
+                               + (f"the unseen seeds that switched on, at {levels(unseen)}." if unseen else
+                                  "no unseen seed switched on.")),
+        "onset_rising": (f"From the stage's third quarter to its last, the mean reliance rises on "
+                         f"{'all' if up == len(on) else f'{up} of the'} {len(on)} seeds that switched on "
+                         f"(by {fixed(min(rises))} to {fixed(max(rises))})."
+                         if up else "From the stage's third quarter to its last, no seed that switched on "
+                         "rises further."),
+    }
 
 
 def onset_readings(study: Mapping) -> dict[str, str]:
@@ -294,6 +347,7 @@ def onset_readings(study: Mapping) -> dict[str, str]:
     n_unseen = len([s for s in ONSET_SEEDS if s not in SEEN_SEEDS])
     out["onset_power"] = fraction_power() + " " + fraction_power(n_unseen).replace(
         f"With {n_unseen} seeds", f"With the {n_unseen} unseen seeds alone", 1)
+    out.update(plateau_notes(study))
     if e["plateau_interval"]:
         lo, hi = e["plateau_interval"]
         out["onset_uncertainty"] += (f"; plateau of those switched on {e['plateau_mean']:.3f}, 95% interval "

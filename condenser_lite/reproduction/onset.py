@@ -154,14 +154,15 @@ def reading(e: Mapping, threshold: float = RELIANCE_THRESHOLD) -> dict:
     elif hi < 0.5:
         fraction = f"A minority of pre-trained models switch their head on within the stage (95% interval {span})."
     else:
-        fraction = (f"Between {lo:.0%} and {hi:.0%} of pre-trained models switch their head on within the "
-                    f"stage (95% interval); {e['n']} seeds cannot tell most from a minority.")
+        fraction = (f"The share of pre-trained models that switch their head on within the stage has a 95% "
+                    f"interval of {span}; {e['n']} seeds cannot tell most from a minority.")
     if e["plateau_interval"] is None:
-        level = "Too few seeds switched on to put an interval on where they level off."
+        level = "Too few seeds switched on to put an interval on their plateau."
     else:
         p_lo, p_hi = e["plateau_interval"]
         where = "below" if p_hi < threshold else "above" if p_lo > threshold else "near"
         side = "; these seeds cannot tell on which side" if where == "near" else ""
-        level = (f"Those that switch on level off {where} C0's threshold of {threshold}{side} "
-                 f"(mean {e['plateau_mean']:.3f}, 95% interval {p_lo:.3f} to {p_hi:.3f}).")
+        # the plateau is the last quarter's mean: a level, not a test that the curve stopped rising
+        level = (f"Over the stage's last quarter, those that switch on average {where} C0's threshold of "
+                 f"{threshold}{side} (mean {e['plateau_mean']:.3f}, 95% interval {p_lo:.3f} to {p_hi:.3f}).")
     return {"fraction": fraction, "plateau": level}

@@ -23,6 +23,12 @@ def words(items: Iterable, conjunction: str = "and") -> str:
     return f" {conjunction} ".join(items) if len(items) < 3 else ", ".join(items[:-1]) + f" {conjunction} " + items[-1]
 
 
+def sentence(text: str) -> str:
+    """``text`` with its first letter a capital: ``seeds 42 and 43 ...`` / ``Seeds 42 and 43 ...``.
+    Chapter 10."""
+    return text[:1].upper() + text[1:]
+
+
 def seeds_text(seeds: Iterable) -> str:
     """``seed 42`` / ``seeds 43 and 44`` / ``seeds 45-49`` (a run of three or more consecutive
     seeds). Chapter 10."""

@@ -224,5 +224,43 @@ def test_fraction_power_matches_the_binomial_tail(committed):
             assert f"only if all {n} switch on" in said and "only if none does" in said, n
         else:
             assert f"at least {most[0]} of the {n} switch on" in said and f"at most {n - most[0]} do" in said, n
+    # all eight switch on with probability 0.9 ** 8 where nine in ten models do
+    assert f"all 8 would do so {0.9 ** 8:.0%} of the time" in report.fraction_power(8)
     assert report.onset_readings(committed[0])["onset_power"].endswith(
-        "With the 5 unseen seeds alone, the 95% interval of the fraction never lies wholly above or below one half.")
+        "With the 5 unseen seeds alone, the fraction's 95% interval never lies wholly above or below one half.")
+
+
+def test_plateau_notes_say_whom_it_covers_and_whether_curves_still_rise(committed):
+    """Made-up L48 seeds: flat ones (switched on early, the same level in the stage's last two
+    quarters) do not rise; a seed whose curve climbs to the end does. The mean over all seeds
+    is the mean of every seed's plateau, not of those switched on."""
+    study, _ = committed
+    flat = only_seeds(study, [42])
+    for seed, start in {45: 4000, 46: 8000, 47: None}.items():
+        entry = copy.deepcopy(flat["l48"]["per_seed"]["42"])
+        entry["condenser"]["curve"] = _curve(entry["condenser"]["steps"], start, 0.3)
+        flat["l48"]["per_seed"][str(seed)] = entry
+    del flat["l48"]["per_seed"]["42"]
+    flat["onset"] = study_onset(flat["l48"])
+    notes = report.plateau_notes(flat)
+    assert notes["onset_rising"].startswith("From the stage's third quarter to its last, no seed")
+    assert "cover only the 2 seeds that switched on" in notes["onset_conditional"]
+    assert "Over all 3 seeds, the mean plateau is 0.200." in notes["onset_conditional"]
+    assert notes["onset_seen"] == "The unseen seeds that switched on, at 0.300 and 0.300."
+    climbing = copy.deepcopy(flat)
+    curve = climbing["l48"]["per_seed"]["45"]["condenser"]["curve"]
+    for row in curve:
+        row["cls_reliance"] = 0.3 * row["step"] / curve[-1]["step"]
+    climbing["onset"] = study_onset(climbing["l48"])
+    assert "rises on 1 of the 2 seeds that switched on" in report.plateau_notes(climbing)["onset_rising"]
+
+
+def test_near_misses_count_the_evaluations_above_the_bar(committed):
+    study, _ = committed
+    full = eight_seeds(study, {45: 4000, 46: 20000, 47: None, 48: 9000, 49: 47000})
+    near = report.onset_readings(full)["onset_near"]
+    # seed 47's made-up curve is zero throughout: never above its bar; seed 49 starts too late to count
+    assert "0 of 96 (seed 47)" in near and "(seed 49)" not in near
+    curve = full["l48"]["per_seed"]["44"]["condenser"]["curve"]
+    above = sum(r["cls_reliance"] > 2 * r["cls_reliance_noise"] for r in curve)
+    assert f"{above} of 96 evaluations (seed 44)" in near

@@ -66,7 +66,7 @@ def test_the_reading_says_only_what_the_fraction_interval_allows(k, n, words):
     assert words in o.reading(o.estimates(per_seed, 4000))["fraction"]
 
 
-NEAR = "level off near C0's threshold of 0.2; these seeds cannot tell on which side"
+NEAR = "average near C0's threshold of 0.2; these seeds cannot tell on which side"
 
 
 @pytest.mark.parametrize("plateaus, words", [((0.1, 0.11, 0.12), "below"), ((0.3, 0.31, 0.32), "above"),
