@@ -257,8 +257,8 @@ def _near_misses(study: Mapping) -> str:
         for a in above:
             run = run + 1 if a else 0
             longest = max(longest, run)
-    return ("Seeds without an onset rose above their bar on " + words(
-        f"{k} of {n}{' evaluations' * (i == 0)} (seed {s})" for i, (s, k, n) in enumerate(counts)) + f", at most {longest} in a row.")
+    said = words(f"{k} of {n}{' evaluations' * (i == 0)} (seed {s})" for i, (s, k, n) in enumerate(counts))
+    return f"Seeds without an onset rose above their bar on {said}, at most {longest} in a row."
 
 
 def fraction_power(n: int = len(ONSET_SEEDS), likely: float = 0.9) -> str:

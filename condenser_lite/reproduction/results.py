@@ -75,8 +75,9 @@ def git_state(exclude: Path | None = None) -> dict:
     >>> sorted(git_state())
     ['commit', 'dirty', 'dirty_files']
     """
+    # git refuses a pathspec outside the repository: a file there needs no excluding
     inside = exclude is not None and exclude.resolve().is_relative_to(REPO_ROOT)
-    status = git("status", "--porcelain", "--untracked-files=no", "--", ".",  # git refuses a path outside
+    status = git("status", "--porcelain", "--untracked-files=no", "--", ".",
                  *([f":(exclude){exclude.resolve()}"] if inside else []))
     files = None if status is None else [line.split(maxsplit=1)[-1] for line in status.splitlines()]
     return {"commit": git("rev-parse", "HEAD"), "dirty": None if files is None else bool(files), "dirty_files": files}

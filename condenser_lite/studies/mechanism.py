@@ -39,8 +39,8 @@ seeds `mechanism_rules.SCALING_SEEDS`:
 
 The onset of L48 (``reproduction/onset.py``, ``onset.ONSET_RULE_COMMIT``): on the pre-training
 seeds ``onset.ONSET_SEEDS`` (42-49), when the faithful head's reliance leaves its noise for good,
-the share of models that switch on, and where they stand at its end; its new seeds may run without their
-control (``--no-control``), which only C0's late-loss half needs:
+the share of models that switch on, and where they stand at the stage's end; its new seeds may
+run without their control (``--no-control``), which only C0's late-loss half needs:
 
     python -m condenser_lite mechanism --only l48 --seeds 45,46 --no-control
 
