@@ -53,6 +53,16 @@ def _clean_run(run: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, fl
     return out
 
 
+def ranked(run: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, float]]:
+    """``run`` with each query's scores replaced by its ranks, counted down (the first of ``n``
+    documents scores ``n``), ordered by score and, among equal scores, by document id
+    (ascending): the one order every measure then reads (chapter 4). ir_measures sends some
+    measures to trec_eval, which breaks ties by document id descending, and others to its own
+    code, which breaks them ascending; given no ties, both rank alike. Ties are common in BM25
+    runs and among duplicate passages."""
+    return {q: {d: float(len(docs) - i) for i, d in enumerate(_top(docs, len(docs)))} for q, docs in run.items()}
+
+
 def _clean_qrels(qrels: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
     return {str(q): {str(d): int(g) for d, g in docs.items()} for q, docs in qrels.items() if len(docs) > 0}
 
@@ -70,7 +80,8 @@ def evaluate_run(
     Queries with qrels that are missing from the run count as zero, so a retriever cannot
     look better by skipping hard queries (ir_measures 0.4 already does this; we make it
     explicit so the rule does not depend on the provider). Run entries for queries without
-    qrels are ignored. ``MRR@k`` and ``Recall@k`` are accepted as aliases.
+    qrels are ignored. Tied scores are ordered by document id, ascending, for every measure
+    (``ranked``). ``MRR@k`` and ``Recall@k`` are accepted as aliases.
 
     Returns ``{metric: mean}``; with ``per_query=True`` returns ``{query_id: {metric: value}}``
     for every query with qrels.
@@ -86,7 +97,7 @@ def evaluate_run(
     if isinstance(metrics, str):
         metrics = (metrics,)
     parsed = {name: _parse_measure(name) for name in metrics}
-    run = {q: docs for q, docs in _clean_run(run).items() if q in qrels}
+    run = ranked({q: docs for q, docs in _clean_run(run).items() if q in qrels})
 
     table = {q: {name: 0.0 for name in parsed} for q in qrels}
     by_measure = {m: name for name, m in parsed.items()}

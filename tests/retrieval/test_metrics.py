@@ -162,3 +162,29 @@ def test_queries_with_no_relevant_document_are_said(beir, retriever, tmp_path, c
     assert code == 0
     assert ("warning: 1 of the 3 labelled queries have no relevant document (every grade is 0 or less, e.g. ['d1']): "
             "they score 0, as in BEIR and pytrec_eval; drop their qrels lines") in err
+
+
+def test_ties_are_ranked_one_way_for_every_measure():
+    """Every measure of one call orders tied scores by document id, ascending: the same as
+    pytrec_eval (trec_eval itself) given the run with the ties broken that way beforehand. Plain
+    ir_measures gives the tie in the issue's example two orders in one call (nDCG 0.631, RR 1.0)."""
+    import pytrec_eval
+
+    assert evaluate_run({"q": {"a": 1}}, {"q": {"a": 1.0, "b": 1.0}}, ("nDCG@10", "RR@10")) == \
+        {"nDCG@10": 1.0, "RR@10": 1.0}
+    rng = random.Random(3)
+    qrels, run = {}, {}
+    for q in range(30):  # scores drawn from three values: a run full of ties, as BM25's can be
+        docs = [f"d{j:02d}" for j in range(40)]
+        run[f"q{q}"] = {d: float(rng.choice((1, 2, 3))) for d in docs}
+        qrels[f"q{q}"] = {d: rng.choice((1, 2)) for d in rng.sample(docs, 3)}
+    ours = evaluate_run(qrels, run, ("nDCG@10", "RR@10", "R@20"), per_query=True)
+    # the same order, made explicit: rank by score, then document id ascending; RR@10 reads the top 10
+    broken = {q: {d: -i for i, d in enumerate(sorted(docs, key=lambda d: (-docs[d], d)))} for q, docs in run.items()}
+    top10 = {q: {d: s for d, s in docs.items() if s > -10} for q, docs in broken.items()}
+    full = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10", "recall.20"}).evaluate(broken)
+    rr = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank"}).evaluate(top10)
+    for q in run:
+        assert ours[q]["nDCG@10"] == pytest.approx(full[q]["ndcg_cut_10"], abs=1e-9)
+        assert ours[q]["R@20"] == pytest.approx(full[q]["recall_20"], abs=1e-9)
+        assert ours[q]["RR@10"] == pytest.approx(rr[q]["recip_rank"], abs=1e-9)
