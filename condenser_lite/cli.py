@@ -109,6 +109,21 @@ def _model_tokenizer(model: str, lengths: dict[str, int | None]):
     return tokenizer
 
 
+def _retriever(model: str, pooling: str | None):
+    """The retriever of a model folder or Hub id, pooled as ``--pooling`` says or, by default, as
+    the model declares (``pooling.checkpoint_pooling``); one warning line when ``--pooling``
+    overrides what the model was trained with."""
+    from .retrieval.biencoder import BiEncoder
+    from .retrieval.pooling import Pooling, checkpoint_pooling
+    from .utils.devices import default_device
+
+    own = checkpoint_pooling(model)
+    if pooling is not None and Pooling.parse(pooling) != own:
+        warnings.warn(f"{model} pools by {own}; encoding by {Pooling.parse(pooling)}, as --pooling asks, reads vectors "
+                      "the model was not trained to fill", stacklevel=2)
+    return BiEncoder.from_pretrained(model, pooling=pooling).to(default_device())  # where a folder by name loads
+
+
 def _check_init(cfg) -> None:
     """An ``--init`` the stage cannot use is refused before the estimate (the model would refuse
     it later, with a traceback): fewer layers than the Condenser head's ``skip_from`` reads, or
@@ -211,7 +226,6 @@ def _finetune(args: argparse.Namespace) -> None:
 def _encode(args: argparse.Namespace) -> None:
     import numpy as np
 
-    from .retrieval.biencoder import BiEncoder
     from .retrieval.search import encode_corpus
 
     check_writable("--out", args.out, inputs=args.data)  # a folder given as --out is named as such
@@ -219,7 +233,7 @@ def _encode(args: argparse.Namespace) -> None:
     check_writable("--out", out, inputs=args.data)
     tokenizer = _model_tokenizer(args.model, {"--p-max-len": args.p_max_len})
     data = eval_set(args.data, args.split, args.data_dir)
-    embs, ids = encode_corpus(BiEncoder.from_pretrained(args.model), data.corpus, tokenizer, args.p_max_len,
+    embs, ids = encode_corpus(_retriever(args.model, args.pooling), data.corpus, tokenizer, args.p_max_len,
                               batch_size=args.batch_size)
     np.savez(out, embeddings=embs, ids=np.array(ids))
     print(f"{len(ids)} passages x {embs.shape[1]} dims -> {out}")
@@ -247,7 +261,8 @@ def _search(args: argparse.Namespace) -> None:
     tokenizer = _model_tokenizer(args.model, {"--q-max-len": args.q_max_len, "--p-max-len": args.p_max_len})
     data = eval_set(args.data, args.split, args.data_dir)
     metrics = metrics_for(args)  # the run is as deep as the deepest of them (--k, at least 100)
-    result = evaluate_retriever(args.model, data, split=args.split, tokenizer=tokenizer, q_max_len=args.q_max_len,
+    result = evaluate_retriever(_retriever(args.model, args.pooling), data, split=args.split, tokenizer=tokenizer,
+                                q_max_len=args.q_max_len,
                                 p_max_len=args.p_max_len, k=args.k, metrics=metrics, batch_size=args.batch_size,
                                 index_type=args.index)
     if args.out:

@@ -55,8 +55,9 @@ def _pretrain(p: argparse.ArgumentParser) -> None:
 def _finetune(p: argparse.ArgumentParser) -> None:
     p.add_argument("--init", required=True, help="pre-trained checkpoint folder or Hub id")
     p.add_argument("--output-dir", required=True)
-    p.add_argument("--preset", help=f"a preset: {preset_list()}; or a data set's recipe: "
-                   f"{', '.join(RETRIEVAL_RECIPES)}. Default: msmarco / nq for those data sets, tiny otherwise")
+    p.add_argument("--preset", help=f"a preset: {preset_list()}; or a recipe: "
+                   f"{', '.join(RETRIEVAL_RECIPES)}. Default: msmarco / nq for those data sets; else tiny for a model "
+                   "this library trained, pretrained for any other (the Hub's, a sentence-transformers folder)")
     p.add_argument("--rounds", type=int, choices=[1, 2], default=1)
     p.add_argument("--train-size", type=positive_int, help="a seeded sample of this many training queries")
     p.add_argument("--seed", type=int, default=42)
@@ -66,9 +67,14 @@ def _finetune(p: argparse.ArgumentParser) -> None:
     _data_args(p, split=None)
 
 
+POOLING_HELP = ("how a text's token vectors become one: cls | mean | cls+norm | mean+norm (+norm: unit length). "
+                "Default: the model's own (a sentence-transformers folder's; else cls, the papers')")
+
+
 def _encode(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True)
     p.add_argument("--out", required=True)
+    p.add_argument("--pooling", help=POOLING_HELP)
     p.add_argument("--p-max-len", type=token_length, default=128)
     p.add_argument("--batch-size", type=positive_int, default=128)
     _data_args(p)
@@ -83,6 +89,7 @@ def _search(p: argparse.ArgumentParser) -> None:
     p.add_argument("--p-max-len", type=token_length, default=128)
     p.add_argument("--batch-size", type=positive_int, default=128)
     p.add_argument("--index", default="flat", help="flat (exact, default) | hnsw | ivf | a faiss factory string")
+    p.add_argument("--pooling", help=POOLING_HELP)
     p.add_argument("--metrics", nargs="+", help=METRICS_HELP)
     _data_args(p)
 

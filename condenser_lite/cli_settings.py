@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -129,14 +130,33 @@ def absolute(source: str) -> str:
     return str(Path(source).expanduser().resolve()) if is_path(source) else source
 
 
+def default_recipe(data: str, init: str) -> tuple[str, str]:
+    """The recipe ``finetune`` takes without ``--preset``, and why: the data set's at the papers'
+    scale (msmarco, nq); else the book's ``tiny`` one for a model this library trained
+    (``loading.saved_here``), and ``pretrained`` for any other checkpoint (the Hub's, a
+    sentence-transformers folder): the tiny recipe's learning rate would undo its pre-training.
+    Chapter 4."""
+    from .utils.loading import saved_here
+
+    if data in RETRIEVAL_RECIPES:
+        return data, f"the papers' recipe for {data}"
+    if saved_here(init):
+        return "tiny", "the book's recipe for the small models it trains"
+    return "pretrained", "--init was not trained by this library, so the recipe for pre-trained checkpoints"
+
+
 def recipe_from_args(args: argparse.Namespace) -> FinetuneConfig:
-    """The fine-tuning recipe: ``--preset`` (a preset or a data set's recipe), by default the
-    data set's at the papers' scale (msmarco, nq) or the scaled-down book's (BEIR sets), with
-    ``--set finetune.*``; any other path is refused, naming the command that reads it. Chapter 4."""
-    name = args.preset or (args.data if args.data in RETRIEVAL_RECIPES else "tiny")
+    """The fine-tuning recipe: ``--preset`` (a preset or a named recipe), by default
+    ``default_recipe``'s, named in one line, with ``--set finetune.*``; any other path is
+    refused, naming the command that reads it. Chapter 4."""
+    name = args.preset
+    if name is None:
+        name, why = default_recipe(args.data, args.init)
+        lr = finetune_recipe(name).lr
+        print(f"fine-tuning recipe: {name} (lr {lr:g}), {why}; --preset names another", file=sys.stderr)
     if name not in PRESETS and name not in ALIASES and name not in RETRIEVAL_RECIPES:
-        raise ConfigError(f"--preset {name}: no such preset or recipe; choose one of {preset_list()} or a data set's "
-                          f"recipe: {', '.join(RETRIEVAL_RECIPES)}")
+        raise ConfigError(f"--preset {name}: no such preset or recipe; choose one of {preset_list()} or a recipe: "
+                          f"{', '.join(RETRIEVAL_RECIPES)}")
     settings = parse_settings(args.set)
     for path in settings:
         if not path.startswith("finetune."):

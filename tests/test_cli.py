@@ -422,7 +422,7 @@ def test_an_unknown_finetune_preset_is_one_line(beir, retriever, tmp_path, capsy
     line = one_error_line(cli(["finetune", "--init", retriever, "--data-dir", beir, "--preset", "nosuch",
                                "--output-dir", tmp_path / "ft"], capsys))
     assert line == ("error: --preset nosuch: no such preset or recipe; choose one of micro, tiny, small, colab, paper "
-                    "(alias full) or a data set's recipe: msmarco, nq")
+                    "(alias full) or a recipe: msmarco, nq, pretrained")
 
 
 def test_a_condenser_head_deeper_than_the_init_is_one_line(retriever, tmp_path, capsys):

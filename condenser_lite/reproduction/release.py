@@ -26,7 +26,8 @@ import torch
 from ..data.tokenizer import load_tokenizer
 from ..modeling.condenser import BertMLM, Condenser
 from ..utils.errors import CheckpointError, ConfigError
-from ..utils.loading import checkpoint_key, has_head
+from ..retrieval.pooling import write_pooling
+from ..utils.loading import checkpoint_key, has_head, mark_saved
 from .registry import ABLATION_ARMS
 from .results import REPO_ROOT, RESULTS_DIR
 
@@ -54,7 +55,8 @@ def released_arms(results: Mapping) -> list[str]:
 def export_checkpoint(source: str | os.PathLike, dest: str | os.PathLike) -> dict:
     """One pre-trained checkpoint folder as a float16 ``save_pretrained`` folder with its
     tokenizer: a Condenser with its head (``condenser_head.pt``, ``condenser_config.json``), a BERT
-    as a plain ``BertForMaskedLM``. Returns ``{"head", "bytes"}``. Chapter 2."""
+    as a plain ``BertForMaskedLM``; each also a sentence-transformers folder pooled by ``[CLS]``
+    (``pooling.write_pooling``). Returns ``{"head", "bytes"}``. Chapter 2."""
     head = has_head(source)
     model = Condenser.from_pretrained(source) if head else BertMLM.from_pretrained(source)
     tokenizer = load_tokenizer(source)
@@ -74,6 +76,8 @@ def export_checkpoint(source: str | os.PathLike, dest: str | os.PathLike) -> dic
     config = json.loads(config_path.read_text())
     config["dtype"] = "float32"
     config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    write_pooling(dest)  # also a sentence-transformers folder, pooled by [CLS] as the book's retrievers
+    mark_saved(dest)
     return {"head": head, "bytes": folder_bytes(dest)}
 
 

@@ -28,11 +28,20 @@ from ..utils.devices import default_device
 from ..utils.distributed import gather_with_grad, step_hooks, world_info
 from ..utils.errors import SchemaError
 from ..utils.loading import check_checkpoint, check_vocabulary, dropout_kwargs, load_encoder
+from .pooling import CLS, Pooling, checkpoint_pooling, write_pooling
+
+
+def embed(encoder: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+          pooling: Pooling = CLS) -> torch.Tensor:
+    """One vector per sequence from the last layer, never BERT's pooler: the ``[CLS]`` vector by
+    default (the papers and Tevatron), or as ``pooling`` says (``pooling.Pooling``); chapter 4."""
+    hidden = encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+    return pooling(hidden, attention_mask)
 
 
 def cls_embedding(encoder: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
     """The last layer's CLS vector, never the pooler (the papers and Tevatron use the raw CLS); chapter 4."""
-    return encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state[:, 0]
+    return embed(encoder, input_ids, attention_mask, CLS)
 
 
 @dataclass
@@ -51,8 +60,10 @@ class BiEncoder(nn.Module):
 
     Tied (one encoder, as Tevatron on MS MARCO) by default; ``untied=True`` gives separate query
     and passage copies of the same checkpoint (as DPR on NQ/TriviaQA). Representation: last-layer
-    CLS. ``forward`` returns the in-batch retrieval loss with ``train_n_passages`` passages per
-    query (positive first).
+    CLS, or the checkpoint's own pooling (``pooling.Pooling``: a sentence-transformers model's mean
+    pooling, say). ``forward`` returns the in-batch retrieval loss with ``train_n_passages``
+    passages per query (positive first). ``temperature`` None is the pooling's default (1 for dot
+    products; 0.05 for unit vectors, as sentence-transformers).
     """
 
     def __init__(
@@ -61,6 +72,7 @@ class BiEncoder(nn.Module):
         passage_encoder: nn.Module | None = None,
         train_n_passages: int = 8,
         temperature: float | None = None,
+        pooling: Pooling = CLS,
     ):
         super().__init__()
         self.query_encoder = query_encoder
@@ -69,7 +81,8 @@ class BiEncoder(nn.Module):
         if passage_encoder is not None and passage_encoder is not query_encoder:
             self.passage_encoder = passage_encoder
         self.train_n_passages = train_n_passages
-        self.temperature = temperature
+        self.pooling = Pooling.parse(pooling)
+        self.temperature = temperature if temperature is not None else self.pooling.default_temperature
 
     @property
     def untied(self) -> bool:
@@ -89,29 +102,33 @@ class BiEncoder(nn.Module):
         train_n_passages: int = 8,
         temperature: float | None = None,
         dropout: float | None = None,
+        pooling: Pooling | str | None = None,
     ) -> "BiEncoder":
         """From a pre-trained checkpoint (dir or Hub id; a Condenser/``BertForMaskedLM`` checkpoint
         loads its backbone), or from a saved ``BiEncoder`` dir (untied ones have ``query/`` and
         ``passage/`` sub-dirs and load untied whatever ``untied`` says). ``dropout``: the encoders'
-        dropout for training (``None``: the checkpoint's own)."""
+        dropout for training (``None``: the checkpoint's own). ``pooling``: ``None`` reads the
+        checkpoint's (``pooling.checkpoint_pooling``: a sentence-transformers folder's, else CLS)."""
         path = Path(name_or_dir)
         kw = dropout_kwargs(dropout)
         if (path / "query").is_dir() and (path / "passage").is_dir():
+            pooling = Pooling.parse(pooling) if pooling is not None else checkpoint_pooling(path / "query")
             return cls(load_encoder(path / "query", **kw), load_encoder(path / "passage", **kw), train_n_passages,
-                       temperature)
+                       temperature, pooling)
+        pooling = Pooling.parse(pooling) if pooling is not None else checkpoint_pooling(name_or_dir)
         q = load_encoder(name_or_dir, **kw)
         p = load_encoder(name_or_dir, **kw) if untied else None
-        return cls(q, p, train_n_passages, temperature)
+        return cls(q, p, train_n_passages, temperature, pooling)
 
     @property
     def config(self):
         return self.query_encoder.config
 
     def encode_query(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        return cls_embedding(self.query_encoder, input_ids, attention_mask)
+        return embed(self.query_encoder, input_ids, attention_mask, self.pooling)
 
     def encode_passage(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        return cls_embedding(self.encoder("passage"), input_ids, attention_mask)
+        return embed(self.encoder("passage"), input_ids, attention_mask, self.pooling)
 
     def compute_loss(self, q: torch.Tensor, p: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(loss, accuracy) of eq. 14 for query reps ``[B, H]`` and passage reps ``[B * n, H]``."""
@@ -140,13 +157,15 @@ class BiEncoder(nn.Module):
         return BiEncoderOutput(loss=loss, accuracy=accuracy, q_reps=q, p_reps=p)
 
     def save_pretrained(self, save_directory: str | os.PathLike, **kwargs) -> None:
-        """Plain Hugging Face dirs: the encoder itself (tied) or ``query/`` and ``passage/`` (untied)."""
+        """Plain Hugging Face dirs: the encoder itself (tied) or ``query/`` and ``passage/`` (untied),
+        each also a sentence-transformers folder with this model's pooling (``pooling.write_pooling``)."""
         save_directory = Path(save_directory)
         if self.untied:
             self.query_encoder.save_pretrained(save_directory / "query", **kwargs)
             self.passage_encoder.save_pretrained(save_directory / "passage", **kwargs)
         else:
             self.query_encoder.save_pretrained(save_directory, **kwargs)
+        write_pooling(save_directory, self.pooling)
 
 
 def passage_strings(tokenizer, titles: Sequence[str], texts: Sequence[str]) -> list[str]:

@@ -27,7 +27,8 @@ from ..data.tevatron import check_qrels
 from ..modeling.mlm import bert_of
 from ..utils.devices import cuda_amp_dtype, is_xla
 from ..utils.errors import ConfigError, SchemaError
-from .biencoder import BiEncoder, cls_embedding, load_model_and_tokenizer, pad_batch, passage_strings, token_ids
+from .biencoder import BiEncoder, embed, load_model_and_tokenizer, pad_batch, passage_strings, token_ids
+from .pooling import CLS, Pooling
 from .metrics import metric_depth, score_run, split_labels
 
 
@@ -62,9 +63,12 @@ def encode(
     amp: bool | None = None,
     chunk_size: int = 65536,
     out: np.ndarray | None = None,
+    pooling: Pooling | str | None = None,
 ) -> np.ndarray:
     """Embed texts with the last-layer CLS, ``[N, H]`` in input order (chapter 4).
 
+    ``pooling`` (``pooling.Pooling``) is a ``BiEncoder``'s own by default (its checkpoint's: a
+    sentence-transformers folder's mean pooling, say), ``[CLS]`` for any other model.
     ``texts`` is a list of strings (queries) or a ``(titles, texts)`` pair (passages, encoded as
     ``title [SEP] text``). ``side`` picks a ``BiEncoder``'s query or passage encoder (default:
     passage for a pair, query otherwise). Batches are formed after sorting by length, so little
@@ -83,6 +87,7 @@ def encode(
         raise ValueError(f"encode: side must be 'query' or 'passage', got {side!r}")
     n = len(texts[0]) if is_pair else len(texts)
     encoder = _pick_encoder(model_or_dir, side)
+    pooling = Pooling.parse(pooling) if pooling is not None else getattr(model_or_dir, "pooling", CLS)
     limit = getattr(encoder.config, "max_position_embeddings", None)
     if limit is not None and max_len > limit:
         raise ConfigError(f"encode: max_len={max_len} exceeds the model's max_position_embeddings={limit}; use max_len "
@@ -109,7 +114,7 @@ def encode(
                 rows = order[b : b + batch_size]
                 input_ids, mask = pad_batch([ids[r] for r in rows], tokenizer.pad_token_id, width=fixed_width)
                 with _autocast(dev, amp):
-                    reps = cls_embedding(encoder, input_ids.to(dev), mask.to(dev))
+                    reps = embed(encoder, input_ids.to(dev), mask.to(dev), pooling)
                 out[start + rows] = reps.float().cpu().numpy()
     finally:
         encoder.train(was_training)

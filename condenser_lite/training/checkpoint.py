@@ -25,7 +25,9 @@ import torch
 from accelerate import Accelerator
 from torch import nn
 
+from ..retrieval.pooling import CLS, write_pooling
 from ..utils.errors import CheckpointError
+from ..utils.loading import mark_saved
 
 CHECKPOINT = "checkpoint"
 STATE_FILE = "state.json"  # written last: a checkpoint folder without it is incomplete
@@ -99,9 +101,13 @@ def no_transformers_bars() -> Iterator[None]:
 
 def save_model(model: nn.Module, folder: str | Path) -> None:
     """``model.save_pretrained(folder)`` without transformers' progress bar (``no_transformers_bars``):
-    how a finished stage saves its model. Chapter 2."""
+    how a finished stage or retriever saves its model. The folder is also a sentence-transformers
+    folder pooled as the model is (a retriever's pooling; ``[CLS]`` for a pre-trained stage, whose
+    head reads that vector), and is marked as this library's (``loading.mark_saved``). Chapter 2."""
     with no_transformers_bars():
         model.save_pretrained(folder)
+    write_pooling(folder, getattr(model, "pooling", CLS))
+    mark_saved(folder)
 
 
 def rng_state() -> dict:

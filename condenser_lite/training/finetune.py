@@ -34,6 +34,7 @@ from ..data.beir import corpus_columns
 from ..data.tevatron import validate_training_schema
 from ..data.tokenizer import load_tokenizer, tokenizer_key
 from ..retrieval.biencoder import BiEncoder, RetrievalCollator, load_model_and_tokenizer, retrieval_step
+from ..retrieval.pooling import CLS, Pooling
 from ..retrieval.search import encode, encode_corpus, search_indices
 from ..utils.cache import output_lock
 from ..utils.checks import check_positive
@@ -81,6 +82,7 @@ def finetune_retriever(
     dropout: float | None = None,
     resume: bool = True,
     progress: bool | None = None,
+    pooling: str | None = None,
 ) -> BiEncoder:
     """Fine-tune a pre-trained checkpoint as a dense retriever (coCondenser eq. 14, chapter 4).
 
@@ -91,7 +93,9 @@ def finetune_retriever(
     ``BiEncoder.from_pretrained`` or ``encode``; the loop's log and resumable checkpoint sit
     beside it. ``chunk_size``: sequences per gradient-cache chunk (``retrieval_step``);
     None trains with plain forward/backward. ``dropout``: the encoder's during fine-tuning
-    (``None``: the checkpoint's own). A checkpoint left in ``output_dir`` is resumed
+    (``None``: the checkpoint's own). ``pooling``: how a text becomes one vector
+    (``pooling.Pooling``; ``None``: the checkpoint's own, ``[CLS]`` unless a sentence-transformers
+    folder says otherwise). A checkpoint left in ``output_dir`` is resumed
     (or, finished, reused) only if it was trained from the same weights (by content), tokenizer,
     training rows (``rows_key``) and settings; otherwise ``CheckpointError`` names what differs.
     The folder is locked while training (``cache.output_lock``).
@@ -103,7 +107,9 @@ def finetune_retriever(
                   "train_n_passages": train_n_passages, "untied": untied, "temperature": temperature,
                   "chunk_size": chunk_size, "dropout": dropout}
     model = BiEncoder.from_pretrained(init_checkpoint, untied=untied, train_n_passages=train_n_passages,
-                                      temperature=temperature, dropout=dropout)
+                                      temperature=temperature, dropout=dropout, pooling=pooling)
+    if model.pooling != CLS:  # the papers' [CLS] adds nothing, so the keys of runs before pooling existed hold
+        depends_on["pooling"] = str(model.pooling)
     limit = getattr(model.config, "max_position_embeddings", None)
     if limit is not None and max(q_max_len, p_max_len) > limit:
         raise ConfigError(
@@ -237,7 +243,7 @@ def finetune_round(
         init_checkpoint, train_dataset, tokenizer, cfg, output_dir, q_max_len=recipe.q_max_len,
         p_max_len=recipe.p_max_len, train_n_passages=recipe.train_n_passages, untied=recipe.untied,
         temperature=recipe.temperature, chunk_size=recipe.chunk_size, dropout=recipe.dropout, resume=resume,
-        progress=progress)
+        progress=progress, pooling=recipe.pooling)
     return model, train_dataset
 
 
@@ -275,7 +281,9 @@ class FinetuneConfig(TrainConfig):
     encoding for search and mining;
     ``embedding_dtype``: how the corpus embeddings are stored on disk for search and mining
     (``"float16"`` halves MS MARCO's 27 GB; scores are computed in float32); ``dropout``: the
-    encoder's during fine-tuning (``None``: the checkpoint's own). Chapter 4."""
+    encoder's during fine-tuning (``None``: the checkpoint's own); ``pooling``: how a text becomes
+    one vector, ``cls``, ``mean``, ``cls+norm`` or ``mean+norm`` (``None``: the checkpoint's own,
+    ``pooling.checkpoint_pooling``). Chapter 4."""
 
     # the loop's settings a round sets itself (the loop's ``epochs``, the run's ``seed``), or that
     # would change the loss (accumulating splits the in-batch negatives): not paths of the tree
@@ -302,6 +310,7 @@ class FinetuneConfig(TrainConfig):
     encode_batch: int = 256
     embedding_dtype: str = "float32"
     dropout: float | None = None
+    pooling: str | None = None
 
     def __post_init__(self) -> None:
         if self.grad_accum != 1:  # before the loop's checks, which would only ask for a divisor
@@ -309,3 +318,5 @@ class FinetuneConfig(TrainConfig):
         super().__post_init__()
         check_positive(self, "train_n_passages", "q_max_len", "p_max_len", "epochs_round1", "epochs_round2",
                        "encode_batch")
+        if self.pooling is not None:
+            Pooling.parse(self.pooling)  # a misspelt pooling is refused here, not at the first update

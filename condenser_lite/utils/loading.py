@@ -35,6 +35,10 @@ HEAD_FILE = "condenser_head.pt"
 # store the head as `model.pt` with keys `c_head.<i>....`; we read that name too.
 AUTHORS_HEAD_FILE = "model.pt"
 CONDENSER_CONFIG_FILE = "condenser_config.json"
+# Written beside every model this library saves (a stage, a retriever, a released checkpoint): a
+# folder without it came from elsewhere (the Hub, sentence-transformers) and is fine-tuned with the
+# recipe for pre-trained models, not the book's tiny one. Not a model file: it enters no key.
+LIBRARY_FILE = "condenser_lite.json"
 # What loading a checkpoint folder reads (weights, configs, Condenser head, tokenizer): its
 # content key hashes these and nothing else (logs and records hold timings that differ per run).
 MODEL_FILES = ("config.json", CONDENSER_CONFIG_FILE, HEAD_FILE, AUTHORS_HEAD_FILE, "*.safetensors",
@@ -64,6 +68,22 @@ def checkpoint_key(name_or_dir: str | os.PathLike | None) -> str | None:
             for f in folder.glob(pattern):
                 files[f.relative_to(path).as_posix()] = content_id(f, whole=True)  # every weight counts
     return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def mark_saved(folder: str | os.PathLike) -> None:
+    """Write ``LIBRARY_FILE`` into a model folder this library saved. Chapter 4."""
+    import condenser_lite
+
+    (Path(folder) / LIBRARY_FILE).write_text(json.dumps({"saved_by": "condenser_lite",
+                                                         "version": condenser_lite.__version__}) + "\n")
+
+
+def saved_here(name_or_dir: str | os.PathLike) -> bool:
+    """Whether a checkpoint was saved by this library (``mark_saved``, or a finished pre-training
+    stage's record): the book's own small models, not a real pre-trained one. Chapter 4."""
+    path = Path(name_or_dir).expanduser()
+    return path.is_dir() and any((folder / name).is_file() for folder in (path, path / "query")
+                                 for name in (LIBRARY_FILE, "pretrain_config.json"))
 
 
 def check_checkpoint(name_or_dir: str | os.PathLike) -> None:

@@ -26,18 +26,18 @@ def test_encode_on_xla_pads_every_batch_to_one_shape(ckpt, tokenizer, monkeypatc
     model = BiEncoder.from_pretrained(ckpt)
     texts = ["cat", "the cat sat on a mat", "dogs chase cats in park", "jazz", "volcano lava magma erupts ice"]
     widths, autocasts = [], []
-    real_cls, real_autocast = search_module.cls_embedding, search_module._autocast
+    real_embed, real_autocast = search_module.embed, search_module._autocast
 
-    def spy(encoder, ids, mask):
+    def spy(encoder, ids, mask, pooling):
         widths.append(ids.shape[1])
-        return real_cls(encoder, ids, mask)
+        return real_embed(encoder, ids, mask, pooling)
 
     def spy_autocast(device, amp):
         ctx = real_autocast(device, amp)
         autocasts.append(getattr(ctx, "device", None))
         return contextlib.nullcontext()  # the CPU cannot run XLA's autocast; record that it was asked for
 
-    monkeypatch.setattr(search_module, "cls_embedding", spy)
+    monkeypatch.setattr(search_module, "embed", spy)
     plain = encode(model, texts, tokenizer, max_len=24, batch_size=2)
     assert len(set(widths)) > 1  # sorted by length, padded per batch
     widths.clear()
