@@ -75,6 +75,7 @@ class Chapter:
     figures: Path
     reads: str  # the committed results file the page shows
     settings: tuple[tuple[str, Any], ...] = field(default=(), repr=False)  # (path, value) pairs
+    init: str | None = field(default=None, repr=False)  # -p init: a checkpoint the live fine-tuning starts from
 
     @property
     def rerun(self) -> bool:
@@ -208,7 +209,7 @@ def describe(results: dict, committed: bool = True) -> str:
 def setup(full: object = False, preset: object = None, seed: object = 0, max_steps: object = None,
           workers: object = None, cache_dir: object = None, data_dir: object = None,
           figures_dir: object = "figures", threads: int = 1, remade_by: str | None = None,
-          reads: str | None = None, settings: object = None) -> Chapter:
+          reads: str | None = None, settings: object = None, init: object = None) -> Chapter:
     """Parse a chapter's papermill parameters and prepare the run; the first call of every chapter.
 
     ``preset`` None (or ``"none"``) reads the committed results; a preset name (``rerun_presets()``)
@@ -222,7 +223,9 @@ def setup(full: object = False, preset: object = None, seed: object = 0, max_ste
     command that remakes a page's own results file ``reads`` (the study and mechanism pages),
     which the protocol's ``full`` and ``preset`` cannot re-run: passing either is then an
     error, not a silent no-op. Errors name the parameter and what to pass. Explained on the
-    page "Running the book" (``book/running.md``).
+    page "Running the book" (``book/running.md``). ``init``: a checkpoint folder or Hub id (a real
+    pre-trained model, say) that chapter 4's live fine-tuning starts from instead of the committed
+    coCondenser, with the recipe fit for it (``presets.recipe_for``).
     """
     chapter_full = parse_bool(full, "full")
     unset = preset is None or str(preset).strip().lower() in ("", "none")  # papermill passes text
@@ -237,6 +240,12 @@ def setup(full: object = False, preset: object = None, seed: object = 0, max_ste
     n_workers = parse_int(workers, "workers", minimum=1, optional=True)
     cache, data = parse_path(cache_dir, "cache_dir"), parse_path(data_dir, "data_dir")
     figures = parse_path(figures_dir, "figures_dir") or Path("figures")
+    start = parse_path(init, "init")
+    if start is not None:
+        from .utils.loading import check_checkpoint
+
+        check_checkpoint(start)  # a missing folder is named now, not after the chapter's first cells
+        start = str(start)
 
     _quiet()  # before anything imports transformers or datasets
     chapter_settings = parse_settings(settings, where="parameter 'settings'")
@@ -266,7 +275,8 @@ def setup(full: object = False, preset: object = None, seed: object = 0, max_ste
     _tables_whole()
     return Chapter(full=chapter_full, preset=chapter_preset, seed=chapter_seed, max_steps=steps,
                    workers=n_workers, device=str(default_device()), figures=figures,
-                   reads=reads or f"results/{COMMITTED}.json", settings=tuple(chapter_settings.items()))
+                   reads=reads or f"results/{COMMITTED}.json", settings=tuple(chapter_settings.items()),
+                   init=start)
 
 
 def glue(name: str, value: object, digits: int | None = None) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 
 from .parameters import parse_settings
 from .reproduction.presets import (ALIASES, PRESETS, PRETRAINED_STAGE_LR, RETRIEVAL_RECIPES, finetune_recipe,
-                                   get_preset)
+                                   get_preset, recipe_for)
 from .reproduction.settings_tree import Preset, check_protocol_reads
 from .training.finetune import FinetuneConfig
 from .training.pretraining_config import MODEL_FIELDS, RECIPE_FIELDS, StageConfig, stage_name
@@ -149,28 +149,13 @@ def absolute(source: str) -> str:
     return str(Path(source).expanduser().resolve()) if is_path(source) else source
 
 
-def default_recipe(data: str, init: str) -> tuple[str, str]:
-    """The recipe ``finetune`` takes without ``--preset``, and why: the data set's at the papers'
-    scale (msmarco, nq); else the book's ``tiny`` one for a model this library trained
-    (``loading.saved_here``), and ``pretrained`` for any other checkpoint (the Hub's, a
-    sentence-transformers folder): the tiny recipe's learning rate would undo its pre-training.
-    Chapter 4."""
-    from .utils.loading import saved_here
-
-    if data in RETRIEVAL_RECIPES:
-        return data, f"the papers' recipe for {data}"
-    if saved_here(init):
-        return "tiny", "the book's recipe for the small models it trains"
-    return "pretrained", "--init was not trained by this library, so the recipe for pre-trained checkpoints"
-
-
 def recipe_from_args(args: argparse.Namespace) -> FinetuneConfig:
     """The fine-tuning recipe: ``--preset`` (a preset or a named recipe), by default
-    ``default_recipe``'s, named in one line, with ``--set finetune.*``; any other path is
+    ``presets.recipe_for``'s, named in one line, with ``--set finetune.*``; any other path is
     refused, naming the command that reads it. Chapter 4."""
     name = args.preset
     if name is None:
-        name, why = default_recipe(args.data, args.init)
+        name, why = recipe_for(args.data, args.init)
         lr = finetune_recipe(name).lr
         print(f"fine-tuning recipe: {name} (lr {lr:g}), {why}; --preset names another", file=sys.stderr)
     if name not in PRESETS and name not in ALIASES and name not in RETRIEVAL_RECIPES:

@@ -44,12 +44,14 @@ Explained in chapter 4, ``notebooks/04_finetune.ipynb``.
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any
 
 from ..training.finetune import FinetuneConfig
 from ..training.pretraining_config import ModelConfig, StageConfig, Stages, stage_name
 from ..training.similarity import STSConfig
 from ..utils.errors import ConfigError
+from ..utils.loading import saved_here
 from .registry import CONTROL_ARMS, MAIN_ARMS, MODIFIED_ARM, STANDARD_ARMS
 from .settings_tree import Preset
 
@@ -224,6 +226,19 @@ def finetune_recipe(name: str) -> FinetuneConfig:
     if name in PRESETS or name in ALIASES:
         return get_preset(name).finetune
     raise ValueError(f"no fine-tuning recipe {name!r}; choose from {sorted([*PRESETS, *RETRIEVAL_RECIPES])}")
+
+
+def recipe_for(data: str, init: str | os.PathLike) -> tuple[str, str]:
+    """The fine-tuning recipe for ``init`` on ``data`` when none is named, and why: the papers'
+    for their data sets (msmarco, nq); else the book's ``tiny`` one for a model this library
+    trained (``loading.saved_here``), and ``pretrained`` for any other checkpoint (the Hub's, a
+    sentence-transformers folder), whose pre-training the tiny recipe's rate would undo.
+    ``finetune`` without ``--preset`` and chapter 4's ``-p init`` both take it. Chapter 4."""
+    if data in ("msmarco", "nq"):
+        return data, f"the papers' recipe for {data}"
+    if saved_here(init):
+        return "tiny", "the book's recipe for the small models it trains"
+    return "pretrained", "the checkpoint was not trained by this library, so the recipe for pre-trained checkpoints"
 
 
 def stage_config(preset: Preset | str, method: str, init: str | None = None, **changes) -> StageConfig:
