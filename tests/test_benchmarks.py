@@ -29,6 +29,7 @@ SMOKE = {  # script: arguments of a short run on micro settings, and what its ou
     "bench_retrieval.py": (["--quick", "--repeats", "1", "--threads", "1"], "BM25: SciFact test nDCG@10"),
     "bench_threads.py": (["--steps", "2", "--preset", "micro", "--loads", "1"],
                          ("1 busy process(es)", "policy / better fixed")),
+    "zero_shot.py": (["--quick", "--threads", "1"], ("published nDCG@10 0.645", "(plain / library)")),
 }
 
 
