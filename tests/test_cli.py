@@ -43,10 +43,22 @@ def test_settings_reject_unknown_and_ambiguous(bad, msg):
         parse_settings(bad)
 
 
+def own_checkpoint(folder, name):
+    """A folder standing for a checkpoint the library trained (``loading.mark_saved``'s file in it;
+    a real checkpoint's stage would learn at the papers' rate instead), or None for ``name`` None."""
+    if name is None:
+        return None
+    (folder / name).mkdir(exist_ok=True)
+    (folder / name / "condenser_lite.json").write_text("{}")
+    return str(folder / name)
+
+
 @pytest.mark.parametrize("method, init, arm", [("mlm", None, "bert"), ("mlm", "ckpt", "bert_cont"),
                                               ("condenser", "ckpt", "condenser"), ("cocondenser", "ckpt", "cocondenser")])
-def test_pretrain_command_runs_the_books_stages(method, init, arm):
-    """`pretrain --preset tiny` builds exactly the stage the chapters' arms run (the same preset)."""
+def test_pretrain_command_runs_the_books_stages(method, init, arm, tmp_path):
+    """`pretrain --preset tiny` builds exactly the stage the chapters' arms run (the same preset),
+    from a checkpoint the library trained."""
+    init = own_checkpoint(tmp_path, init)
     args = build_parser().parse_args(["pretrain", "--preset", "tiny", "--method", method, *(["--init", init] if init else [])])
     cfg = stage_config_from_args(args)
     assert cfg == arm_config(arm, get_preset("tiny"), init)
@@ -67,9 +79,10 @@ def test_pretrain_command_runs_the_books_stages(method, init, arm):
     ("cocondenser", "ckpt", "cocondenser", "stages.cocondenser.chunk_size=8"),
     ("cocondenser", "ckpt", "cocondenser", "stages.cocondenser.batch_size=8"),
     ("cocondenser", "ckpt", "cocondenser", "task=nfcorpus")])
-def test_one_set_dialect_pretrain_reads_the_experiments_keys(method, init, arm, pair):
+def test_one_set_dialect_pretrain_reads_the_experiments_keys(method, init, arm, pair, tmp_path):
     """A path ``experiments --set`` takes means the same to ``pretrain``: the stage is the arm's
     stage of the preset with that change, the field under the same name."""
+    init = own_checkpoint(tmp_path, init)
     argv = ["pretrain", "--preset", "tiny", "--method", method, *(["--init", init] if init else []), "--set", pair]
     cfg = stage_config_from_args(build_parser().parse_args(argv))
     changed = apply_settings(get_preset("tiny"), parse_settings([pair]))
@@ -564,7 +577,8 @@ def test_an_out_path_is_no_folder_and_no_input_of_the_command(beir, tmp_path, ca
     check_writable("--out", tmp_path / "run.trec", inputs=Path(beir) / "scifact")  # elsewhere is fine
     protocol = tmp_path / "small.json"
     protocol.write_text('{"preset": {"name": "small"}}')
-    for out, said in [(protocol, "not a mechanism study of preset small"), (tmp_path / "none.json", "no such file"),
+    for out, said in [(protocol, "is a JSON file that is no results file of this library, not the mechanism study's"),
+                      (tmp_path / "none.json", "no such file"),
                       (tmp_path, "a folder")]:
         assert said in one_error_line(cli(["mechanism", "--merge", "--out", out], capsys))
     assert protocol.read_text() == '{"preset": {"name": "small"}}'

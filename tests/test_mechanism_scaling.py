@@ -12,6 +12,7 @@ from scipy import stats as scipy_stats
 
 from condenser_lite.reproduction.mechanism_rules import SCALING_SEEDS, scaling_trend
 from condenser_lite.reproduction.rules import RELIANCE_THRESHOLD
+from condenser_lite.utils.errors import ConfigError
 
 pytestmark = pytest.mark.unit
 
@@ -123,14 +124,14 @@ def test_merging_another_machines_part_rejudges_and_refuses_a_different_run(tmp_
     assert merged[part] == committed[part] and merged["scaling"] == committed["scaling"]
     changed = {**committed[part], "seeds": [1]}
     other.write_text(json.dumps({**header, part: changed}))
-    with pytest.raises(SystemExit, match=f"different runs of part {part}"):
+    with pytest.raises(ConfigError, match=f"different runs of part {part}"):
         study.main()
     for bad, why in [("{not json", "not JSON"), ('{"study": "small"}', "not a mechanism study")]:
         other.write_text(bad)
-        with pytest.raises(SystemExit, match=why):
+        with pytest.raises(ConfigError, match=why):
             study.main()
     other.unlink()
-    with pytest.raises(SystemExit, match="cannot be read .No such file"):
+    with pytest.raises(ConfigError, match="cannot be read .No such file"):
         study.main()
 
 
@@ -161,7 +162,7 @@ def test_merging_a_part_that_grew_by_new_seeds_keeps_the_larger_run(tmp_path, mo
     bent["per_seed"]["42"]["condenser"]["final"]["cls_reliance"] += 0.1
     out.write_text(json.dumps({**header, **base, "e1": old}))
     other.write_text(json.dumps({**header, "e1": bent}))
-    with pytest.raises(SystemExit, match="different runs of part e1"):
+    with pytest.raises(ConfigError, match="different runs of part e1"):
         study.main()
 
 
@@ -214,7 +215,7 @@ def test_merging_seeds_run_side_by_side_from_one_copy_joins_them_in_either_order
     for refused in (bent, twice):
         out.write_text(json.dumps({**header, **base, "l48": ours}))
         other.write_text(json.dumps({**header, "l48": refused}))
-        with pytest.raises(SystemExit, match="different runs of part l48"):
+        with pytest.raises(ConfigError, match="different runs of part l48"):
             study.main()
 
 

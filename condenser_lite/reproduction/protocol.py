@@ -41,7 +41,7 @@ from .presets import get_preset
 from .settings_tree import Preset
 from .protocol_jobs import check_sizes, describe, finetune_job, size_label, sts_job
 from .registry import ABLATION_ARMS, PARENT
-from .results import RESULTS_VERSION, environment, headline
+from .results import RESULTS_VERSION, check_out, environment, headline
 from .rules import ONE_SEED, stats
 from .run_record import RunClock, precisions, record_run
 from .scorecard import scorecard
@@ -127,23 +127,15 @@ def run_protocol(
 def check_out_path(out_path: str | os.PathLike, preset: str) -> None:
     """Refuse, before hours of computing, an ``out_path`` that is a folder or a file other than a
     results file of the same preset (which is regenerated): nothing of the user's is overwritten
-    and the results are not lost to a failed write. Chapter 4."""
-    path = Path(out_path)
-    if path.is_dir():
-        raise ConfigError(f"--out {path} is a folder; give a file path, e.g. {path / f'{preset}.json'}")
-    if not path.exists():
-        return
-    try:
-        old = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        old = None
-    keep = f"nothing was written: choose another path, or delete {path} first"
-    if not isinstance(old, dict) or old.get("protocol") != "condenser_lite.protocol":
-        raise ConfigError(f"--out {path} exists and is not a protocol results file; {keep}")
-    name = (old.get("preset") or {}).get("name")
+    and the results are not lost to a failed write (``results.check_out``). Chapter 4."""
+    if Path(out_path).is_dir():
+        raise ConfigError(f"--out {out_path} is a folder; give a file path, e.g. {Path(out_path) / f'{preset}.json'}")
+    old = check_out(out_path, "protocol")
+    name = ((old or {}).get("preset") or {}).get("name", preset)
     if name != preset:
-        raise ConfigError(f"--out {path} holds the {name!r} preset's results, not {preset!r}'s; {keep} "
-                          f"(e.g. --out {path.with_name(f'{preset}.json')})")
+        path = Path(out_path)
+        raise ConfigError(f"--out {path} holds the {name!r} preset's results, not {preset!r}'s; nothing was written: "
+                          f"choose another path, or delete {path} first (e.g. --out {path.with_name(f'{preset}.json')})")
 
 
 # ---- the job graph ---------------------------------------------------------------------------------

@@ -138,6 +138,11 @@ def export_checkpoints(results: Mapping, out_dir: str | os.PathLike | None = Non
     if out.exists() and not replace:
         raise CheckpointError(f"{out} exists: pass replace=True (release --replace) to replace the checkpoints there, "
                               "or another out_dir")
+    foreign = sorted(p.name for p in out.iterdir() if not (p / "config.json").is_file()) if out.is_dir() else []
+    if foreign or out.is_file():  # replacing deletes the folder: only one of exported checkpoints
+        raise CheckpointError(f"{out} {'is a file' if out.is_file() else f'holds {foreign[0]!r}, which is no checkpoint'}"
+                              " that release writes, and replacing would delete it; nothing was replaced: give "
+                              "another folder")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.parent / f".{out.name}.tmp{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)

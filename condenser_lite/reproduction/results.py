@@ -31,7 +31,7 @@ import torch
 import condenser_lite
 
 from ..modeling.gauges import cls_reliance
-from ..utils.errors import DataSourceError, SchemaError
+from ..utils.errors import ConfigError, DataSourceError, SchemaError
 from .jobs import load_average
 from .settings_tree import Preset
 from .rules import (MODIFIED_CHOICE_SEEDS, PRE_REGISTRATION_COMMIT, RULES_V2_COMMIT, RULES_VERSION, head_relies,
@@ -135,6 +135,47 @@ def provenance(preset: Preset, command: str | None, started: str, wall_seconds: 
             "rules": {"version": RULES_VERSION, "commit": RULES_V2_COMMIT,
                       "in_history": None if head is None or RULES_V2_COMMIT is None else
                       git("merge-base", "--is-ancestor", RULES_V2_COMMIT, "HEAD") is not None}}
+
+
+# ---- what a results file is -------------------------------------------------------------------------
+
+# Each command that writes a results file writes one kind, named in the file itself: the protocol's
+# ``protocol`` field, a study's ``study`` field.
+KINDS = {"protocol": "a protocol results file (experiments, merge)", "mechanism": "the mechanism study's file",
+         "health": "the health-runs study's file", "sizing": "the sizing study's file"}
+
+
+def file_kind(data: Any) -> str | None:
+    """The kind (``KINDS``) of a results file's content, or None for anything else. Chapter 8."""
+    if not isinstance(data, dict):
+        return None
+    if data.get("protocol") == "condenser_lite.protocol":
+        return "protocol"
+    return data.get("study") if data.get("study") in KINDS else None
+
+
+def check_out(path: str | os.PathLike, kind: str, flag: str = "--out") -> dict | None:
+    """Refuse, before any work, a ``path`` to write a results file of ``kind`` into that holds
+    something else: a folder, a file that is not JSON (a user's notes) or a results file of
+    another kind. Returns the file's content when it is one of ``kind`` (which the command then
+    regenerates or adds to), None when there is no file yet. Every command that writes a results
+    file calls it, so none replaces a file it did not make. Chapter 8."""
+    path = Path(path)
+    keep = f"nothing was written: choose another path, or delete {path} first"
+    if path.is_dir():
+        raise ConfigError(f"{flag} {path} is a folder; give a file path")
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        raise ConfigError(f"{flag} {path} is not a results file (not JSON: a file of yours?), and this would "
+                          f"overwrite it; {keep}") from None
+    found = file_kind(data)
+    if found != kind:
+        what = KINDS.get(found, "a JSON file that is no results file of this library")
+        raise ConfigError(f"{flag} {path} is {what}, not {KINDS[kind]}, and this would overwrite it; {keep}")
+    return data
 
 
 # ---- reading what a results file holds ------------------------------------------------------------

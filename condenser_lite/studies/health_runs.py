@@ -184,14 +184,10 @@ def rejudge(out: Path, command: str) -> None:
     """The runs in ``out`` judged again by the check as it is, their verdicts and lines rewritten.
     Chapter 2."""
     from condenser_lite.reproduction.presets import get_preset
-    from condenser_lite.reproduction.results import git, now
-
+    from condenser_lite.reproduction.results import check_out, git, now
     from condenser_lite.utils.errors import ConfigError
 
-    try:
-        result = json.loads(out.read_text())
-    except (OSError, ValueError):
-        result = None
+    result = check_out(out, "health", "--rejudge --out")  # a file of another kind is refused, not rejudged
     if not isinstance(result, dict) or not isinstance(result.get("runs"), dict) or \
             not isinstance(result.get("preset"), str):
         raise ConfigError(f"--rejudge --out {out}: not a health-runs results file that can be read (its 'preset' "
@@ -254,7 +250,7 @@ def main(argv: list[str] | None = None) -> None:
     """The study's command line (``python -m condenser_lite health-runs ...``). Chapter 2."""
     from condenser_lite.reproduction.jobs import load_average
     from condenser_lite.reproduction.presets import get_preset
-    from condenser_lite.reproduction.results import now
+    from condenser_lite.reproduction.results import check_out, now
 
     argv = sys.argv[1:] if argv is None else list(argv)
     a = build_parser().parse_args(argv)
@@ -262,12 +258,12 @@ def main(argv: list[str] | None = None) -> None:
     if a.rejudge:
         rejudge(out, command)
         return
+    previous = check_out(out, "health") or {}  # before training: a file of another kind stays as it is
     preset, names = get_preset(a.preset), run_names(a.runs)
     started, t0, load_start = now(), time.perf_counter(), load_average()
     runs = {name: train_run(name, preset, a.steps, a.data_dir) for name in names}
     result = {"study": "health", "preset": preset.name, "steps": a.steps, "seed": SEED, "runs": runs,
               "provenance": provenance(out, command, started, t0, load_start)}
-    previous = json.loads(out.read_text()) if out.is_file() else {}
     if "committed_curves" in previous:  # curves of the committed run this file adds to the band
         result["committed_curves"] = previous["committed_curves"]
     out.write_text(json.dumps(result, indent=1) + "\n")

@@ -36,18 +36,16 @@ def read_study(out: Path, preset_name: str, rejudge_only: bool) -> dict:
     nothing to do but re-judge it."""
     from condenser_lite.utils.errors import ConfigError
 
-    if out.is_dir() or not out.exists():
-        if out.is_dir() or rejudge_only:
-            raise ConfigError(f"--out {out}: {'a folder' if out.is_dir() else 'no such file'}; give the study's "
-                              "results file (results/mechanism.json)")
+    from condenser_lite.reproduction.results import check_out
+
+    if not out.exists() and rejudge_only:
+        raise ConfigError(f"--out {out}: no such file; give the study's results file (results/mechanism.json)")
+    study = check_out(out, "mechanism")  # a folder, a file of yours or another study's is refused
+    if study is None:
         return {}
-    try:
-        study = json.loads(out.read_text())
-    except ValueError:
-        study = None
-    if not isinstance(study, dict) or study and (study.get("study"), study.get("preset")) != ("mechanism", preset_name):
-        raise ConfigError(f"--out {out} is not a mechanism study of preset {preset_name} (its 'study' and 'preset' "
-                          "fields), which this would overwrite; give results/mechanism.json or a new path")
+    if study.get("preset") != preset_name:
+        raise ConfigError(f"--out {out} is the mechanism study of preset {study.get('preset')}, not {preset_name}, "
+                          "and this would overwrite it; give results/mechanism.json or a new path")
     return study
 
 
@@ -56,27 +54,29 @@ def merge(study: dict, others, out: Path, preset_name: str, parts) -> None:
     ``others`` (the study run on other machines); a part both hold must be the same run, or one must be the other
     joined by new seeds (``grew_from``: the larger is kept), or each must have added its own
     seeds to a common copy (``joined``: the union is kept), or the merge is refused."""
+    from condenser_lite.utils.errors import ConfigError
+
     for other in others:
         try:
             theirs = json.loads(other.read_text())
         except OSError as e:
-            raise SystemExit(f"--merge {other}: cannot be read ({e.strerror}); give the file the study "
-                             "wrote on the other machine (its --out)") from None
+            raise ConfigError(f"--merge {other}: cannot be read ({e.strerror}); give the file the study "
+                              "wrote on the other machine (its --out)") from None
         except ValueError:
-            raise SystemExit(f"--merge {other}: not JSON; give the file the study wrote on the other "
-                             "machine (its --out)") from None
+            raise ConfigError(f"--merge {other}: not JSON; give the file the study wrote on the other "
+                              "machine (its --out)") from None
         if not isinstance(theirs, dict) or theirs.get("study") != "mechanism" or \
                 theirs.get("preset") != preset_name:
-            raise SystemExit(f"--merge {other}: not a mechanism study of preset {preset_name} (its 'study' "
-                             "and 'preset' fields); give the file the study wrote on the other machine (its --out)")
+            raise ConfigError(f"--merge {other}: not a mechanism study of preset {preset_name} (its 'study' "
+                              "and 'preset' fields); give the file the study wrote on the other machine (its --out)")
         for part, entry in theirs.items():
             if part not in parts or part in study and grew_from(study[part], entry):
                 continue  # not a part, or the file already holds this run
             if part in study and not grew_from(entry, study[part]):
                 entry = joined(study[part], entry)
                 if entry is None:
-                    raise SystemExit(f"{other} and {out} hold different runs of part {part}: keep one "
-                                     "file's part (delete it from the other), then merge")
+                    raise ConfigError(f"{other} and {out} hold different runs of part {part}: keep one "
+                                      "file's part (delete it from the other), then merge")
             study[part] = entry
 
 

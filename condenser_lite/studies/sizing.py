@@ -279,8 +279,11 @@ def main(argv: list[str] | None = None) -> None:
         return
     parts = a.only or ["throughput", "precision", "sweep", "long", "condenser"]
     command = shlex.join(["python", "-m", "condenser_lite", "sizing", *argv])
+    from condenser_lite.reproduction.results import check_out
+
     out_path = Path(a.out)
-    study = json.loads(out_path.read_text()) if out_path.exists() else {}
+    # before any measuring: a file of another kind (or a user's) is refused and stays as it is
+    study = check_out(out_path, "sizing") or {"study": "sizing"}
     # local time, as in every results file of this study (the library's `results.now` is UTC ISO)
     start = {"time": time.strftime("%Y-%m-%d %H:%M:%S"), "loadavg": os.getloadavg()}
     # user + system seconds of this process and its finished workers, taken before the library's

@@ -228,7 +228,8 @@ def test_experiments_out_must_be_a_results_file_of_the_same_preset(tmp_path, mon
     command = ["experiments", "--preset", "micro", "--out"]
     assert f"--out {folder} is a folder; give a file path, e.g. {folder}/micro.json" in one_error_line(
         cli([*command, folder], capsys))
-    assert f"--out {notes} exists and is not a protocol results file" in one_error_line(cli([*command, notes], capsys))
+    said = one_error_line(cli([*command, notes], capsys))
+    assert f"--out {notes} is a JSON file that is no results file of this library, not a protocol results" in said
     assert f"--out {other} holds the 'small' preset's results, not 'micro''s" in one_error_line(
         cli([*command, other], capsys))
     assert notes.read_text() == '{"my": "notes"}' and json.loads(other.read_text())["preset"] == {"name": "small"}

@@ -97,6 +97,12 @@ def test_refuses_beyond_the_size_limit_and_an_existing_folder(micro_run, tmp_pat
     assert sorted(p.name for p in (tmp_path / "one").iterdir()) == ["condenser"] and set(again["arms"]) == {"condenser"}
     with pytest.raises(ConfigError, match="not in these results"):
         export_checkpoints(results, out_dir=tmp_path / "x", arms=["nope"])
+    mine = tmp_path / "mine"  # a user's folder given with replace: refused, not deleted
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    with pytest.raises(CheckpointError, match="holds 'notes.txt', which is no checkpoint that release writes"):
+        export_checkpoints(results, out_dir=mine, arms=["bert"], replace=True)
+    assert (mine / "notes.txt").read_text() == "mine"
 
 
 def test_release_command_exports_and_records_in_the_results_file(micro_run, tmp_path, capsys):

@@ -234,3 +234,34 @@ def test_git_state_names_the_changed_files_and_leaves_out_the_runs_own(monkeypat
     monkeypatch.setattr(reading, "git", lambda *args: None)  # no git
     assert reading.git_state(exclude=Path("/elsewhere/out.json")) == {"commit": None, "dirty": None,
                                                                      "dirty_files": None}
+
+
+def test_every_committed_results_file_names_its_kind():
+    kinds = {p.name: reading.file_kind(json.loads(p.read_text())) for p in sorted(RESULTS_DIR.glob("*.json"))
+             if p.name != "zero_shot.json"}  # a benchmark's record, which no study command writes
+    assert kinds == {"health.json": "health", "mechanism.json": "mechanism", "small.json": "protocol",
+                     "study.json": "sizing"}
+
+
+@pytest.mark.parametrize("command", [
+    ["sizing", "--collect", "--out"],
+    ["health-runs", "--preset", "micro", "--runs", "short", "--steps", "2", "--out"],
+    ["mechanism", "--merge", "--out"],
+    ["experiments", "--preset", "micro", "--out"]])
+def test_a_study_command_writes_only_its_own_kind_of_file(command, tmp_path, capsys):
+    """Given another study's results file or a user's text file as --out, every study command
+    refuses in one line before any work, naming what the file is, and leaves it as it was."""
+    from command_line import cli, one_error_line
+
+    own = {"sizing": "study.json", "health-runs": "health.json", "mechanism": "mechanism.json",
+           "experiments": "small.json"}[command[0]]
+    other = next(n for n in ("health.json", "mechanism.json", "small.json", "study.json") if n != own)
+    given = {"another study's": tmp_path / other, "a user's": tmp_path / "notes.txt"}
+    given["another study's"].write_bytes((RESULTS_DIR / other).read_bytes())
+    given["a user's"].write_text("my notes, not JSON\n")
+    for kind, path in given.items():
+        before = path.read_bytes()
+        line = one_error_line(cli([*command, path], capsys))
+        said = "not JSON" if kind == "a user's" else reading.KINDS[reading.file_kind(json.loads(before))]
+        assert said in line and "nothing was written" in line, (kind, line)
+        assert path.read_bytes() == before
