@@ -137,9 +137,11 @@ class Chapter:
         from .reproduction.presets import get_preset
         from .reproduction.protocol import run_protocol
         from .reproduction.results import load_results
+        from .reproduction.scorecard import check_judged
 
         if not self.rerun:
             results = load_results(COMMITTED)
+            check_judged(results, f"results/{COMMITTED}.json")  # a page never shows a p beside another's verdict
         else:
             results = run_protocol(self.rerun_preset, workers=self.workers, verbose=verbose)
         if verbose:

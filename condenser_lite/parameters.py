@@ -11,6 +11,7 @@ with the helpers here, which accept the spellings a user types and name the para
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shlex
@@ -117,6 +118,8 @@ def parse_settings(pairs: object, where: str = "--set") -> dict[str, Any]:
         except ConfigError as err:
             raise ConfigError(f"{where} {pair}: {err}") from None
         owner, name = tree[path]
+        if path in out:  # which of the two wins is not for a reader to guess
+            raise ConfigError(f"{where} {pair}: {path} is set twice; give it once")
         out[path] = _convert(typing.get_type_hints(owner)[name], raw, path, where)
     return out
 
@@ -146,9 +149,12 @@ def _convert(kind: Any, raw: str, key: str, where: str) -> Any:
         return int(raw)
     if base is float:
         try:
-            return float(raw)
+            value = float(raw)
         except ValueError:
             raise ConfigError(f"{where} {key}={raw}: {key} takes a number, e.g. {where} {key}=1e-4") from None
+        if not math.isfinite(value):  # nan passes every < and > check and fails far from its cause
+            raise ConfigError(f"{where} {key}={raw}: {key} takes a finite number, e.g. {where} {key}=1e-4")
+        return value
     if base is str:
         return raw
     try:

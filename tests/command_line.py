@@ -31,5 +31,21 @@ def one_error_line(result: tuple[int, str, str]) -> str:
     return errors[0]
 
 
+def finetune_with(*pairs: str) -> list[str]:
+    """``FINETUNE`` with ``pairs`` (``"finetune.lr=0"``) in place of its own settings of the same
+    paths: a path given twice is refused, so a test's change replaces the default."""
+    from condenser_lite.reproduction.settings_tree import setting_path
+
+    changed = {setting_path(p.split("=", 1)[0]) for p in pairs}
+    out, args = [], list(FINETUNE)
+    while args:
+        flag = args.pop(0)
+        if flag == "--set" and setting_path(args[0].split("=", 1)[0]) in changed:
+            args.pop(0)
+        else:
+            out.append(flag)
+    return [*out, *(x for p in pairs for x in ("--set", p))]
+
+
 FINETUNE = ["--data", "scifact", "--set", "finetune.max_steps=2", "--set", "finetune.batch_size=2", "--set", "train_n_passages=1",
             "--set", "p_max_len=64", "--set", "n_bm25_negatives=3"]

@@ -407,7 +407,38 @@ CASES = {
     "a repeated pre-training seed": (lambda b, r, t: ["experiments", "--preset", "micro", "--set",
                                                       "pretrain_seeds=[1, 1]", "--dry-run"],
                                      "must be None (one seed: stages.bert.seed) or distinct seeds"),
+    "a temperature of 0": (lambda b, r, t: ["finetune", "--init", r, "--output-dir", t / "ft", "--set",
+                                            "finetune.temperature=0"],
+                           "FinetuneConfig.temperature=0.0 is invalid: use a value > 0, or None"),
+    "a weight decay of nan": (lambda b, r, t: ["finetune", "--init", r, "--output-dir", t / "ft", "--set",
+                                               "finetune.weight_decay=nan"],
+                              "finetune.weight_decay=nan: finetune.weight_decay takes a finite number"),
+    "a path given twice": (lambda b, r, t: ["finetune", "--init", r, "--output-dir", t / "ft", "--set",
+                                            "finetune.lr=1e-4", "--set", "finetune.lr=2e-4"],
+                           "--set finetune.lr=2e-4: finetune.lr is set twice; give it once"),
+    "a seed that is no whole number": (lambda b, r, t: ["experiments", "--preset", "micro", "--set", "seeds=[0.5]",
+                                                        "--dry-run"],
+                                       "Preset.seeds=(0.5,): seeds are whole numbers, not 0.5"),
+    "a tokenizer larger than the embeddings": (lambda b, r, t: ["pretrain", "--preset", "micro", "--method", "mlm",
+                                                                "--init", foreign_tokenizer(r, t), "--dry-run"],
+                                               "has 30522 tokens, but the model's embeddings hold"),
 }
+
+
+def foreign_tokenizer(checkpoint, tmp_path):
+    """A copy of ``checkpoint`` whose tokenizer is the shipped real model's (30,522 tokens, far
+    more than its embedding table)."""
+    import shutil
+
+    from condenser_lite.utils.loading import shipped_model
+
+    folder = tmp_path / "foreign"
+    shutil.copytree(checkpoint, folder)
+    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        (folder / name).unlink(missing_ok=True)
+        if (Path(shipped_model()) / name).is_file():
+            shutil.copy(Path(shipped_model()) / name, folder / name)
+    return folder
 
 
 @pytest.mark.parametrize("case", list(CASES))

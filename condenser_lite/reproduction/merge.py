@@ -27,7 +27,7 @@ from .settings_tree import Preset
 from .settings_tree import preset_from_record
 from .results import RESULTS_VERSION, git_state, headline, now
 from .rules import stats
-from .scorecard import scorecard
+from .scorecard import check_judged, scorecard
 
 # parts that must be the same in every part: the task, its BM25 baseline, the held-out set, the sizes
 SHARED = ("protocol", "version", "seeds", "task", "bm25", "heldout", "train_sizes", "sts_sizes", "environment")
@@ -44,6 +44,7 @@ def read_part(path: str | os.PathLike) -> dict:
         raise ConfigError(f"{path}: not a readable results file ({err}); give a file `experiments --out` wrote") from None
     if not isinstance(results, dict) or results.get("protocol") != "condenser_lite.protocol":
         raise ConfigError(f"{path} is not a protocol results file; give a file `experiments --out` wrote")
+    check_judged(results, str(path))  # its stored claims are what the rules make of its numbers
     return results
 
 

@@ -154,6 +154,45 @@ def scorecard(results: Mapping) -> list[dict]:
     return [judge_claim(CHECK[cid], evidence) for cid in CLAIM if CHECK[cid].applies(evidence)]
 
 
+def _first_difference(stored: Any, judged: Any, path: str = "") -> str | None:
+    """The first path where two JSON trees differ, as ``ours.test.p``; None where they agree."""
+    if isinstance(stored, Mapping) and isinstance(judged, Mapping):
+        for key in [*judged, *(k for k in stored if k not in judged)]:
+            found = _first_difference(stored.get(key), judged.get(key), f"{path}.{key}" if path else str(key))
+            if found is not None:
+                return found
+        return None
+    if isinstance(stored, list) and isinstance(judged, list) and len(stored) == len(judged):
+        return next((f for i, (a, b) in enumerate(zip(stored, judged))
+                     if (f := _first_difference(a, b, f"{path}[{i}]")) is not None), None)
+    return None if stored == judged else path or "."
+
+
+def check_judged(results: Mapping, where: str) -> None:
+    """Refuse (``SchemaError``) a results file whose stored claims (verdicts, p- and q-values,
+    comparisons) differ from what the rules its provenance names make of its numbers: a
+    hand-edited p beside its old verdict would show a page that contradicts itself. Names the
+    first claim and field that differ. Chapter 8."""
+    import json
+
+    from ..utils.errors import SchemaError
+
+    stored = results.get("claims")
+    if stored is None:
+        return  # a file without claims (a test's made-up one) has nothing to disagree with
+    judged = json.loads(json.dumps(scorecard(results)))  # as the file stores it: tuples as lists
+    by_id = {c.get("id"): c for c in stored if isinstance(c, Mapping)}
+    for claim in judged:
+        field = _first_difference(by_id.get(claim["id"], {}), claim)
+        if field is not None:
+            raise SchemaError(f"{where}: claim {claim['id']}'s stored {field} is not what the rules make of the file's "
+                              "numbers: the file was edited or damaged; restore it from git, or re-run what wrote it")
+    extra = sorted(set(by_id) - {c["id"] for c in judged})
+    if extra:
+        raise SchemaError(f"{where}: claim {extra[0]} is stored but the rules judge no such claim of these numbers; "
+                          "the file was edited or damaged: restore it from git, or re-run what wrote it")
+
+
 # ---- the claims as tables and text ---------------------------------------------------------------------
 
 

@@ -87,6 +87,11 @@ class Preset:
         if self.ablation_pretrain_seeds < 1:
             raise ConfigError(f"Preset.ablation_pretrain_seeds={self.ablation_pretrain_seeds!r}: the ablations run on "
                               "at least the first pre-training seed (1)")
+        for name in ("seeds", "pretrain_seeds"):  # a seed of 0.5 would fail only after every stage trained
+            bad = [s for s in getattr(self, name) or () if isinstance(s, bool) or not isinstance(s, int)]
+            if bad:
+                raise ConfigError(f"Preset.{name}={getattr(self, name)!r}: seeds are whole numbers, not {bad[0]!r}; "
+                                  f"e.g. --set {name}='[0, 1, 2]'")
         if not self.seeds:
             raise ConfigError("Preset.seeds must name at least one seed (the papers' claims need >= 3), e.g. "
                               "--seeds 0,1,2 (--set seeds='[0, 1, 2]')")

@@ -320,3 +320,6 @@ class FinetuneConfig(TrainConfig):
                        "encode_batch")
         if self.pooling is not None:
             Pooling.parse(self.pooling)  # a misspelt pooling is refused here, not at the first update
+        if self.temperature is not None and not self.temperature > 0:  # the loss divides by it
+            raise ConfigError(f"FinetuneConfig.temperature={self.temperature!r} is invalid: use a value > 0, or None "
+                              "(the pooling's default: 1 for dot products)")

@@ -445,9 +445,17 @@ class _Run:
             "pending_n": p.pending_n, **self.identity, "config": dataclasses.asdict(self.cfg)})
 
     def interrupted(self) -> None:
-        """On Ctrl-C: save what the completed steps produced (not a half-applied update). No
-        barrier: the other processes may be gone already."""
-        if self.consistent and self.p.step > self.p.saved:
+        """On Ctrl-C: save what the completed steps produced (not a half-applied update), and say
+        in one line from which step the next run resumes. No barrier: the other processes may be
+        gone already."""
+        p = self.p
+        if self.consistent and p.step > p.saved:
             self.save()
-            print(f"\ninterrupted: checkpoint at step {self.p.step} in {self.ckpt}; run again to resume",
-                  file=sys.stderr)
+            print(f"\ninterrupted: checkpoint at step {p.step} in {self.ckpt}; run again to resume", file=sys.stderr)
+            return
+        start = f"from step {p.saved} (its checkpoint in {self.ckpt})" if p.saved else "from step 0"
+        first, last = p.saved + 1, p.step + (0 if self.consistent else 1)  # the updates no checkpoint holds
+        lost = "nothing is lost" if last < first else \
+            f"update{f' {first}' if first == last else f's {first}-{last}'} will be trained again"
+        print(f"\ninterrupted{'' if self.consistent else ' in the middle of an update'}: the next run resumes "
+              f"{start}; {lost}", file=sys.stderr)

@@ -27,7 +27,7 @@ from ..modeling.masking import MLMCollator
 from ..modeling.spans import SpanPairCollator
 from ..utils.cache import cache_dir, output_lock, settings_diff, settings_hash
 from ..utils.errors import CheckpointError, ConfigError
-from ..utils.loading import check_checkpoint, has_head, read_condenser_config
+from ..utils.loading import check_checkpoint, check_vocabulary, has_head, read_condenser_config
 from .accounting import stage_compute
 from .checkpoint import save_model
 from .loop import set_step_seed, train
@@ -105,6 +105,8 @@ def build_model(cfg: StageConfig, tokenizer, init_seed: int | None = None):
         model = condenser.from_pretrained(cfg.init, head="load", **condenser_kw)
     else:
         model = condenser.from_bert(cfg.init, **condenser_kw)
+    if cfg.init is not None and tokenizer is not None:  # ids past the embeddings: an IndexError mid-run
+        check_vocabulary(model.backbone.config, tokenizer, cfg.init)
     # the kernel only (eager and sdpa agree to ~5e-7); the head's layers share the backbone's config
     model.backbone.set_attn_implementation(cfg.model.attn_implementation)
     return model

@@ -8,6 +8,7 @@ Explained on the page "Running the book" (``book/running.md``).
 from __future__ import annotations
 
 import dataclasses
+import math
 import numbers
 import types
 import typing
@@ -35,6 +36,8 @@ def check_types(obj: object) -> None:
         if not ok:
             allowed = " or ".join(t.__name__ for t in simple) + (" or None" if type(None) in options else "")
             raise ConfigError(f"{type(obj).__name__}.{f.name}={value!r} must be {allowed}")
+        if number and not isinstance(value, bool) and isinstance(value, numbers.Real) and not math.isfinite(value):
+            raise ConfigError(f"{type(obj).__name__}.{f.name}={value!r} must be a finite number")
 
 
 # where each config's fields sit in the settings tree (reproduction.presets.setting_tree)

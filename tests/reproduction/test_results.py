@@ -265,3 +265,38 @@ def test_a_study_command_writes_only_its_own_kind_of_file(command, tmp_path, cap
         said = "not JSON" if kind == "a user's" else reading.KINDS[reading.file_kind(json.loads(before))]
         assert said in line and "nothing was written" in line, (kind, line)
         assert path.read_bytes() == before
+
+
+def test_a_results_file_that_contradicts_its_rules_is_refused_at_loading(tmp_path):
+    """A stored p-value edited with its verdict left (or a verdict edited) is refused where the
+    chapters load the file, naming the first claim and field that differ; the committed files
+    pass as they are."""
+    from condenser_lite.reproduction.merge import read_part
+    from condenser_lite.reproduction.scorecard import check_judged
+
+    committed = json.loads((RESULTS_DIR / "small.json").read_text())
+    check_judged(committed, "small.json")  # the rules make of its numbers what it stores
+    edited = json.loads(json.dumps(committed))
+    claim = next(c for c in edited["claims"] if c["status"] != "reproduced")
+    claim["status"] = "reproduced"
+    with pytest.raises(SchemaError, match=f"claim {claim['id']}'s stored status is not what the rules make"):
+        check_judged(edited, "small.json")
+    path = tmp_path / "small.json"
+    path.write_text(json.dumps(edited))
+    with pytest.raises(SchemaError, match=f"claim {claim['id']}"):
+        read_part(path)
+
+    def tests_in(tree):  # every dict holding a p-value, depth first
+        if isinstance(tree, dict):
+            yield from ([tree] if "p" in tree else [])
+            for value in tree.values():
+                yield from tests_in(value)
+        elif isinstance(tree, list):
+            for value in tree:
+                yield from tests_in(value)
+
+    edited = json.loads(json.dumps(committed))
+    test = next(t for c in edited["claims"] for t in tests_in(c["ours"]) if isinstance(t["p"], float))
+    test["p"] = 0.001 if test["p"] > 0.5 else 0.999  # the p changed, its verdict left
+    with pytest.raises(SchemaError, match=r"stored ours\..*p is not what the rules make"):
+        check_judged(edited, "small.json")

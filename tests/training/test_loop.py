@@ -70,6 +70,30 @@ def test_set_step_seed_depends_on_seed_step_and_rank():
     assert not torch.equal(draw(1, 5, 0), draw(1, 5, 1))
 
 
+def test_ctrl_c_in_the_middle_of_an_update_says_from_where_the_next_run_resumes(tmp_path, one_thread, monkeypatch,
+                                                                               capsys):
+    """A Ctrl-C between the optimiser's step and the step counter's update saves nothing (the
+    weights hold half an update), and says so: the next run resumes from the last checkpoint, and
+    the updates since will be trained again."""
+    calls, real_step = {"n": 0}, torch.optim.AdamW.step
+
+    def step(self, *args, **kwargs):
+        calls["n"] += 1
+        out = real_step(self, *args, **kwargs)
+        if calls["n"] == 5:  # update 5 applied, its counter not yet moved on
+            raise KeyboardInterrupt
+        return out
+
+    monkeypatch.setattr(torch.optim.AdamW, "step", step)
+    cfg = TrainConfig(max_steps=6, batch_size=4, lr=5e-3, seed=7, save_every=3)
+    with pytest.raises(KeyboardInterrupt):
+        train(tiny_bert(), token_data(), cfg, output_dir=str(tmp_path / "run"), collate_fn=masking_collate)
+    said = capsys.readouterr().err
+    assert "interrupted in the middle of an update: the next run resumes from step 3" in said, said
+    assert "updates 4-5 will be trained again" in said, said
+    assert json.loads((tmp_path / "run/checkpoint/state.json").read_text())["step"] == 3
+
+
 @pytest.mark.parametrize("crash", [KeyboardInterrupt, RuntimeError])
 def test_resume_replays_the_uninterrupted_run_exactly(tmp_path, one_thread, crash):
     data = token_data()

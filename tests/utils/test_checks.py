@@ -4,7 +4,7 @@ configs (``StageConfig``, ``FinetuneConfig``, ``STSConfig``, ``Preset``, ``Train
 command line's own counts."""
 
 import pytest
-from command_line import FINETUNE, cli, one_error_line
+from command_line import FINETUNE, cli, finetune_with, one_error_line
 
 from condenser_lite.parameters import parse_settings
 from condenser_lite.training.loop import TrainConfig
@@ -23,11 +23,11 @@ def test_integer_settings_refuse_fractions(capsys):
 
 
 SETTINGS = {  # each refused in one line before any training, naming the setting and a valid value
-    "finetune lr=0": (["finetune", *FINETUNE, "--set", "finetune.lr=0"], "FinetuneConfig.lr=0.0 must be > 0"),
-    "finetune batch_size=0": (["finetune", *FINETUNE, "--set", "finetune.batch_size=0"], "FinetuneConfig.batch_size=0 must be > 0"),
-    "finetune train_n_passages=0": (["finetune", *FINETUNE, "--set", "train_n_passages=0"],
+    "finetune lr=0": (["finetune", *finetune_with("finetune.lr=0")], "FinetuneConfig.lr=0.0 must be > 0"),
+    "finetune batch_size=0": (["finetune", *finetune_with("finetune.batch_size=0")], "FinetuneConfig.batch_size=0 must be > 0"),
+    "finetune train_n_passages=0": (["finetune", *finetune_with("train_n_passages=0")],
                                     "FinetuneConfig.train_n_passages=0 must be > 0"),
-    "finetune max_steps=0": (["finetune", *FINETUNE, "--set", "finetune.max_steps=0"],
+    "finetune max_steps=0": (["finetune", *finetune_with("finetune.max_steps=0")],
                              "FinetuneConfig.max_steps=0 must be > 0"),
     "pretrain lr=0": (["pretrain", "--set", "stages.bert.lr=0"], "StageRecipe.lr=0.0 must be > 0"),
     "pretrain lr<0": (["pretrain", "--set", "stages.bert.lr=-1e-4"], "StageRecipe.lr=-0.0001 must be > 0"),

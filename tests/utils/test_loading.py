@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from command_line import FINETUNE, cli, one_error_line
+from command_line import FINETUNE, cli, finetune_with, one_error_line
 from toy_data import tiny_rows
 from toy_models import make_batch, make_condenser
 from transformers import AutoModel, AutoModelForMaskedLM, BertForMaskedLM, BertModel
@@ -94,7 +94,8 @@ def test_loading_an_mlm_checkpoint_as_an_encoder_reports_only_real_gaps(tmp_path
 
     encoder = BertModel(config, add_pooling_layer=False)
     encoder.save_pretrained(tmp_path / "enc")
-    with pytest.warns(UserWarning, match=r"6 weights missing from the checkpoint.*\[.cls.predictions"):
+    with pytest.warns(UserWarning, match=r"has no MLM head: BertForMaskedLM's head \(cls.predictions.\*, 6 weights\) "
+                      "starts fresh"):
         from condenser_lite.modeling.condenser import BertMLM
 
         BertMLM.from_pretrained(tmp_path / "enc")  # an MLM without its head: that is worth a word
@@ -164,6 +165,6 @@ def test_lengths_above_the_models_position_limit_are_one_line(beir, retriever, t
     line = one_error_line(cli(["search", "--model", retriever, "--data-dir", beir, "--p-max-len", "1000"], capsys))
     assert line == (f"error: --p-max-len=1000 exceeds the position limit of {retriever} (max_position_embeddings="
                     "128); use 128 or less")
-    line = one_error_line(cli(["finetune", "--init", retriever, *FINETUNE, "--set", "p_max_len=1000", "--data-dir",
+    line = one_error_line(cli(["finetune", "--init", retriever, *finetune_with("p_max_len=1000"), "--data-dir",
                                beir, "--output-dir", tmp_path / "ft"], capsys))
     assert "--set p_max_len=1000 exceeds the position limit" in line and not (tmp_path / "ft").exists()
