@@ -24,7 +24,7 @@ from pathlib import Path
 
 # Left to the runtime: its torch build, and its own notebook/test/book stack.
 KEEP = {"torch", "papermill", "nbval", "pytest", "pytest-xdist", "ipykernel", "jupyterlab",
-        "jupyter-book", "jupytext"}
+        "jupyter-book", "jupytext", "sphinx-mathjax-offline"}
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9.+!-]+)$")
 
 

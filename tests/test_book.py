@@ -220,6 +220,16 @@ def test_built_page_shows_every_figure(built_book, chapter):
     assert shown == expected, f"{chapter}: {shown} figures in the HTML, {expected} plotting cells"
 
 
+def test_the_built_book_loads_no_script_from_the_network(built_book):
+    """Equations render offline: MathJax is served from the build (sphinx-mathjax-offline), and no
+    page loads a script from elsewhere; with MathJax from a CDN, a laptop offline saw raw TeX."""
+    assert (built_book / "_static" / "mathjax" / "tex-chtml.js").is_file()
+    for page in sorted(built_book.rglob("*.html")):
+        remote = [src for src in re.findall(r'<script[^>]*\bsrc="([^"]+)"', page.read_text())
+                  if src.startswith(("http:", "https:", "//"))]
+        assert not remote, f"{page.relative_to(built_book)} loads {remote[0]}"
+
+
 # --- prose a student can follow, on the built pages ----------------------------------------------
 
 MAX_SENTENCE_WORDS = 60
