@@ -30,7 +30,9 @@ in every command and in a chapter's ``-p settings "path=value ..."``:
 * a preset's own field by its name (``seeds``, ``task``, ``pretrain_seeds``).
 
 A bare name stands for the one path ending in it (``hidden_size`` is ``model.hidden_size``); one
-that several paths end in (``lr``, ``max_steps``) is refused, naming them. A path the command
+that several paths end in (``lr``, ``max_steps``) is refused, naming them, except by ``pretrain``,
+which trains one stage and reads it (or ``stage.lr``) as that stage's field. A mistyped field is
+answered with the nearest one. A path the command
 does not read is refused in one line (``cli_settings``): ``finetune`` reads ``finetune.*``;
 ``experiments`` every path but the seeds of the continuing stages (each arm's stages run on the
 arm's seed); ``pretrain`` the fields of its one stage that its method reads (``stages.bert.*``

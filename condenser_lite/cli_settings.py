@@ -79,10 +79,10 @@ def stage_config_from_args(args: argparse.Namespace) -> StageConfig:
     is built, as ``experiments`` applies them; any other path (``finetune.lr``,
     ``stages.condenser.max_steps`` for a stage from scratch, ``stages.condenser.chunk_size`` for a
     Condenser) is refused rather than ignored. Chapter 2."""
-    settings = parse_settings(args.set)
     preset = get_preset(args.preset)
     init = _init_of(preset, args)
     stage = f"stages.{stage_name(args.method, init)}"
+    settings = parse_settings([_of_stage(pair, stage) for pair in args.set])
     refuse_twice(settings, {"--corpus": (f"{stage}.corpus", args.corpus),
                             "--min-span": (f"{stage}.min_span", args.min_span)})
     reads = pretrain_reads(preset, args.method, init)
@@ -112,6 +112,20 @@ def real_init_rate(cfg: StageConfig, lr_given: bool, stage: str) -> StageConfig:
     print(f"pre-training rate: lr {cfg.lr:g}, the papers' for continuing a pre-trained model (--init was not trained "
           f"by this library); --set {stage}.lr=... names another", file=sys.stderr)
     return cfg
+
+
+def _of_stage(pair: str, stage: str) -> str:
+    """``pair`` with a bare stage field (``max_steps=500``) or ``stage.NAME`` read as the one
+    stage this command trains (``stages.<stage>.NAME``): unambiguous here, though not in
+    ``experiments``, where several stages have a ``max_steps``. Chapter 2."""
+    from .training.pretraining_config import StageRecipe
+
+    key, sep, value = pair.partition("=")
+    name = key.strip().removeprefix("stage.").replace("-", "_")
+    fields = {f.name for f in dataclasses.fields(StageRecipe)}
+    if sep and "." not in name and name in fields and (key.strip().startswith("stage.") or "." not in key):
+        return f"{stage}.{name}={value}"
+    return pair
 
 
 def refuse_twice(settings: dict[str, Any], flags: dict[str, tuple[str, Any]]) -> None:

@@ -166,7 +166,7 @@ def test_one_set_dialect_refuses_what_the_command_does_not_read():
                          "the mlm stage continuing --init trains by stages.condenser"),
                         (["pretrain", "--method", "mlm", "--set", "s2_steps=5"], "set stages.condenser.max_steps$"),
                         (["pretrain", "--method", "mlm", "--set", "nonsense=1"], "unknown setting 'nonsense'"),
-                        (["pretrain", "--method", "mlm", "--set", "lr=1"], "ambiguous"),
+                        (["experiments", "--set", "lr=1"], "ambiguous"),  # pretrain reads it as its stage's
                         (["finetune", "--init", "x", "--output-dir", "o", "--data", "scifact", "--set",
                           "stages.bert.max_steps=5"], "finetune runs one recipe and reads only finetune.*.*finetune.max_steps"
                          ".*belongs to pretrain or experiments$"),
@@ -673,3 +673,19 @@ def test_a_setting_only_another_method_reads_is_not_redirected_to_this_stage(cap
     line = one_error_line(cli(["pretrain", "--preset", "small", "--method", "mlm", "--set",
                                "stages.condenser.max_steps=8"], capsys))
     assert "set stages.bert.max_steps" in line  # a setting the stage does read: its own path
+
+
+def test_pretrain_reads_a_bare_field_as_its_one_stages(capsys):
+    """A command that trains one stage reads ``max_steps=2`` and ``stage.max_steps=2`` as that
+    stage's field (``experiments`` refuses the bare name as ambiguous); a typo of a stage's field is
+    answered with the nearest one."""
+    for given in ("max_steps=2", "stage.max_steps=2", "stages.bert.max_steps=2"):
+        args = build_parser().parse_args(["pretrain", "--preset", "micro", "--method", "mlm", "--set", given])
+        assert stage_config_from_args(args).max_steps == 2, given
+    args = build_parser().parse_args(["pretrain", "--preset", "micro", "--method", "mlm", "--set", "lr=3e-4"])
+    assert stage_config_from_args(args).lr == 3e-4
+    with pytest.raises(ConfigError, match="ambiguous"):
+        parse_settings(["max_steps=2"])  # elsewhere the bare name names several paths
+    line = one_error_line(cli(["pretrain", "--preset", "micro", "--method", "mlm", "--set", "stages.bert.max_step=2",
+                               "--dry-run"], capsys))
+    assert "unknown setting 'stages.bert.max_step'; did you mean stages.bert.max_steps?" in line

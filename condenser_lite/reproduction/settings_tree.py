@@ -16,6 +16,7 @@ preset recorded in either layout. Explained in chapter 4.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -222,6 +223,10 @@ def setting_path(key: str, tree: Mapping[str, Any] | None = None) -> str:
     if name in left:
         raise ConfigError(f"{key} is no setting of {part}: {left[name]}")
     fields = sorted({p.rpartition(".")[2] for p in tree if p.startswith(f"{part}.")})
+    near = difflib.get_close_matches(name, fields, n=1) if fields else []
+    if near:  # a typo: the nearest field first, then the rest
+        raise ConfigError(f"unknown setting {key!r}; did you mean {part}.{near[0]}? ({part}'s fields: "
+                          f"{', '.join(fields)})")
     known = (f"{part}'s fields: {', '.join(fields)}" if fields else
              f"paths start with {', '.join(COMPONENTS)} (stages.{'|'.join(STAGES)}) or name a preset field")
     raise ConfigError(f"unknown setting {key!r}; {known} (e.g. model.hidden_size, stages.bert.lr, finetune.lr)")
