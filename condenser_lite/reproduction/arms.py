@@ -43,6 +43,7 @@ from ..data.tevatron import sample_queries
 from ..data.tokenizer import load_tokenizer
 from ..modeling.gauges import cls_attention_entropy
 from ..retrieval.metrics import metric_depth
+from ..retrieval.pooling import CLS, Pooling, checkpoint_pooling
 from ..retrieval.search import evaluate_retriever
 from ..training.finetune import finetune_round
 from ..training.loop import TrainConfig, read_log
@@ -82,7 +83,8 @@ def resolved(config: TrainConfig) -> dict:
     (``devices.resolve_precision``). Chapter 4."""
     usual, loop = TrainConfig(), {f.name for f in dataclasses.fields(TrainConfig)}
     settings = {k: v for k, v in dataclasses.asdict(config).items()
-                if k not in loop or k in KEYED_LOOP or v != getattr(usual, k)}
+                if (k not in loop or k in KEYED_LOOP or v != getattr(usual, k)) and k != "pooling"}
+    # the pooling is keyed where it is read with its checkpoint (finetune_arm), as the pooling it means
     return {**settings, "mixed_precision": resolve_precision(config.mixed_precision)}
 
 
@@ -199,6 +201,9 @@ def finetune_arm(
     train = task.train if size is None or size >= len(task.train) else sample_queries(task.train, size, seed=seed)
     settings = {"recipe": resolved(recipe), "metrics": list(preset.metrics), "depth": run_depth(preset),
                 "entropy": [preset.entropy_texts, preset.entropy_max_len] if entropy_texts else None}
+    pooling = Pooling.parse(recipe.pooling) if recipe.pooling else checkpoint_pooling(checkpoint)
+    if pooling != CLS:  # the papers' [CLS] adds nothing, so the keys of the runs before pooling existed hold
+        settings["pooling"] = str(pooling)
     key = settings_hash({"init": checkpoint_key(checkpoint), "task": task.key, "size": len(train), "seed": seed,
                          "round": round_number, "round1": round1["key"] if round1 else None, "settings": settings})
     out_dir = cache_dir("finetune") / f"{arm}-r{round_number}-n{len(train)}-s{seed}-{key}"

@@ -1,6 +1,8 @@
 """The arms (condenser_lite/reproduction/arms.py): what the protocol pre-trains for each, built from
 the preset."""
 
+from pathlib import Path
+
 import pytest
 
 from condenser_lite.utils.errors import ConfigError
@@ -41,3 +43,28 @@ def test_a_cached_modified_stage_without_its_copys_count_is_named(tmp_path, monk
     assert out["compute"] == compute
     said = [str(w.message) for w in caught if "masked copy" in str(w.message)]
     assert bool(said) == warned and all("delete that folder" in m for m in said)
+
+
+def test_a_fine_tuning_is_keyed_by_the_pooling_it_reads(tmp_path, monkeypatch):
+    """Two folders with the same weights, one declaring mean pooling, fine-tune into different cache
+    folders (the pooling files are not weights, so the checkpoint's content key is the same); a
+    folder declaring [CLS] keys as one declaring nothing, as the runs before pooling existed."""
+    import shutil
+
+    from tiny_checkpoint import make_checkpoint
+
+    from condenser_lite.reproduction import arms
+    from condenser_lite.reproduction.tasks import Task
+    from condenser_lite.retrieval.pooling import Pooling, write_pooling
+
+    plain = make_checkpoint(tmp_path / "plain", ["the cat sat on a mat"] * 3)
+    folders = {"plain": plain}
+    for name, pooling in (("cls", Pooling()), ("mean", Pooling("mean", True))):
+        folders[name] = tmp_path / name
+        shutil.copytree(plain, folders[name])
+        write_pooling(folders[name], pooling)
+    monkeypatch.setattr(arms, "compute_once", lambda path, compute: str(path.parent))  # the key, not the run
+    task = Task("toy", train=[{"query_id": "q"}], eval=None, split="test", key="toy")
+    dirs = {name: arms.finetune_arm("x", str(folder), task, "micro") for name, folder in folders.items()}
+    assert Path(dirs["plain"]).name.rsplit("-", 1)[1] == Path(dirs["cls"]).name.rsplit("-", 1)[1]
+    assert dirs["mean"].rsplit("-", 1)[1] != dirs["plain"].rsplit("-", 1)[1]
