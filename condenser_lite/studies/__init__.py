@@ -7,6 +7,9 @@ files are the pages' evidence.
 * ``mechanism.py``: when the Condenser head needs [CLS] (``python -m condenser_lite mechanism``;
   the page "When does the head need [CLS]?", ``results/mechanism.json``); reading, judging and
   merging that file in ``mechanism_files.py``.
+* ``real_model.py``: does coCondenser's corpus-aware pre-training help a real retriever
+  (all-MiniLM-L6-v2 on SciFact)? The comparison's design and its rule, fixed before its runs
+  (chapter 4).
 * ``sizing.py``: the pre-training study that chose the ``small`` preset (``python -m condenser_lite
   sizing``; the page "Choosing the scaled-down world", ``results/study.json``); its runs in
   ``sizing_runs.py``, its cost measurements in ``sizing_throughput.py``.
