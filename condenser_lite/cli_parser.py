@@ -22,7 +22,8 @@ RESTART_HELP = ("discard the training checkpoint and log in the output folder an
 DATA_DIR_HELP = "local data mirror (default: $CONDENSER_LITE_DATA, else the Hub)"
 STUDIES = {"mechanism": "when the Condenser head needs [CLS]: the mechanism study (results/mechanism.json)",
            "sizing": "the pre-training study that sized the small preset (results/study.json)",
-           "health-runs": "short stage-1 runs, healthy and broken, judged by the health check (results/health.json)"}
+           "health-runs": "short stage-1 runs, healthy and broken, judged by the health check (results/health.json)",
+           "real-model": "does coCondenser's pre-training on SciFact help all-MiniLM-L6-v2? (results/real_model.json)"}
 
 
 def _data_args(p: argparse.ArgumentParser, split: str | None = "test") -> None:

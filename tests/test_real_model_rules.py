@@ -43,3 +43,26 @@ def test_the_control_spends_the_stages_flops_and_missing_arms_are_refused():
     with pytest.raises(ValueError, match="missing: \\['mlm'\\]"):
         judge({"none": {"0": 0.6}, "cocondenser": {"42": [0.6]}})
     assert runs_per_arm() == {"none": 4, "cocondenser": 6, "mlm": 6}
+
+
+def test_the_stages_are_built_as_registered_and_another_file_is_refused(tmp_path, capsys):
+    """The coCondenser stage and the MLM control carry the registered settings (contrastive term
+    only, fresh head, 128-token spans and blocks, the papers' rate, the control on SciFact's
+    text); the command refuses a results file of another kind before any work."""
+    from command_line import cli, one_error_line
+
+    from condenser_lite.studies.real_model import PRETRAIN_SEEDS, finetune_preset, stage_configs
+    from condenser_lite.utils.loading import shipped_model
+
+    stages = stage_configs(shipped_model(), PRETRAIN_SEEDS[0], 1075)
+    co, mlm = stages["cocondenser"], stages["mlm"]
+    assert (co.method, co.mlm_weight, co.co_weight, co.head, co.batch_size, co.max_steps, co.lr, co.model.max_len) == \
+        ("cocondenser", 0.0, 1.0, "random", 64, 162, 1e-4, 128)
+    assert (mlm.method, mlm.corpus, mlm.batch_size, mlm.max_steps, mlm.lr, mlm.model.max_len) == \
+        ("mlm", "scifact", 32, 1075, 1e-4, 128)
+    assert co.seed == mlm.seed == PRETRAIN_SEEDS[0] and co.init == mlm.init == shipped_model()
+    recipe = finetune_preset().finetune
+    assert (recipe.lr, recipe.pooling) == (2e-5, "cls")
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine")
+    assert "not JSON" in one_error_line(cli(["real-model", "--out", notes], capsys)) and notes.read_text() == "mine"

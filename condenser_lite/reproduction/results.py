@@ -142,7 +142,8 @@ def provenance(preset: Preset, command: str | None, started: str, wall_seconds: 
 # Each command that writes a results file writes one kind, named in the file itself: the protocol's
 # ``protocol`` field, a study's ``study`` field.
 KINDS = {"protocol": "a protocol results file (experiments, merge)", "mechanism": "the mechanism study's file",
-         "health": "the health-runs study's file", "sizing": "the sizing study's file"}
+         "health": "the health-runs study's file", "sizing": "the sizing study's file",
+         "real-model": "the real-model comparison's file"}
 
 
 def file_kind(data: Any) -> str | None:

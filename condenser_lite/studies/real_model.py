@@ -39,7 +39,10 @@ at equal compute; it does not separate it from any other contrastive pre-trainin
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from scipy import stats as scipy_stats
 
@@ -110,3 +113,122 @@ def runs_per_arm() -> dict[str, int]:
 def seeds_of(arm: str) -> Sequence[int]:
     """The pre-training seeds of ``arm`` (none for ``none``). Chapter 4."""
     return () if arm == "none" else PRETRAIN_SEEDS
+
+
+# ---- running it: python -m condenser_lite real-model ------------------------------------------------
+
+RULE_COMMIT = "c5829bc"  # the commit that fixed the design and rule above, before any run
+
+
+def finetune_preset():
+    """The ``small`` preset with the pretrained recipe pooled by ``POOLING``: every arm's fine-tuning."""
+    import dataclasses
+
+    from condenser_lite.reproduction.presets import PRETRAINED_RECIPE, get_preset
+
+    return get_preset("small").replace(finetune=dataclasses.replace(PRETRAINED_RECIPE, pooling=POOLING))
+
+
+def stage_configs(model: str, seed: int, control_updates: int | None = None) -> dict:
+    """The coCondenser stage and the MLM control of one pre-training seed, from ``model``, as
+    ``pretrain`` builds them with ``STAGE`` and ``CONTROL``; the control's updates are
+    ``control_updates`` (``control_steps``), 2 for a probe when None."""
+    from condenser_lite.reproduction.presets import get_preset, stage_config
+
+    small = get_preset("small")
+    co = stage_config(small.replace(**STAGE), "cocondenser", model).replace(seed=seed)
+    control = {**CONTROL, "stages.condenser.max_steps": control_updates or 2}
+    mlm = stage_config(small.replace(**control), "mlm", model).replace(corpus="scifact", seed=seed)
+    return {"cocondenser": co, "mlm": mlm}
+
+
+def _per_update_flops(folder) -> float:
+    record = json.loads((Path(folder) / "pretrain_config.json").read_text())
+    return record["compute"]["flops"] / record["compute"]["steps"]
+
+
+def run(data_dir: str | None, out: Path, command: str) -> dict:
+    """Every stage and fine-tuning of the comparison (each cached: a second call resumes), then the
+    rule's reading where all are in; the file ``out`` is written after every finished arm."""
+    import tempfile
+
+    from condenser_lite.reproduction.arms import finetune_arm
+    from condenser_lite.reproduction.jobs import load_average
+    from condenser_lite.reproduction.results import environment, git, git_state, machine, now
+    from condenser_lite.reproduction.tasks import load_task
+    from condenser_lite.training.pretraining import pretrain
+    from condenser_lite.utils.loading import SHIPPED_MODEL, shipped_model
+
+    started, t0, load_start = now(), time.perf_counter(), load_average()
+    model, preset = shipped_model(), finetune_preset()
+    task = load_task(preset, data_dir)
+    record = {"study": "real-model", "model": SHIPPED_MODEL, "metric": METRIC, "round": ROUND,
+              "design": {"pretrain_seeds": PRETRAIN_SEEDS, "finetune_seeds": FINETUNE_SEEDS, "none_seeds": NONE_SEEDS,
+                         "pooling": POOLING, "stage": STAGE, "control": CONTROL},
+              "stages": {}, "finetunes": {}}
+
+    def save() -> None:
+        in_history = git("merge-base", "--is-ancestor", RULE_COMMIT, "HEAD") is not None
+        record["provenance"] = {**git_state(exclude=out), "command": command, "started": started, "finished": now(),
+                                "wall_seconds": round(time.perf_counter() - t0, 1), "machine": machine(load_start),
+                                "rule": {"commit": RULE_COMMIT, "in_history": in_history},
+                                **{k: environment()[k] for k in ("python", "packages")}}
+        out.write_text(json.dumps(record, indent=1) + "\n")
+
+    def finetune(arm: str, checkpoint: str, seed: int) -> dict:
+        r1 = finetune_arm(f"real-{arm}", checkpoint, task, preset, seed=seed, round_number=1)
+        r2 = finetune_arm(f"real-{arm}", checkpoint, task, preset, seed=seed, round_number=2, round1=r1)
+        return {"round1": r1["metrics"], "round2": r2["metrics"], "steps": [r1["steps"], r2["steps"]],
+                "seconds": [r1["wall_time"]["total"], r2["wall_time"]["total"]]}
+
+    record["finetunes"]["none"] = {str(s): finetune("none", model, s) for s in NONE_SEEDS}
+    save()
+    for seed in PRETRAIN_SEEDS:
+        co_cfg = stage_configs(model, seed)["cocondenser"]
+        co = pretrain(co_cfg, data_dir=data_dir)
+        with tempfile.TemporaryDirectory() as probe:  # the control's FLOPs per update, from two updates
+            per_mlm = _per_update_flops(pretrain(stage_configs(model, seed)["mlm"], output_dir=probe, data_dir=data_dir))
+        updates = control_steps(co_cfg.max_steps, _per_update_flops(co), per_mlm)
+        mlm = pretrain(stage_configs(model, seed, updates)["mlm"], data_dir=data_dir)
+        record["stages"][str(seed)] = {arm: json.loads((Path(folder) / "pretrain_config.json").read_text())["compute"]
+                                       for arm, folder in (("cocondenser", co), ("mlm", mlm))}
+        for arm, folder in (("cocondenser", co), ("mlm", mlm)):
+            record["finetunes"].setdefault(arm, {})[str(seed)] = {str(f): finetune(arm, str(folder), f)
+                                                                   for f in FINETUNE_SEEDS}
+        save()
+    values = {"none": {s: r[ROUND][METRIC] for s, r in record["finetunes"]["none"].items()},
+              **{arm: {seed: [r[ROUND][METRIC] for r in runs.values()] for seed, runs in record["finetunes"][arm].items()}
+                 for arm in ("cocondenser", "mlm")}}
+    record["judged"] = judge(values)
+    save()
+    return record
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The comparison's command line (``python -m condenser_lite real-model``). Chapter 4."""
+    import argparse
+    import shlex
+    import sys
+
+    from condenser_lite.reproduction.results import check_out
+
+    ap = argparse.ArgumentParser(prog="python -m condenser_lite real-model", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default=str(Path(__file__).resolve().parents[2] / "results" / "real_model.json"))
+    ap.add_argument("--data-dir", default=None, help="data mirror (default: $CONDENSER_LITE_DATA or the Hub)")
+    ap.add_argument("--dry-run", action="store_true", help="time the two stages on this machine and stop")
+    ap.add_argument("--debug", action="store_true", help="show the traceback of a known error")
+    a = ap.parse_args(sys.argv[1:] if argv is None else list(argv))
+    out = Path(a.out)
+    check_out(out, "real-model")  # before any work: another file stays as it is
+    if a.dry_run:
+        from condenser_lite.reproduction.estimate import estimate_stage, format_estimate
+        from condenser_lite.utils.loading import shipped_model
+
+        for cfg in stage_configs(shipped_model(), PRETRAIN_SEEDS[0], 1075).values():
+            print(format_estimate(estimate_stage(cfg, a.data_dir)), flush=True)
+        n = runs_per_arm()
+        print(f"then {sum(n.values())} two-round fine-tunings ({n}), each about 2 x 202 updates", flush=True)
+        return
+    command = shlex.join(["python", "-m", "condenser_lite", "real-model", *(sys.argv[1:] if argv is None else argv)])
+    run(a.data_dir, out, command)
+    print(f"wrote {out}")
