@@ -75,9 +75,9 @@ class Pooling:
         """``[B, H]`` from the last layer's ``[B, L, H]`` and the ``[B, L]`` mask."""
         if self.mode == "cls":
             reps = hidden[:, 0]
-        else:
-            mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
-            reps = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+        else:  # summed in float32: 256 bf16 vectors added in bf16 keep about two digits
+            mask = attention_mask.unsqueeze(-1).float()
+            reps = (hidden.float() * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
         return torch.nn.functional.normalize(reps, dim=-1) if self.normalize else reps
 
 
