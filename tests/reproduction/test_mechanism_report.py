@@ -127,6 +127,7 @@ def test_onset_readings_now_and_with_all_eight_seeds(committed):
     table = report.onset_table(full)
     assert table.loc["unseen seeds", "switched on"] == "3 of 5"
     assert table.loc["all seeds", "onset range"] == "4,000 to 20,000"
+    assert "half on by" not in table.columns  # an estimate shown only with its interval
 
 
 def test_every_phrase_the_page_pastes_exists_now_and_with_eight_seeds(committed):
