@@ -318,13 +318,32 @@ def plateau_notes(study: Mapping) -> dict[str, str]:
         "onset_seen": sentence((f"{seeds_text(seen)}, seen before the rules, "
                                 f"{'plateaus' if len(seen) == 1 else 'plateau'} at {levels(seen)}; " if seen else "")
                                + (f"the unseen seeds that switched on, at {levels(unseen)}." if unseen else
-                                  "no unseen seed switched on.")),
+                                  "no unseen seed switched on.")) + _machines(curves),
         "onset_rising": (f"From the stage's third quarter to its last, the mean reliance rises on "
                          f"{'all' if up == len(on) else f'{up} of the'} {len(on)} seeds that switched on "
                          f"(by {fixed(min(rises))} to {fixed(max(rises))})."
                          if up else "From the stage's third quarter to its last, no seed that switched on "
                          "rises further."),
     }
+
+
+def _machines(curves: Mapping) -> str:
+    """A sentence where the seen and the unseen seeds' Condenser stages took CPU seconds that do not
+    overlap (they ran on other machines): then the seen/unseen difference cannot be told from the
+    hardware's. Empty otherwise."""
+    cpu = {int(s): v["condenser"].get("cpu_seconds") for s, v in curves.items()}
+    seen = [c for s, c in cpu.items() if s in SEEN_SEEDS and c]
+    unseen = [c for s, c in cpu.items() if s not in SEEN_SEEDS and c]
+    if not seen or not unseen or (max(seen) >= min(unseen) and max(unseen) >= min(seen)):
+        return ""
+
+    def span(values):
+        low, high = (round(v, -2) for v in (min(values), max(values)))
+        return f"{low:,.0f}" if low == high else f"{low:,.0f} to {high:,.0f}"
+
+    return (f" The seen seeds' Condenser stages also took {span(seen)} CPU seconds, the unseen seeds' "
+            f"{span(unseen)}: the same stage on other hardware. Which seeds were seen and which hardware ran "
+            "them cannot be told apart.")
 
 
 def onset_readings(study: Mapping) -> dict[str, str]:

@@ -265,3 +265,19 @@ def test_near_misses_count_the_evaluations_above_the_bar(committed):
     curve = full["l48"]["per_seed"]["44"]["condenser"]["curve"]
     above = sum(r["cls_reliance"] > 2 * r["cls_reliance_noise"] for r in curve)
     assert f"{above} of 96 evaluations (seed 44)" in near
+
+
+def test_the_seen_seeds_hardware_is_said_where_their_stages_cost_apart(committed):
+    """The seeds read before the rules ran on other hardware than the unseen ones (their
+    Condenser stages' CPU seconds do not overlap): the page says the two cannot be told apart;
+    with overlapping costs it says nothing."""
+    import copy
+
+    study, _ = committed
+    curves = study["l48"]["per_seed"]
+    said = report._machines(curves)
+    assert "cannot be told apart" in said and "4,400 to 4,500" in said and "7,400 to 8,200" in said
+    same = copy.deepcopy(curves)
+    for entry in same.values():
+        entry["condenser"]["cpu_seconds"] = 5000.0
+    assert report._machines(same) == ""
