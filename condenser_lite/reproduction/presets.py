@@ -36,8 +36,9 @@ longer blocks and a longer first stage::
                   stages=Stages().with_changes(bert={"max_steps": 4000, "batch_size": 64, "lr": 5e-4}),
                   finetune=FinetuneConfig(train_n_passages=4, p_max_len=128))
 
-``RETRIEVAL_RECIPES`` holds the papers' fine-tuning recipe per data set (MS MARCO, NQ) for the
-``finetune`` command. How ``tiny`` was sized and tuned is in DESIGN.md ("Presets").
+``DATA_RECIPES`` holds the papers' fine-tuning recipe per data set (MS MARCO, NQ), and
+``RETRIEVAL_RECIPES`` those and ``pretrained`` (a real pre-trained checkpoint on a small set),
+for the ``finetune`` command. How ``tiny`` was sized and tuned is in DESIGN.md ("Presets").
 Explained in chapter 4, ``notebooks/04_finetune.ipynb``.
 """
 
@@ -198,8 +199,8 @@ SMALL = Preset(
 
 PRESETS: dict[str, Preset] = {"micro": MICRO, "tiny": TINY, "small": SMALL, "colab": COLAB, "paper": PAPER}
 ALIASES = {"full": "paper"}
-RETRIEVAL_RECIPES: dict[str, FinetuneConfig] = {"msmarco": MSMARCO_RECIPE, "nq": NQ_RECIPE,
-                                                "pretrained": PRETRAINED_RECIPE}
+DATA_RECIPES: dict[str, FinetuneConfig] = {"msmarco": MSMARCO_RECIPE, "nq": NQ_RECIPE}  # the papers' data sets
+RETRIEVAL_RECIPES: dict[str, FinetuneConfig] = {**DATA_RECIPES, "pretrained": PRETRAINED_RECIPE}
 
 
 def get_preset(preset: Preset | str | None = None, **changes: Any) -> Preset:
@@ -234,7 +235,7 @@ def recipe_for(data: str, init: str | os.PathLike) -> tuple[str, str]:
     trained (``loading.saved_here``), and ``pretrained`` for any other checkpoint (the Hub's, a
     sentence-transformers folder), whose pre-training the tiny recipe's rate would undo.
     ``finetune`` without ``--preset`` and chapter 4's ``-p init`` both take it. Chapter 4."""
-    if data in ("msmarco", "nq"):
+    if data in DATA_RECIPES:
         return data, f"the papers' recipe for {data}"
     if saved_here(init):
         return "tiny", "the book's recipe for the small models it trains"

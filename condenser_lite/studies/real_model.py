@@ -110,11 +110,6 @@ def runs_per_arm() -> dict[str, int]:
             "mlm": len(PRETRAIN_SEEDS) * len(FINETUNE_SEEDS)}
 
 
-def seeds_of(arm: str) -> Sequence[int]:
-    """The pre-training seeds of ``arm`` (none for ``none``). Chapter 4."""
-    return () if arm == "none" else PRETRAIN_SEEDS
-
-
 # ---- running it: python -m condenser_lite real-model ------------------------------------------------
 
 RULE_COMMIT = "c5829bc"  # the commit that fixed the design and rule above, before any run

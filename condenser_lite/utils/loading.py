@@ -100,7 +100,7 @@ def saved_here(name_or_dir: str | os.PathLike) -> bool:
     stage's record): the book's own small models, not a real pre-trained one. Chapter 4."""
     path = Path(name_or_dir).expanduser()
     return path.is_dir() and any((folder / name).is_file() for folder in (path, path / "query")
-                                 for name in (LIBRARY_FILE, "pretrain_config.json"))
+                                 for name in (LIBRARY_FILE, "pretrain_config.json"))  # stage_cache.DONE_FILE
 
 
 def check_checkpoint(name_or_dir: str | os.PathLike) -> None:
