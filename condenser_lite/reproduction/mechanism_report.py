@@ -343,7 +343,7 @@ def _machines(curves: Mapping) -> str:
 
     return (f" The seen seeds' Condenser stages also took {span(seen)} CPU seconds, the unseen seeds' "
             f"{span(unseen)}: the same stage on other hardware. Which seeds were seen and which hardware ran "
-            "them cannot be told apart.")
+            "them cannot be told apart: a difference between the two groups could come from either.")
 
 
 def onset_readings(study: Mapping) -> dict[str, str]:
