@@ -66,3 +66,25 @@ def test_the_stages_are_built_as_registered_and_another_file_is_refused(tmp_path
     notes = tmp_path / "notes.txt"
     notes.write_text("mine")
     assert "not JSON" in one_error_line(cli(["real-model", "--out", notes], capsys)) and notes.read_text() == "mine"
+
+
+def test_a_resume_keeps_finished_units_and_refuses_another_design():
+    """The study resumes from its file alone (the cache does not travel between machines), so a
+    file written under another recipe or design is refused by name rather than judged as one."""
+    import dataclasses
+
+    from condenser_lite.studies.real_model import finetune_preset, resumable, values
+    from condenser_lite.utils.errors import ConfigError
+
+    record = {"model": "m", "metric": "nDCG@10", "round": "round2", "design": {"pretrain_seeds": (42, 43)},
+              "recipe": dataclasses.asdict(finetune_preset().finetune)}
+    assert resumable(None, record) == {}
+    prior = {**record, "design": {"pretrain_seeds": [42, 43]}, "units": {"none": {"finetunes": {}}}}
+    assert resumable(prior, record) == {"none": {"finetunes": {}}}  # JSON's lists are the design's tuples
+    with pytest.raises(ConfigError, match="recipe differs"):
+        resumable({**prior, "recipe": {**prior["recipe"], "lr": 1e-3}}, record)
+    ft = {"round2": {"nDCG@10": 0.6}}
+    units = {"none": {"finetunes": {"0": ft, "1": ft}},
+             "42": {arm: {"finetunes": {"0": ft, "1": ft}} for arm in ("cocondenser", "mlm")}}
+    assert values({"units": units}) == {"none": {"0": 0.6, "1": 0.6}, "cocondenser": {"42": [0.6, 0.6]},
+                                        "mlm": {"42": [0.6, 0.6]}}

@@ -142,9 +142,35 @@ def _per_update_flops(folder) -> float:
     return record["compute"]["flops"] / record["compute"]["steps"]
 
 
-def run(data_dir: str | None, out: Path, command: str) -> dict:
-    """Every stage and fine-tuning of the comparison (each cached: a second call resumes), then the
-    rule's reading where all are in; the file ``out`` is written after every finished arm."""
+def _key(record: Mapping) -> dict:
+    """What every unit of a results file depends on, as JSON stores it: the design, the model and
+    the fine-tuning recipe. A resume refuses a file whose key differs."""
+    return json.loads(json.dumps({k: record.get(k) for k in ("model", "metric", "round", "design", "recipe")}))
+
+
+def resumable(prior: Mapping | None, record: Mapping) -> dict:
+    """The finished units of ``prior`` (an earlier run's file, or None) that ``record``'s run may
+    keep: ``{"none": ..., "42": ...}``, each as that run stored it. Raises ``ConfigError`` naming
+    the first setting that differs, since mixing them would judge two designs as one."""
+    from condenser_lite.utils.errors import ConfigError
+
+    if not prior:
+        return {}
+    old, new = _key(prior), _key(record)
+    for k in new:
+        if old[k] != new[k]:
+            raise ConfigError(f"{k} differs from the run that wrote the file ({old[k]!r} there, {new[k]!r} now); "
+                              "give another --out, or delete the file to start again")
+    return dict(prior.get("units", {}))
+
+
+def run(data_dir: str | None, out: Path, command: str, prior: Mapping | None = None) -> dict:
+    """Every stage and fine-tuning of the comparison, then the rule's reading where all are in.
+    The unit is one arm's work that needs no checkpoint after it: ``none``'s fine-tunings, or one
+    pre-training seed's two stages and their fine-tunings. ``out`` is written after every unit with
+    who ran it, and a second call (``prior``, that file) keeps the finished units: the study
+    resumes across machines with nothing but the file. Stages and fine-tunings are also cached."""
+    import dataclasses
     import tempfile
 
     from condenser_lite.reproduction.arms import finetune_arm
@@ -160,7 +186,10 @@ def run(data_dir: str | None, out: Path, command: str) -> dict:
     record = {"study": "real-model", "model": SHIPPED_MODEL, "metric": METRIC, "round": ROUND,
               "design": {"pretrain_seeds": PRETRAIN_SEEDS, "finetune_seeds": FINETUNE_SEEDS, "none_seeds": NONE_SEEDS,
                          "pooling": POOLING, "stage": STAGE, "control": CONTROL},
-              "stages": {}, "finetunes": {}}
+              "recipe": dataclasses.asdict(preset.finetune)}
+    record["units"] = resumable(prior, record)
+    if record["units"]:
+        print(f"resuming: {', '.join(record['units'])} already in {out}", flush=True)
 
     def save() -> None:
         in_history = git("merge-base", "--is-ancestor", RULE_COMMIT, "HEAD") is not None
@@ -170,33 +199,46 @@ def run(data_dir: str | None, out: Path, command: str) -> dict:
                                 **{k: environment()[k] for k in ("python", "packages")}}
         out.write_text(json.dumps(record, indent=1) + "\n")
 
+    def finish(unit: str, content: dict, unit_t0: float) -> None:
+        state = git_state(exclude=out)
+        record["units"][unit] = {**content, "ran": {"commit": state.get("commit"), "dirty": state.get("dirty"),
+                                                    "finished": now(), "machine": machine(load_start),
+                                                    "wall_seconds": round(time.perf_counter() - unit_t0, 1)}}
+        save()
+
     def finetune(arm: str, checkpoint: str, seed: int) -> dict:
         r1 = finetune_arm(f"real-{arm}", checkpoint, task, preset, seed=seed, round_number=1)
         r2 = finetune_arm(f"real-{arm}", checkpoint, task, preset, seed=seed, round_number=2, round1=r1)
         return {"round1": r1["metrics"], "round2": r2["metrics"], "steps": [r1["steps"], r2["steps"]],
                 "seconds": [r1["wall_time"]["total"], r2["wall_time"]["total"]]}
 
-    record["finetunes"]["none"] = {str(s): finetune("none", model, s) for s in NONE_SEEDS}
-    save()
+    if "none" not in record["units"]:
+        t = time.perf_counter()
+        finish("none", {"finetunes": {str(s): finetune("none", model, s) for s in NONE_SEEDS}}, t)
     for seed in PRETRAIN_SEEDS:
+        if str(seed) in record["units"]:
+            continue
+        t = time.perf_counter()
         co_cfg = stage_configs(model, seed)["cocondenser"]
         co = pretrain(co_cfg, data_dir=data_dir)
         with tempfile.TemporaryDirectory() as probe:  # the control's FLOPs per update, from two updates
             per_mlm = _per_update_flops(pretrain(stage_configs(model, seed)["mlm"], output_dir=probe, data_dir=data_dir))
         updates = control_steps(co_cfg.max_steps, _per_update_flops(co), per_mlm)
         mlm = pretrain(stage_configs(model, seed, updates)["mlm"], data_dir=data_dir)
-        record["stages"][str(seed)] = {arm: json.loads((Path(folder) / "pretrain_config.json").read_text())["compute"]
-                                       for arm, folder in (("cocondenser", co), ("mlm", mlm))}
-        for arm, folder in (("cocondenser", co), ("mlm", mlm)):
-            record["finetunes"].setdefault(arm, {})[str(seed)] = {str(f): finetune(arm, str(folder), f)
-                                                                   for f in FINETUNE_SEEDS}
-        save()
-    values = {"none": {s: r[ROUND][METRIC] for s, r in record["finetunes"]["none"].items()},
-              **{arm: {seed: [r[ROUND][METRIC] for r in runs.values()] for seed, runs in record["finetunes"][arm].items()}
-                 for arm in ("cocondenser", "mlm")}}
-    record["judged"] = judge(values)
+        finish(str(seed), {arm: {"stage": json.loads((Path(folder) / "pretrain_config.json").read_text())["compute"],
+                                 "finetunes": {str(f): finetune(arm, str(folder), f) for f in FINETUNE_SEEDS}}
+                           for arm, folder in (("cocondenser", co), ("mlm", mlm))}, t)
+    record["judged"] = judge(values(record))
     save()
     return record
+
+
+def values(record: Mapping) -> dict:
+    """``judge``'s input from a finished file's units: the rule's metric after the rule's round."""
+    units = record["units"]
+    return {"none": {s: r[ROUND][METRIC] for s, r in units["none"]["finetunes"].items()},
+            **{arm: {seed: [r[ROUND][METRIC] for r in units[seed][arm]["finetunes"].values()]
+                     for seed in units if seed != "none"} for arm in ("cocondenser", "mlm")}}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -214,7 +256,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--debug", action="store_true", help="show the traceback of a known error")
     a = ap.parse_args(sys.argv[1:] if argv is None else list(argv))
     out = Path(a.out)
-    check_out(out, "real-model")  # before any work: another file stays as it is
+    prior = check_out(out, "real-model")  # before any work: another file stays as it is
     if a.dry_run:
         from condenser_lite.reproduction.estimate import estimate_stage, format_estimate
         from condenser_lite.utils.loading import shipped_model
@@ -225,5 +267,5 @@ def main(argv: list[str] | None = None) -> None:
         print(f"then {sum(n.values())} two-round fine-tunings ({n}), each about 2 x 202 updates", flush=True)
         return
     command = shlex.join(["python", "-m", "condenser_lite", "real-model", *(sys.argv[1:] if argv is None else argv)])
-    run(a.data_dir, out, command)
+    run(a.data_dir, out, command, prior)
     print(f"wrote {out}")
