@@ -230,6 +230,23 @@ def test_the_built_book_loads_no_script_from_the_network(built_book):
         assert not remote, f"{page.relative_to(built_book)} loads {remote[0]}"
 
 
+@pytest.mark.parametrize("viewport", [1280, 800])
+def test_every_table_fits_the_text_column(built_book, viewport):
+    """No table on any built page is wider than its text column, measured in headless Chromium
+    with every fold open, at a laptop's window width and a narrow one; a wider table hides its
+    right-hand columns (a verdict, a q) behind a sideways scroll."""
+    import table_widths
+
+    why = table_widths.available()
+    if why and os.environ.get("CONDENSER_LITE_REQUIRE_BROWSER") == "1":  # CI: .ci/run installs it
+        pytest.fail(f"cannot measure the built pages: {why}")
+    if why:
+        pytest.skip(f"cannot measure the built pages: {why}")
+    wide = table_widths.wide_tables(built_book, viewport)
+    assert not wide, "\n".join(f"{page}: a table {t['width']} px wide in a {t['column']} px column, "
+                               f"headed {t['head']!r}" for page, tables in wide.items() for t in tables)
+
+
 # --- prose a student can follow, on the built pages ----------------------------------------------
 
 MAX_SENTENCE_WORDS = 60
@@ -290,6 +307,66 @@ def test_the_intros_claims_table_stands_in_the_first_quarter_of_its_page(built_b
     share = share_before_first_table((built_book / "intro.html").read_text())
     assert share < 0.25, f"the claims table starts {share:.0%} of the way down the introduction"
     assert share_before_first_table("<article><p>" + "x " * 90 + "</p><table><tr><td>a</td></tr></table></article>") > 0.9
+
+
+# a term the glossary defines is linked to it, or set in italics where the page defines it, at
+# its first use in a page's prose (tables, code, outputs and headings aside); "the rule" is also
+# an ordinary phrase, and "head" also names attention heads and the MLM head
+FIRST_USE_EXEMPT = {"the rule"}
+OTHER_SENSE = {"head": r"(?<!attention )(?<!MLM )"}
+
+
+def glossary_terms(site: Path) -> dict[str, str]:
+    """The built glossary's terms, by anchor (``term-...``)."""
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup((site / "glossary.html").read_text(), "html.parser")
+    for link in soup.select("dl.glossary dt a.headerlink"):
+        link.extract()
+    return {dt["id"]: dt.get_text(" ", strip=True) for dt in soup.select("dl.glossary dt")}
+
+
+def unlinked_first_uses(html: str, terms: dict[str, str]) -> list[str]:
+    """The glossary terms whose first use in the page's prose is neither a link to the glossary
+    nor in italics, each with the words around it."""
+    from bs4 import BeautifulSoup
+
+    article = BeautifulSoup(html, "html.parser").select_one("article.bd-article")
+    seen, missed = set(), []
+    for node in article.find_all(string=True):
+        link = node.find_parent("a")
+        target = (link.get("href") or "").partition("#term-")[2] if link else ""
+        if target:  # a link, even in a table, introduces its term (and no other)
+            seen.add(f"term-{target}")
+            continue
+        if node.find_parent(["pre", "code", "script", "style", "h1", "h2", "h3", "h4", "table"]) or \
+                node.find_parent("div", class_=["cell_input", "cell_output"]):
+            continue
+        for anchor, term in terms.items():
+            if anchor in seen or term in FIRST_USE_EXEMPT:
+                continue
+            flags = 0 if any(c.isupper() for c in term) else re.IGNORECASE
+            word = re.escape(term).replace("’", "['’]").replace("'", "['’]")
+            if re.search(OTHER_SENSE.get(term, "") + rf"(?<![\w-]){word}(?![\w-])", node, flags):
+                seen.add(anchor)
+                if not node.find_parent(["em", "strong", "dfn"]):
+                    missed.append(f"{term!r} in {' '.join(node.split())[:70]!r}")
+    return missed
+
+
+def test_the_first_use_check_sees_an_unlinked_term():
+    terms = {"term-nats": "nats", "term-head": "head"}
+    page = '<article class="bd-article"><p>The loss is 2 nats; the attention head {}.</p></article>'
+    assert unlinked_first_uses(page.format(""), terms) == ["'nats' in 'The loss is 2 nats; the attention head .'"]
+    linked = page.replace("2 nats", '2 <a href="../glossary.html#term-nats">nats</a>').format("and the head")
+    assert unlinked_first_uses(linked, terms) == ["'head' in '; the attention head and the head.'"]
+    assert unlinked_first_uses(page.replace("2 nats", "2 <em>nats</em>").format(""), terms) == []
+
+
+@pytest.mark.parametrize("page", [p for p in PROSE_PAGES if p != "glossary"])
+def test_every_glossary_term_is_linked_at_its_first_use(built_book, page):
+    missed = unlinked_first_uses((built_book / f"{page}.html").read_text(), glossary_terms(built_book))
+    assert not missed, f"{page}: link these to the glossary at their first use ({{term}}`...`): {missed}"
 
 
 def test_the_glossary_is_linked_from_the_pages(built_book):

@@ -1,7 +1,7 @@
 """The claims at a glance: one row per claim for the introduction and chapter 8
-(``headline_rows``, ``headline_markdown``), each with the papers' number, ours (the test that
-tells most about its verdict, ``headline_test``), the verdict with its weak mark and BH q, and a
-link to the page that argues it (``where_link``).
+(``headline_rows``), each with the papers' number, ours (the test that tells most about its
+verdict, ``headline_test``), the verdict with its weak mark and BH q, and a link to the page that
+argues it (``where_link``); and ``findings_markdown``, the one table every page shows them in.
 
 Nothing here changes a verdict: the rows read the scorecard's claims and the tests behind them
 (``multiplicity.py``). Explained in chapter 8 (``notebooks/08_scorecard.md``).
@@ -68,7 +68,7 @@ def headline_rows(results: Mapping, alpha: float = ALPHA_ONE_SIDED) -> list[dict
     reliance); ``diff``, ``p``, ``mdd`` of that test (None for C0, C0m); ``held`` and ``tests``
     (counts); ``verdict``; ``weak`` (a held test is weak, ``is_weak``) and ``weak_text`` (which);
     ``q`` (the headline test's BH q over the family, its reverse q where it reads reversed; None
-    for C0, C0m); ``verdict_bh`` and ``verdict_holm`` (``rejudge``); ``doc``, ``anchor`` and
+    for C0, C0m); ``verdict_bh`` and ``verdict_holm`` (``rejudge``); ``reversed`` (the headline test reads reversed); ``doc``, ``anchor`` and
     ``where`` (the page that argues the claim, ``WHERE``). Chapter 8."""
     tests = deciding_tests(results)
     rows_by_test = family_of(tests)
@@ -85,7 +85,8 @@ def headline_rows(results: Mapping, alpha: float = ALPHA_ONE_SIDED) -> list[dict
                "verdict_bh": bh[cid], "verdict_holm": hm[cid]}
         if test is None:  # C0, C0m: the reliance rule, no test
             seeds = judged_seeds(results, MODIFIED_ARM if cid.endswith("m") else "condenser")
-            row.update({"ours": _reliance_text(claim, seeds), "diff": None, "p": None, "mdd": None, "q": None})
+            row.update({"ours": _reliance_text(claim, seeds), "diff": None, "p": None, "mdd": None, "q": None,
+                        "reversed": False})
         else:
             c, r = test.numbers, rows_by_test[comparison_key(test.numbers)]
             turned = sum(t.numbers["verdict"] in ("worse", "reversed") for t in own)
@@ -95,7 +96,7 @@ def headline_rows(results: Mapping, alpha: float = ALPHA_ONE_SIDED) -> list[dict
                 count += "; the gap does not narrow with more data"
             row.update({"ours": f"{said(test, reverse)}; {count}", "diff": c["diff"],
                         "p": c["p_reversed"] if reverse else c["p"], "mdd": c["mdd"],
-                        "q": r["q_reversed"] if reverse else r["q"]})
+                        "q": r["q_reversed"] if reverse else r["q"], "reversed": reverse})
         doc, anchor, name = WHERE.get(cid, ("notebooks/08_scorecard", None, "chapter 8"))
         row.update({"doc": doc, "anchor": anchor, "where": name})
         rows.append(row)
@@ -115,26 +116,63 @@ def where_link(row: Mapping, text: str | None = None) -> str:
 def q_text(q: float | None) -> str:
     """A q-value in a table: three decimals, ``< 0.001`` below that, a dash where there is none.
     Chapter 8."""
-    return "–" if q is None else "< 0.001" if q < 0.0005 else f"{q:.3f}"
+    return "–" if q is None else "<\u00a00.001" if q < 0.0005 else f"{q:.3f}"  # kept on one line
 
 
-def headline_markdown(results: Mapping, links: bool = True, alpha: float = ALPHA_ONE_SIDED) -> str:
-    """``headline_rows`` as a compact Markdown table (the claim, the papers' number, ours, the
-    verdict with ``WEAK_MARK`` where it is weak and, where BH would change it, what it would be,
-    the BH q, where it is argued) with a note under it on the mark and the q. ``links``: the page
-    as a MyST ``{doc}``/``{ref}`` role (for the book's pages), else its name. Chapter 8 and the
-    introduction."""
-    lines = ["| claim | the papers | ours | verdict | BH q | argued in |", "|---|---|---|---|---|---|"]
-    for r in headline_rows(results, alpha):
-        verdict = r["verdict"] + (f" {WEAK_MARK}" if r["weak"] else "")
-        if r["verdict_bh"] != r["verdict"]:
-            verdict += f" (under BH: {r['verdict_bh']})"
-        cells = [f"**{r['id']}** {r['claim']}", r["paper"], r["ours"], verdict, q_text(r["q"]),
-                 where_link(r) if links else r["where"]]
-        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
-    lines += ["", f"{WEAK_MARK} weak: a test the verdict rests on has {WEAK_P[0]:g} ≤ p < {WEAK_P[1]:g} and a "
-              "difference below its MDD. BH q: the Benjamini-Hochberg q-value of the test shown in *ours*, over "
-              "every distinct test behind the verdicts; where the row reads reversed, of its reverse test, over the "
-              "reverse tests (a family of their own)."]
+NOT_DETECTED = "not detected"  # a claim's test with no call, below what it could detect
+
+
+def verdict_text(row: Mapping) -> str:
+    """A claim's verdict as every findings table says it: the verdict, ``WEAK_MARK`` where weak,
+    "not detected (MDD m)" for a claim not reproduced whose test shows a difference below its
+    MDD, "the other way" where its test reverses, and what Benjamini-Hochberg would make of it
+    where that differs. Chapter 8 explains each part."""
+    def said(verdict: str) -> str:
+        if not verdict.startswith("not reproduced") or row["mdd"] is None:
+            return verdict
+        if row["reversed"]:
+            return "not reproduced: the other way"
+        if abs(row["diff"]) < row["mdd"]:
+            return f"{NOT_DETECTED} (MDD {row['mdd']:.3f})"
+        return verdict
+
+    text = said(row["verdict"]) + (f" {WEAK_MARK}" if row["weak"] else "")
+    if row["verdict_bh"] != row["verdict"]:
+        text += f"; under BH: {said(row['verdict_bh'])}"
+    elif row["reversed"] and row["q"] is not None and row["q"] >= ALPHA_ONE_SIDED:
+        text += "; under BH the reversal does not stand"
+    return text
+
+
+KEY = ("The {term}`verdict` words: reproduced; partly reproduced (some of the claim's tests hold); not "
+       f"reproduced; or {NOT_DETECTED}. *{NOT_DETECTED.capitalize()} (MDD m)* means no call, with a difference "
+       "below the smallest the run could detect (its {term}`MDD`). "
+       f"{WEAK_MARK} marks a weak verdict: a test it rests on has {WEAK_P[0]:g} ≤ p < {WEAK_P[1]:g} and a "
+       "difference below its MDD. *The other way*: the claim's test holds in the reverse direction. *q* is the "
+       "{term}`BH q-value` of the test shown, over every distinct test behind the verdicts (for a row that "
+       "reads the other way, of its reverse test). "
+       "*Holds in k of n tests* counts the claim's comparisons that call its direction. A *reverse p* "
+       "tests the other direction.")
+
+
+def findings_markdown(results: Mapping, ids: Sequence[str] | None = None, papers: bool = True,
+                      key: bool = True, links: bool = True) -> str:
+    """The book's one findings table, as MyST Markdown: per claim of ``ids`` (all, by default)
+    its words with its code after, linked to the page that argues it; the verdict
+    (``verdict_text``); the q. The numbers behind each (the papers' where ``papers``, and ours,
+    the ``headline_test``) fold out below it. ``key`` puts ``KEY`` above the table. The
+    introduction, chapters 4-7 and chapter 8 show their findings with it."""
+    rows = [r for r in headline_rows(results) if ids is None or r["id"] in ids]
+    cell = lambda c: c.replace("|", "\\|")  # noqa: E731
+    lines = [KEY, ""] if key else []
+    lines += ["| claim | verdict | q |", "|---|---|---|"]
+    for r in rows:
+        code = where_link(r, r["id"]) if links else r["id"]
+        lines.append(f"| {cell(r['claim'])} ({code}) | {cell(verdict_text(r))} | {q_text(r['q'])} |")
+    head = ["claim", *(["the papers"] if papers else []), "ours"]
+    lines += ["", ":::{dropdown} The numbers behind these verdicts", "", "| " + " | ".join(head) + " |",
+              "|" + "---|" * len(head)]
+    for r in rows:
+        lines.append("| " + " | ".join([r["id"], *([cell(r["paper"])] if papers else []), cell(r["ours"])]) + " |")
+    lines += ["", ":::"]
     return "\n".join(lines)
-

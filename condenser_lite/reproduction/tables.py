@@ -26,7 +26,8 @@ def fmt(stat: Mapping | None, digits: int = 3) -> str:
     decimals, never ``-0.000``), or an empty string. Chapters 4-8."""
     if not stat or stat.get("mean") is None:
         return ""
-    return f"{fixed(stat['mean'], digits)} ± {fixed(stat.get('std') or 0.0, digits)}"
+    # non-breaking spaces: a table cell that wraps keeps "0.123 ± 0.004" on one line
+    return f"{fixed(stat['mean'], digits)}\u00a0±\u00a0{fixed(stat.get('std') or 0.0, digits)}"
 
 
 def by_model(results: Mapping, arm: str, stat: Mapping) -> np.ndarray:
@@ -248,17 +249,3 @@ def scorecard_html(results: Mapping) -> str:
     return (f'<table class="scorecard"><thead><tr>{head}</tr></thead><tbody>' + "".join(rows)
             + "</tbody></table>")
 
-
-def findings(results: Mapping, ids: Sequence[str]):
-    """What a chapter finds, first on its page: per claim of ``ids`` its headline test as the
-    introduction's table gives it (the test the verdict rests on, with p and MDD), the verdict
-    and the test's BH q over the scorecard's family (``claims_table.headline_rows``). Chapters
-    5-7."""
-    import pandas as pd
-
-    from .claims_table import headline_rows, q_text
-
-    rows = [r for r in headline_rows(results) if r["id"] in ids]
-    return pd.DataFrame({"claim": [r["claim"] for r in rows], "this run": [r["ours"] for r in rows],
-                         "verdict": [r["verdict"] for r in rows], "BH q": [q_text(r["q"]) for r in rows]},
-                        index=pd.Index([r["id"] for r in rows], name=""))

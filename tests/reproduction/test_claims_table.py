@@ -21,7 +21,7 @@ def test_headline_rows_one_per_claim(small):
     rows = ct.headline_rows(small)
     assert [r["id"] for r in rows] == [c["id"] for c in small["claims"]]
     keys = {"id", "claim", "paper", "ours", "diff", "p", "mdd", "verdict", "weak", "weak_text", "q", "verdict_bh",
-            "verdict_holm", "held", "tests", "doc", "anchor", "where"}
+            "verdict_holm", "held", "tests", "doc", "anchor", "where", "reversed"}
     assert all(set(r) == keys for r in rows)
     by_test = {(r["diff"], r["p"]): r for r in family(small)}
     for r in rows:
@@ -39,30 +39,46 @@ def test_headline_rows_one_per_claim(small):
     assert c4["q"] == pytest.approx(by_test[(c4["diff"], c4["p"])]["q"])
 
 
-def test_headline_markdown_marks_and_links(small):
-    text = ct.headline_markdown(small)
+def test_one_findings_table_marks_links_and_folds_its_numbers(small):
+    """Every page's findings table: claim in words with its code after (linked), verdict with its
+    weak mark and BH reading, q; the numbers fold out below; the key comes before the table."""
+    text = ct.findings_markdown(small)
     lines = text.splitlines()
-    table = [line for line in lines if line.startswith("| **")]
     rows = ct.headline_rows(small)
-    assert len(table) == len(rows)
+    table = lines[lines.index("| claim | verdict | q |") + 2:][:len(rows)]
+    assert lines.index("| claim | verdict | q |") > lines.index(ct.KEY)
     for line, r in zip(table, rows):
-        assert line.startswith(f"| **{r['id']}** ") and line.count(" | ") == 5
-        assert (WEAK_MARK in line) == r["weak"]
-        assert ("under BH" in line) == (r["verdict_bh"] != r["verdict"])
-    assert "{ref}`chapter 8 <scorecard-am>`" in text and "{doc}`chapter 4 </notebooks/04_finetune>`" in text
-    assert "{doc}" not in ct.headline_markdown(small, links=False)
-    assert lines[-1].startswith(f"{WEAK_MARK} weak:")
+        assert line.startswith(f"| {r['claim']} (") and line.count(" | ") == 2
+        assert (WEAK_MARK in line) == r["weak"] and ct.verdict_text(r) in line
+        assert ("under BH" in line) == (r["verdict_bh"] != r["verdict"] or (r["reversed"] and r["q"] >= 0.05))
+    assert "{ref}`Am <scorecard-am>`" in text and "{doc}`C1 </notebooks/04_finetune>`" in text
+    assert "{doc}" not in ct.findings_markdown(small, links=False)
+    assert ":::{dropdown}" in text and "| C1 | 1K queries" in text
+    assert ct.KEY not in ct.findings_markdown(small, key=False)
+    assert "the papers" not in ct.findings_markdown(small, ["C1m"], papers=False)
+
+
+def test_verdicts_say_not_detected_and_the_other_way_as_their_tests_do():
+    """An underpowered null is "not detected (MDD ...)", not "not reproduced"; a reversal says so,
+    and where BH drops it, so; a reproduced claim reads as it is. Made-up rows."""
+    base = {"verdict": "not reproduced at this scale", "verdict_bh": "not reproduced at this scale",
+            "weak": False, "reversed": False, "diff": 0.022, "mdd": 0.101, "q": 0.3}
+    assert ct.verdict_text(base) == "not detected (MDD 0.101)"
+    assert ct.verdict_text({**base, "diff": 0.2}) == "not reproduced at this scale"
+    assert ct.verdict_text({**base, "diff": -0.12, "reversed": True}) == \
+        "not reproduced: the other way; under BH the reversal does not stand"
+    assert ct.verdict_text({**base, "diff": -0.9, "reversed": True, "q": 0.029}) == "not reproduced: the other way"
+    c4 = {**base, "verdict": "partly reproduced", "weak": True, "diff": 0.018, "mdd": 0.026}
+    assert ct.verdict_text(c4) == "partly reproduced †; under BH: not detected (MDD 0.026)"
+    assert ct.verdict_text({**base, "verdict": "reproduced", "verdict_bh": "reproduced", "mdd": None}) == "reproduced"
 
 
 def test_a_chapters_findings_are_its_claims_headline_rows(small):
     """A chapter's first table: only the claims it names, in the scorecard's order, each with the
     verdict and q of the introduction's table."""
-    from condenser_lite.reproduction.tables import findings
-
-    table = findings(small, ["C8", "C6"])
+    text = ct.findings_markdown(small, ["C8", "C6"])
     rows = {r["id"]: r for r in ct.headline_rows(small)}
-    assert list(table.index) == ["C6", "C8"]
-    for cid in table.index:
-        assert table.loc[cid, "verdict"] == rows[cid]["verdict"]
-        assert table.loc[cid, "this run"] == rows[cid]["ours"]
-        assert table.loc[cid, "BH q"] == ct.q_text(rows[cid]["q"])
+    body = [line for line in text.splitlines() if line.startswith("| ") and "{doc}" in line.split(" | ")[0]]
+    assert [line.split("{doc}`")[1].split(" ")[0] for line in body] == ["C6", "C8"]
+    for line, cid in zip(body, ["C6", "C8"]):
+        assert ct.verdict_text(rows[cid]) in line and line.endswith(f"| {ct.q_text(rows[cid]['q'])} |")

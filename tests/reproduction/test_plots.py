@@ -64,7 +64,7 @@ def test_figures_show_one_point_per_pre_trained_model():
     mean = next(line for line in fig.axes[0].lines if line.get_label() == "Condenser")
     assert list(mean.get_ydata()) == pytest.approx([0.16, 0.16])
     assert tables.unit_stat(results, "condenser", stat)["std"] == pytest.approx(np.std([0.11, 0.21], ddof=1))
-    assert tables.retrieval_table(results).iloc[0]["nDCG@10"] == "0.160 ± 0.071"
+    assert tables.retrieval_table(results).iloc[0]["nDCG@10"] == "0.160\u00a0±\u00a00.071"
     plt.close(fig)
 
 

@@ -225,8 +225,8 @@ def test_fmt_and_fixed_format_numbers_alike():
     from condenser_lite.reproduction.tables import fmt
 
     assert fixed(-0.0001) == "0.000" and fixed(0.0124, signed=True) == "+0.012"
-    assert fmt(stats([-0.0001, -0.0002])) == "0.000 ± 0.000"  # never "-0.000"
-    assert fmt(stats([0.31, 0.33]), 2) == f"{fixed(0.32, 2)} ± {fixed(0.0141, 2)}" == "0.32 ± 0.01"
+    assert fmt(stats([-0.0001, -0.0002])) == "0.000\u00a0±\u00a00.000"  # never "-0.000"
+    assert fmt(stats([0.31, 0.33]), 2) == f"{fixed(0.32, 2)}\u00a0±\u00a0{fixed(0.0141, 2)}" == "0.32\u00a0±\u00a00.01"
     assert fmt(None) == fmt({"mean": None}) == ""
 
 
