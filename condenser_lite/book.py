@@ -192,20 +192,23 @@ class Chapter:
 
 
 def describe(results: dict, committed: bool = True) -> str:
-    """One line naming a results dict: where it comes from, its preset, seeds, commit and time.
-    Introduction, "Running it"."""
+    """One line naming a results dict: where it comes from, its preset and seeds; for a re-run
+    also its commit and time. The committed run's commits, machines and hours are on the
+    running page ("Where the numbers were made"), not in the chapters' outputs. Introduction,
+    "Running it"."""
     prov = results.get("provenance") or {}
-    commit = (prov.get("commit") or "unknown commit")[:7] + (" (dirty)" if prov.get("dirty") else "")
-    where = f"results/{COMMITTED}.json, the committed run" if committed else "this re-run"
     n_pre = len(results["pretraining_seeds"])
+    what = (f"preset {results['preset']['name']}, {len(results['seeds'])} fine-tuning seeds, "
+            f"{n_pre} pre-training seed{'s' * (n_pre != 1)}")
+    if committed:
+        return f"results/{COMMITTED}.json, the committed run: {what}"
+    commit = (prov.get("commit") or "unknown commit")[:7] + (" (dirty)" if prov.get("dirty") else "")
     n_reused, work = prov.get("parts_reused") or 0, prov.get("work_cpu_seconds")
     reused = ""
     if n_reused:  # the call took less than the run's work: say so, with the work
         in_all = f"; {work / 3600:.1f} CPU-hours of work in all" if work else ""
         reused = f" ({n_reused} cached stage{'s' * (n_reused != 1)} reused{in_all})"
-    return (f"{where}: preset {results['preset']['name']}, {len(results['seeds'])} fine-tuning seeds, "
-            f"{n_pre} pre-training seed{'s' * (n_pre != 1)}, commit {commit}, "
-            f"{(prov.get('wall_seconds') or 0) / 60:.1f} min{reused}")
+    return f"this re-run: {what}, commit {commit}, {(prov.get('wall_seconds') or 0) / 60:.1f} min{reused}"
 
 
 def setup(full: object = False, preset: object = None, seed: object = 0, max_steps: object = None,
@@ -297,13 +300,6 @@ def glue(name: str, value: object, digits: int | None = None) -> None:
     myst_glue(name, value, display=False)
 
 
-def checkpoint_name(checkpoint: str | os.PathLike) -> str:
-    """A checkpoint as the chapters print it: a Hub id as it is, a cached folder by its short key
-    (``mlm-ed54359cd187``), never the machine's path. Chapter 1."""
-    path = Path(checkpoint)
-    return path.name if path.is_dir() else str(checkpoint)
-
-
 def _quiet() -> None:
     """Silence the known noise of a chapter's imports, so stored outputs hold results only."""
     import logging
@@ -378,7 +374,8 @@ if "google.colab" in sys.modules:
 
 
 def colab_badge(chapter: str) -> str:
-    """The Markdown of a chapter's "Open in Colab" badge, at :data:`COLAB_RELEASE`."""
-    return ("[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]"
+    """The Markdown of a chapter's "Open in Colab" link, at :data:`COLAB_RELEASE`: plain text, not
+    Colab's badge image, which a page read offline would show as a broken image."""
+    return ("[Open this chapter in Colab ↗]"
             f"(https://colab.research.google.com/github/{REPOSITORY}/blob/{COLAB_RELEASE}"
             f"/notebooks/{chapter}.ipynb)")

@@ -96,6 +96,23 @@ def check_writable(flag: str, path: str | os.PathLike | None, folder: bool = Fal
                           "write to")
 
 
+DEFAULT_LENGTHS = {"q_max_len": 32, "p_max_len": 128}  # search's and encode's, as in the chapters
+
+
+def fit_lengths(args: argparse.Namespace) -> None:
+    """Fill in the token lengths not given on the command line: the defaults, cut to the model's
+    position limit (a book model reads 64 tokens), so only an explicit length is refused."""
+    from .utils.loading import check_checkpoint, encoder_config
+
+    check_checkpoint(args.model)  # a missing folder is named as the model's
+    limit = None
+    for name, default in DEFAULT_LENGTHS.items():
+        if hasattr(args, name) and getattr(args, name) is None:
+            if limit is None:
+                limit = getattr(encoder_config(args.model), "max_position_embeddings", None) or default
+            setattr(args, name, min(default, limit))
+
+
 def _model_tokenizer(model: str, lengths: dict[str, int | None]):
     """The tokenizer of a model folder or Hub id, once the checkpoint is known to be a BERT-family
     encoder that takes these token ``lengths`` and this tokenizer's ids: a wrong model is refused
@@ -233,6 +250,7 @@ def _encode(args: argparse.Namespace) -> None:
     check_writable("--out", args.out, inputs=args.data)  # a folder given as --out is named as such
     out = args.out if args.out.endswith(".npz") else args.out + ".npz"  # the name np.savez writes
     check_writable("--out", out, inputs=args.data)
+    fit_lengths(args)
     tokenizer = _model_tokenizer(args.model, {"--p-max-len": args.p_max_len})
     data = eval_set(args.data, args.split, args.data_dir)
     embs, ids = encode_corpus(_retriever(args.model, args.pooling), data.corpus, tokenizer, args.p_max_len,
@@ -260,6 +278,7 @@ def _search(args: argparse.Namespace) -> None:
 
     _run_tag(args)  # a bad --tag, --out or model is refused before the corpus is encoded
     check_writable("--out", args.out, inputs=args.data)
+    fit_lengths(args)
     tokenizer = _model_tokenizer(args.model, {"--q-max-len": args.q_max_len, "--p-max-len": args.p_max_len})
     data = eval_set(args.data, args.split, args.data_dir)
     metrics = metrics_for(args)  # the run is as deep as the deepest of them (--k, at least 100)

@@ -156,6 +156,44 @@ def test_no_machine_paths_in_outputs():
                     f"{chapter}: an output prints a machine path: {text[:120]!r}"
 
 
+# provenance lives on the running page and in the results files, not in a chapter's outputs: no
+# commit hash, cache key (``mlm-4086d9b6b04b``) or machine name
+PROVENANCE_IN_OUTPUT = re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b|EPYC|Xeon|Core\(TM\)|Ryzen|"
+                                  r"NVIDIA [A-Z]\d+")
+
+
+def provenance_in_outputs(nb) -> list[str]:
+    found = []
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            text = "".join(str(x) for x in (out.get("text", ""), data.get("text/plain", ""),
+                                            data.get("text/markdown", ""), data.get("text/html", "")))
+            found += [m.group(0) for m in PROVENANCE_IN_OUTPUT.finditer(text)]
+    return found
+
+
+def test_the_provenance_check_sees_a_commit_and_a_machine():
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(outputs=[
+        nbformat.v4.new_output("stream", text="commit e54408c on a 2-core AMD EPYC, 0.215 nats\n")])])
+    assert provenance_in_outputs(nb) == ["e54408c", "EPYC"]
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_no_chapter_prints_provenance(chapter):
+    found = provenance_in_outputs(nbformat.read(NOTEBOOKS / f"{chapter}.ipynb", as_version=4))
+    assert not found, f"{chapter} prints {found[:5]}: provenance belongs on the running page (book/provenance.md)"
+
+
+def test_the_running_pages_provenance_is_the_committed_files():
+    """A regression check: ``book/provenance.md`` (the running page's "Where the numbers were
+    made") is what ``provenance_summary`` makes of the committed results files; remake it with
+    ``python -m condenser_lite.reproduction.provenance_summary > book/provenance.md``."""
+    from condenser_lite.reproduction.provenance_summary import provenance_markdown
+
+    assert (ROOT / "book" / "provenance.md").read_text() == provenance_markdown(ROOT / "results")
+
+
 def test_notebooks_share_the_release_tag():
     assert re.fullmatch(r"v\d+\.\d+\.\d+", book.COLAB_RELEASE)
     for chapter in CHAPTERS:
@@ -225,9 +263,13 @@ def test_the_built_book_loads_no_script_from_the_network(built_book):
     page loads a script from elsewhere; with MathJax from a CDN, a laptop offline saw raw TeX."""
     assert (built_book / "_static" / "mathjax" / "tex-chtml.js").is_file()
     for page in sorted(built_book.rglob("*.html")):
-        remote = [src for src in re.findall(r'<script[^>]*\bsrc="([^"]+)"', page.read_text())
+        html = page.read_text()
+        remote = [src for src in re.findall(r'<script[^>]*\bsrc="([^"]+)"', html)
                   if src.startswith(("http:", "https:", "//"))]
         assert not remote, f"{page.relative_to(built_book)} loads {remote[0]}"
+        # nor an image: offline, Colab's badge showed as a broken image; the chapters link instead
+        images = [src for src in re.findall(r'<img[^>]*\bsrc="([^"]+)"', html) if src.startswith(("http:", "https:", "//"))]
+        assert not images, f"{page.relative_to(built_book)} shows {images[0]}"
 
 
 @pytest.mark.parametrize("viewport", [1280, 800])
@@ -284,6 +326,8 @@ def test_built_prose_has_no_overlong_sentence_and_no_commit_hash(built_book, pag
     html = (built_book / f"{page}.html").read_text()
     long = long_sentences(html)
     assert not long, f"{page}: sentences over {MAX_SENTENCE_WORDS} words: {long}"
+    # the running page's "Where the numbers were made" (book/provenance.md) is the one place for them
+    html = re.sub(r'<section id="where-the-numbers-were-made".*?</section>', "", html, flags=re.S)
     hashes = sorted({m.group(0) for s in prose_sentences(html) for m in COMMIT_HASH.finditer(s)})
     assert not hashes, f"{page}: commit hashes in the prose (provenance lives in the results files): {hashes}"
 
@@ -451,12 +495,15 @@ def test_results_reads_the_committed_file_or_names_the_fix(tmp_path, monkeypatch
                "provenance": {"commit": "0123456789abcdef", "dirty": False, "wall_seconds": 5400}}
     (tmp_path / "small.json").write_text(json.dumps(results))
     assert ch.results() == results
+    # the committed run's provenance is on the running page, not in a chapter's output
     assert capsys.readouterr().out.strip() == (
-        "results/small.json, the committed run: preset small, 3 fine-tuning seeds, "
-        "1 pre-training seed, commit 0123456, 90.0 min")
-    # a run that found stages in the cache says so, with the work they stand for
+        "results/small.json, the committed run: preset small, 3 fine-tuning seeds, 1 pre-training seed")
+    # a re-run names its commit and time; one that found stages in the cache says so, with the
+    # work they stand for
+    assert book.describe(results, committed=False).endswith("seed, commit 0123456, 90.0 min")
     results["provenance"].update(parts_reused=8, work_cpu_seconds=11880)
-    assert book.describe(results).endswith("90.0 min (8 cached stages reused; 3.3 CPU-hours of work in all)")
+    assert book.describe(results, committed=False).endswith(
+        "90.0 min (8 cached stages reused; 3.3 CPU-hours of work in all)")
 
 
 def test_glue_pastes_numbers_with_fixed_decimals(monkeypatch):
@@ -489,13 +536,6 @@ def test_live_checkpoint_rejects_an_unknown_method(tmp_path):
 def test_setup_rejects_bad_parameters(kwargs, message):
     with pytest.raises(ValueError, match=message):
         book.setup(**kwargs)
-
-
-def test_checkpoint_name_hides_the_machine_path(tmp_path):
-    folder = tmp_path / "checkpoints" / "mlm-ed54359cd187"
-    folder.mkdir(parents=True)
-    assert book.checkpoint_name(folder) == "mlm-ed54359cd187"
-    assert book.checkpoint_name("Luyu/co-condenser-marco") == "Luyu/co-condenser-marco"
 
 
 # --- voice ------------------------------------------------------------------------------------

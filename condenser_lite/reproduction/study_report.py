@@ -72,8 +72,7 @@ def _rows(study: Mapping) -> list[tuple[str, str, str, str, str]]:
     ft_step = {k: v["ft_step_bf16_8x2_P64"] for k, v in tp["finetune"].items()}
     lo, hi = ratio_range(one, two)
     return [
-        ("precision", f"fp32 or bf16 autocast, on a 2-core {precision['machine']['cpu_model']} with bf16 units "
-         "and emulating an AVX2-only CPU",
+        ("precision", "fp32 or bf16 autocast, on a 2-core CPU with bf16 units and emulating an AVX2-only one",
          f"bf16 {n_bf16:.1f}x faster per update with the units, {1 / e_bf16:.0f}x slower without",
          "one timing of 10 updates each",
          f'mixed_precision="auto": bf16 only where a test matrix product is at least {BF16_MIN_SPEEDUP:g}x faster'),

@@ -159,6 +159,18 @@ def test_a_tokenizer_of_another_model_is_refused(beir, retriever, tmp_path, caps
         assert f"the tokenizer in {mixed} has" in line and "the model's embeddings hold 300" in line, line
 
 
+def test_lengths_not_given_fit_the_models_position_limit(tmp_path, capsys):
+    """Without --p-max-len, search and encode read 128 tokens, or fewer where the model holds
+    fewer positions: a book model (64) searches as typed, with no length to look up."""
+    root = Path(__file__).resolve().parents[2]
+    model, data = root / "results" / "checkpoints" / "small" / "cocondenser", root / "tests" / "fixtures" / "bike_beir"
+    assert json.loads((model / "config.json").read_text())["max_position_embeddings"] == 64
+    code, out, err = cli(["search", "--model", model, "--data", data, "--metrics", "nDCG@10"], capsys)
+    assert code == 0 and set(json.loads(out.strip().splitlines()[-1])) == {"nDCG@10"}, err
+    code, _, err = cli(["encode", "--model", model, "--data", data, "--out", tmp_path / "corpus"], capsys)
+    assert code == 0 and (tmp_path / "corpus.npz").is_file(), err
+
+
 def test_lengths_above_the_models_position_limit_are_one_line(beir, retriever, tmp_path, capsys):
     """A `--p-max-len` (search) or `--set p_max_len` (finetune) above the model's position limit is
     refused in one line naming the limit, before anything is written."""
