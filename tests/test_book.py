@@ -734,32 +734,3 @@ def test_the_running_pages_rerun_time_is_the_committed_runs():
     hours = prov["work_cpu_seconds"] / 3600
     assert f"{hours:.1f} CPU-hours of work" in page
     assert f"about {hours / 2:.1f} hours of wall time on its two one-thread workers" in page
-
-
-def test_the_readmes_scaling_values_are_the_committed_runs():
-    """A regression check: the README's paragraph on ``results/mechanism.json`` lists each
-    scaling point's final reliance per seed (four decimals, seed order) and L48's onset and
-    plateau per seed, so a seed merged into the file without the README following it fails here."""
-    import json
-
-    readme = " ".join((ROOT / "README.md").read_text().split())
-    mech = json.loads((ROOT / "results" / "mechanism.json").read_text())
-
-    def four(x):  # "-0.0000" reads as 0.0000
-        return f"{x:.4f}".replace("-0.0000", "0.0000")
-
-    for part in mech["scaling"]["points"]:
-        values = [four(mech[part]["per_seed"][str(s)]["condenser"]["final"]["cls_reliance"])
-                  for s in sorted(map(int, mech[part]["per_seed"]))]
-        said = ", ".join(values[:-1]) + " and " + values[-1] if len(values) > 1 else values[0]
-        assert f"{said} on " in readme, (
-            f"README.md does not give {part.upper()}'s reliance per seed as {said!r}; "
-            "update its paragraph on results/mechanism.json")
-    onsets = mech["onset"]["per_seed"]  # the L48 onset table: seeds, onsets, plateaus in order
-    rows = [" | ".join(["L48 seed", *onsets]),
-            " | ".join(["onset (update)", *(f"{v['onset']:,}" if v["onset"] is not None else "none"
-                                            for v in onsets.values())]),
-            " | ".join(["plateau", *(f"{v['plateau']:.3f}".replace("-0.000", "0.000")
-                                     for v in onsets.values())])]
-    for row in rows:
-        assert f"| {row} |" in readme, f"README.md's L48 onset table lacks the row {row!r}"

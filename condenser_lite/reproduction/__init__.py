@@ -31,6 +31,7 @@
   weak-verdict mark;
 * ``claims_table.py``: one row per claim, for chapter 8 and the introduction;
 * ``claims_summary.py``: the introduction's two claims tables from those rows;
+* ``provenance_summary.py``: where every committed number was made, for the running page;
 * ``plots.py``: the legibility rule every figure meets and the figures' shared style;
 * ``plots_gauges.py``, ``plots_arms.py``: the figures of the pre-training gauges (chapters 1-2) and of
   the arms' evaluations and the scorecard (chapters 4-8); ``tables.py``: the book's tables;
