@@ -14,7 +14,8 @@ import pytest
 import torch
 from transformers import BertConfig, BertForMaskedLM
 
-from condenser_lite.modeling.condenser import Condenser, CondenserVariant
+from condenser_lite.modeling.condenser import Condenser
+from condenser_lite.modeling.variant import CondenserVariant
 from condenser_lite.training.loop import TrainConfig, train
 
 # ---- a small Condenser ----------------------------------------------------------------------

@@ -2,8 +2,9 @@
 
 * ``condenser.py``: the plain MLM baseline (``BertMLM``) and ``Condenser``, the backbone split
   at layer ``skip_from`` with a head that reads the *late* [CLS] beside the *early* token states
-  (Condenser section 3; chapter 2), and, apart at the end, ``CondenserVariant``: the mechanism
-  page's deviations and chapter 8's control without a bottleneck;
+  (Condenser section 3; chapter 2);
+* ``variant.py``: not the paper's design, ``CondenserVariant``: the mechanism page's deviations
+  and chapter 8's control without a bottleneck;
 * ``mlm.py``: the MLM loss at masked positions only, which both train on, and the encoder and MLM
   head inside any model of the book (chapter 2);
 * ``masking.py``: whole-word MLM masking, the objective both share (chapter 2);
@@ -15,3 +16,5 @@
 
 May import: ``utils`` only. Everything else in the library builds on these.
 """
+
+from . import variant  # noqa: F401  (so that Condenser.from_pretrained knows the variant's switches)

@@ -21,7 +21,8 @@ from datasets import Dataset
 from tqdm import tqdm
 
 from ..data.sources import load_pretraining_corpus
-from ..modeling.condenser import BertMLM, Condenser, CondenserVariant, deviations
+from ..modeling.condenser import BertMLM, Condenser
+from ..modeling.variant import CondenserVariant, deviations
 from ..modeling.gradcache import cocondenser_step
 from ..modeling.masking import MLMCollator
 from ..modeling.spans import SpanPairCollator

@@ -22,7 +22,7 @@ from typing import ClassVar
 
 from transformers import BertConfig
 
-from ..modeling.condenser import HEAD_CLS_SOURCES, PAPER_SWITCHES, deviations
+from ..modeling.variant import HEAD_CLS_SOURCES, PAPER_SWITCHES, deviations
 from ..utils.checks import check_positive, check_types
 from ..utils.errors import ConfigError
 from .loop import TrainConfig

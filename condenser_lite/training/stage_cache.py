@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..data.sources import PRETRAINING_SOURCES, data_id
 from ..data.tokenizer import load_tokenizer, tiny_tokenizer, tokenizer_key
-from ..modeling.condenser import PAPER_SWITCHES, deviations
+from ..modeling.variant import PAPER_SWITCHES, deviations
 from ..utils.cache import cache_dir, settings_hash
 from ..utils.devices import resolve_precision
 from ..utils.loading import checkpoint_key

@@ -7,12 +7,8 @@ from toy_models import make_batch, make_condenser, make_variant, small_config
 from transformers import BertForMaskedLM
 from transformers.masking_utils import create_bidirectional_mask
 
-from condenser_lite.modeling.condenser import (
-    PAPER_CONDENSER,
-    BertMLM,
-    Condenser,
-    CondenserVariant,
-)
+from condenser_lite.modeling.condenser import PAPER_CONDENSER, BertMLM, Condenser
+from condenser_lite.modeling.variant import CondenserVariant
 from condenser_lite.modeling.mlm import masked_lm_loss
 from condenser_lite.utils.errors import CheckpointError
 

@@ -123,7 +123,7 @@ KEYED_FIELDS = {
 
 @pytest.mark.unit
 def test_a_new_stage_field_leaves_the_keys_of_stages_that_do_not_use_it(monkeypatch):
-    from condenser_lite.modeling.condenser import PAPER_SWITCHES
+    from condenser_lite.modeling.variant import PAPER_SWITCHES
     from condenser_lite.training.pretraining_config import StageConfig
     from condenser_lite.training.stage_cache import BOOKKEEPING, LOOP_SWITCHES, stage_settings
 

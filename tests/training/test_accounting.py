@@ -4,7 +4,8 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from condenser_lite.modeling.condenser import BertMLM, Condenser, CondenserVariant
+from condenser_lite.modeling.condenser import BertMLM, Condenser
+from condenser_lite.modeling.variant import CondenserVariant
 from condenser_lite.training.pretraining_config import ModelConfig
 from condenser_lite.modeling.gradcache import cocondenser_step
 from condenser_lite.training.accounting import cumulative, stage_compute, stage_flops
