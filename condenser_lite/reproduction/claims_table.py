@@ -156,18 +156,19 @@ KEY = ("The {term}`verdict` words: reproduced; partly reproduced (some of the cl
 
 
 def findings_markdown(results: Mapping, ids: Sequence[str] | None = None, papers: bool = True,
-                      key: bool = True, links: bool = True) -> str:
+                      key: bool = True, links: bool = True, here: str | None = None) -> str:
     """The book's one findings table, as MyST Markdown: per claim of ``ids`` (all, by default)
     its words with its code after, linked to the page that argues it; the verdict
     (``verdict_text``); the q. The numbers behind each (the papers' where ``papers``, and ours,
     the ``headline_test``) fold out below it. ``key`` puts ``KEY`` above the table. The
-    introduction, chapters 4-7 and chapter 8 show their findings with it."""
+    introduction, chapters 4-7 and chapter 8 show their findings with it. ``here``: the page the
+    table stands on (``notebooks/04_finetune``), whose own claims are not linked to its top."""
     rows = [r for r in headline_rows(results) if ids is None or r["id"] in ids]
     cell = lambda c: c.replace("|", "\\|")  # noqa: E731
     lines = [KEY, ""] if key else []
     lines += ["| claim | verdict | q |", "|---|---|---|"]
     for r in rows:
-        code = where_link(r, r["id"]) if links else r["id"]
+        code = where_link(r, r["id"]) if links and not (r["doc"] == here and not r["anchor"]) else r["id"]
         lines.append(f"| {cell(r['claim'])} ({code}) | {cell(verdict_text(r))} | {q_text(r['q'])} |")
     head = ["claim", *(["the papers"] if papers else []), "ours"]
     lines += ["", ":::{dropdown} The numbers behind these verdicts", "", "| " + " | ".join(head) + " |",

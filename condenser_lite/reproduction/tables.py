@@ -234,15 +234,21 @@ def scorecard_html(results: Mapping) -> str:
     one click away. Chapter 8."""
     from html import escape
 
+    from .claims_table import headline_rows, verdict_text
+
     table = scorecard_table(results)
+    # the verdict as every findings table says it (its weak mark, "not detected", "the other
+    # way", what BH makes of it), where the claim has a row there
+    judged = results.get("claims") and all("ours" in c for c in results["claims"])  # a run's, not a sketch's
+    said = {r["id"]: verdict_text(r) for r in headline_rows(results)} if judged else {}
     head = "".join(f"<th>{escape(h)}</th>" for h in ("Claim", "Models", "Verdict"))
     rows = []
     for cid, row in table.iterrows():
         claim = (f"<details><summary><b>{escape(cid)}</b> {escape(row['claim'])}</summary>"
                  f"<p>{escape(row['statement'])}</p><p><b>This run:</b><br>{_lines(row['this run'])}</p>"
                  f"<p><b>Papers:</b><br>{_lines(row['papers'])}</p></details>")
-        verdict = row["verdict"]
-        css = "verdict-" + ("yes" if verdict == "reproduced" else "partly" if verdict.startswith("partly") else
+        verdict = said.get(cid, row["verdict"])
+        css = "verdict-" + ("yes" if verdict.startswith("reproduced") else "partly" if verdict.startswith("partly") else
                             "no" if verdict.startswith("not reproduced") else "other")
         cells = [claim, ", ".join(escape(m) for m in row["models"]), f'<span class="{css}">{escape(verdict)}</span>']
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
