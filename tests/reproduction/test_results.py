@@ -240,7 +240,7 @@ def test_every_committed_results_file_names_its_kind():
     kinds = {p.name: reading.file_kind(json.loads(p.read_text())) for p in sorted(RESULTS_DIR.glob("*.json"))
              if p.name != "zero_shot.json"}  # a benchmark's record, which no study command writes
     assert kinds == {"health.json": "health", "mechanism.json": "mechanism", "small.json": "protocol",
-                     "study.json": "sizing"}
+                     "study.json": "sizing", "real_model.json": "real-model"}
 
 
 @pytest.mark.parametrize("command", [
