@@ -96,9 +96,6 @@ def check_writable(flag: str, path: str | os.PathLike | None, folder: bool = Fal
                           "write to")
 
 
-DEFAULT_LENGTHS = {"q_max_len": 32, "p_max_len": 128}  # search's and encode's, as in the chapters
-
-
 def fit_lengths(args: argparse.Namespace) -> None:
     """Fill in the token lengths not given on the command line: the defaults, cut to the model's
     position limit (a book model reads 64 tokens), so only an explicit length is refused."""
@@ -106,7 +103,7 @@ def fit_lengths(args: argparse.Namespace) -> None:
 
     check_checkpoint(args.model)  # a missing folder is named as the model's
     limit = None
-    for name, default in DEFAULT_LENGTHS.items():
+    for name, default in cli_parser.DEFAULT_LENGTHS.items():
         if hasattr(args, name) and getattr(args, name) is None:
             if limit is None:
                 limit = getattr(encoder_config(args.model), "max_position_embeddings", None) or default

@@ -72,6 +72,7 @@ POOLING_HELP = ("how a text's token vectors become one: cls | mean | cls+norm | 
                 "Default: the model's own (a sentence-transformers folder's; else cls, the papers')")
 
 
+DEFAULT_LENGTHS = {"q_max_len": 32, "p_max_len": 128}  # search's and encode's, as in the chapters (cli.fit_lengths)
 LENGTH_HELP = "tokens per text (default: {}, or the model's position limit where that is lower)"
 
 
@@ -79,7 +80,7 @@ def _encode(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--pooling", help=POOLING_HELP)
-    p.add_argument("--p-max-len", type=token_length, help=LENGTH_HELP.format(128))
+    p.add_argument("--p-max-len", type=token_length, help=LENGTH_HELP.format(DEFAULT_LENGTHS["p_max_len"]))
     p.add_argument("--batch-size", type=positive_int, default=128)
     _data_args(p)
 
@@ -89,8 +90,8 @@ def _search(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", help="TREC run file to write")
     p.add_argument("--tag", help="the run's name in its last column (default: the model folder's name)")
     p.add_argument("--k", type=positive_int, help="run depth (default: the deepest metric's cutoff, at least 100)")
-    p.add_argument("--q-max-len", type=token_length, help=LENGTH_HELP.format(32))
-    p.add_argument("--p-max-len", type=token_length, help=LENGTH_HELP.format(128))
+    p.add_argument("--q-max-len", type=token_length, help=LENGTH_HELP.format(DEFAULT_LENGTHS["q_max_len"]))
+    p.add_argument("--p-max-len", type=token_length, help=LENGTH_HELP.format(DEFAULT_LENGTHS["p_max_len"]))
     p.add_argument("--batch-size", type=positive_int, default=128)
     p.add_argument("--index", default="flat", help="flat (exact, default) | hnsw | ivf | a faiss factory string")
     p.add_argument("--pooling", help=POOLING_HELP)

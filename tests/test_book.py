@@ -390,7 +390,8 @@ def unlinked_first_uses(html: str, terms: dict[str, str]) -> list[str]:
             if anchor in seen or term in FIRST_USE_EXEMPT:
                 continue
             flags = 0 if any(c.isupper() for c in term) else re.IGNORECASE
-            word = re.escape(term).replace("’", "['’]").replace("'", "['’]")
+            # a term may break across the source's lines: any whitespace between its words
+            word = re.escape(term).replace("’", "['’]").replace("'", "['’]").replace(r"\ ", r"\s+")
             if re.search(OTHER_SENSE.get(term, "") + rf"(?<![\w-]){word}(?![\w-])", node, flags):
                 seen.add(anchor)
                 if not node.find_parent(["em", "strong", "dfn"]):

@@ -144,15 +144,13 @@ def verdict_text(row: Mapping) -> str:
     return text
 
 
-KEY = ("The {term}`verdict` words: reproduced; partly reproduced (some of the claim's tests hold); not "
-       f"reproduced; or {NOT_DETECTED}. *{NOT_DETECTED.capitalize()} (MDD m)* means no call, with a difference "
-       "below the smallest the run could detect (its {term}`MDD`). "
-       f"{WEAK_MARK} marks a weak verdict: a test it rests on has {WEAK_P[0]:g} ≤ p < {WEAK_P[1]:g} and a "
-       "difference below its MDD. *The other way*: the claim's test holds in the reverse direction. *q* is the "
-       "{term}`BH q-value` of the test shown, over every distinct test behind the verdicts (for a row that "
-       "reads the other way, of its reverse test). "
-       "*Holds in k of n tests* counts the claim's comparisons that call its direction. A *reverse p* "
-       "tests the other direction.")
+KEY = ("Verdict words: reproduced, partly reproduced (some of the claim's tests hold), not reproduced, or "
+       f"{NOT_DETECTED}. {NOT_DETECTED.capitalize()} (MDD m) means no call, with a difference below the smallest the "
+       f"run could detect, its {{term}}`MDD`. A {WEAK_MARK} marks a weak verdict: a test it rests on has "
+       f"{WEAK_P[0]:g} ≤ p < {WEAK_P[1]:g} and a difference below its MDD. The other way means that the claim's "
+       "test holds in the reverse direction. The q is the {term}`BH q-value` of the test shown, over every distinct "
+       "test behind the verdicts (for a row read the other way, of its reverse test). Holds in k of n tests counts "
+       "the claim's comparisons that call its direction. A reverse p tests the other direction.")
 
 
 def findings_markdown(results: Mapping, ids: Sequence[str] | None = None, papers: bool = True,
