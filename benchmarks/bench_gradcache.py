@@ -32,7 +32,7 @@ def worker(params: dict, queue) -> None:
 
     from condenser_lite.modeling.condenser import Condenser
     from condenser_lite.modeling.gradcache import cocondenser_step
-    from condenser_lite.reproduction.presets import TINY
+    from condenser_lite.reproduction.configuration.presets import TINY
 
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -116,7 +116,7 @@ def preset_stage(preset: str, method: str, steps: int, clock: str) -> dict:
     """One stage of ``preset`` as ``pretraining.pretrain`` trains it, for ``steps`` steps, without
     its held-out evaluation or checkpoints: seconds and non-padding tokens per step."""
     from condenser_lite.modeling.masking import MLMCollator
-    from condenser_lite.reproduction.presets import stage_config
+    from condenser_lite.reproduction.configuration.presets import stage_config
     from condenser_lite.training.loop import train
     from condenser_lite.training.pretraining import build_model, counted, stage_training
     from condenser_lite.training.stage_cache import get_tokenizer
@@ -166,7 +166,7 @@ def main() -> None:
     import torch
 
     from condenser_lite.modeling.condenser import BertMLM, Condenser
-    from condenser_lite.reproduction.presets import get_preset
+    from condenser_lite.reproduction.configuration.presets import get_preset
 
     datasets.disable_progress_bars()
     if a.threads:

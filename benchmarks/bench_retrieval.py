@@ -70,7 +70,7 @@ def main() -> None:
 
     from condenser_lite.data.beir import corpus_columns, load_beir
     from condenser_lite.data.tokenizer import train_wordpiece
-    from condenser_lite.reproduction.presets import get_preset
+    from condenser_lite.reproduction.configuration.presets import get_preset
     from condenser_lite.retrieval.biencoder import passage_strings, token_ids
     from condenser_lite.retrieval.bm25 import BM25Index
     from condenser_lite.retrieval.metrics import evaluate_run

@@ -13,7 +13,7 @@ SIZES = {"base": "paper", "tiny": "tiny"}  # --size: the preset whose model (sha
 
 
 def model_shape(args):
-    from condenser_lite.reproduction.presets import get_preset
+    from condenser_lite.reproduction.configuration.presets import get_preset
 
     return get_preset(SIZES[args.size]).model
 

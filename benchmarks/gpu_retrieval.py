@@ -151,7 +151,7 @@ def _retrieval_setup(args):
 def _finetune_rows(args, work, beir, tok):
     """The fine-tuning rows (the msmarco recipe's batch shape, and the nq recipe's with --nq-steps)
     and the recipe: ``(rows, recipe)``; the model is left in ``work / "ft"``."""
-    from condenser_lite.reproduction.presets import RETRIEVAL_RECIPES
+    from condenser_lite.reproduction.configuration.presets import RETRIEVAL_RECIPES
     from condenser_lite.retrieval.biencoder import RetrievalCollator
     from condenser_lite.retrieval.bm25 import to_tevatron
     from condenser_lite.training.finetune import finetune_retriever, round_config

@@ -66,10 +66,10 @@ def main(argv: list[str] | None = None) -> dict:
     torch.set_num_threads(args.threads)
     from condenser_lite.data.beir import corpus_columns, load_beir, query_columns
     from condenser_lite.data.tokenizer import load_tokenizer
-    from condenser_lite.reproduction.jobs import load_average
-    from condenser_lite.reproduction.presets import get_preset
-    from condenser_lite.reproduction.tasks import load_task
-    from condenser_lite.reproduction.results import environment, git_state, machine, now
+    from condenser_lite.utils.devices import load_average
+    from condenser_lite.reproduction.configuration.presets import get_preset
+    from condenser_lite.reproduction.runs.tasks import load_task
+    from condenser_lite.reproduction.evidence.results import environment, git_state, machine, now
     from condenser_lite.retrieval.biencoder import BiEncoder, passage_strings
     from condenser_lite.retrieval.metrics import score_run
     from condenser_lite.retrieval.search import encode, encode_corpus, evaluate_retriever, search

@@ -51,7 +51,7 @@ REPOSITORY = "condenser-lite/condenser-lite"
 def rerun_presets() -> tuple[str, ...]:
     """The presets a chapter's ``preset`` parameter may re-run (``presets.PRESETS`` except the
     papers' scale, which is ``full=True``). Introduction, "Running it"."""
-    from .reproduction.presets import PRESETS
+    from .reproduction.configuration.presets import PRESETS
 
     return tuple(name for name in PRESETS if name != "paper")
 
@@ -90,7 +90,7 @@ class Chapter:
         committed run's stages are longer than a few live seconds allow, and a re-run's preset,
         e.g. ``micro``, too small to show anything), so the live cells print the same with or
         without ``preset``. Introduction, "Running it"."""
-        from .reproduction.presets import get_preset
+        from .reproduction.configuration.presets import get_preset
 
         if self.full:
             return get_preset("paper")
@@ -102,7 +102,7 @@ class Chapter:
         """The ``settings_tree.Preset`` a re-run runs: ``preset`` (at full scale ``paper`` with one
         fine-tuning seed, ``seed``) with ``settings`` applied, as ``experiments --preset P --set
         ...`` runs it; None without a re-run. Introduction, "Running it"."""
-        from .reproduction.presets import get_preset
+        from .reproduction.configuration.presets import get_preset
 
         if not self.rerun:
             return None
@@ -115,8 +115,8 @@ class Chapter:
         (with its head) or ``cocondenser`` from ``results/checkpoints/small/`` (the committed
         run's first pre-training seed, ``release.export_checkpoints``); at full scale the
         published checkpoint (``Preset.pretrained``). Chapter 2."""
-        from .reproduction.presets import PAPER
-        from .reproduction.release import CHECKPOINTS_DIR, RELEASED_ARMS
+        from .reproduction.configuration.presets import PAPER
+        from .reproduction.runs.release import CHECKPOINTS_DIR, RELEASED_ARMS
         from .utils.errors import CheckpointError
 
         if arm not in RELEASED_ARMS:
@@ -134,10 +134,10 @@ class Chapter:
         (``results.load_results``), or with ``preset`` / ``full`` the protocol re-run at that
         preset (``protocol.run_protocol``, cached; at full scale with one fine-tuning seed,
         ``seed``). With ``verbose``, one line says which. Introduction, "Running it"."""
-        from .reproduction.presets import get_preset
-        from .reproduction.protocol import run_protocol
-        from .reproduction.results import load_results
-        from .reproduction.scorecard import check_judged
+        from .reproduction.configuration.presets import get_preset
+        from .reproduction.runs.protocol import run_protocol
+        from .reproduction.evidence.results import load_results
+        from .reproduction.claims.scorecard import check_judged
 
         if not self.rerun:
             results = load_results(COMMITTED)
@@ -162,7 +162,7 @@ class Chapter:
         ``LIVE_STEPS["condenser"]`` steps (``"condenser"``), on the first ``LIVE_SECTIONS``
         training sections of the general corpus. At full scale: ``bert-base-uncased``, and the
         papers' Condenser stage for ``max_steps`` (default ``LIVE_STEPS``) steps. Chapter 1."""
-        from .reproduction.presets import PAPER, paper_condenser, stage_config
+        from .reproduction.configuration.presets import PAPER, paper_condenser, stage_config
         from .training.pretraining import pretrain
 
         if method not in LIVE_STEPS:
@@ -258,7 +258,7 @@ def setup(full: object = False, preset: object = None, seed: object = 0, max_ste
         if not (chapter_full or chapter_preset):
             raise ConfigError("parameter 'settings' changes a re-run's preset; pass the preset to re-run too "
                               "(e.g. -p preset micro), or leave settings out to read the committed results")
-        from .reproduction.settings_tree import check_protocol_reads
+        from .reproduction.configuration.settings_tree import check_protocol_reads
 
         check_protocol_reads(chapter_settings, where="parameter 'settings'")
     from .data.sources import DATA_ENV
@@ -290,7 +290,7 @@ def glue(name: str, value: object, digits: int | None = None) -> None:
     that many decimals (``0.50``, not ``0.5``; never ``-0.00``). Without MyST-NB (on Colab)
     nothing happens: the prose then shows the role itself. Introduction, "Running it"."""
     if digits is not None:
-        from .reproduction.wording import fixed
+        from .reproduction.statistics.wording import fixed
 
         value = fixed(float(value), digits)
     try:

@@ -57,7 +57,7 @@ from . import cli_parser
 from .cli_settings import absolute, apply_settings, recipe_from_args, refuse_twice, stage_config_from_args
 from .data.tevatron import tevatron_name
 from .parameters import parse_settings
-from .reproduction.presets import get_preset
+from .reproduction.configuration.presets import get_preset
 from .utils.cli_args import one_line, seed_list
 from .utils.errors import ConfigError, UserError
 
@@ -162,8 +162,8 @@ def _check_init(cfg) -> None:
 
 
 def _pretrain(args: argparse.Namespace) -> None:
-    from .reproduction.estimate import estimate_stage, format_estimate
-    from .reproduction.health import stage_check
+    from .reproduction.runs.estimate import estimate_stage, format_estimate
+    from .reproduction.runs.health import stage_check
     from .training.pretraining import pretrain
     from .training.stage_cache import stage_done
 
@@ -303,8 +303,8 @@ def _evaluate(args: argparse.Namespace) -> None:
 
 
 def _experiments(args: argparse.Namespace) -> None:
-    from .reproduction.protocol import cached_results, check_out_path, run_protocol
-    from .reproduction.scorecard import format_scorecard
+    from .reproduction.runs.protocol import cached_results, check_out_path, run_protocol
+    from .reproduction.claims.scorecard import format_scorecard
 
     settings = parse_settings(args.set)
     refuse_twice(settings, {"--task": ("task", args.task), "--seeds": ("seeds", args.seeds)})
@@ -318,7 +318,7 @@ def _experiments(args: argparse.Namespace) -> None:
         check_out_path(args.out, preset.name)
         check_writable("--out", args.out)
     if args.dry_run or not (cached_results(preset, args.data_dir, seeds).exists() and not args.force):
-        from .reproduction.estimate import estimate_protocol, format_estimate
+        from .reproduction.runs.estimate import estimate_protocol, format_estimate
 
         print(format_estimate(estimate_protocol(preset, args.data_dir, args.workers)), flush=True)
         if args.dry_run:
@@ -331,9 +331,9 @@ def _experiments(args: argparse.Namespace) -> None:
 
 
 def _merge(args: argparse.Namespace) -> None:
-    from .reproduction.merge import merge_results, read_part
-    from .reproduction.protocol import check_out_path
-    from .reproduction.scorecard import format_scorecard
+    from .reproduction.runs.merge import merge_results, read_part
+    from .reproduction.runs.protocol import check_out_path
+    from .reproduction.claims.scorecard import format_scorecard
 
     check_writable("--out", args.out)
     parts = [read_part(p) for p in args.parts]
@@ -347,8 +347,8 @@ def _merge(args: argparse.Namespace) -> None:
 
 
 def _release(args: argparse.Namespace) -> None:
-    from .reproduction.merge import read_part
-    from .reproduction.release import export_checkpoints, record_checkpoints
+    from .reproduction.runs.merge import read_part
+    from .reproduction.runs.release import export_checkpoints, record_checkpoints
 
     check_writable("--out", args.out, folder=True)
     path = Path(args.results)

@@ -11,7 +11,7 @@ import argparse
 from collections.abc import Callable, Mapping
 
 from .cli_settings import preset_list
-from .reproduction.presets import ALIASES, PRESETS, RETRIEVAL_RECIPES
+from .reproduction.configuration.presets import ALIASES, PRESETS, RETRIEVAL_RECIPES
 from .utils.cli_args import positive_int, token_length
 
 PRESET_NAMES = sorted([*PRESETS, *ALIASES])

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from .parameters import parse_settings
-from .reproduction.presets import (ALIASES, PRESETS, PRETRAINED_STAGE_LR, RETRIEVAL_RECIPES, finetune_recipe,
-                                   get_preset, recipe_for)
-from .reproduction.settings_tree import Preset, check_protocol_reads
+from .reproduction.configuration.presets import (ALIASES, PRESETS, PRETRAINED_STAGE_LR, RETRIEVAL_RECIPES,
+                                                 finetune_recipe, get_preset, recipe_for)
+from .reproduction.configuration.settings_tree import Preset, check_protocol_reads
 from .training.finetune import FinetuneConfig
 from .training.pretraining_config import MODEL_FIELDS, RECIPE_FIELDS, StageConfig, stage_name
 from .utils.errors import ConfigError
@@ -146,7 +146,7 @@ def _init_of(preset: Preset, args: argparse.Namespace) -> str | None:
 def _stage_of(preset: Preset, args: argparse.Namespace) -> StageConfig:
     """The preset's stage of ``args.method`` with the command line's starting checkpoint, corpus
     and shortest span."""
-    from .reproduction.presets import stage_config
+    from .reproduction.configuration.presets import stage_config
 
     cfg = stage_config(preset, args.method, _init_of(preset, args))
     if args.corpus:

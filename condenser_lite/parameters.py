@@ -103,7 +103,7 @@ def parse_settings(pairs: object, where: str = "--set") -> dict[str, Any]:
     its field's annotated type; a bad key or value raises ``ConfigError`` naming it. ``where``
     names the source in errors (``--set``, ``parameter 'settings'``). Explained on the page
     "Running the book" (``book/running.md``)."""
-    from .reproduction.settings_tree import setting_path, setting_tree
+    from .reproduction.configuration.settings_tree import setting_path, setting_tree
 
     if _unset(pairs):
         return {}

@@ -34,7 +34,7 @@ def one_error_line(result: tuple[int, str, str]) -> str:
 def finetune_with(*pairs: str) -> list[str]:
     """``FINETUNE`` with ``pairs`` (``"finetune.lr=0"``) in place of its own settings of the same
     paths: a path given twice is refused, so a test's change replaces the default."""
-    from condenser_lite.reproduction.settings_tree import setting_path
+    from condenser_lite.reproduction.configuration.settings_tree import setting_path
 
     changed = {setting_path(p.split("=", 1)[0]) for p in pairs}
     out, args = [], list(FINETUNE)

@@ -40,7 +40,7 @@ def pytest_configure(config):
     if hasattr(config, "workerinput"):  # a pytest-xdist worker: the cores are shared out among the workers
         import torch
 
-        from condenser_lite.reproduction.jobs import threads_per_worker
+        from condenser_lite.reproduction.runs.jobs import threads_per_worker
 
         # two threads per worker beside another busy worker wait on each other (see the unit-test
         # fixture below); run_protocol's own job processes share out the cores the same way
@@ -119,8 +119,8 @@ def micro_run(tmp_path_factory, pytestconfig, tokenizer_dir):
     the local data mirror."""
     if not _MIRROR.exists():
         pytest.skip("local data mirror ../shared/data not found")
-    from condenser_lite.reproduction.presets import get_preset
-    from condenser_lite.reproduction.protocol import run_protocol
+    from condenser_lite.reproduction.configuration.presets import get_preset
+    from condenser_lite.reproduction.runs.protocol import run_protocol
     from condenser_lite.utils.cache import build_once
 
     budget = get_preset("micro", tokenizer=tokenizer_dir)

@@ -188,8 +188,8 @@ def test_no_chapter_prints_provenance(chapter):
 def test_the_running_pages_provenance_is_the_committed_files():
     """A regression check: ``book/provenance.md`` (the running page's "Where the numbers were
     made") is what ``provenance_summary`` makes of the committed results files; remake it with
-    ``python -m condenser_lite.reproduction.provenance_summary > book/provenance.md``."""
-    from condenser_lite.reproduction.provenance_summary import provenance_markdown
+    ``python -m condenser_book.provenance_summary > book/provenance.md``."""
+    from condenser_book.provenance_summary import provenance_markdown
 
     assert (ROOT / "book" / "provenance.md").read_text() == provenance_markdown(ROOT / "results")
 
@@ -448,7 +448,7 @@ def test_setup_parses_papermill_strings(tmp_path, monkeypatch):
     rerun = book.setup(preset="micro", figures_dir=str(tmp_path / "f"))
     assert rerun.live_preset.name == book.LIVE_PRESET and "re-running the micro preset" in str(rerun)
     # the live cells build the committed run's model (its Condenser split), trained in float32
-    from condenser_lite.reproduction.presets import get_preset
+    from condenser_lite.reproduction.configuration.presets import get_preset
 
     small = get_preset(book.COMMITTED)
     assert (committed.live_preset.model, committed.live_preset.finetune, committed.live_preset.sts) == (small.model, small.finetune, small.sts)
@@ -456,8 +456,8 @@ def test_setup_parses_papermill_strings(tmp_path, monkeypatch):
 
 
 def test_released_names_the_committed_models_or_the_fix(tmp_path, monkeypatch):
-    from condenser_lite.reproduction import release
-    from condenser_lite.reproduction.presets import PAPER
+    from condenser_lite.reproduction.runs import release
+    from condenser_lite.reproduction.configuration.presets import PAPER
     from condenser_lite.utils.errors import CheckpointError
 
     ch = book.setup(figures_dir=str(tmp_path / "f"))
@@ -485,7 +485,7 @@ def test_check_claims_only_for_the_committed_small_run(tmp_path):
 def test_results_reads_the_committed_file_or_names_the_fix(tmp_path, monkeypatch, capsys):
     import json
 
-    from condenser_lite.reproduction import results as evidence
+    from condenser_lite.reproduction.evidence import results as evidence
 
     monkeypatch.setattr(evidence, "RESULTS_DIR", tmp_path)
     ch = book.setup(figures_dir=str(tmp_path / "f"))
@@ -640,10 +640,10 @@ def test_the_intros_findings_are_the_committed_runs():
 
     from scipy import stats as scipy_stats
 
-    from condenser_lite.reproduction.claims_table import headline_rows
-    from condenser_lite.reproduction.multiplicity import multiplicity
-    from condenser_lite.reproduction.results import arm_seeds
-    from condenser_lite.reproduction.settings_tree import preset_from_record
+    from condenser_lite.reproduction.claims.claims_table import headline_rows
+    from condenser_lite.reproduction.claims.multiplicity import multiplicity
+    from condenser_lite.reproduction.evidence.results import arm_seeds
+    from condenser_lite.reproduction.configuration.settings_tree import preset_from_record
 
     intro = _plain((ROOT / "book" / "intro.md").read_text())
     part = intro[intro.index("## What the runs found"):intro.index("## How to read this book")]
@@ -718,10 +718,10 @@ def test_the_intros_findings_are_the_committed_runs():
 def test_the_intros_claims_table_is_the_committed_runs():
     """A regression check: ``book/claims_table.md`` (included by the introduction) is what
     ``claims_summary.intro_tables`` makes of ``results/small.json``; remake it with
-    ``python -m condenser_lite.reproduction.claims_summary > book/claims_table.md``."""
+    ``python -m condenser_book.claims_summary > book/claims_table.md``."""
     import json
 
-    from condenser_lite.reproduction.claims_summary import intro_tables
+    from condenser_book.claims_summary import intro_tables
 
     made = intro_tables(json.loads((ROOT / "results" / "small.json").read_text()))
     assert (ROOT / "book" / "claims_table.md").read_text().strip() == made.strip()

@@ -10,8 +10,8 @@ from locations import MIRROR
 from condenser_lite.cli import build_parser, main
 from condenser_lite.cli_settings import apply_settings, recipe_from_args, stage_config_from_args
 from condenser_lite.parameters import parse_settings
-from condenser_lite.reproduction.arms import arm_config
-from condenser_lite.reproduction.presets import get_preset, paper_cocondenser, paper_condenser
+from condenser_lite.reproduction.runs.arms import arm_config
+from condenser_lite.reproduction.configuration.presets import get_preset, paper_cocondenser, paper_condenser
 from condenser_lite.training.stage_cache import is_done
 from condenser_lite.utils.errors import ConfigError
 
@@ -102,7 +102,7 @@ def test_one_path_lands_on_one_setting_in_every_command(pair, monkeypatch):
     """The same ``path=value`` through ``pretrain``, ``finetune``, ``experiments`` and a chapter's
     ``-p settings`` sets the same field, or is refused in one line by the command that does not
     read it."""
-    import condenser_lite.reproduction.estimate as estimate
+    import condenser_lite.reproduction.runs.estimate as estimate
     from condenser_lite.book import setup
 
     path, value = pair.split("=", 1)
@@ -334,7 +334,7 @@ def test_evaluate_refuses_a_cutoff_deeper_than_the_run(tmp_path, capsys):
 
 def test_help_lists_the_presets_of_the_registry():
     """The presets named in `--help` are the registry's, whatever it holds."""
-    from condenser_lite.reproduction.presets import ALIASES, PRESETS
+    from condenser_lite.reproduction.configuration.presets import ALIASES, PRESETS
 
     parser = build_parser()
     top = " ".join(parser.format_help().split())
@@ -487,7 +487,7 @@ def test_an_out_path_that_cannot_be_written_is_refused_first(beir, retriever, tm
     by `experiments` (with and without `--dry-run`), `merge`, `search`, `encode`, `finetune` and
     `pretrain`, before anything is estimated, encoded or trained (the steps after the check are
     replaced by `_not_reached`)."""
-    from condenser_lite.reproduction import estimate, merge, protocol
+    from condenser_lite.reproduction.runs import estimate, merge, protocol
 
     monkeypatch.setenv("CONDENSER_LITE_CACHE", str(tmp_path / "cache"))
     for module, name in ((protocol, "cached_results"), (protocol, "run_protocol"), (estimate, "estimate_protocol"),

@@ -12,32 +12,35 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "condenser_lite"
 
 
-def design_map() -> set[str]:
-    """The files DESIGN.md's tree lists, as paths inside the package (``modeling/condenser.py``)."""
+def design_map(top: str = "condenser_lite") -> set[str]:
+    """The files DESIGN.md's tree of ``top`` lists, as paths inside it (``modeling/condenser.py``)."""
     text = (ROOT / "DESIGN.md").read_text()
-    tree = re.search(r"```\ncondenser_lite/\n(.*?)```", text, re.S).group(1)
-    listed, folder = set(), ""
+    tree = re.search(rf"```\n{top}/[^\n]*\n(.*?)```", text, re.S).group(1)
+    listed, folders = set(), []  # folders: (indent, name) of the folders the line sits in
     for line in tree.splitlines():
         m = re.match(r"^( *)(\w+)(/|\.py)", line)
         if not m:
             continue
         indent, name, kind = len(m.group(1)), m.group(2), m.group(3)
+        folders = [(i, f) for i, f in folders if i < indent]
         if kind == "/":
-            folder = name
+            folders.append((indent, name))
         else:
-            listed.add(f"{folder}/{name}.py" if indent > 2 else f"{name}.py")
+            listed.add("/".join([f for _, f in folders] + [f"{name}.py"]))
     return listed
 
 
 def test_design_lists_every_module():
-    modules = {p.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("*.py")
-               if p.name not in ("__init__.py", "__main__.py")}
-    listed = design_map()
-    assert listed == modules, (sorted(modules - listed), sorted(listed - modules))
+    for top in ("condenser_lite", "condenser_book"):
+        modules = {p.relative_to(ROOT / top).as_posix() for p in (ROOT / top).rglob("*.py")
+                   if p.name not in ("__init__.py", "__main__.py")}
+        listed = design_map(top)
+        assert listed == modules, (top, sorted(modules - listed), sorted(listed - modules))
 
 
 def test_the_check_reads_the_tree():
-    assert {"modeling/condenser.py", "book.py", "utils/cache.py"} <= design_map()
+    assert {"modeling/condenser.py", "book.py", "utils/cache.py", "reproduction/runs/jobs.py"} <= design_map()
+    assert "plots.py" in design_map("condenser_book")
 
 
 def test_the_readmes_equation_table_names_real_functions():

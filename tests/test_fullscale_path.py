@@ -29,10 +29,11 @@ from condenser_lite.data.tevatron import load_tevatron, load_tevatron_corpus
 from condenser_lite.data.tokenizer import load_tokenizer
 from condenser_lite.modeling import gradcache
 from condenser_lite.modeling.condenser import Condenser
-from condenser_lite.reproduction import tasks
-from condenser_lite.reproduction.presets import get_preset, paper_cocondenser, paper_condenser, stage_config
-from condenser_lite.reproduction.protocol import run_protocol
-from condenser_lite.reproduction.rules import ONE_SEED, STATUSES
+from condenser_lite.reproduction.runs import tasks
+from condenser_lite.reproduction.configuration.presets import (get_preset, paper_cocondenser, paper_condenser,
+                                                               stage_config)
+from condenser_lite.reproduction.runs.protocol import run_protocol
+from condenser_lite.reproduction.statistics.rules import ONE_SEED, STATUSES
 from condenser_lite.retrieval import search
 from condenser_lite.retrieval.metrics import evaluate_run, has_answer
 from condenser_lite.retrieval.runfiles import read_trec_run

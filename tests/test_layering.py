@@ -1,9 +1,11 @@
 """The package's layering, read from its imports: each folder imports only from the folders below
 it, nothing imports a private name of another module, and no module imports itself in a circle.
 
+    condenser_book/                  (the book's side: what the chapters show; nothing imports it)
     book.py, cli.py, parameters.py   (the top: the chapters' setup, the command line)
     studies/
-    reproduction/
+    reproduction/                    (in layers: runs/ over claims/ over evidence/ over
+                                      statistics/ over configuration/)
     training/
     retrieval/
     modeling/   data/                (the papers' ideas and the data, side by side)
@@ -21,8 +23,11 @@ import pytest
 pytestmark = pytest.mark.unit
 
 PACKAGE = Path(__file__).resolve().parent.parent / "condenser_lite"
+BOOK_SIDE = PACKAGE.parent / "condenser_book"
 # floor of each part of the package; a module may import from strictly lower floors and its own folder
 FLOORS = {"utils": 0, "modeling": 1, "data": 1, "retrieval": 2, "training": 3, "reproduction": 4, "studies": 5, "": 6}
+# and within reproduction/, the floor of each of its sub-folders
+LAYERS = {"configuration": 0, "statistics": 1, "evidence": 2, "claims": 3, "runs": 4}
 
 
 def module_name(path: Path, root: Path = PACKAGE) -> str:
@@ -33,6 +38,12 @@ def part(module: str) -> str:
     """The folder of ``condenser_lite.<folder>.<module>``, "" for a top-level module."""
     parts = module.split(".")
     return parts[1] if len(parts) > 2 else ""
+
+
+def layer(module: str) -> str | None:
+    """The sub-folder of ``condenser_lite.reproduction.<layer>.<module>``, else None."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 3 and parts[1] == "reproduction" else None
 
 
 def imports(path: Path, root: Path = PACKAGE) -> list[tuple[int, str, list[str]]]:
@@ -47,7 +58,7 @@ def imports(path: Path, root: Path = PACKAGE) -> list[tuple[int, str, list[str]]
                 module = ".".join(base + ([node.module] if node.module else []))
             else:
                 module = node.module or ""
-            if not module.startswith("condenser_lite"):
+            if not module.startswith(("condenser_lite", "condenser_book")):
                 continue
             names = [a.name for a in node.names]
             # ``from .pkg import module`` imports the module itself
@@ -58,7 +69,8 @@ def imports(path: Path, root: Path = PACKAGE) -> list[tuple[int, str, list[str]]
             if names:
                 out.append((node.lineno, module, names))
         elif isinstance(node, ast.Import):
-            out += [(node.lineno, a.name, []) for a in node.names if a.name.startswith("condenser_lite")]
+            out += [(node.lineno, a.name, []) for a in node.names
+                    if a.name.startswith(("condenser_lite", "condenser_book"))]
     return out
 
 
@@ -73,9 +85,18 @@ def violations(root: Path = PACKAGE) -> list[str]:
                 if names:  # a plain ``import condenser_lite`` reads __version__, which is all __init__ holds
                     bad.append(f"{where}: imports {', '.join(names)} from the package; import from the module")
                 continue
+            book_side = me.startswith("condenser_book")
+            if module.startswith("condenser_book") and not book_side:
+                bad.append(f"{where}: {me} imports {module}, the book's side, which the library never imports")
             mine, theirs = part(me), part(module)
-            if mine != theirs and FLOORS[theirs] >= FLOORS[mine]:
+            if book_side or module.startswith("condenser_book"):
+                pass  # the book's side may import any of the library
+            elif mine != theirs and FLOORS[theirs] >= FLOORS[mine]:
                 bad.append(f"{where}: {me} ({mine or 'top'}) imports {module} ({theirs or 'top'}), "
+                           "which is not below it")
+            low, high = layer(me), layer(module)
+            if low and high and low != high and LAYERS[high] >= LAYERS[low]:
+                bad.append(f"{where}: {me} (reproduction/{low}) imports {module} (reproduction/{high}), "
                            "which is not below it")
             private = [n for n in names if n.startswith("_")]
             if private and module != me:
@@ -108,7 +129,8 @@ def cycles(root: Path = PACKAGE) -> list[list[str]]:
 
 
 def test_each_folder_imports_only_from_the_folders_below_it():
-    assert not violations(), "\n".join(violations())
+    bad = violations() + violations(BOOK_SIDE)
+    assert not bad, "\n".join(bad)
 
 
 def test_the_package_root_holds_only_its_version():
@@ -121,13 +143,21 @@ def test_no_circle_in_the_package():
 
 
 def test_every_folder_says_what_it_holds_and_may_import():
-    for folder in FLOORS:
-        if folder:
-            doc = ast.get_docstring(ast.parse((PACKAGE / folder / "__init__.py").read_text()))
-            assert doc and "May import" in doc, folder
-            # the docstring names every module of the folder
-            modules = {p.stem for p in (PACKAGE / folder).glob("*.py")} - {"__init__"}
-            assert all(f"{m}.py" in doc for m in modules), (folder, sorted(m for m in modules if f"{m}.py" not in doc))
+    folders = [PACKAGE / f for f in FLOORS if f] + [PACKAGE / "reproduction" / f for f in LAYERS] + [BOOK_SIDE]
+    assert {p.parent for p in PACKAGE.rglob("__init__.py")} | {BOOK_SIDE} == set(folders) | {PACKAGE}
+    for folder in folders:
+        doc = ast.get_docstring(ast.parse((folder / "__init__.py").read_text()))
+        assert doc and "May import" in doc, folder
+        # the docstring names every module and sub-folder of the folder
+        modules = {f"{p.stem}.py" for p in folder.glob("*.py")} - {"__init__.py"}
+        modules |= {f"{p.parent.name}/" for p in folder.glob("*/__init__.py")}
+        assert all(m in doc for m in modules), (folder, sorted(m for m in modules if m not in doc))
+
+
+def test_reproduction_is_in_layers():
+    """reproduction/ is its sub-folders, with no more than two modules of its own."""
+    assert {p.parent.name for p in (PACKAGE / "reproduction").glob("*/__init__.py")} == set(LAYERS)
+    assert len(list((PACKAGE / "reproduction").glob("*.py"))) <= 2
 
 
 def test_the_check_sees_a_wrong_import(tmp_path):
@@ -137,11 +167,17 @@ def test_the_check_sees_a_wrong_import(tmp_path):
     copy = tmp_path / "condenser_lite"
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
     losses = copy / "modeling" / "losses.py"
-    losses.write_text(losses.read_text() + "\nfrom ..reproduction.scorecard import scorecard  # wrong: runs up\n")
+    losses.write_text(losses.read_text() + "\nfrom ..reproduction.claims.scorecard import scorecard  # wrong: runs up\n")
     gauges = copy / "modeling" / "gauges.py"
     gauges.write_text(gauges.read_text() + "\nfrom .losses import _private  # wrong: a private name\n")
+    rules = copy / "reproduction" / "statistics" / "rules.py"
+    rules.write_text(rules.read_text() + "\nfrom ..claims.scorecard import scorecard  # wrong: a layer up\n")
+    wording = copy / "reproduction" / "statistics" / "wording.py"
+    wording.write_text(wording.read_text() + "\nfrom condenser_book.plots import SMALL  # wrong: the book's side\n")
     bad = violations(copy)
-    assert any("modeling/losses.py" in b and "reproduction.scorecard" in b for b in bad), bad
+    assert any("modeling/losses.py" in b and "reproduction.claims.scorecard" in b for b in bad), bad
+    assert any("statistics/rules.py" in b and "(reproduction/claims)" in b for b in bad), bad
+    assert any("statistics/wording.py" in b and "the book's side" in b for b in bad), bad
     assert any("private names ['_private']" in b for b in bad), bad
     # and a circle: losses -> gauges -> losses
     losses.write_text(losses.read_text() + "\nfrom .gauges import cls_reliance\n")
@@ -178,7 +214,8 @@ def second_paths(path: Path) -> list[str]:
     """Imports in ``path`` that take a name from a module that only re-exports it."""
     bad = []
     for node in ast.walk(ast.parse(code_of(path))):
-        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("condenser_lite") and not node.level:
+        if isinstance(node, ast.ImportFrom) and not node.level \
+                and (node.module or "").startswith(("condenser_lite", "condenser_book")):
             for alias in node.names:
                 is_module = (PACKAGE.parent / (node.module.replace(".", "/") + f"/{alias.name}.py")).exists() \
                     or (PACKAGE.parent / node.module.replace(".", "/") / alias.name / "__init__.py").exists()
@@ -192,8 +229,8 @@ def test_one_import_path_per_name():
     resolved) and in its clients: tests, chapters, benchmarks, scripts."""
     root = PACKAGE.parent
     bad = []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        for line, module, names in imports(path):
+    for path in sorted([*PACKAGE.rglob("*.py"), *BOOK_SIDE.rglob("*.py")]):
+        for line, module, names in imports(path, PACKAGE if path.is_relative_to(PACKAGE) else BOOK_SIDE):
             if module != "condenser_lite":
                 bad += [f"{path.relative_to(root)}:{line}: {n} is not defined in {module}"
                         for n in names if n not in defined_names(module)]

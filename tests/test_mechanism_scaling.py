@@ -10,8 +10,8 @@ import pytest
 from locations import ROOT
 from scipy import stats as scipy_stats
 
-from condenser_lite.reproduction.mechanism_rules import SCALING_SEEDS, scaling_trend
-from condenser_lite.reproduction.rules import RELIANCE_THRESHOLD
+from condenser_lite.studies.mechanism_rules import SCALING_SEEDS, scaling_trend
+from condenser_lite.reproduction.statistics.rules import RELIANCE_THRESHOLD
 from condenser_lite.utils.errors import ConfigError
 
 pytestmark = pytest.mark.unit
@@ -56,7 +56,7 @@ def test_a_flat_trend_is_reported_as_a_bound():
 
 
 def test_the_scaling_parts_are_the_registered_points():
-    from condenser_lite.reproduction.presets import get_preset
+    from condenser_lite.reproduction.configuration.presets import get_preset
 
     study = study_module()
     small = get_preset("small")
@@ -233,7 +233,7 @@ def test_the_crossing_range_runs_low_to_high_on_both_sides_of_the_threshold():
 def test_the_trends_interval_cannot_see_a_rise_on_fewer_than_all_three_seeds():
     """What the pre-registered test can detect, known before the runs: with three seeds, a rise
     on one or two of them (the others flat) is never called a rise, however steep."""
-    from condenser_lite.reproduction.mechanism_rules import trend_sensitivity
+    from condenser_lite.studies.mechanism_rules import trend_sensitivity
 
     sens = trend_sensitivity(3)
     assert sens["blind_to"] == 2
@@ -248,7 +248,7 @@ def test_the_trend_in_words_says_where_the_line_crosses_and_how_far_past_the_dat
     """``trend_text``, each branch on made-up trends: a rise inside the measured range or past
     it (an extrapolation), a flat trend whose upper slope crosses inside the range, past it, far
     past it (no number), or never."""
-    from condenser_lite.reproduction.wording import flops_text, trend_text
+    from condenser_lite.reproduction.statistics.wording import flops_text, trend_text
 
     assert flops_text(15.5) == "3.2 × 10¹⁵" and flops_text(13.0) == "1.0 × 10¹³"
     base = {"mean_slope": 0.1, "slope_interval": [0.05, 0.15], "confidence": 0.95, "threshold": 0.2,
@@ -307,7 +307,7 @@ def test_a_run_on_some_of_a_parts_seeds_is_refused_before_training(tmp_path, mon
 
     def trained(*args, **kwargs):
         raise AssertionError("a stage was trained")
-    monkeypatch.setattr("condenser_lite.reproduction.jobs.run_jobs", trained)
+    monkeypatch.setattr("condenser_lite.reproduction.runs.jobs.run_jobs", trained)
     monkeypatch.setattr("sys.argv", ["mechanism_study.py", "--out", str(out), "--only", "l48", "--seeds", "43"])
     with pytest.raises(ConfigError, match=r"part l48 already holds seeds \[42, 43\].*--seeds 42,43\)"):
         study.main()

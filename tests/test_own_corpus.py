@@ -99,8 +99,8 @@ def test_experiments_on_a_folder_runs_the_whole_protocol(tokenizer_dir, tmp_path
 
 
 def test_experiments_refuses_a_folder_without_a_test_split(tmp_path):
-    from condenser_lite.reproduction.presets import get_preset
-    from condenser_lite.reproduction.tasks import load_task
+    from condenser_lite.reproduction.configuration.presets import get_preset
+    from condenser_lite.reproduction.runs.tasks import load_task
 
     folder = tmp_path / "mine"
     shutil.copytree(FOLDER, folder)
@@ -112,7 +112,7 @@ def test_experiments_refuses_a_folder_without_a_test_split(tmp_path):
 def test_task_cache_key_follows_the_folder_content_not_its_timestamps(tmp_path):
     """The task and results caches are keyed by the folder's content (``sources.data_id``): a new
     modification time alone keeps the key, an edited qrels file gives a new one."""
-    from condenser_lite.reproduction.tasks import data_location
+    from condenser_lite.reproduction.runs.tasks import data_location
 
     folder = tmp_path / "mine"
     shutil.copytree(FOLDER, folder)

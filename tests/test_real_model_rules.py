@@ -4,7 +4,7 @@ hidden in noise "not detectable at this power"; BH q over the two tests; the con
 
 import pytest
 
-from condenser_lite.reproduction.rules import NOT_DETECTABLE
+from condenser_lite.reproduction.statistics.rules import NOT_DETECTABLE
 from condenser_lite.studies.real_model import control_steps, judge, runs_per_arm
 
 pytestmark = pytest.mark.unit

@@ -191,7 +191,7 @@ def test_the_study_is_a_command():
 def test_the_choices_table_reads_each_choice_with_its_uncertainty():
     """Chapter 9's opening table: one row per choice, every speed ratio inside the range its
     repetitions allow, and no uncertainty claimed for a comparison trained once."""
-    from condenser_lite.reproduction import study_report
+    from condenser_book import study_report
 
     assert study_report.ratio_range([2.0, 2.2], [1.0, 1.1]) == pytest.approx((2.0 / 1.1, 2.2))
     with pytest.raises(ValueError, match="repetition"):

@@ -1,6 +1,6 @@
 """The studies as commands (``python -m condenser_lite mechanism``, ``health-runs``): a
 seconds-long run on micro settings, and a bad input named in one line. The study's rules and summaries are tested on
-made-up gauges in ``test_mechanism_scaling.py`` and ``reproduction/test_onset.py``."""
+made-up gauges in ``test_mechanism_scaling.py`` and ``studies/test_onset.py``."""
 
 from __future__ import annotations
 

@@ -6,7 +6,9 @@ files are the pages' evidence.
   pre-training healthy?", ``results/health.json``).
 * ``mechanism.py``: when the Condenser head needs [CLS] (``python -m condenser_lite mechanism``;
   the page "When does the head need [CLS]?", ``results/mechanism.json``); reading, judging and
-  merging that file in ``mechanism_files.py``.
+  merging that file in ``mechanism_files.py``; its pre-registered rules (the modified Condenser,
+  the scaling trend) in ``mechanism_rules.py``, and when the faithful head switches on over a long
+  stage (the onset rules) in ``onset.py``.
 * ``real_model.py``: does coCondenser's corpus-aware pre-training help a real retriever
   (all-MiniLM-L6-v2 on SciFact)? The comparison's design and its rule, fixed before its runs
   (chapter 4).

@@ -120,7 +120,7 @@ def stage_of(preset, settings: dict):
     """The stage-1 ``StageConfig`` of ``preset`` with ``settings`` (``seed``, ``lr``, ...) set by
     their paths in its named stage (``stages.bert.max_steps``), as ``pretrain --method mlm --set``
     sets them. Chapter 2."""
-    from condenser_lite.reproduction.presets import stage_config
+    from condenser_lite.reproduction.configuration.presets import stage_config
     from condenser_lite.training.pretraining_config import stage_name
 
     stage = stage_name(METHOD, None)
@@ -142,7 +142,7 @@ def run_settings(preset, change: dict, keep_schedule: bool, steps: int) -> dict:
 def judge(run: dict, cfg) -> None:
     """``run``'s evaluations judged again from the committed curves, as a fresh run would be.
     Chapter 2."""
-    from condenser_lite.reproduction.health import stage_check
+    from condenser_lite.reproduction.runs.health import stage_check
 
     check = stage_check(cfg)
     run.update(reference_arm=check.arm, suspects=check.suspects, alarm_level=getattr(check, "level", None))
@@ -183,8 +183,8 @@ def run_names(given: str) -> list[str]:
 def rejudge(out: Path, command: str) -> None:
     """The runs in ``out`` judged again by the check as it is, their verdicts and lines rewritten.
     Chapter 2."""
-    from condenser_lite.reproduction.presets import get_preset
-    from condenser_lite.reproduction.results import check_out, git, now
+    from condenser_lite.reproduction.configuration.presets import get_preset
+    from condenser_lite.reproduction.evidence.results import check_out, git, now
     from condenser_lite.utils.errors import ConfigError
 
     result = check_out(out, "health", "--rejudge --out")  # a file of another kind is refused, not rejudged
@@ -205,7 +205,7 @@ def rejudge(out: Path, command: str) -> None:
 def train_run(name: str, preset, steps: int, data_dir: str | None) -> dict:
     """One run of ``RUNS``: its stage trained in a temporary folder, stopped after ``steps``
     updates where it keeps the committed schedule, its evaluations judged. Chapter 2."""
-    from condenser_lite.reproduction.health import stage_check
+    from condenser_lite.reproduction.runs.health import stage_check
     from condenser_lite.training.loop import read_log
     from condenser_lite.training.pretraining import pretrain
     from condenser_lite.utils.errors import DivergedError
@@ -238,7 +238,7 @@ def train_run(name: str, preset, steps: int, data_dir: str | None) -> dict:
 def provenance(out: Path, command: str, started: str, t0: float, load_start) -> dict:
     """Where, when and from what the runs came: commit (dirty for any change but ``out``),
     command, wall time, machine and versions. Chapter 2."""
-    from condenser_lite.reproduction.results import environment, git_state, machine, now
+    from condenser_lite.reproduction.evidence.results import environment, git_state, machine, now
 
     env = environment()
     return {**git_state(exclude=out), "command": command, "started": started, "finished": now(),
@@ -248,9 +248,9 @@ def provenance(out: Path, command: str, started: str, t0: float, load_start) -> 
 
 def main(argv: list[str] | None = None) -> None:
     """The study's command line (``python -m condenser_lite health-runs ...``). Chapter 2."""
-    from condenser_lite.reproduction.jobs import load_average
-    from condenser_lite.reproduction.presets import get_preset
-    from condenser_lite.reproduction.results import check_out, now
+    from condenser_lite.utils.devices import load_average
+    from condenser_lite.reproduction.configuration.presets import get_preset
+    from condenser_lite.reproduction.evidence.results import check_out, now
 
     argv = sys.argv[1:] if argv is None else list(argv)
     a = build_parser().parse_args(argv)

@@ -1,5 +1,5 @@
 """When does the Condenser head need [CLS]? The mechanism study behind the book's page of that name
-(`notebooks/10_mechanism.md`), judged by the rules pre-registered in `reproduction/rules.py` before any of
+(`notebooks/10_mechanism.md`), judged by the rules pre-registered in `reproduction/statistics/rules.py` before any of
 its runs (the C0 rule: `rules.PRE_REGISTRATION_COMMIT`; the choice of a modified Condenser
 among the deviations: `mechanism_rules.choose_modified`, committed before E3 and E5 ran).
 
@@ -37,7 +37,7 @@ seeds `mechanism_rules.SCALING_SEEDS`:
 * S1X4: the preset's Condenser stage from a stage 1 four times as long (48,000 updates);
 * W256: the preset's shape at hidden size 256 (FFN 1,024), its own stage 1, the preset's stage.
 
-The onset of L48 (``reproduction/onset.py``, ``onset.ONSET_RULE_COMMIT``): on the pre-training
+The onset of L48 (``studies/onset.py``, ``onset.ONSET_RULE_COMMIT``): on the pre-training
 seeds ``onset.ONSET_SEEDS`` (42-49), when the faithful head's reliance leaves its noise for good,
 the share of models that switch on, and where they stand at the stage's end; its new seeds may
 run without their control (``--no-control``), which only C0's late-loss half needs:
@@ -110,7 +110,7 @@ def part_preset(part: str, preset):
     """The preset a part runs and the arm that is its Condenser: E1 multiplies the continuation's
     updates, E2 reshapes the model, E3-E5 set ``modified_condenser`` and train ``condenser_mod``
     (whose stage 1 and control are E0's, cached once)."""
-    from condenser_lite.reproduction.registry import MODIFIED_ARM
+    from condenser_lite.reproduction.configuration.registry import MODIFIED_ARM
 
     _, changes, deviation = PARTS[part]
     if deviation is not None:
@@ -121,8 +121,8 @@ def part_preset(part: str, preset):
 def part_jobs(preset, condenser: str, seeds, data_dir, control: bool = True):
     """Stage 1, the Condenser and (with ``control``) BERT-continued per pre-training seed, as the
     protocol's jobs."""
-    from condenser_lite.reproduction.arms import pretrain_arm
-    from condenser_lite.reproduction.jobs import Job, Ref
+    from condenser_lite.reproduction.runs.arms import pretrain_arm
+    from condenser_lite.reproduction.runs.jobs import Job, Ref
 
     jobs = {}
     for s in seeds:
@@ -186,9 +186,9 @@ def scaling(study: dict) -> dict | None:
     ``below_threshold`` seeds say whether the verdict can still be "reads [CLS]"."""
     import math
 
-    from condenser_lite.reproduction.mechanism_rules import SCALING_SEEDS, scaling_trend
-    from condenser_lite.reproduction.results import run_reliance
-    from condenser_lite.reproduction.rules import RELIANCE_THRESHOLD, unit_test
+    from condenser_lite.studies.mechanism_rules import SCALING_SEEDS, scaling_trend
+    from condenser_lite.reproduction.evidence.results import run_reliance
+    from condenser_lite.reproduction.statistics.rules import RELIANCE_THRESHOLD, unit_test
 
     points = {}
     for part in SCALING_PARTS:
@@ -234,9 +234,9 @@ def estimate(parts: dict, data_dir: str | None, workers: int,
     checkpoint."""
     import tempfile
 
-    from condenser_lite.reproduction.arms import arm_config
-    from condenser_lite.reproduction.estimate import stage_seconds, time_stage
-    from condenser_lite.reproduction.jobs import num_threads, quiet, worker_threads
+    from condenser_lite.reproduction.runs.arms import arm_config
+    from condenser_lite.reproduction.runs.estimate import stage_seconds, time_stage
+    from condenser_lite.reproduction.runs.jobs import num_threads, quiet, worker_threads
     from condenser_lite.training.stage_cache import stage_done, stage_folder
 
     rows = []
@@ -286,13 +286,13 @@ def main(argv: list[str] | None = None) -> None:
     a = _parser().parse_args(argv)
     given_seeds = seed_list(a.seeds) if a.seeds is not None else None
 
-    from condenser_lite.reproduction.presets import get_preset
-    from condenser_lite.reproduction.results import environment
+    from condenser_lite.reproduction.configuration.presets import get_preset
+    from condenser_lite.reproduction.evidence.results import environment
 
     out = Path(a.out)
     preset = get_preset(a.preset)
     study = read_study(out, preset.name, rejudge_only=a.merge == [])
-    from condenser_lite.reproduction.mechanism_rules import SCALING_SEEDS
+    from condenser_lite.studies.mechanism_rules import SCALING_SEEDS
 
     def part_seeds(part: str) -> tuple[int, ...]:
         if given_seeds:
@@ -341,7 +341,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _dry_run(parts: dict, a: argparse.Namespace) -> None:
     """``--dry-run``: time a few updates of every stage ``parts`` would train and print the projection."""
-    from condenser_lite.reproduction.estimate import load_warning
+    from condenser_lite.reproduction.runs.estimate import load_warning
 
     warning = load_warning()  # before the probes add their own load
     rows = estimate(parts, a.data_dir, a.workers, control=not a.no_control)
@@ -358,9 +358,10 @@ def _run_part(part: str, preset, seeds: tuple[int, ...], old: dict | None, a: ar
               argv: list[str], env: dict) -> dict:
     """Train ``part`` on ``seeds`` and return its record: the gauges judged per seed (joining the
     seeds of ``old``, the part's record so far, where these are new) and the run's provenance."""
-    from condenser_lite.reproduction.jobs import load_average, run_jobs
-    from condenser_lite.reproduction.results import git_state, machine, now
-    from condenser_lite.reproduction.rules import PRE_REGISTRATION_COMMIT
+    from condenser_lite.reproduction.runs.jobs import run_jobs
+    from condenser_lite.utils.devices import load_average
+    from condenser_lite.reproduction.evidence.results import git_state, machine, now
+    from condenser_lite.reproduction.statistics.rules import PRE_REGISTRATION_COMMIT
 
     out = Path(a.out)
     started, t0, load_start = now(), time.perf_counter(), load_average()
@@ -392,13 +393,13 @@ def _run_part(part: str, preset, seeds: tuple[int, ...], old: dict | None, a: ar
 def write(study: dict, out: Path, preset) -> None:
     """Judge what ``study`` holds by the pre-registered rules (the modified Condenser's choice
     among the deviations, the scaling summary) and write it to ``out``."""
-    from condenser_lite.reproduction.mechanism_rules import MODIFIED_RULE_COMMIT, SCALING_RULE_COMMIT, choose_modified
+    from condenser_lite.studies.mechanism_rules import MODIFIED_RULE_COMMIT, SCALING_RULE_COMMIT, choose_modified
 
     study["modified"] = {**choose_modified({p: v["c0"] for p, v in study.items() if p in PARTS}),
                          "rule_commit": MODIFIED_RULE_COMMIT}
     study["scaling"] = {**scaling(study), "rule_commit": SCALING_RULE_COMMIT}
     if "l48" in study:
-        from condenser_lite.reproduction.onset import study_onset
+        from condenser_lite.studies.onset import study_onset
 
         study["onset"] = study_onset(study["l48"])
     study.update(study="mechanism", preset=preset.name)

@@ -14,8 +14,8 @@ def judge(per_seed: dict) -> dict:
     """C0 by the pre-registered rule over the seeds of ``per_seed`` (seed order), from the final
     gauges each summary keeps. C0 pairs each Condenser with its control, so it is judged on the
     seeds that have one (``c0_seeds``); the reliance summary covers every seed."""
-    from condenser_lite.reproduction.results import run_reliance
-    from condenser_lite.reproduction.rules import c0_rule, reliance_summary
+    from condenser_lite.reproduction.evidence.results import run_reliance
+    from condenser_lite.reproduction.statistics.rules import c0_rule, reliance_summary
 
     seeds = sorted(per_seed, key=int)
     paired = [s for s in seeds if "bert_cont" in per_seed[s]]
@@ -36,7 +36,7 @@ def read_study(out: Path, preset_name: str, rejudge_only: bool) -> dict:
     nothing to do but re-judge it."""
     from condenser_lite.utils.errors import ConfigError
 
-    from condenser_lite.reproduction.results import check_out
+    from condenser_lite.reproduction.evidence.results import check_out
 
     if not out.exists() and rejudge_only:
         raise ConfigError(f"--out {out}: no such file; give the study's results file (results/mechanism.json)")

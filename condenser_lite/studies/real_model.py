@@ -46,7 +46,8 @@ from pathlib import Path
 
 from scipy import stats as scipy_stats
 
-from condenser_lite.reproduction.rules import ALPHA_ONE_SIDED, NOT_DETECTABLE, NOT_SIGNIFICANT, model_means, unit_test
+from condenser_lite.reproduction.statistics.rules import (ALPHA_ONE_SIDED, NOT_DETECTABLE, NOT_SIGNIFICANT, model_means,
+                                                          unit_test)
 
 ARMS = ("none", "cocondenser", "mlm")
 PRETRAIN_SEEDS = (42, 43, 44)  # one pre-trained model per seed, for cocondenser and mlm each
@@ -119,7 +120,7 @@ def finetune_preset():
     """The ``small`` preset with the pretrained recipe pooled by ``POOLING``: every arm's fine-tuning."""
     import dataclasses
 
-    from condenser_lite.reproduction.presets import PRETRAINED_RECIPE, get_preset
+    from condenser_lite.reproduction.configuration.presets import PRETRAINED_RECIPE, get_preset
 
     return get_preset("small").replace(finetune=dataclasses.replace(PRETRAINED_RECIPE, pooling=POOLING))
 
@@ -128,7 +129,7 @@ def stage_configs(model: str, seed: int, control_updates: int | None = None) -> 
     """The coCondenser stage and the MLM control of one pre-training seed, from ``model``, as
     ``pretrain`` builds them with ``STAGE`` and ``CONTROL``; the control's updates are
     ``control_updates`` (``control_steps``), 2 for a probe when None."""
-    from condenser_lite.reproduction.presets import get_preset, stage_config
+    from condenser_lite.reproduction.configuration.presets import get_preset, stage_config
 
     small = get_preset("small")
     co = stage_config(small.replace(**STAGE), "cocondenser", model).replace(seed=seed)
@@ -173,10 +174,10 @@ def run(data_dir: str | None, out: Path, command: str, prior: Mapping | None = N
     import dataclasses
     import tempfile
 
-    from condenser_lite.reproduction.arms import finetune_arm
-    from condenser_lite.reproduction.jobs import load_average
-    from condenser_lite.reproduction.results import environment, git, git_state, machine, now
-    from condenser_lite.reproduction.tasks import load_task
+    from condenser_lite.reproduction.runs.arms import finetune_arm
+    from condenser_lite.utils.devices import load_average
+    from condenser_lite.reproduction.evidence.results import environment, git, git_state, machine, now
+    from condenser_lite.reproduction.runs.tasks import load_task
     from condenser_lite.training.pretraining import pretrain
     from condenser_lite.utils.loading import SHIPPED_MODEL, shipped_model
 
@@ -247,7 +248,7 @@ def main(argv: list[str] | None = None) -> None:
     import shlex
     import sys
 
-    from condenser_lite.reproduction.results import check_out
+    from condenser_lite.reproduction.evidence.results import check_out
 
     ap = argparse.ArgumentParser(prog="python -m condenser_lite real-model", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=str(Path(__file__).resolve().parents[2] / "results" / "real_model.json"))
@@ -258,7 +259,7 @@ def main(argv: list[str] | None = None) -> None:
     out = Path(a.out)
     prior = check_out(out, "real-model")  # before any work: another file stays as it is
     if a.dry_run:
-        from condenser_lite.reproduction.estimate import estimate_stage, format_estimate
+        from condenser_lite.reproduction.runs.estimate import estimate_stage, format_estimate
         from condenser_lite.utils.loading import shipped_model
 
         for cfg in stage_configs(shipped_model(), PRETRAIN_SEEDS[0], 1075).values():

@@ -142,7 +142,7 @@ def condenser_part(a: argparse.Namespace, study: dict) -> None:
 def machine() -> dict:
     """``results.machine`` in the study's keys (the study page reads ``cpu_model``), with the CPU's
     bf16/AMX flags, which the precision part is about. Chapter 9."""
-    from condenser_lite.reproduction.results import machine as library_machine
+    from condenser_lite.reproduction.evidence.results import machine as library_machine
 
     m = library_machine(None)
     return {"cpu_model": m["cpu"] or "?", "cores": m["cores"], "platform": m["platform"],
@@ -153,7 +153,7 @@ def versions() -> dict:
     """``results.environment``'s versions in the study's keys, and whether oneDNN is there. Chapter 9."""
     import torch
 
-    from condenser_lite.reproduction.results import environment
+    from condenser_lite.reproduction.evidence.results import environment
 
     env = environment()
     names = ("torch", "transformers", "tokenizers", "datasets", "accelerate")
@@ -162,7 +162,7 @@ def versions() -> dict:
 
 def git_commit() -> str:
     """The commit (``+dirty`` where tracked files differ from it), or ``unknown``. Chapter 9."""
-    from condenser_lite.reproduction.results import git_state
+    from condenser_lite.reproduction.evidence.results import git_state
 
     state = git_state()
     return "unknown" if None in (state["commit"], state["dirty"]) else state["commit"] + ("+dirty" if state["dirty"] else "")
@@ -279,7 +279,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     parts = a.only or ["throughput", "precision", "sweep", "long", "condenser"]
     command = shlex.join(["python", "-m", "condenser_lite", "sizing", *argv])
-    from condenser_lite.reproduction.results import check_out
+    from condenser_lite.reproduction.evidence.results import check_out
 
     out_path = Path(a.out)
     # before any measuring: a file of another kind (or a user's) is refused and stays as it is

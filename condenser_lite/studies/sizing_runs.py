@@ -100,7 +100,7 @@ class Run:
 
 def base_run(**changes) -> Run:
     """The ``tiny`` preset's shape and pre-training recipe as a run, with ``changes`` (chapter 9)."""
-    from condenser_lite.reproduction.presets import get_preset
+    from condenser_lite.reproduction.configuration.presets import get_preset
 
     tiny = get_preset("tiny")
     m, p = tiny.model, tiny.stages.bert
@@ -368,7 +368,7 @@ def _train(part: str, run: Run, out: Path) -> dict:
 def run_many(part: str, runs: dict[str, Run], workers: int, collect: bool = False) -> dict[str, dict]:
     """Independent runs in ``workers`` one-thread processes (``jobs.run_jobs``); cached ones return
     at once. ``collect``: only the runs already finished, starting none. Chapter 9."""
-    from condenser_lite.reproduction.jobs import Job, run_jobs
+    from condenser_lite.reproduction.runs.jobs import Job, run_jobs
 
     todo = {name: run for name, run in runs.items() if not collect or (run_dir(part, run) / "result.json").exists()}
     done = run_jobs({(name,): Job(run_one, dict(part=part, run=run)) for name, run in todo.items()}, workers)

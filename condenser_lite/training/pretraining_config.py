@@ -8,7 +8,7 @@ coCondenser continues that one on the target corpus. A preset holds the encoder 
 shares and one recipe per named stage (``stages.bert``, ``stages.condenser``,
 ``stages.cocondenser``). A recipe is the training loop's own ``TrainConfig`` with the stage's
 fields added, so the loop reads a stage's ``lr`` from the stage itself. ``StageConfig.of`` adds
-the method, the start and the encoder to a recipe (``reproduction.presets.stage_config`` picks
+the method, the start and the encoder to a recipe (``reproduction.configuration.presets.stage_config`` picks
 the recipe; ``pretraining.pretrain`` runs the result, the same for the protocol's arms and the
 command line). Explained in chapter 2 (``notebooks/02_condenser.ipynb``) and chapter 3
 (``notebooks/03_cocondenser.ipynb``).

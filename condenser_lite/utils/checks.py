@@ -40,7 +40,7 @@ def check_types(obj: object) -> None:
             raise ConfigError(f"{type(obj).__name__}.{f.name}={value!r} must be a finite number")
 
 
-# where each config's fields sit in the settings tree (reproduction.presets.setting_tree)
+# where each config's fields sit in the settings tree (reproduction.configuration.presets.setting_tree)
 PATH_ROOTS = {"StageConfig": "stages.<stage>.", "StageRecipe": "stages.<stage>.", "ModelConfig": "model.",
               "FinetuneConfig": "finetune.", "STSConfig": "sts."}
 

@@ -245,3 +245,11 @@ def _announce(choice: CpuPrecision) -> None:
         _ANNOUNCED.append(True)
         print(f"mixed_precision='auto' on this CPU: {'bf16' if choice.bf16 else 'fp32'} ({choice.reason})",
               file=sys.stderr, flush=True)
+
+
+def load_average() -> list[float] | None:
+    """The 1, 5 and 15-minute load averages, or None where the system has none. Chapter 4."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None

@@ -1,4 +1,4 @@
-"""The arms (condenser_lite/reproduction/arms.py): what the protocol pre-trains for each, built from
+"""The arms (condenser_lite/reproduction/runs/arms.py): what the protocol pre-trains for each, built from
 the preset."""
 
 from pathlib import Path
@@ -9,9 +9,9 @@ from condenser_lite.utils.errors import ConfigError
 
 
 def test_modified_condenser_arm_is_the_condenser_stage_with_the_presets_changes(tmp_path):
-    from condenser_lite.reproduction.arms import arm_config
-    from condenser_lite.reproduction.presets import get_preset
-    from condenser_lite.reproduction.registry import MODIFIED_ARM
+    from condenser_lite.reproduction.runs.arms import arm_config
+    from condenser_lite.reproduction.configuration.presets import get_preset
+    from condenser_lite.reproduction.configuration.registry import MODIFIED_ARM
 
     init = str(tmp_path)
     preset = get_preset("small", modified_condenser={"head_mlm_probability": 0.5})
@@ -29,7 +29,7 @@ def test_a_cached_modified_stage_without_its_copys_count_is_named(tmp_path, monk
     import json
     import warnings
 
-    from condenser_lite.reproduction import arms
+    from condenser_lite.reproduction.runs import arms
 
     compute = {"steps": 1, "masked": 10, "flops": 1.0, **({"head_masked": 33} if logged else {})}
     record = {"steps": 1, "wall_time": 1.0, "config": {}, "heldout": None, "heldout_set": None, "compute": compute,
@@ -53,8 +53,8 @@ def test_a_fine_tuning_is_keyed_by_the_pooling_it_reads(tmp_path, monkeypatch):
 
     from tiny_checkpoint import make_checkpoint
 
-    from condenser_lite.reproduction import arms
-    from condenser_lite.reproduction.tasks import Task
+    from condenser_lite.reproduction.runs import arms
+    from condenser_lite.reproduction.runs.tasks import Task
     from condenser_lite.retrieval.pooling import Pooling, write_pooling
 
     plain = make_checkpoint(tmp_path / "plain", ["the cat sat on a mat"] * 3)

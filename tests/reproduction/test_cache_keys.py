@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from locations import MIRROR, ROOT
 
-from condenser_lite.reproduction.arms import arm_config
-from condenser_lite.reproduction.presets import get_preset
-from condenser_lite.reproduction.registry import PARENT
+from condenser_lite.reproduction.runs.arms import arm_config
+from condenser_lite.reproduction.configuration.presets import get_preset
+from condenser_lite.reproduction.configuration.registry import PARENT
 from condenser_lite.studies.mechanism import PARTS, part_preset
 from condenser_lite.training.stage_cache import stage_settings
 from condenser_lite.utils.cache import settings_hash

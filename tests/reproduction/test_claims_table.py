@@ -1,4 +1,4 @@
-"""The claims at a glance (condenser_lite/reproduction/claims_table.py): one row per claim with
+"""The claims at a glance (condenser_lite/reproduction/claims/claims_table.py): one row per claim with
 the papers' number, ours and the verdict with its weak mark and BH q, and the introduction's
 table made from them."""
 
@@ -7,9 +7,9 @@ import json
 import pytest
 from locations import ROOT
 
-from condenser_lite.reproduction import claims_table as ct
-from condenser_lite.reproduction.multiplicity import WEAK_MARK, family
-from condenser_lite.reproduction.registry import CLAIM
+from condenser_lite.reproduction.claims import claims_table as ct
+from condenser_lite.reproduction.claims.multiplicity import WEAK_MARK, family
+from condenser_lite.reproduction.configuration.registry import CLAIM
 
 
 @pytest.fixture(scope="module")

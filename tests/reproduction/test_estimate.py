@@ -6,7 +6,7 @@ import pytest
 from locations import MIRROR, ROOT
 
 from condenser_lite.cli import main
-from condenser_lite.reproduction.estimate import Estimate, Part, format_estimate
+from condenser_lite.reproduction.runs.estimate import Estimate, Part, format_estimate
 
 
 def test_total_shares_the_jobs_over_the_workers():
@@ -22,8 +22,8 @@ def test_total_shares_the_jobs_over_the_workers():
 
 
 def test_a_stage_counted_in_epochs_needs_a_number_of_updates():
-    from condenser_lite.reproduction.estimate import _updates
-    from condenser_lite.reproduction.presets import paper_condenser
+    from condenser_lite.reproduction.runs.estimate import _updates
+    from condenser_lite.reproduction.configuration.presets import paper_condenser
     from condenser_lite.utils.errors import ConfigError
 
     with pytest.raises(ConfigError, match="--set stages.condenser.max_steps=N to time it"):
@@ -53,7 +53,7 @@ def test_the_dry_run_times_the_first_stage_on_the_threads_the_run_takes(monkeypa
     manages them, in the probe as in the run)."""
     import torch
 
-    from condenser_lite.reproduction import estimate
+    from condenser_lite.reproduction.runs import estimate
 
     seen = []
 
@@ -74,8 +74,8 @@ def test_the_dry_run_times_the_first_stage_on_the_threads_the_run_takes(monkeypa
 def test_a_busy_machine_is_one_line_of_the_estimate(monkeypatch, two_threads):
     """Above a 1-minute load of 0.5 the estimate says, in one line, the load and what to do; the
     part shows the threads its probe ended on."""
-    from condenser_lite.reproduction import estimate
-    from condenser_lite.reproduction.presets import stage_config
+    from condenser_lite.reproduction.runs import estimate
+    from condenser_lite.reproduction.configuration.presets import stage_config
 
     timing = {"per_update": 0.2, "setup": 1.0, "evaluation": 0.0, "threads": 1, "checkpoint": "-"}
     monkeypatch.setattr(estimate, "time_stage", lambda cfg, folder, data_dir: timing)
@@ -141,9 +141,9 @@ def test_pretrain_dry_run_leaves_no_stage(cache, tmp_path, capsys):
 def test_cached_stages_follows_each_seeds_chain(micro_run, monkeypatch, tmp_path):
     """Every stage of a finished run is found in its cache (continuations through their cached
     parents), and none in an empty one: the estimate counts only what will train."""
-    from condenser_lite.reproduction.arms import needed_arms
-    from condenser_lite.reproduction.estimate import cached_stages
-    from condenser_lite.reproduction.protocol import arm_pretrain_seeds
+    from condenser_lite.reproduction.runs.arms import needed_arms
+    from condenser_lite.reproduction.runs.estimate import cached_stages
+    from condenser_lite.reproduction.runs.protocol import arm_pretrain_seeds
 
     preset, _, _, root = micro_run
     monkeypatch.setenv("CONDENSER_LITE_DATA", str(MIRROR))
@@ -179,8 +179,8 @@ def test_the_colab_budget_fits_one_free_colab_session(cache):
     """The ``colab`` preset is sized to fit a free Colab session by computation: at the assumed
     T4 rate its parts take under two hours; three times the epochs would not fit, and a preset
     that pre-trains is sent to ``--dry-run``, which measures."""
-    from condenser_lite.reproduction.estimate import T4_TFLOPS, estimate_by_flops
-    from condenser_lite.reproduction.presets import get_preset
+    from condenser_lite.reproduction.runs.estimate import T4_TFLOPS, estimate_by_flops
+    from condenser_lite.reproduction.configuration.presets import get_preset
     from condenser_lite.utils.errors import ConfigError
 
     est = estimate_by_flops("colab")

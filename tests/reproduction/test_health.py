@@ -1,4 +1,4 @@
-"""The health check of a pre-training stage against the committed runs (reproduction/health.py)."""
+"""The health check of a pre-training stage against the committed runs (reproduction/runs/health.py)."""
 
 import json
 
@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from condenser_lite.reproduction.health import (LEVEL, StageCheck, band_at, bands, leave_one_out,
-                                                planned_evaluations, prediction_band, reference_curves, stage_check)
-from condenser_lite.reproduction.presets import get_preset, stage_config
-from condenser_lite.reproduction.results import results_dir
+from condenser_lite.reproduction.runs.health import (LEVEL, StageCheck, band_at, bands, leave_one_out,
+                                                     planned_evaluations, prediction_band, reference_curves, stage_check)
+from condenser_lite.reproduction.configuration.presets import get_preset, stage_config
+from condenser_lite.reproduction.evidence.results import results_dir
 
 
 def test_band_is_scipys_prediction_interval_for_one_more_seed():

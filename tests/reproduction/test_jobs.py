@@ -3,7 +3,7 @@ results' cache itself, ``compute_once``, is tests/utils/test_cache.py's)."""
 
 import pytest
 
-from condenser_lite.reproduction.jobs import Job, Ref, run_jobs
+from condenser_lite.reproduction.runs.jobs import Job, Ref, run_jobs
 
 
 def add(a, b):
@@ -28,7 +28,7 @@ def test_refs_fill_in_results_and_order_follows_priority():
 def test_the_first_stage_takes_one_thread_on_a_busy_machine(monkeypatch):
     """The protocol's first stage and its dry run take the same count: all cores when the machine
     is quiet, one when the 1-minute load is above 1 (two threads beside other work lose to one)."""
-    from condenser_lite.reproduction import jobs
+    from condenser_lite.reproduction.runs import jobs
 
     monkeypatch.setattr(jobs, "load_average", lambda: [2.3, 1.0, 1.0])
     assert jobs.first_stage_threads(2) == 1
@@ -42,7 +42,7 @@ def test_a_job_runs_on_its_workers_threads():
     caller's count (the training loop's thread policy manages it)."""
     import os
 
-    from condenser_lite.reproduction import jobs
+    from condenser_lite.reproduction.runs import jobs
 
     assert jobs.worker_threads(1) is None
     assert jobs.worker_threads(2) == max(1, (os.cpu_count() or 1) // 2)

@@ -1,4 +1,4 @@
-"""Merging runs of one preset on different pre-training seeds (reproduction/merge.py): the merged
+"""Merging runs of one preset on different pre-training seeds (reproduction/runs/merge.py): the merged
 file is the file one call on every seed writes, and parts that do not belong together are refused."""
 
 import json
@@ -7,9 +7,9 @@ import pytest
 from locations import MIRROR
 
 from condenser_lite.cli import main
-from condenser_lite.reproduction.merge import merge_results
-from condenser_lite.reproduction.presets import get_preset
-from condenser_lite.reproduction.protocol import run_protocol
+from condenser_lite.reproduction.runs.merge import merge_results
+from condenser_lite.reproduction.configuration.presets import get_preset
+from condenser_lite.reproduction.runs.protocol import run_protocol
 from condenser_lite.utils.errors import ConfigError
 
 needs_mirror = pytest.mark.skipif(not MIRROR.exists(), reason="local data mirror ../shared/data not found")

@@ -1,4 +1,4 @@
-"""The tests behind the claims' verdicts (condenser_lite/reproduction/multiplicity.py): their
+"""The tests behind the claims' verdicts (condenser_lite/reproduction/claims/multiplicity.py): their
 number, the Benjamini-Hochberg q-values against a hand-written procedure and Holm's against a hand
 loop, the verdicts judged again (each test on its own gives the stored verdicts back, on the
 committed file and on every part), the weak-verdict rule at its edges, the unseen seeds
@@ -12,11 +12,11 @@ import pytest
 from locations import ROOT
 from scipy import stats
 
-from condenser_lite.reproduction import multiplicity as mt
-from condenser_lite.reproduction.claims_table import headline_rows
-from condenser_lite.reproduction.registry import CLAIM
-from condenser_lite.reproduction.results import arm_seeds
-from condenser_lite.reproduction.rules import model_means
+from condenser_lite.reproduction.claims import multiplicity as mt
+from condenser_lite.reproduction.claims.claims_table import headline_rows
+from condenser_lite.reproduction.configuration.registry import CLAIM
+from condenser_lite.reproduction.evidence.results import arm_seeds
+from condenser_lite.reproduction.statistics.rules import model_means
 
 RESULTS = [ROOT / "results" / "small.json", *sorted((ROOT / "results" / "parts").glob("*.json"))]
 

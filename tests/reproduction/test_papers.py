@@ -1,4 +1,4 @@
-"""The papers' published numbers (condenser_lite/reproduction/papers.json, read by papers.py): every
+"""The papers' published numbers (condenser_lite/reproduction/evidence/papers.json, read by papers.py): every
 claim of the papers has a source, every table is whole and on our 0-1 scale, every cell the
 introduction quotes exists, and the file travels with the package."""
 
@@ -7,7 +7,7 @@ from importlib import resources
 
 import pytest
 
-from condenser_lite.reproduction.papers import (
+from condenser_lite.reproduction.evidence.papers import (
     PAPER_RESULTS,
     PAPERS_FILE,
     PaperFinding,
@@ -16,7 +16,7 @@ from condenser_lite.reproduction.papers import (
     paper_table,
     read_papers,
 )
-from condenser_lite.reproduction.registry import CLAIM
+from condenser_lite.reproduction.configuration.registry import CLAIM
 
 
 def test_every_claim_of_the_papers_has_a_source():
@@ -57,5 +57,5 @@ def test_the_numbers_travel_with_the_package():
     """Read as package data, so an install away from the clone has them (pyproject's package-data)."""
     from locations import ROOT
 
-    assert resources.files("condenser_lite.reproduction").joinpath(PAPERS_FILE).is_file()
+    assert resources.files("condenser_lite.reproduction.evidence").joinpath(PAPERS_FILE).is_file()
     assert PAPERS_FILE in (ROOT / "pyproject.toml").read_text()

@@ -1,4 +1,4 @@
-"""The presets (condenser_lite/reproduction/presets.py): named, replaced field by field, checked, and
+"""The presets (condenser_lite/reproduction/configuration/presets.py): named, replaced field by field, checked, and
 the paper preset's stages."""
 
 import dataclasses
@@ -6,8 +6,8 @@ import dataclasses
 import pytest
 
 from condenser_lite.modeling.condenser import PAPER_CONDENSER
-from condenser_lite.reproduction.arms import needed_arms
-from condenser_lite.reproduction.presets import (
+from condenser_lite.reproduction.runs.arms import needed_arms
+from condenser_lite.reproduction.configuration.presets import (
     PAPER,
     PRESETS,
     RETRIEVAL_RECIPES,
@@ -16,8 +16,8 @@ from condenser_lite.reproduction.presets import (
     paper_condenser,
     stage_config,
 )
-from condenser_lite.reproduction.registry import STANDARD_ARMS
-from condenser_lite.reproduction.settings_tree import Preset
+from condenser_lite.reproduction.configuration.registry import STANDARD_ARMS
+from condenser_lite.reproduction.configuration.settings_tree import Preset
 from condenser_lite.utils.errors import ConfigError
 
 
@@ -49,7 +49,7 @@ def test_presets():
     assert tiny.replace(**{"stages.cocondenser": recipe}).stages.cocondenser is recipe
     assert tiny.get("stages.cocondenser.lr") == tiny.stages.cocondenser.lr and tiny.get("model") is tiny.model
     # pre-training seeds: one by default; more pre-train the main arms once each, the ablations once
-    from condenser_lite.reproduction.protocol import arm_pretrain_seeds
+    from condenser_lite.reproduction.runs.protocol import arm_pretrain_seeds
 
     assert tiny.pretraining_seeds == (tiny.stages.bert.seed,) and micro.pretraining_seeds == (micro.stages.bert.seed,)
     two = tiny.replace(pretrain_seeds=(1, 2))
@@ -93,9 +93,9 @@ def test_the_small_presets_modified_condenser_is_the_mechanism_studys_choice():
 
     from locations import ROOT
 
-    from condenser_lite.reproduction.presets import get_preset
-    from condenser_lite.reproduction.registry import MODIFIED_ARM
-    from condenser_lite.reproduction.mechanism_rules import MODIFIED_CANDIDATES, choose_modified
+    from condenser_lite.reproduction.configuration.presets import get_preset
+    from condenser_lite.reproduction.configuration.registry import MODIFIED_ARM
+    from condenser_lite.studies.mechanism_rules import MODIFIED_CANDIDATES, choose_modified
 
     study = json.loads((ROOT / "results" / "mechanism.json").read_text())
     choice = choose_modified({p: study[p]["c0"] for p in MODIFIED_CANDIDATES if p in study})
@@ -152,8 +152,8 @@ def test_a_stage_is_its_recipe_under_the_same_names_with_the_presets_model():
 def test_every_arm_trains_by_its_named_stage():
     """``arms.ARM_STAGES`` names the stage each arm's last stage trains by: a budget set there
     reaches the arm (the controls match the Condenser's, scaled for the FLOPs control)."""
-    from condenser_lite.reproduction.arms import ARM_STAGES, arm_config
-    from condenser_lite.reproduction.registry import ARMS
+    from condenser_lite.reproduction.runs.arms import ARM_STAGES, arm_config
+    from condenser_lite.reproduction.configuration.registry import ARMS
 
     small = get_preset("small")
     assert set(ARM_STAGES) == set(ARMS)
@@ -170,7 +170,7 @@ def test_every_arm_trains_by_its_named_stage():
 def test_the_settings_tree_has_one_path_per_setting():
     """Every field of every component is one path, a stage's under ``stages.<stage>.<field>``
     with the recipe's own name, and a bare name resolves only where one path ends in it."""
-    from condenser_lite.reproduction.settings_tree import COMPONENTS, setting_path, setting_tree
+    from condenser_lite.reproduction.configuration.settings_tree import COMPONENTS, setting_path, setting_tree
     from condenser_lite.training.pretraining_config import RECIPE_FIELDS, STAGES
 
     tree = setting_tree()

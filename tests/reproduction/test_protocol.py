@@ -1,4 +1,4 @@
-"""The reproduction protocol (condenser_lite/reproduction/protocol.py) on the micro preset: every arm,
+"""The reproduction protocol (condenser_lite/reproduction/runs/protocol.py) on the micro preset: every arm,
 every claim, a well-formed results file, read back from the cache, the same with one worker or two;
 `experiments --out` must name a results file of the same preset."""
 
@@ -9,10 +9,10 @@ from command_line import cli, one_error_line
 from locations import MIRROR
 
 from condenser_lite.cli import main
-from condenser_lite.reproduction.presets import get_preset
-from condenser_lite.reproduction.protocol import run_protocol
-from condenser_lite.reproduction.registry import ABLATION_ARMS, MAIN_ARMS, STANDARD_ARMS
-from condenser_lite.reproduction.rules import STATUSES
+from condenser_lite.reproduction.configuration.presets import get_preset
+from condenser_lite.reproduction.runs.protocol import run_protocol
+from condenser_lite.reproduction.configuration.registry import ABLATION_ARMS, MAIN_ARMS, STANDARD_ARMS
+from condenser_lite.reproduction.statistics.rules import STATUSES
 
 needs_mirror = pytest.mark.skipif(not MIRROR.exists(), reason="local data mirror ../shared/data not found")
 
@@ -132,7 +132,7 @@ def test_parallel_workers_give_the_serial_results(tokenizer_dir, tmp_path, monke
     """Both cores (two one-thread worker processes) compute exactly what one process computes
     alone: every part is a function of its inputs, not of where or when it ran. One thread
     throughout, since float sums differ between thread counts."""
-    from condenser_lite.reproduction.jobs import num_threads
+    from condenser_lite.reproduction.runs.jobs import num_threads
 
     monkeypatch.setenv("CONDENSER_LITE_DATA", str(MIRROR))
     budget = get_preset("micro", tokenizer=tokenizer_dir, seeds=(0,), arms=("bert", "condenser", "cocondenser"))
@@ -152,7 +152,7 @@ def test_parallel_workers_give_the_serial_results(tokenizer_dir, tmp_path, monke
 def test_binned_log_keeps_every_evaluation_and_averages_the_steps_between():
     """The results file keeps a pre-training log of at most about LOG_ROWS rows: the held-out
     evaluations exactly, the training losses between them averaged."""
-    from condenser_lite.reproduction.protocol import binned_log
+    from condenser_lite.reproduction.runs.protocol import binned_log
 
     log = [{"step": s, "loss": float(s)} for s in range(1, 101)]
     for row in log:
@@ -172,8 +172,8 @@ def test_rules_version_2_run_with_the_modified_condenser_and_its_controls(tokeni
     with its two controls, the ablations on both seeds. The equal-compute control trains
     EQUAL_FLOPS_RATIO x the steps; every claim of version 2 is made, C0m judged on no seed the
     choice read, and every comparison is a test over the two pre-trained models."""
-    from condenser_lite.reproduction.registry import CONTROL_ARMS, MODIFIED_ARM
-    from condenser_lite.reproduction.rules import EQUAL_FLOPS_RATIO, RULES_VERSION
+    from condenser_lite.reproduction.configuration.registry import CONTROL_ARMS, MODIFIED_ARM
+    from condenser_lite.reproduction.statistics.rules import EQUAL_FLOPS_RATIO, RULES_VERSION
 
     monkeypatch.setenv("CONDENSER_LITE_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("CONDENSER_LITE_DATA", str(MIRROR))
@@ -199,7 +199,7 @@ def test_rules_version_2_run_with_the_modified_condenser_and_its_controls(tokeni
     for c in claims.values():
         assert {c["status"], c["verdict"]} <= set(STATUSES), (c["id"], c["status"])
     assert set(claims["Am"]["ours"]["settings"]) >= {"nDCG@10 at 8 training queries"}
-    from condenser_lite.reproduction.scorecard import claim_rows
+    from condenser_lite.reproduction.claims.scorecard import claim_rows
 
     rows = claim_rows(claims["C1m"])
     for r in rows:  # each pre-trained model's difference and the test over them
@@ -213,7 +213,7 @@ def test_experiments_out_must_be_a_results_file_of_the_same_preset(tmp_path, mon
     same preset's file is regenerated. Here the estimate and the protocol, which follow the checks,
     are replaced by a stand-in (the small preset's estimate measures its stages: minutes): reaching
     it means the command was not refused."""
-    from condenser_lite.reproduction import estimate, protocol
+    from condenser_lite.reproduction.runs import estimate, protocol
 
     def not_here(*args, **kwargs):
         raise RuntimeError("past the checks")
@@ -241,7 +241,7 @@ def test_experiments_out_must_be_a_results_file_of_the_same_preset(tmp_path, mon
 def test_a_training_size_beyond_the_data_is_refused_before_any_training(tmp_path, monkeypatch, capsys):
     """The micro task has 8 training queries: `train_sizes` 100 would train on all 8 under the
     label 8, the same run as None's. Refused in one line, before the first stage trains."""
-    from condenser_lite.reproduction import protocol
+    from condenser_lite.reproduction.runs import protocol
 
     def trained(*args, **kwargs):
         raise RuntimeError("a stage trained")

@@ -10,7 +10,7 @@ from safetensors import safe_open
 from transformers import AutoModel, AutoTokenizer
 
 from condenser_lite.modeling.condenser import BertMLM, Condenser
-from condenser_lite.reproduction.release import (
+from condenser_lite.reproduction.runs.release import (
     MAX_BYTES,
     export_checkpoints,
     record_checkpoints,

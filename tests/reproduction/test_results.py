@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from condenser_lite.reproduction.release import verify_checkpoints
-from condenser_lite.reproduction import results as reading
-from condenser_lite.reproduction.results import (RESULTS_DIR, RESULTS_VERSION, headline, load_results,
-                                                 runs_without_reliance)
-from condenser_lite.reproduction.rules import PRE_REGISTERED_RULES, PRE_REGISTRATION_COMMIT
-from condenser_lite.reproduction.scorecard import scorecard
+from condenser_lite.reproduction.runs.release import verify_checkpoints
+from condenser_lite.reproduction.evidence import results as reading
+from condenser_lite.reproduction.evidence.results import (RESULTS_DIR, RESULTS_VERSION, headline, load_results,
+                                                          runs_without_reliance)
+from condenser_lite.reproduction.statistics.rules import PRE_REGISTERED_RULES, PRE_REGISTRATION_COMMIT
+from condenser_lite.reproduction.claims.scorecard import scorecard
 from condenser_lite.utils.errors import DataSourceError, SchemaError
 
 PROVENANCE = ("commit", "dirty", "command", "preset", "settings", "started", "finished", "wall_seconds", "cpu_seconds",
@@ -116,7 +116,7 @@ def test_results_are_found_when_the_package_is_installed_away_from_its_clone(tmp
     """On Colab the package sits in site-packages: the clone's results come from
     $CONDENSER_LITE_RESULTS (set by scripts/colab_install.py), or from results/ beside the
     working directory (a chapter run from a clone's notebooks/)."""
-    from condenser_lite.reproduction import results as evidence
+    from condenser_lite.reproduction.evidence import results as evidence
 
     clone = tmp_path / "clone"
     (clone / "results").mkdir(parents=True)
@@ -140,7 +140,7 @@ def test_results_folder_from_the_environment_must_be_there(tmp_path, monkeypatch
     """`$CONDENSER_LITE_RESULTS` pointing nowhere is named as the cause, with the way out (unset
     it), rather than reported as a results file to compute."""
 
-    from condenser_lite.reproduction import results as evidence
+    from condenser_lite.reproduction.evidence import results as evidence
 
     monkeypatch.setenv(evidence.RESULTS_ENV, str(tmp_path / "nowhere"))
     with pytest.raises(DataSourceError, match=r"\$CONDENSER_LITE_RESULTS=.*nowhere is not a folder.*unset it"):
@@ -150,7 +150,7 @@ def test_results_folder_from_the_environment_must_be_there(tmp_path, monkeypatch
 def test_a_results_file_whose_headline_disagrees_with_its_body_is_refused(tmp_path):
     """A results file whose headline was edited away from its body is refused, naming the number
     and the command that remakes the file."""
-    from condenser_lite.reproduction.results import RESULTS_DIR, load_results
+    from condenser_lite.reproduction.evidence.results import RESULTS_DIR, load_results
 
     results = json.loads((RESULTS_DIR / "small.json").read_text())
     true = results["headline"]["ndcg10"]["cocondenser"]
@@ -205,7 +205,7 @@ def test_the_readers_find_each_number_where_the_file_keeps_it():
 def test_the_machine_record_tells_cpu_generations_apart():
     """Names like "AMD EPYC" cover several generations, whose CPU seconds per update differ: the
     record keeps the family and model numbers and the matrix flags beside the name."""
-    from condenser_lite.reproduction.results import machine
+    from condenser_lite.reproduction.evidence.results import machine
 
     m = machine(None)
     assert set(MACHINE) <= set(m) and isinstance(m["matrix_flags"], list)
@@ -271,8 +271,8 @@ def test_a_results_file_that_contradicts_its_rules_is_refused_at_loading(tmp_pat
     """A stored p-value edited with its verdict left (or a verdict edited) is refused where the
     chapters load the file, naming the first claim and field that differ; the committed files
     pass as they are."""
-    from condenser_lite.reproduction.merge import read_part
-    from condenser_lite.reproduction.scorecard import check_judged
+    from condenser_lite.reproduction.runs.merge import read_part
+    from condenser_lite.reproduction.claims.scorecard import check_judged
 
     committed = json.loads((RESULTS_DIR / "small.json").read_text())
     check_judged(committed, "small.json")  # the rules make of its numbers what it stores

@@ -1,4 +1,4 @@
-"""The rules that turn numbers into verdicts (condenser_lite/reproduction/rules.py): the spread
+"""The rules that turn numbers into verdicts (condenser_lite/reproduction/statistics/rules.py): the spread
 comparison and claim status, the pre-registered [CLS]-reliance rule of C0 and the power of a
 comparison, on made-up numbers; and every pre-registered value (here and in mechanism_rules.py)
 against the commit that registered it."""
@@ -9,9 +9,10 @@ import subprocess
 import pytest
 from locations import ROOT
 
-from condenser_lite.reproduction import mechanism_rules, rules
-from condenser_lite.reproduction.mechanism_rules import MODIFIED_RULE_COMMIT, SCALING_RULE_COMMIT
-from condenser_lite.reproduction.rules import (
+from condenser_lite.reproduction.statistics import rules
+from condenser_lite.studies import mechanism_rules
+from condenser_lite.studies.mechanism_rules import MODIFIED_RULE_COMMIT, SCALING_RULE_COMMIT
+from condenser_lite.reproduction.statistics.rules import (
     NOT_DETECTABLE,
     ONE_SEED,
     PRE_REGISTRATION_COMMIT,

@@ -1,4 +1,4 @@
-"""Rules version 2 (condenser_lite/reproduction/rules.py): the pre-trained model as the unit.
+"""Rules version 2 (condenser_lite/reproduction/statistics/rules.py): the pre-trained model as the unit.
 The paired test against scipy and the formula by hand, and a simulation of the committed run's
 variance components with no true difference: the rule calls "better" about 5% of the time,
 where version 1's pooled rule calls it more often."""
@@ -11,7 +11,7 @@ import pytest
 from locations import ROOT
 from scipy import stats as scipy_stats
 
-from condenser_lite.reproduction.rules import (
+from condenser_lite.reproduction.statistics.rules import (
     ALPHA_ONE_SIDED,
     NOT_DETECTABLE,
     NOT_SIGNIFICANT,
@@ -164,8 +164,8 @@ def test_a_test_over_pooled_runs_calls_better_too_often_at_the_committed_spreads
 
 
 def test_c0m_is_judged_only_on_the_seeds_the_choice_never_saw():
-    from condenser_lite.reproduction.results import judged_seeds
-    from condenser_lite.reproduction.rules import MODIFIED_CHOICE_SEEDS
+    from condenser_lite.reproduction.evidence.results import judged_seeds
+    from condenser_lite.reproduction.statistics.rules import MODIFIED_CHOICE_SEEDS
 
     results = {"arms": {"condenser_mod": {"seed": 42, "other_pretraining_seeds": [{"seed": s} for s in (43, 44, 45)]},
                         "condenser": {"seed": 42, "other_pretraining_seeds": [{"seed": 43}]}}}

@@ -1,4 +1,4 @@
-"""The scorecard (condenser_lite/reproduction/scorecard.py, its checks in checks.py) on made-up
+"""The scorecard (condenser_lite/reproduction/claims/scorecard.py, its checks in checks.py) on made-up
 results whose heads logged the [CLS]-reliance gauges: each claim's verdict shown holding and
 failing under the pre-registered rules, a file without those gauges or made under other rules
 refused, the claims as one check per registered claim, and the papers' numbers it compares
@@ -6,10 +6,10 @@ against (papers.py). The rule functions themselves are test_rules.py's."""
 
 import pytest
 
-from condenser_lite.reproduction.papers import expected_gain, paper_gain
-from condenser_lite.reproduction.registry import CLAIM
-from condenser_lite.reproduction.results import head_arms, pretraining_runs
-from condenser_lite.reproduction.rules import (
+from condenser_lite.reproduction.evidence.papers import expected_gain, paper_gain
+from condenser_lite.reproduction.configuration.registry import CLAIM
+from condenser_lite.reproduction.evidence.results import head_arms, pretraining_runs
+from condenser_lite.reproduction.statistics.rules import (
     NOT_ATTRIBUTABLE,
     NOT_ATTRIBUTABLE_UNGAUGED,
     NOT_DETECTABLE,
@@ -20,8 +20,8 @@ from condenser_lite.reproduction.rules import (
     compare,
     stats,
 )
-from condenser_lite.reproduction.scorecard import CLAIM_CHECKS, scorecard
-from condenser_lite.reproduction.wording import fixed
+from condenser_lite.reproduction.claims.scorecard import CLAIM_CHECKS, scorecard
+from condenser_lite.reproduction.statistics.wording import fixed
 from condenser_lite.utils.errors import SchemaError
 
 FULL = "809"
@@ -199,7 +199,7 @@ def test_a_results_file_made_under_other_rules_is_refused_in_one_line():
     """The file records the rules it was made under; a version other than this library's is
     refused, not judged by rules it was not made for. A file that records none (made by hand, as
     these) is judged by the library's rules."""
-    from condenser_lite.reproduction.rules import RULES_VERSION
+    from condenser_lite.reproduction.statistics.rules import RULES_VERSION
 
     other = made_up()
     other["preset"]["name"] = "small"
@@ -222,7 +222,7 @@ def test_every_registered_claim_has_one_check_in_the_registrys_order():
 
 
 def test_fmt_and_fixed_format_numbers_alike():
-    from condenser_lite.reproduction.tables import fmt
+    from condenser_book.tables import fmt
 
     assert fixed(-0.0001) == "0.000" and fixed(0.0124, signed=True) == "+0.012"
     assert fmt(stats([-0.0001, -0.0002])) == "0.000\u00a0±\u00a00.000"  # never "-0.000"
@@ -351,8 +351,8 @@ def test_c8_neighbourhood_recall_at_the_papers_n_and_every_depth():
 
 
 def test_claim_rows_name_each_comparison():
-    from condenser_lite.reproduction.tables import claim_table
-    from condenser_lite.reproduction.scorecard import claim_rows
+    from condenser_book.tables import claim_table
+    from condenser_lite.reproduction.claims.scorecard import claim_rows
 
     results = with_modified(made_up())
     cl = claims(results)
@@ -384,8 +384,8 @@ def test_claim_rows_name_both_sides_in_words_for_every_claim_of_a_version_2_file
 
     from locations import ROOT
 
-    from condenser_lite.reproduction.registry import ARM_LIST, label
-    from condenser_lite.reproduction.scorecard import claim_rows
+    from condenser_lite.reproduction.configuration.registry import ARM_LIST, label
+    from condenser_lite.reproduction.claims.scorecard import claim_rows
 
     results = json.loads((ROOT / "results" / "parts" / "small-44-45.json").read_text())
     names = {label(a.name) for a in ARM_LIST} | {"round 1", "round 2"}
@@ -406,8 +406,8 @@ def test_am_says_what_its_test_shows_and_that_no_paper_has_it():
     adds to the gain beyond compute and targets, not that the gain comes from it (the controls
     recover part of it themselves); no paper has Am, and its papers' cell says so instead of
     reading "."."""
-    from condenser_lite.reproduction.papers import paper_text
-    from condenser_lite.reproduction.scorecard import CHECK
+    from condenser_lite.reproduction.evidence.papers import paper_text
+    from condenser_lite.reproduction.claims.scorecard import CHECK
 
     for text in (CLAIM["Am"].title, CHECK["Am"].statement):
         assert "come from" not in text and "adds to" in text and "compute" in text, text
@@ -417,7 +417,7 @@ def test_am_says_what_its_test_shows_and_that_no_paper_has_it():
 
 
 def test_comparison_paths_find_every_comparison_with_its_keys():
-    from condenser_lite.reproduction.scorecard import comparison_paths, comparisons
+    from condenser_lite.reproduction.claims.scorecard import comparison_paths, comparisons
 
     c = {"a": 1.0, "b": 0.5, "diff": 0.5, "spread": 0.1, "verdict": "better"}
     ours = {"by_size": {"100": {"bert": c, "bert_cont": None}}, "narrowing": False}

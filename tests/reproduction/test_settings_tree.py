@@ -1,4 +1,4 @@
-"""The settings tree's reader of recorded presets (reproduction/settings_tree.py): every preset a
+"""The settings tree's reader of recorded presets (reproduction/configuration/settings_tree.py): every preset a
 committed results file records, in the layout with a flat ``pretraining`` dict, reads back as the
 preset that ran it, and a preset written today reads back as itself."""
 
@@ -7,8 +7,9 @@ import json
 import pytest
 from locations import ROOT
 
-from condenser_lite.reproduction.presets import PRESETS, get_preset
-from condenser_lite.reproduction.settings_tree import RECORDED_LAYOUT, preset_from_record, stages_from_pretraining
+from condenser_lite.reproduction.configuration.presets import PRESETS, get_preset
+from condenser_lite.reproduction.configuration.settings_tree import (RECORDED_LAYOUT, preset_from_record,
+                                                                     stages_from_pretraining)
 from condenser_lite.utils.errors import ConfigError
 
 

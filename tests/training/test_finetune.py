@@ -11,7 +11,7 @@ import torch
 from command_line import FINETUNE, cli, one_error_line
 from safetensors.torch import load_file, save_file
 
-from condenser_lite.reproduction.presets import RETRIEVAL_RECIPES, finetune_recipe
+from condenser_lite.reproduction.configuration.presets import RETRIEVAL_RECIPES, finetune_recipe
 from condenser_lite.training.finetune import FinetuneConfig, round_config
 
 

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 from toy_models import masking_collate, tiny_bert, token_data
 
-from condenser_lite.reproduction.jobs import num_threads
+from condenser_lite.reproduction.runs.jobs import num_threads
 from condenser_lite.training.loop import TrainConfig, set_step_seed, train
 from condenser_lite.training.prepare import param_groups
 from condenser_lite.utils.errors import CheckpointError

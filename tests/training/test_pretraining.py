@@ -285,7 +285,7 @@ def test_general_stage_keys_stay_as_they_were(tmp_path, monkeypatch):
     """Stages on the general corpus keep the keys (and cached results) they had before a reader's
     own corpus could be pre-trained on with MLM or Condenser. Pinned on the local mirror, a fixed
     vocabulary and bf16 ("auto" resolves by machine)."""
-    from condenser_lite.reproduction.presets import stage_config
+    from condenser_lite.reproduction.configuration.presets import stage_config
     from condenser_lite.training import stage_cache
 
     monkeypatch.setattr(stage_cache, "resolve_precision", lambda precision: "bf16")

@@ -12,7 +12,7 @@ import time
 import pytest
 import torch
 
-from condenser_lite.reproduction.jobs import num_threads
+from condenser_lite.reproduction.runs.jobs import num_threads
 from condenser_lite.training import threads
 from condenser_lite.training.loop import TrainConfig, train
 from condenser_lite.training.threads import POLICY_ENV, ThreadPolicy

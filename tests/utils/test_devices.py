@@ -85,7 +85,7 @@ def test_unknown_precision_is_refused():
 
 
 def test_stage_key_holds_the_resolved_precision(fresh):
-    from condenser_lite.reproduction.presets import stage_config
+    from condenser_lite.reproduction.configuration.presets import stage_config
     from condenser_lite.training.stage_cache import stage_settings
 
     class Tok:  # the stage's settings read only the tokenizer's identity

@@ -1,0 +1,177 @@
+"""The claims at a glance: one row per claim for the introduction and chapter 8
+(``headline_rows``), each with the papers' number, ours (the test that tells most about its
+verdict, ``headline_test``), the verdict with its weak mark and BH q, and a link to the page that
+argues it (``where_link``); and ``findings_markdown``, the one table every page shows them in.
+
+Nothing here changes a verdict: the rows read the scorecard's claims and the tests behind them
+(``multiplicity.py``). Explained in chapter 8 (``notebooks/08_scorecard.md``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from .multiplicity import (WEAK_MARK, WEAK_P, Comparison, comparison_key, deciding_tests, family_of, held_among,
+                           rejudge, said, weak_among)
+from ..evidence.papers import paper_headline
+from ..configuration.registry import CLAIM, MODIFIED_ARM
+from ..evidence.results import judged_seeds
+from ..statistics.rules import ALPHA_ONE_SIDED
+
+# Where each claim is argued: (doc, label or None, its name in prose)
+WHERE = {
+    "C0": ("notebooks/02_condenser", None, "chapter 2"), "C0m": ("notebooks/10_mechanism", None, "the mechanism page"),
+    **{c: ("notebooks/04_finetune", None, "chapter 4") for c in ("C1", "C1m", "C2", "C3", "C4", "C4m")},
+    **{c: ("notebooks/05_attention_entropy", None, "chapter 5") for c in ("C5", "C5m")},
+    **{c: ("notebooks/06_loss_curves", None, "chapter 6") for c in ("C6", "C6m", "C8", "C8m")},
+    **{c: ("notebooks/07_sentence_similarity", None, "chapter 7") for c in ("C7", "C7m")},
+    "Am": ("notebooks/08_scorecard", "scorecard-am", "chapter 8"),
+}
+
+
+def _reliance_text(claim: Mapping, seeds: Sequence) -> str:
+    r = claim["ours"].get("reliance") or []
+    if not r:
+        return "not measured"
+    where = f"seeds {seeds[0]}-{seeds[-1]}" if len(seeds) > 1 else f"seed {seeds[0]}"
+    top = max(abs(x) for x in r)
+    level = f"at most {top:.4f}" if top < 0.05 else f"{min(r):.2f}-{max(r):.2f}"
+    return f"reliance {level} on {where} (the rule asks 0.2 on every seed)"
+
+
+def _headline_test(tests: Sequence[Comparison], cid: str) -> tuple[Comparison | None, bool]:
+    held = held_among(tests, cid)
+    if held:
+        return max(held, key=lambda t: t.numbers["p"]), False
+    own = [t for t in tests if t.claim == cid]
+    if not own:
+        return None, False
+    reversed_ = [t for t in own if t.numbers["verdict"] in ("worse", "reversed")]
+    if reversed_:
+        return min(reversed_, key=lambda t: t.numbers["p_reversed"]), True
+    return min(own, key=lambda t: t.numbers["p"]), False
+
+
+def headline_test(results: Mapping, cid: str) -> tuple[Comparison | None, bool]:
+    """The test that tells most about claim ``cid``'s verdict, and whether it reads reversed: the
+    weakest held test (largest p) where some hold; else the reversed test with the smallest
+    reverse p where some are reversed; else the test nearest to holding (smallest p); None for
+    C0 and C0m. Chapter 8."""
+    return _headline_test(deciding_tests(results), cid)
+
+
+def headline_rows(results: Mapping, alpha: float = ALPHA_ONE_SIDED) -> list[dict]:
+    """One row per claim of ``results["claims"]`` (C0-C8, C0m-C8m, Am, in the scorecard's order),
+    for the introduction's table and chapter 8. Each row: ``id``; ``claim`` (the registry's title,
+    plain words); ``paper`` (``paper_headline``); ``ours`` (the ``headline_test`` in words: its
+    difference with its p and MDD, and how many of the claim's tests hold; for C0 and C0m the
+    reliance); ``diff``, ``p``, ``mdd`` of that test (None for C0, C0m); ``held`` and ``tests``
+    (counts); ``verdict``; ``weak`` (a held test is weak, ``is_weak``) and ``weak_text`` (which);
+    ``q`` (the headline test's BH q over the family, its reverse q where it reads reversed; None
+    for C0, C0m); ``verdict_bh`` and ``verdict_holm`` (``rejudge``); ``reversed`` (the headline test reads reversed); ``doc``, ``anchor`` and
+    ``where`` (the page that argues the claim, ``WHERE``). Chapter 8."""
+    tests = deciding_tests(results)
+    rows_by_test = family_of(tests)
+    weak = weak_among(tests, results["claims"])
+    bh, hm = rejudge(results, "bh", alpha, tests), rejudge(results, "holm", alpha, tests)
+    rows = []
+    for claim in results["claims"]:
+        cid = claim["id"]
+        test, reverse = _headline_test(tests, cid)
+        own, held = [t for t in tests if t.claim == cid], held_among(tests, cid)
+        row = {"id": cid, "claim": CLAIM[cid].title if cid in CLAIM else claim["statement"],
+               "paper": paper_headline(cid), "verdict": claim["status"], "held": len(held), "tests": len(own),
+               "weak": cid in weak, "weak_text": "; ".join(said(t) for t in weak.get(cid, [])) or None,
+               "verdict_bh": bh[cid], "verdict_holm": hm[cid]}
+        if test is None:  # C0, C0m: the reliance rule, no test
+            seeds = judged_seeds(results, MODIFIED_ARM if cid.endswith("m") else "condenser")
+            row.update({"ours": _reliance_text(claim, seeds), "diff": None, "p": None, "mdd": None, "q": None,
+                        "reversed": False})
+        else:
+            c, r = test.numbers, rows_by_test[comparison_key(test.numbers)]
+            turned = sum(t.numbers["verdict"] in ("worse", "reversed") for t in own)
+            count = (f"{'reversed' if reverse else 'holds'} in {turned if reverse else len(held)} of {len(own)} "
+                     f"test{'s' * (len(own) > 1)}")
+            if claim["ours"].get("narrowing") is False and len(held) == len(own):
+                count += "; the gap does not narrow with more data"
+            row.update({"ours": f"{said(test, reverse)}; {count}", "diff": c["diff"],
+                        "p": c["p_reversed"] if reverse else c["p"], "mdd": c["mdd"],
+                        "q": r["q_reversed"] if reverse else r["q"], "reversed": reverse})
+        doc, anchor, name = WHERE.get(cid, ("notebooks/08_scorecard", None, "chapter 8"))
+        row.update({"doc": doc, "anchor": anchor, "where": name})
+        rows.append(row)
+    return rows
+
+
+def where_link(row: Mapping, text: str | None = None) -> str:
+    """A MyST link to the page that argues ``row``'s claim, resolved from any page of the book:
+    its label where the row has one, else the page; ``text`` defaults to the page's name.
+    Chapter 8 and the introduction."""
+    text = row["where"] if text is None else text
+    if row["anchor"]:
+        return f"{{ref}}`{text} <{row['anchor']}>`"
+    return f"{{doc}}`{text} </{row['doc']}>`"
+
+
+def q_text(q: float | None) -> str:
+    """A q-value in a table: three decimals, ``< 0.001`` below that, a dash where there is none.
+    Chapter 8."""
+    return "–" if q is None else "<\u00a00.001" if q < 0.0005 else f"{q:.3f}"  # kept on one line
+
+
+NOT_DETECTED = "not detected"  # a claim's test with no call, below what it could detect
+
+
+def verdict_text(row: Mapping) -> str:
+    """A claim's verdict as every findings table says it: the verdict, ``WEAK_MARK`` where weak,
+    "not detected (MDD m)" for a claim not reproduced whose test shows a difference below its
+    MDD, "the other way" where its test reverses, and what Benjamini-Hochberg would make of it
+    where that differs. Chapter 8 explains each part."""
+    def said(verdict: str) -> str:
+        if not verdict.startswith("not reproduced") or row["mdd"] is None:
+            return verdict
+        if row["reversed"]:
+            return "not reproduced: the other way"
+        if abs(row["diff"]) < row["mdd"]:
+            return f"{NOT_DETECTED} (MDD {row['mdd']:.3f})"
+        return verdict
+
+    text = said(row["verdict"]) + (f" {WEAK_MARK}" if row["weak"] else "")
+    if row["verdict_bh"] != row["verdict"]:
+        text += f"; under BH: {said(row['verdict_bh'])}"
+    elif row["reversed"] and row["q"] is not None and row["q"] >= ALPHA_ONE_SIDED:
+        text += "; under BH the reversal does not stand"
+    return text
+
+
+KEY = ("Verdict words: reproduced, partly reproduced (some of the claim's tests hold), not reproduced, or "
+       f"{NOT_DETECTED}. {NOT_DETECTED.capitalize()} (MDD m) means no call, with a difference below the smallest the "
+       f"run could detect, its {{term}}`MDD`. A {WEAK_MARK} marks a weak verdict: a test it rests on has "
+       f"{WEAK_P[0]:g} ≤ p < {WEAK_P[1]:g} and a difference below its MDD. The other way means that the claim's "
+       "test holds in the reverse direction. The q is the {term}`BH q-value` of the test shown, over every distinct "
+       "test behind the verdicts (for a row read the other way, of its reverse test). Holds in k of n tests counts "
+       "the claim's comparisons that call its direction. A reverse p tests the other direction.")
+
+
+def findings_markdown(results: Mapping, ids: Sequence[str] | None = None, papers: bool = True,
+                      key: bool = True, links: bool = True, here: str | None = None) -> str:
+    """The book's one findings table, as MyST Markdown: per claim of ``ids`` (all, by default)
+    its words with its code after, linked to the page that argues it; the verdict
+    (``verdict_text``); the q. The numbers behind each (the papers' where ``papers``, and ours,
+    the ``headline_test``) fold out below it. ``key`` puts ``KEY`` above the table. The
+    introduction, chapters 4-7 and chapter 8 show their findings with it. ``here``: the page the
+    table stands on (``notebooks/04_finetune``), whose own claims are not linked to its top."""
+    rows = [r for r in headline_rows(results) if ids is None or r["id"] in ids]
+    cell = lambda c: c.replace("|", "\\|")  # noqa: E731
+    lines = [KEY, ""] if key else []
+    lines += ["| claim | verdict | q |", "|---|---|---|"]
+    for r in rows:
+        code = where_link(r, r["id"]) if links and not (r["doc"] == here and not r["anchor"]) else r["id"]
+        lines.append(f"| {cell(r['claim'])} ({code}) | {cell(verdict_text(r))} | {q_text(r['q'])} |")
+    head = ["claim", *(["the papers"] if papers else []), "ours"]
+    lines += ["", ":::{dropdown} The numbers behind these verdicts", "", "| " + " | ".join(head) + " |",
+              "|" + "---|" * len(head)]
+    for r in rows:
+        lines.append("| " + " | ".join([r["id"], *([cell(r["paper"])] if papers else []), cell(r["ours"])]) + " |")
+    lines += ["", ":::"]
+    return "\n".join(lines)
