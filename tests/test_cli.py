@@ -11,7 +11,7 @@ from condenser_lite.cli import build_parser, main
 from condenser_lite.cli_settings import apply_settings, recipe_from_args, stage_config_from_args
 from condenser_lite.parameters import parse_settings
 from condenser_lite.reproduction.runs.arms import arm_config
-from condenser_lite.reproduction.configuration.presets import get_preset, paper_cocondenser, paper_condenser
+from condenser_lite.reproduction.configuration.presets import get_preset, paper_cocondenser, paper_condenser, stage_config
 from condenser_lite.training.stage_cache import is_done
 from condenser_lite.utils.errors import ConfigError
 
@@ -164,6 +164,9 @@ def test_one_set_dialect_refuses_what_the_command_does_not_read():
                          "stages.bert.max_steps"),
                         (["pretrain", "--method", "mlm", "--init", "x", "--set", "stages.bert.max_steps=5"],
                          "the mlm stage continuing --init trains by stages.condenser"),
+                        # a Condenser trains by its own stage, from scratch as when continuing
+                        (["pretrain", "--method", "condenser", "--set", "stages.bert.lr=1e-3"],
+                         "the condenser stage from scratch trains by stages.condenser; set stages.condenser.lr"),
                         (["pretrain", "--method", "mlm", "--set", "s2_steps=5"], "set stages.condenser.max_steps$"),
                         (["pretrain", "--method", "mlm", "--set", "nonsense=1"], "unknown setting 'nonsense'"),
                         (["experiments", "--set", "lr=1"], "ambiguous"),  # pretrain reads it as its stage's
@@ -689,3 +692,17 @@ def test_pretrain_reads_a_bare_field_as_its_one_stages(capsys):
     line = one_error_line(cli(["pretrain", "--preset", "micro", "--method", "mlm", "--set", "stages.bert.max_step=2",
                                "--dry-run"], capsys))
     assert "unknown setting 'stages.bert.max_step'; did you mean stages.bert.max_steps?" in line
+
+
+def test_a_condenser_stage_reads_its_own_settings_from_scratch_too():
+    """``pretrain --method condenser`` without ``--init`` trains by ``stages.condenser``, as it does
+    continuing a checkpoint: the stage is named by its method."""
+    for pair in ("stages.condenser.lr=0.003", "lr=0.003", "stage.lr=0.003"):
+        cfg = stage_config_from_args(build_parser().parse_args(
+            ["pretrain", "--preset", "tiny", "--method", "condenser", "--set", pair, "--set", "max_steps=3"]))
+        assert (cfg.method, cfg.init, cfg.lr, cfg.max_steps) == ("condenser", None, 0.003, 3), pair
+    assert stage_config_from_args(build_parser().parse_args(["pretrain", "--preset", "tiny", "--method", "condenser"])) \
+        == stage_config(get_preset("tiny"), "condenser", None)
+    stages = get_preset("tiny").stages
+    assert stage_config(get_preset("tiny"), "condenser", None).max_steps == stages.condenser.max_steps \
+        != stages.bert.max_steps

@@ -196,12 +196,13 @@ STAGES = {"bert": "MLM from scratch on the general corpus",
 
 
 def stage_name(method: str, init: str | None) -> str:
-    """The named stage whose recipe a stage of ``method`` from ``init`` trains with: coCondenser's
-    own, else ``bert`` from scratch and ``condenser`` continuing a checkpoint (its MLM control
-    matches its budget). Chapter 2."""
+    """The named stage whose recipe a stage of ``method`` from ``init`` trains with: the method's
+    own (``condenser``, ``cocondenser``), from scratch or continuing alike. MLM from scratch is
+    BERT's stage, ``bert``; MLM continuing a checkpoint is the Condenser stage's equal-budget
+    control, so it trains by ``condenser``. Chapter 2."""
     if method not in METHODS:
         raise ConfigError(f"method={method!r} is not one of {METHODS}")
-    return "cocondenser" if method == "cocondenser" else "bert" if init is None else "condenser"
+    return "bert" if method == "mlm" and init is None else "condenser" if method == "mlm" else method
 
 
 @dataclass(frozen=True)

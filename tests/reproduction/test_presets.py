@@ -134,7 +134,7 @@ def test_a_stage_is_its_recipe_under_the_same_names_with_the_presets_model():
     changed = get_preset("tiny", **{"model.hidden_size": 96, "model.num_attention_heads": 3,
                                     **{f"stages.{s}.seed": 7 + i for i, s in enumerate(("bert", "condenser", "cocondenser"))},
                                     **{f"stages.{s}.lr": 1e-4 * (i + 1) for i, s in enumerate(("bert", "condenser", "cocondenser"))}})
-    for method, init, stage in (("mlm", None, "bert"), ("condenser", None, "bert"), ("mlm", "x", "condenser"),
+    for method, init, stage in (("mlm", None, "bert"), ("condenser", None, "condenser"), ("mlm", "x", "condenser"),
                                 ("condenser", "x", "condenser"), ("cocondenser", "x", "cocondenser")):
         cfg, recipe = stage_config(changed, method, init), getattr(changed.stages, stage)
         assert cfg.model is changed.model and (cfg.model.hidden_size, cfg.model.num_attention_heads) == (96, 3)

@@ -247,9 +247,10 @@ def stage_config(preset: Preset | str, method: str, init: str | None = None, **c
     the named stage it runs (``pretraining_config.stage_name``) plus ``method``, ``init``, the
     corpus and the preset's model (``StageConfig.of``), then ``changes`` to any field.
 
-    ``mlm`` / ``condenser`` read the general corpus: from scratch (``init`` None) by
-    ``stages.bert``, continuing ``init`` by ``stages.condenser`` (a Condenser with a fresh head,
-    paper section 3.4, or its MLM control with the same budget). ``cocondenser`` continues
+    ``mlm`` / ``condenser`` read the general corpus. A Condenser trains by ``stages.condenser``
+    (continuing ``init`` with a fresh head, paper section 3.4, or from scratch); MLM trains by
+    ``stages.bert`` from scratch (``init`` None) and by ``stages.condenser`` continuing ``init``
+    (the Condenser stage's control, with its budget). ``cocondenser`` continues
     ``init`` *with its head* by ``stages.cocondenser``, on the preset's target corpus (``task``)
     unless the recipe names another. The protocol's arms (``arms.arm_config``) and the
     ``pretrain`` command both build their stages here.
