@@ -213,10 +213,13 @@ def scorecard_table(results: Mapping):
     return pd.DataFrame(rows).set_index("id")
 
 
-def _lines(text: str) -> str:
+def _lines(text: str, seen: set[str]) -> str:
     # one comparison (or one published source) per line: the claims join them with "; ", which
-    # also appears inside a source's parentheses ("(MS MARCO dev; MRR@10 / R@1000)")
+    # also appears inside a source's parentheses ("(MS MARCO dev; MRR@10 / R@1000)"); codes in
+    # words or linked to the glossary (from a chapter's page) at their first use in ``seen``
     from html import escape
+
+    from condenser_lite.reproduction.claims.claims_table import glossed
 
     parts, depth, start = [], 0, 0
     for i, ch in enumerate(text):
@@ -224,7 +227,7 @@ def _lines(text: str) -> str:
         if depth == 0 and text.startswith("; ", i):
             parts.append(text[start:i])
             start = i + 2
-    return "<br>".join(escape(part) for part in [*parts, text[start:]])
+    return "<br>".join(glossed(escape(part), seen, "../glossary.html") for part in [*parts, text[start:]])
 
 
 def scorecard_html(results: Mapping) -> str:
@@ -242,11 +245,11 @@ def scorecard_html(results: Mapping) -> str:
     judged = results.get("claims") and all("ours" in c for c in results["claims"])  # a run's, not a sketch's
     said = {r["id"]: verdict_text(r) for r in headline_rows(results)} if judged else {}
     head = "".join(f"<th>{escape(h)}</th>" for h in ("Claim", "Models", "Verdict"))
-    rows = []
+    rows, seen = [], set()
     for cid, row in table.iterrows():
         claim = (f"<details><summary><b>{escape(cid)}</b> {escape(row['claim'])}</summary>"
-                 f"<p>{escape(row['statement'])}</p><p><b>This run:</b><br>{_lines(row['this run'])}</p>"
-                 f"<p><b>Papers:</b><br>{_lines(row['papers'])}</p></details>")
+                 f"<p>{escape(row['statement'])}</p><p><b>This run:</b><br>{_lines(row['this run'], seen)}</p>"
+                 f"<p><b>Papers:</b><br>{_lines(row['papers'], seen)}</p></details>")
         verdict = said.get(cid, row["verdict"])
         css = "verdict-" + ("yes" if verdict.startswith("reproduced") else "partly" if verdict.startswith("partly") else
                             "no" if verdict.startswith("not reproduced") else "other")

@@ -89,7 +89,8 @@ def test_scorecard_html_one_row_per_claim_in_plain_words():
     # the numbers fold out under the claim's name: three cells a row, the table stays narrow
     assert html.count("<td>") == 3 * 3 and "<details><summary><b>C1</b>" in html
     # one published source per line, a source's own "; " kept
-    assert tables._lines("table 5 (dev; MRR@10): 1.0; figure 3 (NQ)") == "table 5 (dev; MRR@10): 1.0<br>figure 3 (NQ)"
+    assert tables._lines("table 5 (dev; MRR@10): 1.0; figure 3 (NQ)", {"MRR@10"}) == \
+        "table 5 (dev; MRR@10): 1.0<br>figure 3 (NQ)"
 
 
 def test_plot_gauges_draws_the_panels_asked_for():

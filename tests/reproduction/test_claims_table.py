@@ -82,3 +82,18 @@ def test_a_chapters_findings_are_its_claims_headline_rows(small):
     assert [line.split("{doc}`")[1].split(" ")[0] for line in body] == ["C6", "C8"]
     for line, cid in zip(body, ["C6", "C8"]):
         assert ct.verdict_text(rows[cid]) in line and line.endswith(f"| {ct.q_text(rows[cid]['q'])} |")
+
+
+def test_a_claims_table_says_its_codes_in_words_or_links_them_at_first_use():
+    """Codes in words (nb-recall's n and k, "w/o HN"); each glossary term linked once, at its
+    first use, to its entry: R@100 is not read inside R@1000, and round 2 links to the
+    "round 1, round 2" entry."""
+    from condenser_lite.reproduction.claims.claims_table import glossed
+
+    seen: set[str] = set()
+    first = glossed("round 2, R@1000: Condenser w/o HN 0.3 vs n50@k100 0.2 (MDD 0.01)", seen)
+    assert first == ("{term}`round 2 <round 1, round 2>`, {term}`R@1000`: Condenser without hard negatives 0.3 vs "
+                     "{term}`nb-recall` (n = 50, k = 100) 0.2 ({term}`MDD` 0.01)")
+    assert glossed("round 1, R@1000, R@100", seen) == "round 1, R@1000, {term}`R@100`"
+    html = glossed("MRR@10 and MRR@10", set(), "../glossary.html")
+    assert html == '<a class="reference internal" href="../glossary.html#term-MRR-10">MRR@10</a> and MRR@10'

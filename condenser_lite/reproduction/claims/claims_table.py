@@ -9,6 +9,7 @@ Nothing here changes a verdict: the rows read the scorecard's claims and the tes
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 
 from .multiplicity import (WEAK_MARK, WEAK_P, Comparison, comparison_key, deciding_tests, family_of, held_among,
@@ -150,7 +151,37 @@ KEY = ("Verdict words: reproduced, partly reproduced (some of the claim's tests 
        f"{WEAK_P[0]:g} ≤ p < {WEAK_P[1]:g} and a difference below its MDD. The other way means that the claim's "
        "test holds in the reverse direction. The q is the {term}`BH q-value` of the test shown, over every distinct "
        "test behind the verdicts (for a row read the other way, of its reverse test). Holds in k of n tests counts "
-       "the claim's comparisons that call its direction. A reverse p tests the other direction.")
+       "the claim's comparisons that call its direction. A {term}`reverse p` tests the other direction.")
+
+
+# The codes the claims' numbers use: some said in words, the others linked to the glossary
+# (their entry there) where a table first uses them
+IN_WORDS = ((re.compile(r"\bn(\d+)@k(\d+)\b"), r"nb-recall (n = \1, k = \2)"),
+            (re.compile(r"\bw/o HN\b"), "without hard negatives"), (re.compile(r"\bwith HN\b"), "with hard negatives"))
+TERMS = {"MRR@10": "MRR@10", "nDCG@10": "nDCG@10", "R@1000": "R@1000", "R@100": "R@100", "RR@10": "RR@10",
+         "Top-20": "Top-20", "round 1": "round 1, round 2", "round 2": "round 1, round 2", "nb-recall": "nb-recall",
+         "MDD": "MDD", "reverse p": "reverse p"}
+_TERM = re.compile("(?<![\\w@-])(" + "|".join(re.escape(k) for k in sorted(TERMS, key=len, reverse=True)) + ")(?![\\w@])")
+
+
+def glossed(text: str, seen: set[str], glossary: str | None = None) -> str:
+    """``text`` with its codes in words (``IN_WORDS``) and each glossary term (``TERMS``) linked
+    where it is first used, ``seen`` holding the entries already linked: as MyST roles, or as
+    HTML links to ``glossary`` (the glossary page's address from the page) in HTML. Chapter 8."""
+    for pattern, words in IN_WORDS:
+        text = pattern.sub(words, text)
+
+    def link(m: re.Match) -> str:
+        word, entry = m.group(1), TERMS[m.group(1)]
+        if entry in seen:
+            return word
+        seen.add(entry)
+        if glossary is None:
+            return f"{{term}}`{word} <{entry}>`" if word != entry else f"{{term}}`{word}`"
+        anchor = "term-" + re.sub(r"[^A-Za-z0-9]+", "-", entry).strip("-")
+        return f'<a class="reference internal" href="{glossary}#{anchor}">{word}</a>'
+
+    return _TERM.sub(link, text)
 
 
 def findings_markdown(results: Mapping, ids: Sequence[str] | None = None, papers: bool = True,
@@ -171,7 +202,9 @@ def findings_markdown(results: Mapping, ids: Sequence[str] | None = None, papers
     head = ["claim", *(["the papers"] if papers else []), "ours"]
     lines += ["", ":::{dropdown} The numbers behind these verdicts", "", "| " + " | ".join(head) + " |",
               "|" + "---|" * len(head)]
+    seen = {"MDD", "reverse p"} if key else set()  # the key above links these
     for r in rows:
-        lines.append("| " + " | ".join([r["id"], *([cell(r["paper"])] if papers else []), cell(r["ours"])]) + " |")
+        said = [*([r["paper"]] if papers else []), r["ours"]]
+        lines.append("| " + " | ".join([r["id"], *(glossed(cell(s), seen) for s in said)]) + " |")
     lines += ["", ":::"]
     return "\n".join(lines)

@@ -229,7 +229,7 @@ def _sides(cid: str, path: tuple, arms: Sequence[str]) -> tuple[str, str, str]:
         return "", label(rest[0]), claimed
     if base == "C8":  # <arm>_vs_<arm> / n<n>@k<k>
         a, b = head.split("_vs_")
-        return rest[0].replace("n", "n = ", 1).replace("@k", ", k = "), label(a), label(b)
+        return "nb-recall, " + rest[0].replace("n", "n = ", 1).replace("@k", ", k = "), label(a), label(b)
     if cid == "Am":  # settings / <setting> / gain | vs_control/<control> | control_vs_bert_cont/<control>
         setting, kind, *control = rest
         if kind == "gain":
