@@ -42,7 +42,7 @@ def test_presets():
         Preset(arms=("bert", "electra"))
     with pytest.raises(ConfigError, match="unknown setting 'steps'"):
         tiny.replace(steps=3)
-    with pytest.raises(ConfigError, match="s1_steps is no path of the settings tree: .* set stages.bert.max_steps"):
+    with pytest.raises(ConfigError, match="unknown setting 's1_steps'"):
         tiny.replace(s1_steps=3)
     # a whole stage, or a whole component, by its path
     recipe = dataclasses.replace(tiny.stages.cocondenser, lr=1e-4)

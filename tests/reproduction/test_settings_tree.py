@@ -1,15 +1,14 @@
 """The settings tree's reader of recorded presets (reproduction/configuration/settings_tree.py): every preset a
-committed results file records, in the layout with a flat ``pretraining`` dict, reads back as the
-preset that ran it, and a preset written today reads back as itself."""
+committed results file records reads back as the preset that ran it, and a preset written today
+reads back as itself; one layout is recorded and read, by stages."""
 
 import json
 
 import pytest
 from locations import ROOT
 
-from condenser_lite.reproduction.configuration.presets import PRESETS, get_preset
-from condenser_lite.reproduction.configuration.settings_tree import (RECORDED_LAYOUT, preset_from_record,
-                                                                     stages_from_pretraining)
+from condenser_lite.reproduction.configuration.presets import get_preset
+from condenser_lite.reproduction.configuration.settings_tree import preset_from_record
 from condenser_lite.utils.errors import ConfigError
 
 
@@ -54,29 +53,15 @@ def test_every_recorded_preset_reads_back_as_the_preset_that_ran(where, record):
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize("name", sorted(PRESETS))
-def test_a_preset_recorded_in_the_flat_layout_reads_back(name):
-    """Each preset written in the recorded layout (its stages folded back into one ``pretraining``
-    dict through ``RECORDED_LAYOUT``) reads back as itself: the table names every stage setting a
-    preset sets differently from the recipe's defaults."""
-    preset = get_preset(name)
-    flat = {}
-    for recorded, (stages, field) in RECORDED_LAYOUT.items():
-        values = {getattr(getattr(preset.stages, s), field) for s in stages}
-        assert len(values) == 1, (name, recorded)  # the stages one recorded setting fed agree
-        flat[recorded] = values.pop()
-    record = {**preset.to_dict(), "pretraining": flat}
-    del record["stages"]
-    assert preset_from_record(record) == preset
+def test_every_recorded_preset_holds_its_stages_by_name():
+    """No committed results file records the flat ``pretraining`` layout any more: each records
+    its stages under ``stages``, so one reader reads them all."""
+    assert RECORDED and all("stages" in r and "pretraining" not in r for _, r in RECORDED)
 
 
 @pytest.mark.unit
-def test_a_former_setting_lands_on_every_stage_that_read_it():
-    stages = stages_from_pretraining({"cocondenser_lr": 5e-4, "lr": 2e-4, "s2_steps": 9, "seed": 3})
-    assert (stages.cocondenser.lr, stages.bert.lr, stages.condenser.lr) == (5e-4, 2e-4, 2e-4)
-    assert (stages.bert.max_steps, stages.condenser.max_steps) == (1200, 9)
-    assert {r.seed for _, r in stages.items()} == {3}
-    with pytest.raises(ConfigError, match=r"^x.json: its pretraining settings name s4_steps, which no version"):
-        stages_from_pretraining({"s4_steps": 1}, "x.json")
+def test_a_preset_from_another_version_is_refused_by_name():
     with pytest.raises(ConfigError, match="x.json: its preset names budget, which this version"):
         preset_from_record({"name": "micro", "budget": {}}, "x.json")
+    with pytest.raises(ConfigError, match="x.json: its preset names pretraining, which this version"):
+        preset_from_record({"name": "micro", "pretraining": {"s1_steps": 1}}, "x.json")

@@ -7,10 +7,8 @@ component's as ``<component>.<field>`` (``model.hidden_size``, ``finetune.lr``,
 (``stages.bert.max_steps``, ``stages.cocondenser.lr``): the field's own name in the stage it
 configures. ``--set``, a chapter's ``settings`` and ``Preset.replace`` read paths; a bare name
 stands for the one path that ends in it (``hidden_size``), and one that several paths end in
-(``lr``) is refused, naming them. The committed results files record their presets in a layout
-with one flat ``pretraining`` dict (``s1_steps``, ``cocondenser_lr``, ...): those names are
-refused with the paths that hold them (``RECORDED_LAYOUT``), and ``preset_from_record`` reads a
-preset recorded in either layout. Explained in chapter 4.
+(``lr``) is refused, naming them. ``preset_from_record`` reads a preset a results file records.
+Explained in chapter 4.
 """
 
 from __future__ import annotations
@@ -160,22 +158,6 @@ def _replaced(obj: Any, changes: Mapping[tuple[str, ...], Any]) -> Any:
 
 COMPONENTS = {"model": ModelConfig, "stages": Stages, "finetune": FinetuneConfig, "sts": STSConfig}
 
-# The recorded layout's ``pretraining`` settings -> (the stages that hold each, its name there):
-# what a recorded preset means, and the paths an error names for such a name.
-GENERAL = ("bert", "condenser")
-RECORDED_LAYOUT: dict[str, tuple[tuple[str, ...], str]] = {
-    "s1_steps": (("bert",), "max_steps"), "s2_steps": (("condenser",), "max_steps"),
-    "s3_steps": (("cocondenser",), "max_steps"),
-    "batch_size": (GENERAL, "batch_size"), "grad_accum": (GENERAL, "grad_accum"), "lr": (GENERAL, "lr"),
-    "general_corpus": (GENERAL, "corpus"), "general_limit": (GENERAL, "corpus_limit"),
-    "cocondenser_batch": (("cocondenser",), "batch_size"), "cocondenser_lr": (("cocondenser",), "lr"),
-    "chunk_size": (("cocondenser",), "chunk_size"), "min_span": (("cocondenser",), "min_span"),
-    "cocondenser_head": (("cocondenser",), "head"), "target_limit": (("cocondenser",), "corpus_limit"),
-    **{k: (tuple(STAGES), k) for k in ("epochs", "weight_decay", "warmup_ratio", "seed", "mixed_precision",
-                                        "save_every", "heldout_fraction", "eval_blocks", "eval_every")},
-}
-
-
 def setting_tree() -> dict[str, tuple[type, str]]:
     """Every path of the settings tree -> ``(the config class that holds it, its field)``. Chapter 4."""
     tree = {f.name: (Preset, f.name) for f in dataclasses.fields(Preset) if f.name not in COMPONENTS}
@@ -189,15 +171,11 @@ def setting_tree() -> dict[str, tuple[type, str]]:
 
 
 def recorded_paths(key: str) -> list[str] | None:
-    """The paths that hold what a name of the recorded layout (``pretraining.s1_steps``,
-    ``cocondenser_lr``) or a stage field without its stage (``stage.max_steps``) sets; None for
-    any other key."""
+    """The paths that hold what a stage field without its stage (``stage.max_steps``) sets, in a
+    command that trains no one stage; None for any other key."""
     root, _, name = key.rpartition(".")
     if root == "stage" and name in RECIPE_FIELDS:
         return [f"stages.<{'|'.join(STAGES)}>.{name}"]
-    if root in ("pretraining", "") and name in RECORDED_LAYOUT and (root or name not in RECIPE_FIELDS):
-        stages, field = RECORDED_LAYOUT[name]
-        return [f"stages.{s}.{field}" for s in stages]
     return None
 
 
@@ -218,6 +196,10 @@ def setting_path(key: str, tree: Mapping[str, Any] | None = None) -> str:
             return owners[0]
         if owners:
             raise ConfigError(f"setting {key!r} is ambiguous: name its path, " + " or ".join(owners))
+        flat = {p.replace(".", "_"): p for p in tree}  # cocondenser_lr -> stages.cocondenser.lr
+        near = difflib.get_close_matches(key, flat, n=1, cutoff=0.75)
+        if near:
+            raise ConfigError(f"unknown setting {key!r}; did you mean {flat[near[0]]}?")
     part, _, name = key.rpartition(".")
     left = getattr(COMPONENTS.get(part), "NOT_READ", {})
     if name in left:
@@ -246,34 +228,16 @@ def check_protocol_reads(paths, where: str = "--set") -> None:
                               "stages.bert.seed (or pretrain_seeds) for experiments, or this path for pretrain")
 
 
-# ---- a recorded preset, in either layout ---------------------------------------------------------
-
-
-def stages_from_pretraining(pretraining: Mapping[str, Any], where: str = "the record") -> Stages:
-    """The ``Stages`` that a recorded ``pretraining`` dict stands for: each of its settings in the
-    stages that read it (``RECORDED_LAYOUT``), the rest at the ``StageRecipe`` defaults, which the
-    stages built from it had too. Chapter 4."""
-    unknown = sorted(set(pretraining) - set(RECORDED_LAYOUT))
-    if unknown:
-        raise ConfigError(f"{where}: its pretraining settings name {', '.join(unknown)}, which no version of "
-                          "condenser_lite had; give a results file the protocol wrote")
-    changes: dict[str, dict[str, Any]] = {s: {} for s in STAGES}
-    for name, value in pretraining.items():
-        stages, field = RECORDED_LAYOUT[name]
-        for s in stages:
-            changes[s][field] = value
-    return Stages().with_changes(**changes)
+# ---- a recorded preset ---------------------------------------------------------------------------
 
 
 def preset_from_record(record: Mapping[str, Any], where: str = "the record") -> Preset:
-    """The ``Preset`` a results file records (its ``preset``, or ``provenance.settings``), with
-    ``stages`` or with the flat ``pretraining`` dict the committed results files hold: the one reader of recorded presets, for ``merge``, the chapters and the tests.
-    ``where`` names the file in errors. Chapter 4."""
+    """The ``Preset`` a results file records (its ``preset``, or ``provenance.settings``): the one
+    reader of recorded presets, for ``merge``, the chapters and the tests. ``where`` names the
+    file in errors. Chapter 4."""
     out: dict[str, Any] = {}
     for key, value in record.items():
-        if key == "pretraining":
-            out["stages"] = stages_from_pretraining(value, where)
-        elif key == "stages":
+        if key == "stages":
             out["stages"] = Stages(**{s: _built(StageRecipe, v, f"stages.{s}", where) for s, v in value.items()})
         elif key in COMPONENTS:
             out[key] = _built(COMPONENTS[key], value, key, where)

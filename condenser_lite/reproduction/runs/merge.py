@@ -49,8 +49,8 @@ def read_part(path: str | os.PathLike) -> dict:
 
 
 def _preset_without_seeds(results: Mapping, name: str) -> dict:
-    """The part's preset as this version writes it (``settings_tree.preset_from_record`` reads
-    either recorded layout), without its pre-training seeds."""
+    """The part's preset as this version writes it (read by ``settings_tree.preset_from_record``),
+    without its pre-training seeds."""
     preset = preset_from_record(results.get("preset") or {}, name).to_dict()
     return {k: v for k, v in preset.items() if k != "pretrain_seeds"}
 
