@@ -1,5 +1,5 @@
 """Figures of the held-out gauges logged during pre-training (``plot_gauges``, chapters 1-2) and
-of a reader's stage against the committed seeds' band (``plot_health``, chapter 2).
+of a reader's stage against the committed seeds' band (``plot_health``, the health page).
 """
 
 from __future__ import annotations

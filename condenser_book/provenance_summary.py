@@ -58,7 +58,7 @@ def provenance_markdown(folder: Path | None = None) -> str:
     read = lambda name: json.loads((folder / name).read_text())  # noqa: E731
     lines = protocol_section(read("small.json"))
     for name, what in (("study.json", "the sizing study (chapter 9)"),
-                       ("health.json", "the health runs (chapter 2)"),
+                       ("health.json", "the health runs (the health page)"),
                        ("zero_shot.json", "all-MiniLM-L6-v2 as it comes (chapter 4)")):
         lines += ["", *study_section(name, read(name), what)]
     table = provenance_table(read("mechanism.json"))

@@ -1,9 +1,9 @@
-"""The studies behind the book's two study pages and chapter 2's health check, whose results
+"""The studies behind the book's study pages and its health check, whose results
 files are the pages' evidence.
 
 * ``health_runs.py``: a reader's short pre-training runs, healthy and broken, judged by the
-  health check (``python -m condenser_lite health-runs``; chapter 2's section "Is my
-  pre-training healthy?", ``results/health.json``).
+  health check (``python -m condenser_lite health-runs``; the page "Is my pre-training
+  healthy?", ``results/health.json``).
 * ``mechanism.py``: when the Condenser head needs [CLS] (``python -m condenser_lite mechanism``;
   the page "When does the head need [CLS]?", ``results/mechanism.json``); reading, judging and
   merging that file in ``mechanism_files.py``; its pre-registered rules (the modified Condenser,

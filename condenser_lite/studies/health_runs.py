@@ -1,5 +1,5 @@
 """A reader's short pre-training runs judged against the committed ones: the figure and the rates of
-chapter 2's section "Is my pre-training healthy?" (`notebooks/02_condenser.md`) read the file this
+the page "Is my pre-training healthy?" (`notebooks/11_health.md`) read the file this
 writes.
 
     python -m condenser_lite health-runs              # -> results/health.json (32 min on a shared 2-core CPU)
@@ -62,7 +62,7 @@ class Stopped(KeyboardInterrupt):
 
 class Recorder:
     """A health check that keeps every verdict it gives and stops the stage after ``stop`` updates.
-    Chapter 2."""
+    Chapter 11."""
 
     def __init__(self, check, stop: int | None):
         self.check, self.stop, self.seen = check, stop, []
@@ -84,7 +84,7 @@ class Recorder:
 def broken(change: dict):
     """The pre-training module with a bug the stage's settings do not show: its training batches
     masked at ``mask_rate``, or the held-out blocks in its training blocks at ``leak_share``.
-    Chapter 2."""
+    Chapter 11."""
     import condenser_lite.training.pretraining as pt
     from condenser_lite.training.pretraining_data import heldout_set
 
@@ -119,7 +119,7 @@ def broken(change: dict):
 def stage_of(preset, settings: dict):
     """The stage-1 ``StageConfig`` of ``preset`` with ``settings`` (``seed``, ``lr``, ...) set by
     their paths in its named stage (``stages.bert.max_steps``), as ``pretrain --method mlm --set``
-    sets them. Chapter 2."""
+    sets them. Chapter 11."""
     from condenser_lite.reproduction.configuration.presets import stage_config
     from condenser_lite.training.pretraining_config import stage_name
 
@@ -130,7 +130,7 @@ def stage_of(preset, settings: dict):
 def run_settings(preset, change: dict, keep_schedule: bool, steps: int) -> dict:
     """A run's settings that differ from the preset's stage: seed ``SEED``, the learning rate
     scaled, and either the committed schedule (evaluated at least every ``steps`` updates, so a
-    short smoke run still stops) or ``steps`` updates in all. Chapter 2."""
+    short smoke run still stops) or ``steps`` updates in all. Chapter 11."""
     base = stage_of(preset, {})
     settings = {"seed": SEED, "lr": base.lr * change.get("lr_factor", 1), "max_steps": base.max_steps,
                 "eval_every": min(base.eval_every or steps, steps)}
@@ -141,7 +141,7 @@ def run_settings(preset, change: dict, keep_schedule: bool, steps: int) -> dict:
 
 def judge(run: dict, cfg) -> None:
     """``run``'s evaluations judged again from the committed curves, as a fresh run would be.
-    Chapter 2."""
+    Chapter 11."""
     from condenser_lite.reproduction.runs.health import stage_check
 
     check = stage_check(cfg)
@@ -152,7 +152,7 @@ def judge(run: dict, cfg) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The study's options (``python -m condenser_lite health-runs --help``). Chapter 2."""
+    """The study's options (``python -m condenser_lite health-runs --help``). Chapter 11."""
     from condenser_lite.utils.cli_args import positive_int
 
     ap = argparse.ArgumentParser(prog="python -m condenser_lite health-runs", description=__doc__,
@@ -182,7 +182,7 @@ def run_names(given: str) -> list[str]:
 
 def rejudge(out: Path, command: str) -> None:
     """The runs in ``out`` judged again by the check as it is, their verdicts and lines rewritten.
-    Chapter 2."""
+    Chapter 11."""
     from condenser_lite.reproduction.configuration.presets import get_preset
     from condenser_lite.reproduction.evidence.results import check_out, git, now
     from condenser_lite.utils.errors import ConfigError
@@ -204,7 +204,7 @@ def rejudge(out: Path, command: str) -> None:
 
 def train_run(name: str, preset, steps: int, data_dir: str | None) -> dict:
     """One run of ``RUNS``: its stage trained in a temporary folder, stopped after ``steps``
-    updates where it keeps the committed schedule, its evaluations judged. Chapter 2."""
+    updates where it keeps the committed schedule, its evaluations judged. Chapter 11."""
     from condenser_lite.reproduction.runs.health import stage_check
     from condenser_lite.training.loop import read_log
     from condenser_lite.training.pretraining import pretrain
@@ -237,7 +237,7 @@ def train_run(name: str, preset, steps: int, data_dir: str | None) -> dict:
 
 def provenance(out: Path, command: str, started: str, t0: float, load_start) -> dict:
     """Where, when and from what the runs came: commit (dirty for any change but ``out``),
-    command, wall time, machine and versions. Chapter 2."""
+    command, wall time, machine and versions. Chapter 11."""
     from condenser_lite.reproduction.evidence.results import environment, git_state, machine, now
 
     env = environment()
@@ -247,7 +247,7 @@ def provenance(out: Path, command: str, started: str, t0: float, load_start) -> 
 
 
 def main(argv: list[str] | None = None) -> None:
-    """The study's command line (``python -m condenser_lite health-runs ...``). Chapter 2."""
+    """The study's command line (``python -m condenser_lite health-runs ...``). Chapter 11."""
     from condenser_lite.utils.devices import load_average
     from condenser_lite.reproduction.configuration.presets import get_preset
     from condenser_lite.reproduction.evidence.results import check_out, now

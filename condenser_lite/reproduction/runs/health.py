@@ -1,4 +1,5 @@
-"""Is my pre-training healthy? A stage's held-out gauges against the committed runs (chapter 2).
+"""Is my pre-training healthy? A stage's held-out gauges against the committed runs (the health page,
+``notebooks/11_health.md``).
 
 Every stage of the committed ``small`` run logged, at each held-out evaluation, the held-out MLM
 loss and, for the Condenser family, the [CLS] reliance, on several pre-training seeds. For a
@@ -41,7 +42,7 @@ from ..evidence.results import pretraining_runs, results_dir
 REFERENCE_PRESET = "small"  # the committed run whose curves are the reference
 GAUGES = {"mlm_loss": "held-out MLM loss", "cls_reliance": "[CLS] reliance"}
 FLOOR = {"mlm_loss": 0.02, "cls_reliance": 0.02}  # the narrowest half-width of a band
-CONFIDENCE = 0.95  # one evaluation's prediction interval (chapter 2's equation; exercise 5)
+CONFIDENCE = 0.95  # one evaluation's prediction interval (chapter 11's equation; exercise 1)
 # the chance that a healthy stage leaves its band at any evaluation, under the band's model (normal
 # spread between seeds). Below 1 in 20 on purpose: with 3-5 seeds the model is rough (one seed
 # leaving the loss plateau late is not a normal draw), and leaving committed seeds out must find
@@ -207,7 +208,7 @@ def leave_one_out(curves: Mapping[str, Mapping[str, list[dict]]], **band) -> dic
     stage. Returns ``{arm: {"stages", "flagged", "evaluations", "outside", "first"}}`` (``first``:
     ``{checkpoint key: first update outside}``). ``band``: ``StageCheck``'s ``evaluations`` and
     ``level`` (``evaluations=1, level=0.05``: one evaluation's 95% interval, as if each
-    evaluation were the only one). Chapter 2."""
+    evaluation were the only one). Chapter 11."""
     out = {}
     for arm, seeds in curves.items():
         if len(seeds) < 3:
