@@ -396,7 +396,7 @@ CASES = {
                              "no model folder"),
     "weights cut short": (lambda b, r, t: ["search", "--model", truncated_copy(r, t / "cut"), "--data-dir", b],
                           "as AutoModel (SafetensorError"),
-    "--set max_steps=abc": (lambda b, r, t: ["pretrain", "--set", "stages.bert.max_steps=abc"],
+    "--set max_steps=abc": (lambda b, r, t: ["pretrain", "--method", "mlm", "--set", "stages.bert.max_steps=abc"],
                             "--set stages.bert.max_steps=abc: stages.bert.max_steps takes an integer"),
     "--set finetune.batch_size=eight": (lambda b, r, t: ["finetune", "--init", r, "--output-dir", t / "ft", "--set",
                                                          "finetune.batch_size=eight"],

@@ -94,7 +94,7 @@ def test_a_cache_that_cannot_be_written_is_named(beir, tmp_path, monkeypatch, ca
     afile = tmp_path / "cachefile"
     afile.write_text("not a folder")
     monkeypatch.setenv("CONDENSER_LITE_CACHE", str(afile))
-    line = one_error_line(cli(["pretrain", "--set", "stages.bert.max_steps=1"], capsys))
+    line = one_error_line(cli(["pretrain", "--method", "mlm", "--set", "stages.bert.max_steps=1"], capsys))
     assert f"the cache folder {afile} ($CONDENSER_LITE_CACHE) cannot be written" in line
     assert "point $CONDENSER_LITE_CACHE at a writable folder" in line
 

@@ -19,7 +19,7 @@ def test_integer_settings_refuse_fractions(capsys):
         TrainConfig(max_steps=2.5)
     with pytest.raises(ConfigError, match=r"StageConfig.batch_size=4.0 must be int"):
         StageConfig(batch_size=4.0)
-    assert "max_steps takes an integer" in one_error_line(cli(["pretrain", "--set", "stages.bert.max_steps=2.5"], capsys))
+    assert "max_steps takes an integer" in one_error_line(cli(["pretrain", "--method", "mlm", "--set", "stages.bert.max_steps=2.5"], capsys))
 
 
 SETTINGS = {  # each refused in one line before any training, naming the setting and a valid value
@@ -29,9 +29,9 @@ SETTINGS = {  # each refused in one line before any training, naming the setting
                                     "FinetuneConfig.train_n_passages=0 must be > 0"),
     "finetune max_steps=0": (["finetune", *finetune_with("finetune.max_steps=0")],
                              "FinetuneConfig.max_steps=0 must be > 0"),
-    "pretrain lr=0": (["pretrain", "--set", "stages.bert.lr=0"], "StageRecipe.lr=0.0 must be > 0"),
-    "pretrain lr<0": (["pretrain", "--set", "stages.bert.lr=-1e-4"], "StageRecipe.lr=-0.0001 must be > 0"),
-    "pretrain batch_size=0": (["pretrain", "--set", "stages.bert.batch_size=0"],
+    "pretrain lr=0": (["pretrain", "--method", "mlm", "--set", "stages.bert.lr=0"], "StageRecipe.lr=0.0 must be > 0"),
+    "pretrain lr<0": (["pretrain", "--method", "mlm", "--set", "stages.bert.lr=-1e-4"], "StageRecipe.lr=-0.0001 must be > 0"),
+    "pretrain batch_size=0": (["pretrain", "--method", "mlm", "--set", "stages.bert.batch_size=0"],
                               "--set stages.bert.batch_size: StageRecipe.batch_size=0 must be > 0"),
     "pretrain min_span<0": (["pretrain", "--method", "cocondenser", "--corpus", "scifact", "--set",
                              "stages.cocondenser.min_span=-1"], "StageRecipe.min_span=-1 must be > 0"),
