@@ -103,7 +103,7 @@ SMALL_FIGURES = {
     "07_sts": lambda r: plots_arms.plot_sts(r),
     "08_differences": lambda r: plots_arms.plot_differences(r, ["C1", "C1m", "C7", "C7m"]),
     "08_gain_vs_paper": lambda r: plots_arms.plot_gain_vs_paper(r),
-    "08_controls": lambda r: plots_arms.plot_differences(r, ["Am"]),
+    "12_controls": lambda r: plots_arms.plot_differences(r, ["Am"]),
 }
 MECHANISM_FIGURES = {
     "10_reliance": _mechanism(("e0",), deficit=True),

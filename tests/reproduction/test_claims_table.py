@@ -51,7 +51,7 @@ def test_one_findings_table_marks_links_and_folds_its_numbers(small):
         assert line.startswith(f"| {r['claim']} (") and line.count(" | ") == 2
         assert (WEAK_MARK in line) == r["weak"] and ct.verdict_text(r) in line
         assert ("under BH" in line) == (r["verdict_bh"] != r["verdict"] or (r["reversed"] and r["q"] >= 0.05))
-    assert "{ref}`Am <scorecard-am>`" in text and "{doc}`C1 </notebooks/04_finetune>`" in text
+    assert "{ref}`Am <sure-am>`" in text and "{doc}`C1 </notebooks/04_finetune>`" in text
     assert "{doc}" not in ct.findings_markdown(small, links=False)
     assert ":::{dropdown}" in text and "| C1 | 1K queries" in text
     assert ct.KEY not in ct.findings_markdown(small, key=False)

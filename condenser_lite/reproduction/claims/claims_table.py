@@ -26,7 +26,7 @@ WHERE = {
     **{c: ("notebooks/05_attention_entropy", None, "chapter 5") for c in ("C5", "C5m")},
     **{c: ("notebooks/06_loss_curves", None, "chapter 6") for c in ("C6", "C6m", "C8", "C8m")},
     **{c: ("notebooks/07_sentence_similarity", None, "chapter 7") for c in ("C7", "C7m")},
-    "Am": ("notebooks/08_scorecard", "scorecard-am", "chapter 8"),
+    "Am": ("notebooks/12_how_sure", "sure-am", "chapter 12"),
 }
 
 

@@ -6,7 +6,7 @@ recovers (``control_shares``).
 
 Nothing here changes a verdict. The pre-registered rules (``rules.py``, judged in
 ``scorecard.py``) test each comparison at 5% on its own; this module reports beside them.
-Explained in chapter 8 (``notebooks/08_scorecard.md``, "How many tests, and how sure").
+Explained in chapter 12 (``notebooks/12_how_sure.md``).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def decides(cid: str, path: tuple, recall: str) -> bool:
     ``scorecard``'s checks judge them): C2 by recall only (``recall``: its metric); C4 and C4m by
     the pre-trained arms, not BERT's round 2 (shown beside them); Am by its gains and by the
     modified Condenser against each control, not by the controls' own gains (shown, not judged);
-    C0 and C0m rest on no test (the reliance rule). Chapter 8."""
+    C0 and C0m rest on no test (the reliance rule). Chapter 12."""
     base = base_claim(cid)
     if base == "C0":
         return False
@@ -66,7 +66,7 @@ def decides(cid: str, path: tuple, recall: str) -> bool:
 def deciding_tests(results: Mapping) -> list[Comparison]:
     """Every test the verdicts of ``results["claims"]`` rest on (``decides``), claim by claim in
     the scorecard's order. A test two claims share (C1m's against BERT-continued is also Am's
-    gain) appears once for each. Chapter 8."""
+    gain) appears once for each. Chapter 12."""
     recall = read_evidence(results).recall
     out = []
     for claim in results["claims"]:
@@ -84,14 +84,14 @@ def _setting(t: Comparison) -> str:
 
 def comparison_key(numbers: Mapping) -> tuple:
     """One test, however many claims list it: the same two means and the same per-seed differences.
-    Chapter 8."""
+    Chapter 12."""
     return (numbers["a"], numbers["b"], numbers["diff"], tuple(sorted((numbers.get("per_seed") or {}).items())))
 
 
 def holm(p: Sequence[float]) -> np.ndarray:
     """Holm's step-down adjusted p-values (the k-th smallest times m - k + 1, never below the one
     before, at most 1): calling every test with an adjusted p below 5% keeps the chance of any
-    false call at most 5%. Chapter 8.
+    false call at most 5%. Chapter 12.
 
     >>> holm([0.01, 0.04, 0.03]).round(2).tolist()
     [0.03, 0.06, 0.06]
@@ -106,7 +106,7 @@ def holm(p: Sequence[float]) -> np.ndarray:
 
 def family_of(tests: Sequence[Comparison]) -> dict[tuple, dict]:
     """The distinct tests among ``tests`` by their numbers (``comparison_key``), each a ``family``
-    row. Chapter 8."""
+    row. Chapter 12."""
     rows: dict[tuple, dict] = {}
     for t in tests:
         key = comparison_key(t.numbers)
@@ -134,7 +134,7 @@ def family(results: Mapping) -> list[dict]:
     ``a``, ``b``, ``diff``, ``mdd``, ``p`` and ``p_reversed`` (the test the other way round),
     ``verdict``, ``weak`` (``is_weak``), the Benjamini-Hochberg q-values over the family (``q``:
     ``scipy.stats.false_discovery_control`` of the stored p; ``q_reversed`` over the reverse
-    tests, a family of their own) and Holm's adjusted p (``holm``, ``holm_reversed``). Chapter 8."""
+    tests, a family of their own) and Holm's adjusted p (``holm``, ``holm_reversed``). Chapter 12."""
     return list(family_of(deciding_tests(results)).values())
 
 
@@ -146,7 +146,7 @@ def multiplicity(results: Mapping, alpha: float = ALPHA_ONE_SIDED) -> dict:
     any false call, is held at ``alpha``), the reverse calls likewise (``reversed``,
     ``reversed_bh``, ``reversed_holm``), and each claim's verdict as the rules give it
     (``verdicts``) and with the calls of BH (``verdicts_bh``) and Holm (``verdicts_holm``).
-    Chapter 8."""
+    Chapter 12."""
     tests = deciding_tests(results)
     rows = list(family_of(tests).values())
 
@@ -196,7 +196,7 @@ def claim_verdict(claim: Mapping, call: Callable[[Mapping], str]) -> str:
     """``claim``'s status from its stored comparisons with each test called by ``call`` (a
     comparison's dict -> "better", "worse" or "not significant"), by the status rules the
     scorecard applies (``rules.claim_status``, ``rules.power_claim_status``, C1's narrowing, C3's
-    gate, Am's settings). C0 and C0m rest on no test and keep their status. Chapter 8."""
+    gate, Am's settings). C0 and C0m rest on no test and keep their status. Chapter 12."""
     cid, ours = claim["id"], claim["ours"]
     base = base_claim(cid)
     if base == "C0" or claim["status"] in ("not measured", ONE_SEED):
@@ -243,7 +243,7 @@ def rejudge(results: Mapping, method: str | None = None, alpha: float = ALPHA_ON
     """Each claim's verdict with the tests called by ``method``: None, each at ``alpha`` on its
     own (this gives the stored verdicts back); ``"bh"``, with the Benjamini-Hochberg q-values over
     the family (``family``); ``"holm"``, with Holm's. ``tests``: ``deciding_tests(results)`` if
-    already at hand. A report beside the pre-registered verdicts, not a change of them. Chapter 8."""
+    already at hand. A report beside the pre-registered verdicts, not a change of them. Chapter 12."""
     call = _calls(deciding_tests(results) if tests is None else tests, method, alpha)
     return {c["id"]: claim_verdict(c, call) for c in results["claims"]}
 
@@ -253,7 +253,7 @@ def am_settings(results: Mapping, method: str | None = None, alpha: float = ALPH
     """Am is judged only in the settings where the modified Condenser beats BERT-continued: how
     many of its settings have that gain with the tests called by ``method`` (as ``rejudge``), and
     how many it has. A stricter call can leave fewer settings to judge, and the verdict then rests
-    on those alone. Chapter 8."""
+    on those alone. Chapter 12."""
     am = next((c for c in results["claims"] if c["id"] == "Am"), None)
     if am is None or "settings" not in am["ours"]:
         return 0, 0
@@ -268,7 +268,7 @@ def am_settings(results: Mapping, method: str | None = None, alpha: float = ALPH
 def is_weak(c: Mapping | None) -> bool:
     """A comparison called better (or reproduced) at 0.02 <= p < 0.05 (``WEAK_P``) whose
     difference is below its minimum detectable difference: significant, but by less than the
-    test could promise to find. Chapter 8.
+    test could promise to find. Chapter 12.
 
     >>> is_weak({"verdict": "better", "p": 0.03, "diff": 0.011, "mdd": 0.013})
     True
@@ -281,7 +281,7 @@ def is_weak(c: Mapping | None) -> bool:
 
 
 def held_among(tests: Sequence[Comparison], cid: str) -> list[Comparison]:
-    """``held_tests`` among ``tests`` (``deciding_tests``). Chapter 8."""
+    """``held_tests`` among ``tests`` (``deciding_tests``). Chapter 12."""
     held = [t for t in tests if t.claim == cid and holds(t.numbers) is True]
     if cid == "Am":  # only the settings with a gain to attribute count
         gained = {t.path[1] for t in held if t.path[2] == "gain"}
@@ -291,25 +291,25 @@ def held_among(tests: Sequence[Comparison], cid: str) -> list[Comparison]:
 
 def held_tests(results: Mapping, cid: str) -> list[Comparison]:
     """The tests claim ``cid``'s verdict counts as holding: its deciding tests called better (or
-    reproduced); for Am only in the settings where it has a gain to attribute. Chapter 8."""
+    reproduced); for Am only in the settings where it has a gain to attribute. Chapter 12."""
     return held_among(deciding_tests(results), cid)
 
 
 def weak_among(tests: Sequence[Comparison], claims: Sequence[Mapping]) -> dict[str, list[Comparison]]:
-    """``weak_tests`` among ``tests`` (``deciding_tests``), for ``claims``. Chapter 8."""
+    """``weak_tests`` among ``tests`` (``deciding_tests``), for ``claims``. Chapter 12."""
     out = {c["id"]: [t for t in held_among(tests, c["id"]) if is_weak(t.numbers)] for c in claims}
     return {cid: weak for cid, weak in out.items() if weak}
 
 
 def weak_tests(results: Mapping) -> dict[str, list[Comparison]]:
     """Per claim, the held tests that are weak (``is_weak``); a claim with none is left out: its
-    verdict carries no mark. Chapter 8."""
+    verdict carries no mark. Chapter 12."""
     return weak_among(deciding_tests(results), results["claims"])
 
 
 def said(t: Comparison, reverse: bool = False) -> str:
     """One test in words: its setting, the two sides, the difference, its p (``reverse``: the
-    reverse test's) and the MDD. Chapter 8."""
+    reverse test's) and the MDD. Chapter 12."""
     c = t.numbers
     where = f"{_setting(t)}: " if _setting(t) else ""
     p = p_text(c["p_reversed"] if reverse else c["p"])
@@ -321,7 +321,7 @@ def said(t: Comparison, reverse: bool = False) -> str:
 
 def on_seeds(c: Mapping, seeds: Sequence) -> dict:
     """Comparison ``c`` again on some pre-training ``seeds`` only: the one-sided paired t-test of
-    its per-seed differences (``seeds``, ``n``, ``diff``, ``p``). Chapter 8."""
+    its per-seed differences (``seeds``, ``n``, ``diff``, ``p``). Chapter 12."""
     d = np.asarray([c["per_seed"][str(s)] for s in seeds], dtype=float)
     p = float(scipy_stats.ttest_1samp(d, 0.0, alternative="greater").pvalue)
     return {"seeds": [int(s) for s in seeds], "n": len(d), "diff": float(d.mean()), "p": p}
@@ -333,7 +333,7 @@ def unseen_seed_tests(results: Mapping, claims: Sequence[str] = ("C1m", "C7m", "
     choice of the modified Condenser never saw (default: ``results.judged_seeds``, 44-46 in the
     committed run), each test once (Am's gains are C1m's and C7m's): ``claim``, ``setting``,
     ``a``, ``b``, the p over every seed (``p_all``) and over those seeds (``seeds``, ``n``,
-    ``diff``, ``p``). Chapter 8."""
+    ``diff``, ``p``). Chapter 12."""
     seeds = list(seeds) if seeds is not None else judged_seeds(results, MODIFIED_ARM)
     out, seen = [], set()
     for t in deciding_tests(results):
@@ -351,7 +351,7 @@ def control_shares(results: Mapping) -> list[dict]:
     with its own difference from BERT-continued (``own``), its ``share`` of the modified
     Condenser's gain (``gain``, ``gain_p``), its one-sided ``p``, ``mdd`` and ``own_verdict``, and
     the modified Condenser against that control (``beaten``, ``beaten_p``, ``beaten_mdd``,
-    ``beaten_per_seed``). Chapter 8."""
+    ``beaten_per_seed``). Chapter 12."""
     am = next(c for c in results["claims"] if c["id"] == "Am")
     rows = []
     for setting, st in am["ours"]["settings"].items():
