@@ -362,7 +362,11 @@ def test_claim_rows_name_each_comparison():
                                                                  "BERT-continued"),
         (f"{FULL} training queries", "modified Condenser", "BERT"),
         (f"{FULL} training queries", "modified Condenser", "BERT-continued")]
-    assert rows[0]["ours (a vs b)"] == "0.401 vs 0.301" and rows[0]["verdict"] == "reproduced"
+    # a comparison speaks the comparisons' words; only a claim is "reproduced"
+    assert rows[0]["ours (a vs b)"] == "0.401 vs 0.301" and rows[0]["verdict"] == "better"
+    assert cl["C1m"]["ours"]["by_size"]["100"]["bert"]["verdict"] == "reproduced"  # the rule's own word, stored
+    assert not {r["verdict"] for r in rows} & {"reproduced", "reversed", "not reproduced"}
+    assert "(reproduced" not in cl["C1m"]["comparison"] and "(better" in cl["C1m"]["comparison"]
     assert "detectable" in rows[0] and "paper's effect here" in rows[0]
     table = claim_table({**results, "claims": list(cl.values())}, ["C2", "C1m"])
     assert list(table.index.get_level_values(0).unique()) == ["C2", "C1m"]

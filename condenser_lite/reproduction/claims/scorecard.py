@@ -28,7 +28,7 @@ from .checks import (BERT_ARMS, CONTROL_WORDS, Evidence, Judged, check_attributi
 from ..evidence.papers import base_claim, paper_text
 from ..configuration.registry import CLAIM, MODIFIED_ARM, label
 from ..statistics.rules import ALPHA_ONE_SIDED, EQUAL_FLOPS_STEPS, LATE_LOSS_MARGIN, RELIANCE_THRESHOLD
-from ..statistics.wording import fixed
+from ..statistics.wording import comparison_word, fixed
 
 
 # ---- the claims as data -----------------------------------------------------------------------------
@@ -264,7 +264,7 @@ def claim_rows(claim: Mapping) -> list[dict]:
             row["per pre-trained model (a - b)"] = ", ".join(
                 f"{seed}: {fixed(d, signed=True)}" for seed, d in (c.get("per_seed") or {}).items()) or "unpaired"
             row["p (one-sided)"] = None if c["p"] is None else round(c["p"], 3)
-        row["verdict"] = c["verdict"]
+        row["verdict"] = comparison_word(c["verdict"])
         rows.append(row)
     return rows
 

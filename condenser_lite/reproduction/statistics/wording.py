@@ -1,6 +1,6 @@
 """Numbers in words, as the scorecard, the claims tables and the chapters print them: a number
 with fixed decimals and never ``-0.000`` (``fixed``), a p-value (``p_text``), a FLOPs count
-(``flops_text``), one comparison of two arms (``comparison_text``), lists and seeds in prose
+(``flops_text``), one comparison of two arms (``comparison_text``, in ``COMPARISON_WORDS``), lists and seeds in prose
 (``words``, ``seeds_text``) and the mechanism study's trend (``trend_text``). Explained in chapter 8 (``notebooks/08_scorecard.md``).
 """
 
@@ -110,6 +110,18 @@ def trend_text(trend: Mapping, top_log_flops: float, subject: str = "The trainin
             f"{flops_text(bound)} FLOPs, {_times_text(bound - top_log_flops)} the largest stage measured")
 
 
+# A power-aware comparison (``rules.unit_test`` with the paper's effect) in the words every
+# comparison uses, so that only claims are "reproduced": better, worse, not significant (the
+# paper's effect at our scale would have been detectable) or not detectable at this power.
+COMPARISON_WORDS = {"reproduced": "better", "reversed": "worse", "not reproduced": "not significant"}
+
+
+def comparison_word(verdict: str) -> str:
+    """A comparison's verdict in the comparisons' vocabulary (``COMPARISON_WORDS``): ``"better"``
+    for a power-aware ``"reproduced"``; the other words as they are. Chapter 8."""
+    return COMPARISON_WORDS.get(verdict, verdict)
+
+
 def comparison_text(c: Mapping | None, a: str, b: str, digits: int = 3) -> str:
     """One comparison of arm ``a`` with arm ``b`` in words: ``a 0.123 vs b 0.100 (better)``; a
     power-aware one adds the smallest difference the run could detect and the paper's effect at
@@ -118,10 +130,11 @@ def comparison_text(c: Mapping | None, a: str, b: str, digits: int = 3) -> str:
         return f"{a} vs {b} not measured"
     if c.get("p") is not None:
         n = c["n"] if isinstance(c["n"], int) else "/".join(map(str, c["n"]))
-        verdict = f"{c['verdict']}, one-sided {p_text(c['p'], equals=' = ')} over {n} pre-trained models"
+        verdict = (f"{comparison_word(c['verdict'])}, one-sided {p_text(c['p'], equals=' = ')} over {n} "
+                   "pre-trained models")
         c = {**c, "verdict": verdict}
     power = "" if c.get("mdd") is None else (
         f"; detectable {c['mdd']:.{digits}f}" + ("" if c.get("expected") is None else
                                                  f", the paper's gain here {c['expected']:.{digits}f}"))
-    return f"{a} {c['a']:.{digits}f} vs {b} {c['b']:.{digits}f} ({c['verdict']}{power})"
+    return f"{a} {c['a']:.{digits}f} vs {b} {c['b']:.{digits}f} ({comparison_word(c['verdict'])}{power})"
 
