@@ -1,4 +1,5 @@
-"""The mechanism page's analysis ("When does the head need [CLS]?", ``notebooks/10_mechanism.md``):
+"""The mechanism page's analysis ("When does the head need [CLS]?", ``notebooks/10_mechanism.md``,
+and its scaling part, ``notebooks/14_scaling.md``):
 what ``results/mechanism.json`` (the study) and ``results/small.json`` (the committed run) show,
 as the page's tables and as the short phrases it pastes into its prose (``readings``).
 

@@ -1,4 +1,5 @@
-"""The mechanism page's figures ("When does the head need [CLS]?", ``notebooks/10_mechanism.md``),
+"""The mechanism page's figures ("When does the head need [CLS]?", ``notebooks/10_mechanism.md``,
+and its scaling part, ``notebooks/14_scaling.md``),
 drawn from ``results/mechanism.json`` by the legibility rule of ``plots``: the reliance curves of
 the study's parts, the scaling points against FLOPs, each scaling point's curves, and the
 onsets of L48's seeds with the fraction switched on against updates.
@@ -236,8 +237,8 @@ def plot_scaling(scaling: Mapping, reference: Mapping | None = None, ax=None):
     (and the range its slope's limits give; the axis stops ``FAR_DECADES`` past the data, as
     the prose does), and ``reference`` (``{"label", "log_flops", "reliance": [per seed]}``,
     e.g. the modified Condenser of ``small``) for comparison; an inset repeats the points on
-    their own scale where they stay under half the threshold and the reference passes it. The
-    page "When does the head need [CLS]?" (``notebooks/10_mechanism.md``)."""
+    their own scale where they stay under half the threshold and the reference passes it. Chapter
+    14 (``notebooks/14_scaling.md``)."""
     from matplotlib.ticker import FuncFormatter, NullFormatter
 
     fig, ax = figure_for(ax, figsize=(FIGURE_WIDTH, 3.8))

@@ -357,7 +357,8 @@ def test_the_intros_claims_table_stands_in_the_first_quarter_of_its_page(built_b
 # its first use in a page's prose (tables, code, outputs and headings aside); "the rule" is also
 # an ordinary phrase, and "head" also names attention heads and the MLM head
 FIRST_USE_EXEMPT = {"the rule"}
-OTHER_SENSE = {"head": r"(?<!attention )(?<!MLM )"}
+# a glossary word in another sense, which needs no link: an attention head, a loss plateau
+OTHER_SENSE = {"head": r"(?<!attention )(?<!MLM )", "plateau": r"(?<!loss )"}
 
 
 def glossary_terms(site: Path) -> dict[str, str]:
@@ -703,7 +704,7 @@ def test_the_intros_findings_are_the_committed_runs():
                                                           for c in ("C4", "C4m")),
         "On the unseen seeds 44-46 alone, every C1m, C7m and Am comparison still has p < 0.05":
             unseen == ["44", "45", "46"] and arm_tests and all(unseen_p(d) < 0.05 for d in arm_tests),
-        f"the faithful head switched on in {words[switched]} of the {words[len(onset['per_seed'])]} "
+        f"the faithful Condenser's head switched on in {words[switched]} of the {words[len(onset['per_seed'])]} "
         "pre-training seeds": 0 < switched < len(onset["per_seed"]),
         f"BM25 reaches nDCG@10 {bm25['truncated']['nDCG@10']:.3f} on the same {bm25['truncated_tokens']}-token "
         f"passages the dense models see, and {bm25['full']['nDCG@10']:.3f} on whole documents":

@@ -1,7 +1,7 @@
 """When does the faithful Condenser head switch on? The onset rules for the mechanism study's
 longest training-length point (L48: a 48,000-update Condenser stage), fixed before the runs of
-its pre-training seeds 45-49 (``ONSET_RULE_COMMIT``). The page "When does the head need
-[CLS]?" (``notebooks/10_mechanism.md``) reads them.
+its pre-training seeds 45-49 (``ONSET_RULE_COMMIT``). Chapter 14, "The faithful Condenser
+against scale" (``notebooks/14_scaling.md``), reads them.
 
 The rules, each on one Condenser stage's held-out gauge curve (a row every ``eval_every``
 updates with the reliance ``cls_reliance`` and its noise ``cls_reliance_noise``):

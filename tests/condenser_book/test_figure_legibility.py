@@ -110,9 +110,9 @@ MECHANISM_FIGURES = {
     "10_reliance_long": _mechanism(("e0", "e1")),
     "10_reliance_e2": _mechanism(("e0", "e2"), deficit=True),
     "10_variants": _mechanism("plot_variants"),
-    "10_scaling": _mechanism("plot_scaling"),
-    "10_scaling_curves": _mechanism("plot_scaling_curves"),
-    "10_onset": _mechanism("plot_onset"),
+    "14_scaling": _mechanism("plot_scaling"),
+    "14_scaling_curves": _mechanism("plot_scaling_curves"),
+    "14_onset": _mechanism("plot_onset"),
 }
 
 STUDY_FIGURES = {"09_throughput": "plot_throughput", "09_sweep": "plot_sweep", "09_long": "plot_long",

@@ -145,6 +145,14 @@ def verdict_text(row: Mapping) -> str:
     return text
 
 
+
+def verdict_words(results: Mapping) -> dict[str, str]:
+    """Each claim's verdict as the findings tables say it (``verdict_text``), by claim id: what a
+    page's prose pastes, so that a verdict reads the same in a sentence as in every table (its
+    mark, "not detected (MDD m)", "the other way", its BH note). Chapter 8."""
+    return {r["id"]: verdict_text(r) for r in headline_rows(results)}
+
+
 KEY = ("Verdict words: reproduced, partly reproduced (some of the claim's tests hold), not reproduced, or "
        f"{NOT_DETECTED}. {NOT_DETECTED.capitalize()} (MDD m) means no call, with a difference below the smallest the "
        f"run could detect, its {{term}}`MDD`. A {WEAK_MARK} marks a weak verdict: a test it rests on has "
