@@ -7,11 +7,14 @@ under the policy (``training/threads.py``, starting from all the cores); and tha
 work, beside one busy process and beside two (this script starts them: Python loops that keep a
 core busy, at normal priority, as a notebook or a browser would; stopped after each load). Seconds
 per update over updates 2..N on the wall clock, and each against the better fixed count of its
-load: the policy should be within about 10% of it in every row. Run it on an otherwise idle
-machine (the busy processes are the only other load it means to have); the runs take about
-``--steps`` x 10 updates of the stage, a few minutes at the default.
+load: the policy should be within about 10% of it in every row. ``--pulse SECONDS`` adds a row
+whose load changes mid-run: two processes busy for that long, then idle as long, over and over,
+started afresh with each run so that all three see the same schedule. That row is where a switch
+during the run could pay. Run it on an otherwise idle machine (the busy processes are the only
+other load it means to have); the runs take about ``--steps`` x 10 updates of the stage, a few
+minutes at the default.
 
-    python benchmarks/bench_threads.py [--steps 300] [--preset small] [--loads 0,1,2]
+    python benchmarks/bench_threads.py [--steps 300] [--preset small] [--loads 0,1,2] [--pulse 60]
 """
 
 from __future__ import annotations
@@ -37,6 +40,30 @@ def spin() -> None:
     """A busy core: a Python loop that never waits."""
     while True:
         pass
+
+
+def pulse(period: float) -> None:
+    """A core busy for ``period`` seconds, then idle as long, over and over: a load that comes
+    and goes, as another job's bursts do."""
+    while True:
+        end = time.monotonic() + period
+        while time.monotonic() < end:
+            pass
+        time.sleep(period)
+
+
+def beside(target, args: tuple, n: int, fn):
+    """``fn()`` while ``n`` processes run ``target(*args)``; they are stopped after it."""
+    context = multiprocessing.get_context("spawn")
+    busy = [context.Process(target=target, args=args, daemon=True) for _ in range(n)]
+    for p in busy:
+        p.start()
+    try:
+        return fn()
+    finally:
+        for p in busy:
+            p.terminate()
+            p.join()
 
 
 class Changes(logging.Handler):
@@ -78,42 +105,41 @@ def main() -> None:
                     "policy's first trials, at updates 20 and 120, are then a small part of the run)")
     ap.add_argument("--preset", default="small", help="the preset whose MLM stage is timed (default small)")
     ap.add_argument("--loads", default="0,1,2", help="busy processes beside the runs, comma-separated (default 0,1,2)")
+    ap.add_argument("--pulse", type=float, default=0.0, help="also a row beside two processes busy for PULSE "
+                    "seconds, then idle as long: a load that changes mid-run (default 0: no such row)")
     a = ap.parse_args()
     loads = [int(x) for x in a.loads.split(",") if x.strip()]
-    if a.steps < 2 or not loads or min(loads) < 0:
-        ap.error("--steps must be >= 2 and --loads whole numbers >= 0")
+    if a.steps < 2 or not loads or min(loads) < 0 or a.pulse < 0:
+        ap.error("--steps must be >= 2, --loads whole numbers >= 0 and --pulse seconds >= 0")
     import datasets
     import torch
 
     datasets.disable_progress_bars()
     cores = os.cpu_count() or 1
     load_before = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    table: dict[int, dict[str, tuple[float, list[str]]]] = {}
+    table: dict[str, dict[str, tuple[float, list[str]]]] = {}
     t0 = time.perf_counter()
-    context = multiprocessing.get_context("spawn")
     for n_busy in loads:
-        busy = [context.Process(target=spin, daemon=True) for _ in range(n_busy)]
-        for p in busy:
-            p.start()
-        try:
-            table[n_busy] = {run: one_run(a.preset, a.steps, run, cores) for run in RUNS}
-        finally:
-            for p in busy:
-                p.terminate()
-                p.join()
+        table[f"{n_busy} busy process(es)"] = beside(
+            spin, (), n_busy, lambda: {run: one_run(a.preset, a.steps, run, cores) for run in RUNS})
         print(f"[{time.perf_counter() - t0:6.0f} s] beside {n_busy} busy process(es): done", file=sys.stderr,
               flush=True)
+    if a.pulse:  # the schedule starts afresh with each run, so the three runs meet the same load
+        table[f"2 on/off every {a.pulse:g} s"] = {run: beside(pulse, (a.pulse,), 2,
+                                                            lambda run=run: one_run(a.preset, a.steps, run, cores))
+                                                 for run in RUNS}
+        print(f"[{time.perf_counter() - t0:6.0f} s] beside a changing load: done", file=sys.stderr, flush=True)
 
     print(f"the {a.preset} preset's MLM stage, {a.steps} updates per run (2..{a.steps} timed, wall clock); {cores} "
           f"cores; torch {torch.__version__}; 1-minute load before the runs {load_before:.1f}")
-    print(f"{'beside':>18s} {'1 thread':>9s} {'2 threads':>10s} {'policy':>9s} {'policy / better fixed':>22s}"
+    print(f"{'beside':>24s} {'1 thread':>9s} {'2 threads':>10s} {'policy':>9s} {'policy / better fixed':>22s}"
           "   the policy's changes")
-    for n_busy, row in table.items():
+    for load, row in table.items():
         s1, s2, sp = (row[run][0] for run in RUNS)
         best = min(s1, s2)
         lines = row["policy"][1]
         what = "; ".join(line.split(" (")[0].removeprefix("threads: ") for line in lines) or "none"
-        print(f"{n_busy:>2d} busy process(es) {s1:9.3f} {s2:10.3f} {sp:9.3f} {sp / best:21.2f}x   {what}")
+        print(f"{load:>24s} {s1:9.3f} {s2:10.3f} {sp:9.3f} {sp / best:21.2f}x   {what}")
     print("seconds per update; the policy should be within about 1.10x of the better fixed count in every row")
 
 

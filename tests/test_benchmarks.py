@@ -27,8 +27,8 @@ SMOKE = {  # script: arguments of a short run on micro settings, and what its ou
     "bench_gpu.py": (["--size", "tiny", "--part", "gradcache", "--sizes", "8", "--seq-len", "32", "--device", "cpu",
                       "--dtype", "fp32", "--steps", "1", "--warmup", "0", "--vocab", "1000"], "total wall time"),
     "bench_retrieval.py": (["--quick", "--repeats", "1", "--threads", "1"], "BM25: SciFact test nDCG@10"),
-    "bench_threads.py": (["--steps", "2", "--preset", "micro", "--loads", "1"],
-                         ("1 busy process(es)", "policy / better fixed")),
+    "bench_threads.py": (["--steps", "2", "--preset", "micro", "--loads", "1", "--pulse", "1"],
+                         ("1 busy process(es)", "2 on/off every 1 s", "policy / better fixed")),
     "zero_shot.py": (["--quick", "--threads", "1"], ("published nDCG@10 0.645", "(plain / library)")),
 }
 
