@@ -145,7 +145,6 @@ def verdict_text(row: Mapping) -> str:
     return text
 
 
-
 def verdict_words(results: Mapping) -> dict[str, str]:
     """Each claim's verdict as the findings tables say it (``verdict_text``), by claim id: what a
     page's prose pastes, so that a verdict reads the same in a sentence as in every table (its
