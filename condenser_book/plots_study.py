@@ -36,13 +36,13 @@ def plot_throughput(study: Mapping, shape: str = "4L/128H, 32x64 (tiny)"):
 
 def plot_sweep(study: Mapping, first_round: int = 6):
     """Held-out MLM loss minus the unigram entropy of each run's own vocabulary against CPU
-    seconds, one panel per round of the sweep (the first ``first_round`` runs, then the rest),
+    seconds, one panel per sweep (the first ``first_round`` runs, then the rest),
     each panel's legend below it."""
     sweep = study["sweep"]
     round1 = list(sweep)[:first_round]
     fig, axes = panels(2, height=5.8)
-    for ax, names, title in ((axes[0], round1, "round 1: from the base"),
-                             (axes[1], [n for n in sweep if n not in round1], "round 2: from dropout 0")):
+    for ax, names, title in ((axes[0], round1, "first sweep: from the base"),
+                             (axes[1], [n for n in sweep if n not in round1], "second sweep: from dropout 0")):
         for name, style in zip(names, SERIES_STYLES):
             curve, floor = sweep[name]["curve"], sweep[name]["unigram_entropy"]
             ax.plot([c["cpu"] for c in curve], [c["eval_mlm_loss"] - floor for c in curve], label=name,
