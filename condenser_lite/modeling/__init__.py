@@ -10,7 +10,7 @@
 * ``masking.py``: whole-word MLM masking, the objective both share (chapter 2);
 * ``spans.py``: coCondenser's two random spans per document (coCondenser section 3.2; chapter 3);
 * ``losses.py``: the losses the papers write down: span contrastive, retrieval, cosine (chapters 3, 4, 7);
-* ``gradcache.py``: the exact gradient cache and the coCondenser update on it (section 3.3; chapter 3);
+* ``gradcache.py``: the exact gradient cache and the coCondenser update on it (section 3.3; page 3b);
 * ``gauges.py``: the lenses that ask whether [CLS] does its job: attention entropy, held-out MLM
   loss, the [CLS]-swap gap and reliance (chapters 1, 2, 5).
 

@@ -35,7 +35,7 @@ The two passes are one primitive, ``gradient_cache``, for any loss of the repres
 coCondenser step (``cocondenser_step``) and the retrieval fine-tuning step
 (``biencoder.retrieval_step``, GC-DPR) both run it.
 
-Explained in chapter 3, ``notebooks/03_cocondenser.ipynb``.
+Explained on page 3b, ``notebooks/03_gradient_cache.ipynb``.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ class RandContext:
     a pitfall seen upstream, leaves GPU dropout masks different and the "cached" gradient wrong;
     on a TPU dropout draws from the XLA state, so it is replayed too.)
     Other generators (Python's ``random``, numpy, MPS) are not captured.
-    Explained in chapter 3, ``notebooks/03_cocondenser.ipynb``.
+    Explained on page 3b, ``notebooks/03_gradient_cache.ipynb``.
     """
 
     def __init__(self, device: Any = None) -> None:
@@ -119,7 +119,7 @@ def gradient_cache(
     backward run under ``no_sync()`` so DDP all-reduces once. Returns the loss (detached).
     ``replay_rng=False`` skips the replay: only to show that dropout then breaks exactness.
     ``device``: where the model runs; on an XLA device (TPU) its random state is replayed too.
-    Explained in chapter 3, ``notebooks/03_cocondenser.ipynb``.
+    Explained on page 3b, ``notebooks/03_gradient_cache.ipynb``.
     """
     backward = backward or (lambda loss: loss.backward())
     states, reps = [], []
@@ -191,7 +191,7 @@ def cocondenser_step(
 
     Returns ``{"loss", "mlm_loss", "co_loss", "co_acc"}`` (+ ``"head_loss"``/``"late_loss"`` when the
     model reports them).
-    Explained in chapter 3, ``notebooks/03_cocondenser.ipynb``.
+    Explained in chapter 3 (the loss) and on page 3b (the chunks), ``notebooks/03_gradient_cache.ipynb``.
     """
     n_rows = _check_span_batch(batch, chunk_size)
     device = batch["input_ids"].device

@@ -1,6 +1,6 @@
 """Which accelerator runs the work, and the few calls that differ on a TPU, kept in one place.
 
-Explained in chapter 3, `notebooks/03_cocondenser.ipynb` (the gradient cache replays the TPU's
+Explained on page 3b, `notebooks/03_gradient_cache.ipynb` (the gradient cache replays the TPU's
 random state too) and chapter 4 (encoding). A Colab TPU is an XLA device (``torch_xla``); three
 things differ there and nowhere else:
 
