@@ -714,7 +714,7 @@ def test_the_intros_findings_are_the_committed_runs():
             h1["reading"] == "better" and min(h1["per_seed"].values()) > 0 and len(h1["per_seed"]) == len(real_seeds),
         f"It did not beat fine-tuning alone ({h2['diff']:+.3f}, not detectable at this power: the test could "
         f"detect {h2['mdd']:.3f})": h2["reading"] == "not detectable at this power",
-        "The gap came from the control falling": h2["diff"] > h1["b"] - h2["b"],
+        "The gap came mostly from the control falling": h2["diff"] > h1["b"] - h2["b"],
         f"BM25 reaches nDCG@10 {bm25['truncated']['nDCG@10']:.3f} on the same {bm25['truncated_tokens']}-token "
         f"passages the dense models see, and {bm25['full']['nDCG@10']:.3f} on whole documents":
             best_dense < bm25["truncated"]["nDCG@10"],

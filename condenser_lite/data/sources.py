@@ -14,15 +14,13 @@ notebook sees do not depend on where they were read from. The mirror layout is t
 
 Decisions worth knowing (the book repeats them):
 
-* Pre-training rows are *sections* of articles, cut and cleaned by `data/wikitext.py` (which also
-  says why WikiText's `<unk>` becomes `[UNK]`); the counts of kept and dropped sections are
-  logged (once per process) and stored as JSON in `dataset.info.description`.
+* Pre-training rows are *sections* of articles, cut and cleaned by `data/wikitext.py` (which also says why
+  WikiText's `<unk>` becomes `[UNK]`); kept and dropped counts are logged and stored in `dataset.info.description`.
 * The Wikipedia and news samples of the scaled-down corpus are not on the Hub; without a mirror
   they are downloaded from the gensim repository on GitHub, where they are test data.
-* `full=True` streams the full-scale corpora (`wikimedia/wikipedia` 20231101.en,
-  `Salesforce/wikitext` wikitext-103-raw-v1) and returns an `IterableDataset`. Their mirror
-  is the Hub's own parquet files: `<mirror>/wikipedia-20231101.en/*.parquet` and
-  `<mirror>/wikitext-103-raw-v1/train-*.parquet`.
+* `full=True` streams the full-scale corpora (`wikimedia/wikipedia` 20231101.en, `Salesforce/wikitext`
+  wikitext-103-raw-v1) and returns an `IterableDataset`. Their mirror is the Hub's own parquet files:
+  `<mirror>/wikipedia-20231101.en/*.parquet` and `<mirror>/wikitext-103-raw-v1/train-*.parquet`.
 * Tevatron's training data (MS MARCO, NQ) are read by `data/tevatron.py` through the same helpers.
 """
 

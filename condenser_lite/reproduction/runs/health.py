@@ -57,10 +57,6 @@ TRAINING_FIELDS = ("lr", "batch_size", "grad_accum", "warmup_ratio", "weight_dec
 # bookkeeping, and exact reformulations of the same computation
 NEUTRAL_FIELDS = ("seed", "init", "head", "save_every", "eval_every", "log_every", "chunk_size", "attn_implementation",
                   "compile")
-# settings a method never reads (a BERT stage has no head; only coCondenser cuts spans)
-UNREAD_FIELDS = {"mlm": ("skip_from", "n_head_layers", "late_mlm", "head_mlm_probability", "detach_early", "head_cls",
-                         "mlm_weight", "co_weight", "min_span"),
-                 "condenser": ("mlm_weight", "co_weight", "min_span"), "cocondenser": ()}
 ADVICE = {"above": "check the learning rate, the masking and the corpus",
           "below": "lower than the committed runs: a shorter schedule (its warm-up ends sooner) does this early on; "
                    "where no setting differs, check that no held-out text is in the training data"}
@@ -236,7 +232,8 @@ def _differences(cfg, ref) -> tuple[list[str], list[str]]:
     mine, committed = cfg.settings(), ref.settings()
     for name, a in mine.items():
         b = committed[name]
-        if name in NEUTRAL_FIELDS or name in UNREAD_FIELDS.get(cfg.method, ()) or a == b:
+        # a setting the stage's method never reads (StageConfig.READ_ONLY_BY) changes nothing it computes
+        if name in NEUTRAL_FIELDS or cfg.unread(cfg.method, [name]) or a == b:
             continue
         (training if name in TRAINING_FIELDS else other).append(f"{name} {a!r} (committed: {b!r})")
     training.sort(key=lambda d: TRAINING_FIELDS.index(d.split(" ", 1)[0]))
