@@ -684,7 +684,7 @@ def test_the_intros_findings_are_the_committed_runs():
         f"in its {preset_from_record(small['preset']).stages.condenser.max_steps:,}-update stage its head reads nothing through `[CLS]`":
             not claims["C0"]["ours"]["relies"] and max(abs(r) for r in claims["C0"]["ours"]["reliance"]) < 0.01,
         "Every dense retriever here stays below BM25": best_dense < bm25["truncated"]["nDCG@10"],
-        "so by the rule it still does not read `[CLS]`": mech["scaling"]["points"]["l48"]["reads_cls"] is False,
+        "So by the rule it still does not read `[CLS]`": mech["scaling"]["points"]["l48"]["reads_cls"] is False,
         f"the reliance passes C0's 0.2 on {words[passed]} of the {words[len(c0_l48)]} seeds run with a control":
             0 < passed < len(c0_l48),
         f"reliance at most {max(abs(r) for r in claims['C0']['ours']['reliance']):.3f} against the 0.2 of the rule":
