@@ -20,8 +20,8 @@ minus the loss with its own, same masks) and the *mean cosine* between different
 [CLS]. A head that ignores [CLS] has a gap of exactly 0. The pre-registered gauge,
 ``cls_reliance_gauge``, asks how much: the share of the head's deficit against the backbone's late
 layer that its own late [CLS] closes, against a [CLS] from another document (and a zero and a mean
-[CLS]), over several mask draws, with a bootstrap noise. Explained in chapter 2
-(``notebooks/02_condenser.ipynb``) and the study page (``notebooks/09_study.md``).
+[CLS]), over several mask draws, with a bootstrap noise. Explained in page 2b
+(``notebooks/02_reliance.ipynb``) and the study page (``notebooks/09_study.md``).
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ def heldout_mlm_loss(model: nn.Module, batches: Iterable[Mapping[str, torch.Tens
     Runs in eval mode (no dropout) and restores the mode. Token-weighted, so batches with
     more masked tokens count more.
 
-    Explained in the study page (`notebooks/09_study.md`) and chapter 2 (`notebooks/02_condenser.ipynb`).
+    Explained in the study page (`notebooks/09_study.md`) and page 2b (`notebooks/02_reliance.ipynb`).
     """
     was_training = model.training
     model.eval()
@@ -136,7 +136,7 @@ def unigram_entropy(train_ids: Iterable[Sequence[int]], batches: Iterable[Mappin
     frequencies and nothing else, on the very tokens `heldout_mlm_loss` scores: an MLM loss
     close to it means pre-training learnt little beyond frequencies.
 
-    Explained in the study page (`notebooks/09_study.md`) and chapter 2 (`notebooks/02_condenser.ipynb`).
+    Explained in the study page (`notebooks/09_study.md`) and page 2b (`notebooks/02_reliance.ipynb`).
     """
     counts = torch.ones(vocab_size, dtype=torch.float64)  # add-one
     ignore = torch.tensor(sorted(set(ignore_ids)), dtype=torch.long)
@@ -224,7 +224,7 @@ def cls_swap_gap(model: nn.Module, batches: Iterable[Mapping[str, torch.Tensor]]
     The partners are neighbouring blocks of the batch, possibly of the same document; the
     pre-registered gauge is `cls_reliance_gauge` (partners from other documents).
     Runs in eval mode (no dropout) and restores the mode.
-    Explained in chapter 2 (`notebooks/02_condenser.ipynb`) and the study page (`notebooks/09_study.md`).
+    Explained in page 2b (`notebooks/02_reliance.ipynb`) and the study page (`notebooks/09_study.md`).
     """
     _require_head(model, "cls_swap_gap")
     if not shifts:
@@ -265,7 +265,7 @@ def other_document_partners(doc_ids: torch.Tensor, generator: torch.Generator | 
     much of the block's own content; a partner of another document does not. A long document can
     fill a whole batch, so the gauge draws partners from every held-out block. Raises
     ``SchemaError`` where a block has no such partner. Explained in chapter 2
-    (``notebooks/02_condenser.ipynb``)."""
+    (``notebooks/02_reliance.ipynb``)."""
     pool = doc_ids if pool_doc_ids is None else pool_doc_ids
     other = doc_ids[:, None] != pool[None, :]
     lonely = (~other.any(1)).nonzero()[:, 0].tolist()
@@ -312,7 +312,7 @@ def cls_reliance_gauge(model: nn.Module, draws: Sequence[Sequence[Mapping[str, t
     ``noise``: the bootstrap standard error of ``reliance`` over blocks (``n_boot`` resamples,
     each block with all its mask draws, so it covers blocks and masks); ``mask_spread``: the
     standard deviation of the per-draw reliance; ``n_blocks``, ``n_tokens``, ``n_draws``.
-    Runs in eval mode and restores it. Explained in chapter 2 (``notebooks/02_condenser.ipynb``).
+    Runs in eval mode and restores it. Explained in page 2b (``notebooks/02_reliance.ipynb``).
     """
 
     _require_head(model, "cls_reliance_gauge")
@@ -372,7 +372,7 @@ def cls_cosine(model: nn.Module, batches: Iterable[Mapping[str, torch.Tensor]]) 
     about their block; a [CLS] that carries its block's content spreads out. Works for any
     BERT-shaped model (`BertMLM`, `Condenser`, `BertForMaskedLM`, `BertModel`).
 
-    Explained in chapter 2 (`notebooks/02_condenser.ipynb`) and the study page (`notebooks/09_study.md`).
+    Explained in page 2b (`notebooks/02_reliance.ipynb`) and the study page (`notebooks/09_study.md`).
     """
     was_training = model.training
     model.eval()
@@ -407,7 +407,7 @@ def cls_reliance(l_own: float, l_ablated: float, l_late: float) -> float | None:
     None (undefined) where ``l_ablated <= l_late``: the head already predicts as well as the
     backbone without the block's own [CLS], so there is no deficit for [CLS] to close and no
     share to speak of; the C0 rule counts an undefined reliance as not relying on [CLS].
-    Explained in chapter 2 (``notebooks/02_condenser.ipynb``) and chapter 8
+    Explained in page 2b (``notebooks/02_reliance.ipynb``) and chapter 8
     (``notebooks/08_scorecard.ipynb``).
     """
     deficit = l_ablated - l_late

@@ -21,7 +21,7 @@ from ..statistics.rules import ALPHA_ONE_SIDED
 
 # Where each claim is argued: (doc, label or None, its name in prose)
 WHERE = {
-    "C0": ("notebooks/02_condenser", None, "chapter 2"), "C0m": ("notebooks/10_mechanism", None, "the mechanism page"),
+    "C0": ("notebooks/02_reliance", None, "page 2b"), "C0m": ("notebooks/10_mechanism", None, "the mechanism page"),
     **{c: ("notebooks/04_finetune", None, "chapter 4") for c in ("C1", "C1m", "C2", "C3", "C4", "C4m")},
     **{c: ("notebooks/05_attention_entropy", None, "chapter 5") for c in ("C5", "C5m")},
     **{c: ("notebooks/06_loss_curves", None, "chapter 6") for c in ("C6", "C6m", "C8", "C8m")},
@@ -123,26 +123,41 @@ def q_text(q: float | None) -> str:
 NOT_DETECTED = "not detected"  # a claim's test with no call, below what it could detect
 
 
-def verdict_text(row: Mapping) -> str:
-    """A claim's verdict as every findings table says it: the verdict, ``WEAK_MARK`` where weak,
-    "not detected (MDD m)" for a claim not reproduced whose test shows a difference below its
-    MDD, "the other way" where its test reverses, and what Benjamini-Hochberg would make of it
-    where that differs. Chapter 8 explains each part."""
-    def said(verdict: str) -> str:
-        if not verdict.startswith("not reproduced") or row["mdd"] is None:
-            return verdict
-        if row["reversed"]:
-            return "not reproduced: the other way"
-        if abs(row["diff"]) < row["mdd"]:
-            return f"{NOT_DETECTED} (MDD {row['mdd']:.3f})"
+def verdict_phrase(row: Mapping, verdict: str) -> str:
+    """``verdict`` (the rules', or a rejudged one) said for ``row``'s claim as the findings tables
+    say it: "not detected (MDD m)" for a claim not reproduced whose test shows a difference below
+    its MDD, "not reproduced: the other way" where its test reverses. Chapter 8."""
+    if not verdict.startswith("not reproduced") or row["mdd"] is None:
         return verdict
+    if row["reversed"]:
+        return "not reproduced: the other way"
+    if abs(row["diff"]) < row["mdd"]:
+        return f"{NOT_DETECTED} (MDD {row['mdd']:.3f})"
+    return verdict
 
-    text = said(row["verdict"]) + (f" {WEAK_MARK}" if row["weak"] else "")
+
+def verdict_text(row: Mapping) -> str:
+    """A claim's verdict as every findings table says it (``verdict_phrase``), with ``WEAK_MARK``
+    where weak and what Benjamini-Hochberg would make of it where that differs. Chapter 8
+    explains each part."""
+    text = verdict_phrase(row, row["verdict"]) + (f" {WEAK_MARK}" if row["weak"] else "")
     if row["verdict_bh"] != row["verdict"]:
-        text += f"; under BH: {said(row['verdict_bh'])}"
+        text += f"; under BH: {verdict_phrase(row, row['verdict_bh'])}"
     elif row["reversed"] and row["q"] is not None and row["q"] >= ALPHA_ONE_SIDED:
         text += "; under BH the reversal does not stand"
     return text
+
+
+def rejudged_markdown(results: Mapping) -> str:
+    """Each claim's verdict by the rules, under BH and under Holm, as MyST Markdown, every one
+    said as the findings tables say it (``verdict_phrase``, with the weak mark on the rules'
+    column). Chapter 12."""
+    lines = ["| claim | the rules' verdict | under BH at 5% | under Holm at 5% |", "|---|---|---|---|"]
+    for r in headline_rows(results):
+        said = [verdict_phrase(r, r["verdict"]) + (f" {WEAK_MARK}" if r["weak"] else ""),
+                verdict_phrase(r, r["verdict_bh"]), verdict_phrase(r, r["verdict_holm"])]
+        lines.append(f"| {r['claim']} ({r['id']}) | " + " | ".join(said) + " |")
+    return "\n".join(lines)
 
 
 def verdict_words(results: Mapping) -> dict[str, str]:
@@ -153,8 +168,8 @@ def verdict_words(results: Mapping) -> dict[str, str]:
 
 
 KEY = ("Verdict words: reproduced, partly reproduced (some of the claim's tests hold), not reproduced, or "
-       f"{NOT_DETECTED}. {NOT_DETECTED.capitalize()} (MDD m) means no call, with a difference below the smallest the "
-       f"run could detect, its {{term}}`MDD`. A {WEAK_MARK} marks a weak verdict: a test it rests on has "
+       f"{NOT_DETECTED}. {NOT_DETECTED.capitalize()} (MDD 0.026), for instance, means no call: the difference "
+       f"found is below 0.026, the smallest the run could detect, its {{term}}`MDD`. A {WEAK_MARK} marks a weak verdict: a test it rests on has "
        f"{WEAK_P[0]:g} ≤ p < {WEAK_P[1]:g} and a difference below its MDD. The other way means that the claim's "
        "test holds in the reverse direction. The q is the {term}`BH q-value` of the test shown, over every distinct "
        "test behind the verdicts (for a row read the other way, of its reverse test). Holds in k of n tests counts "

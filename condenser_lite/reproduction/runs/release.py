@@ -9,8 +9,8 @@ float32), at most ``MAX_BYTES`` together, each named by its content key (``loadi
 so the results' provenance can name them (``record_checkpoints``) and a check can tell a folder
 that changed since (``verify_checkpoints``). ``transformers.AutoModel.from_pretrained`` loads each
 folder; ``condenser.Condenser.from_pretrained`` loads a Condenser's head too. The chapters' live
-demonstrations and readers' own experiments start from them. Explained in chapter 2
-(``notebooks/02_condenser.ipynb``).
+demonstrations and readers' own experiments start from them. Explained in page 2b
+(``notebooks/02_reliance.ipynb``).
 """
 
 from __future__ import annotations
@@ -125,7 +125,7 @@ def export_checkpoints(results: Mapping, out_dir: str | os.PathLike | None = Non
     record for the results' provenance (``record_checkpoints``): ``dir``, ``bytes``,
     ``max_bytes``, ``dtype`` and per arm ``path``, ``key`` (``loading.checkpoint_key`` of the
     exported folder), ``source_key`` (of the cache folder), ``bytes``, ``head``,
-    ``pretraining_seed``. Explained in chapter 2 (``notebooks/02_condenser.ipynb``).
+    ``pretraining_seed``. Explained in page 2b (``notebooks/02_reliance.ipynb``).
     """
     preset = (results.get("preset") or {}).get("name") or "run"
     out = Path(out_dir) if out_dir is not None else CHECKPOINTS_DIR / preset
