@@ -21,8 +21,9 @@ from .reproduction.configuration.presets import (ALIASES, PRESETS, PRETRAINED_ST
                                                  finetune_recipe, get_preset, recipe_for)
 from .reproduction.configuration.settings_tree import Preset, check_protocol_reads
 from .training.finetune import FinetuneConfig
-from .training.pretraining_config import MODEL_FIELDS, RECIPE_FIELDS, StageConfig, stage_name
+from .training.pretraining_config import MODEL_FIELDS, READ_BY, RECIPE_FIELDS, StageConfig, stage_name
 from .utils.errors import ConfigError
+from .utils.roles import having
 
 
 def preset_list() -> str:
@@ -58,11 +59,11 @@ def _not_read(path: str, method: str, init: str | None) -> str:
     stage = stage_name(method, init)
     part, _, name = path.rpartition(".")
     start = "from scratch" if init is None else "continuing --init"
-    if name in StageConfig.READ_ONLY_BY and part in ("model", f"stages.{stage}"):
-        return (f"{' and '.join(StageConfig.READ_ONLY_BY[name])} stages read it, {method} stages do not (it would "
+    if name in READ_BY and part in ("model", f"stages.{stage}"):
+        return (f"{' and '.join(READ_BY[name])} stages read it, {method} stages do not (it would "
                 "change the cache key and nothing else); leave it out")
-    if part.startswith("stages.") and name in StageConfig.READ_ONLY_BY and method not in StageConfig.READ_ONLY_BY[name]:
-        return (f"only {' and '.join(StageConfig.READ_ONLY_BY[name])} stages read {name}; the {method} stage {start} "
+    if part.startswith("stages.") and name in READ_BY and method not in READ_BY[name]:
+        return (f"only {' and '.join(READ_BY[name])} stages read {name}; the {method} stage {start} "
                 f"does not: leave it out, or set {path} for experiments")
     if part.startswith("stages."):
         return (f"the {method} stage {start} trains by stages.{stage}; set stages.{stage}.{name}, or set "
@@ -179,7 +180,7 @@ def recipe_from_args(args: argparse.Namespace) -> FinetuneConfig:
     for path in settings:
         if not path.startswith("finetune."):
             hint = " (the fine-tuning's own step limit is finetune.max_steps)" if path.endswith(".max_steps") else ""
-            fields = [f.name for f in dataclasses.fields(FinetuneConfig) if f.name not in FinetuneConfig.NOT_READ]
+            fields = [f.name for f in dataclasses.fields(FinetuneConfig) if f.name not in having(FinetuneConfig, "unread")]
             raise ConfigError(f"--set {path}: finetune runs one recipe and reads only finetune.* "
                               f"({', '.join(fields)}){hint}; {path} "
                               "belongs to " + ("pretrain or experiments" if path.startswith(("stages.", "model."))

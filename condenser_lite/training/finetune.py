@@ -25,7 +25,7 @@ import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import pyarrow.compute as pc
@@ -38,6 +38,7 @@ from ..retrieval.pooling import CLS, Pooling
 from ..retrieval.search import encode, encode_corpus, search_indices
 from ..utils.cache import output_lock
 from ..utils.checks import check_positive
+from ..utils.roles import having, setting
 from ..utils.errors import ConfigError
 from ..utils.loading import checkpoint_key
 from .checkpoint import save_model
@@ -287,12 +288,11 @@ class FinetuneConfig(TrainConfig):
 
     # the loop's settings a round sets itself (the loop's ``epochs``, the run's ``seed``), or that
     # would change the loss (accumulating splits the in-batch negatives): not paths of the tree
-    NOT_READ: ClassVar[dict[str, str]] = {
-        "epochs": "a round trains epochs_round1 or epochs_round2",
-        "seed": "a run's seed comes from finetune --seed or the preset's seeds",
-        "grad_accum": "the contrastive loss needs the whole batch: set chunk_size for the gradient cache",
-        "eval_every": "fine-tuning evaluates nothing while it trains"}
-
+    epochs: float = setting(1.0, unread="a round trains epochs_round1 or epochs_round2")
+    seed: int = setting(42, unread="a run's seed comes from finetune --seed or the preset's seeds")
+    grad_accum: int = setting(1, unread="the contrastive loss needs the whole batch: set chunk_size for the "
+                                        "gradient cache")
+    eval_every: int | None = setting(None, unread="fine-tuning evaluates nothing while it trains")
     batch_size: int = 8
     weight_decay: float = 0.0
     train_n_passages: int = 2
@@ -314,7 +314,7 @@ class FinetuneConfig(TrainConfig):
 
     def __post_init__(self) -> None:
         if self.grad_accum != 1:  # before the loop's checks, which would only ask for a divisor
-            raise ConfigError(f"FinetuneConfig.grad_accum={self.grad_accum}: {self.NOT_READ['grad_accum']}")
+            raise ConfigError(f"FinetuneConfig.grad_accum={self.grad_accum}: {having(FinetuneConfig, 'unread')['grad_accum']}")
         super().__post_init__()
         check_positive(self, "train_n_passages", "q_max_len", "p_max_len", "epochs_round1", "epochs_round2",
                        "encode_batch")

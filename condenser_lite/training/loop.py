@@ -41,7 +41,7 @@ import logging
 import shutil
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +55,7 @@ from ..utils.cache import output_lock, settings_diff
 from ..utils.checks import check_positive, check_types
 from ..utils.devices import PRECISIONS
 from ..utils.errors import CheckpointError, ConfigError
+from ..utils.roles import setting
 from .checkpoint import CHECKPOINT, read_state, recover_checkpoint, save_checkpoint
 from .epochs import EpochData, batches_per_epoch, derive_seed, epoch_order
 from .prepare import SCHEDULES, load_weights, make_accelerator, make_optimizer, prepare
@@ -63,13 +64,6 @@ from .threads import ThreadPolicy
 from .update import gradients, refuse_divergence
 
 logger = logging.getLogger(__name__)
-# TrainConfig fields that change the computation: resuming needs the checkpoint to agree on all.
-# log_every, save_every, eval_every and compile (same maths, another kernel schedule) only
-# change bookkeeping or speed.
-RUN_FIELDS = ("max_steps", "epochs", "batch_size", "grad_accum", "lr", "weight_decay",
-              "warmup_ratio", "max_grad_norm", "mixed_precision", "seed", "schedule")
-
-
 @dataclass(frozen=True)
 class TrainConfig:
     """How a training run trains (chapter 2, `notebooks/02_condenser.ipynb`); where it writes,
@@ -93,21 +87,25 @@ class TrainConfig:
     last one only).
     """
 
-    max_steps: int | None = None
-    epochs: float = 1.0
-    batch_size: int = 32
-    grad_accum: int = 1
-    lr: float = 1e-3
-    weight_decay: float = 0.01
-    warmup_ratio: float = 0.1
-    max_grad_norm: float | None = 1.0
-    mixed_precision: str = "no"
-    seed: int = 42
-    schedule: str = "linear"
-    compile: bool = False
-    log_every: int = 1
-    save_every: int | None = None
-    eval_every: int | None = None
+    # each field's role (utils.roles): health ranks the suspects of a stage that leaves its band
+    # (the learning rate and the batch move a loss curve most); resume=False: bookkeeping or speed
+    # (compile: the same maths on another kernel schedule), so a resumed run may change it
+    max_steps: int | None = setting(None, health=8)
+    epochs: float = setting(1.0, health=9)
+    batch_size: int = setting(32, health=2)
+    grad_accum: int = setting(1, health=3)
+    lr: float = setting(1e-3, health=1)
+    weight_decay: float = setting(0.01, health=5)
+    warmup_ratio: float = setting(0.1, health=4)
+    max_grad_norm: float | None = setting(1.0, health=6)
+    mixed_precision: str = setting("no", health=7)
+    seed: int = setting(42, health="neutral")
+    schedule: str = setting("linear", health=10, key="if_changed")
+    compile: bool = setting(False, key="no", resume=False, health="neutral")
+    # log_every changes the log the chapters plot (a line averages the updates since the last)
+    log_every: int = setting(1, key="if_changed", resume=False, health="neutral")
+    save_every: int | None = setting(None, key="no", resume=False, health="neutral")
+    eval_every: int | None = setting(None, resume=False, health="neutral")
 
     def __post_init__(self) -> None:
         def bad(name: str, rule: str) -> ConfigError:
@@ -135,6 +133,10 @@ class TrainConfig:
             raise bad("eval_every", "use None (after the last step only) or a count >= 1")
         if self.schedule not in SCHEDULES:
             raise bad("schedule", f"choose one of {SCHEDULES}")
+
+
+# the fields a resumed run must agree on with its checkpoint: those that change the computation
+RUN_FIELDS = tuple(f.name for f in fields(TrainConfig) if f.metadata.get("resume", True))
 
 
 def set_step_seed(seed: int, step: int, rank: int = 0) -> None:

@@ -18,19 +18,21 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import ClassVar
 
 from transformers import BertConfig
 
 from ..modeling.variant import HEAD_CLS_SOURCES, PAPER_SWITCHES, deviations
 from ..utils.checks import check_positive, check_types
 from ..utils.errors import ConfigError
+from ..utils.roles import having, setting
 from .loop import TrainConfig
 
 
 # A block's length bounds the position table and the attention, which grows with its square: a
 # typo such as max_len=640000 would otherwise allocate gigabytes before the first update.
 MAX_POSITIONS = 8192
+METHODS = ("mlm", "condenser", "cocondenser")
+CONDENSERS = ("condenser", "cocondenser")  # the methods with a head
 
 
 @dataclass(frozen=True)
@@ -54,10 +56,10 @@ class ModelConfig:
     num_attention_heads: int = 4
     intermediate_size: int = 512
     max_len: int = 64
-    skip_from: int = 2
-    n_head_layers: int = 2
+    skip_from: int = setting(2, read_by=CONDENSERS)
+    n_head_layers: int = setting(2, read_by=CONDENSERS)
     dropout: float = 0.1
-    attn_implementation: str = "sdpa"
+    attn_implementation: str = setting("sdpa", health="neutral")  # the same maths, another kernel
 
     def __post_init__(self) -> None:
         check_types(self)
@@ -93,7 +95,6 @@ class ModelConfig:
                              **overrides})
 
 
-METHODS = ("mlm", "condenser", "cocondenser")
 MODEL_FIELDS = tuple(f.name for f in dataclasses.fields(ModelConfig))
 
 
@@ -129,24 +130,27 @@ class StageRecipe(TrainConfig):
 
     corpus: str | None = "general"
     corpus_limit: int | None = None
-    head: str | None = None
+    head: str | None = setting(None, read_by=CONDENSERS, health="neutral")  # checked with init
+    # the contrastive batch is never accumulated: coCondenser sets chunk_size instead
+    grad_accum: int = setting(1, read_by=("mlm", "condenser"), health=3)
     # Condenser (paper section 3; the head's skip_from and n_head_layers are the model's)
-    late_mlm: bool = True
-    # switches of the Condenser stage that the mechanism page tries (condenser.PAPER_SWITCHES: off)
-    head_mlm_probability: float | None = None  # the head reads a copy with this share masked
-    detach_early: bool = False  # no gradient from the head into the early layers
-    head_cls: str = "late"  # "constant": the head reads a learned constant, not the late CLS (a control)
+    late_mlm: bool = setting(True, read_by=CONDENSERS)
+    # switches of the Condenser stage that the mechanism page tries, off at the paper's values
+    # (variant.PAPER_SWITCHES): keyed only where on, so the paper's Condenser keeps one key
+    head_mlm_probability: float | None = setting(None, read_by=CONDENSERS, key="if_changed")  # the head's copy
+    detach_early: bool = setting(False, read_by=CONDENSERS, key="if_changed")  # no gradient into early layers
+    head_cls: str = setting("late", read_by=CONDENSERS, key="if_changed")  # "constant": a control
     # masking and packing
     mlm_probability: float = 0.15
     short_seq_prob: float = 0.1
-    # coCondenser (section 3.2-3.3)
-    mlm_weight: float = 1.0
-    co_weight: float = 1.0
-    chunk_size: int | None = None
-    min_span: int = 16
+    # coCondenser (section 3.2-3.3); chunk_size is an exact reformulation (the gradient cache)
+    mlm_weight: float = setting(1.0, read_by=("cocondenser",))
+    co_weight: float = setting(1.0, read_by=("cocondenser",))
+    chunk_size: int | None = setting(None, read_by=("cocondenser",), health="neutral")
+    min_span: int = setting(16, read_by=("cocondenser",))
     # the loop's, at a stage's defaults (a stage resumes losing at most 200 updates)
-    save_every: int | None = 200
-    eval_every: int | None = 100
+    save_every: int | None = setting(200, key="no", resume=False, health="neutral")
+    eval_every: int | None = setting(100, resume=False, health="neutral")
     # held-out evaluation on the general corpus
     heldout_fraction: float | None = 0.05
     eval_blocks: int = 256
@@ -171,23 +175,16 @@ class StageRecipe(TrainConfig):
             raise ConfigError(f"eval_blocks={self.eval_blocks} must be >= 2 and eval_every={self.eval_every} "
                               ">= 1 (or None: evaluate after the last step only)")
 
-    # settings only some methods read: set for another, they would change the stage's cache key
-    # and nothing it computes (the gradient cache and the span sampler are coCondenser's, and its
-    # contrastive batch is never accumulated)
-    READ_ONLY_BY: ClassVar[dict[str, tuple[str, ...]]] = {
-        **dict.fromkeys(("mlm_weight", "co_weight", "chunk_size", "min_span"), ("cocondenser",)),
-        **dict.fromkeys(("late_mlm", "head", "head_mlm_probability", "detach_early", "head_cls", "skip_from",
-                         "n_head_layers"), ("condenser", "cocondenser")),
-        "grad_accum": ("mlm", "condenser"),
-    }
-
     @classmethod
     def unread(cls, method: str, names) -> list[str]:
-        """Those of ``names`` a stage of ``method`` does not read."""
-        return [n for n in names if method not in cls.READ_ONLY_BY.get(n, (method,))]
+        """Those of ``names`` (a stage's or the model's fields) a stage of ``method`` does not
+        read (their ``read_by`` role)."""
+        return [n for n in names if method not in READ_BY.get(n, (method,))]
 
 
 RECIPE_FIELDS = tuple(f.name for f in dataclasses.fields(StageRecipe))
+# the stage methods that read each setting only some read (its read_by role, utils.roles)
+READ_BY = {**having(ModelConfig, "read_by"), **having(StageRecipe, "read_by")}
 
 # the named stages of a preset: what each runs (the method, and whether it continues a checkpoint)
 STAGES = {"bert": "MLM from scratch on the general corpus",
@@ -213,9 +210,12 @@ class Stages:
     which must match its budget) and ``cocondenser`` (on the target corpus: ``cocondenser`` and
     its ablations). Their paths are ``stages.<name>.<field>`` (``stages.cocondenser.lr``)."""
 
+    # the protocol runs every stage of an arm's chain on the arm's pre-training seed
+    # (``pretrain_seeds``, else ``stages.bert.seed``), so it reads no later stage's seed
     bert: StageRecipe = StageRecipe(max_steps=1200)
-    condenser: StageRecipe = StageRecipe(max_steps=600, head="random")
-    cocondenser: StageRecipe = StageRecipe(max_steps=250, corpus=None, head="load", batch_size=16)
+    condenser: StageRecipe = setting(StageRecipe(max_steps=600, head="random"), protocol_unread=("seed",))
+    cocondenser: StageRecipe = setting(StageRecipe(max_steps=250, corpus=None, head="load", batch_size=16),
+                                       protocol_unread=("seed",))
 
     def __post_init__(self) -> None:
         for name in STAGES:
@@ -254,7 +254,7 @@ class StageConfig(StageRecipe):
     """
 
     method: str = "condenser"
-    init: str | None = None
+    init: str | None = setting(None, health="neutral")  # checked on its own
     model: ModelConfig = ModelConfig()  # tokenizer None: the checkpoint's own, or the book's WordPiece for a new model
 
     def __post_init__(self) -> None:

@@ -9,25 +9,24 @@ checkpoint. Explained in chapter 2 (``notebooks/02_condenser.ipynb``).
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from ..data.sources import PRETRAINING_SOURCES, data_id
 from ..data.tokenizer import load_tokenizer, tiny_tokenizer, tokenizer_key
-from ..modeling.variant import PAPER_SWITCHES, deviations
 from ..utils.cache import cache_dir, settings_hash
 from ..utils.devices import resolve_precision
 from ..utils.loading import checkpoint_key
+from ..utils.roles import having
 from .pretraining_config import StageConfig
 from .pretraining_data import HEAD_GAUGES, TARGET_CORPORA
 
 DONE_FILE = "pretrain_config.json"  # written last: a stage folder without it is unfinished
-# StageConfig fields that change neither the weights nor the log (compile: the same maths on
-# another kernel schedule, as the loop's resume reads it)
-BOOKKEEPING = ("save_every", "compile")
-# the loop's settings that join a stage's key only where set away from these values, as the
-# switches do (log_every: a line averages the updates since the last, so it changes the log the
-# chapters plot): the stages recorded before a recipe could set them keep their keys
-LOOP_SWITCHES = {"schedule": "linear", "log_every": 1}
+# a stage's fields by how they join its key (their key role, utils.roles): never (they change
+# neither the weights nor the log), or only where set away from their defaults
+BOOKKEEPING = having(StageConfig, "key", "no")
+IF_CHANGED = {f.name: f.default for f in dataclasses.fields(StageConfig)
+              if f.name in having(StageConfig, "key", "if_changed")}
 
 
 def stage_data(cfg: StageConfig) -> tuple[tuple[str, ...], tuple[str, ...] | None]:
@@ -42,7 +41,8 @@ def stage_data(cfg: StageConfig) -> tuple[tuple[str, ...], tuple[str, ...] | Non
 def stage_settings(cfg: StageConfig, tokenizer=None, data_dir: str | None = None) -> dict:
     """Everything a stage's result depends on, by content (chapter 2): every setting of
     ``StageConfig.settings`` (the model's among them) but the ``BOOKKEEPING`` ones (a field added
-    to either config joins by itself), the ``PAPER_SWITCHES`` only where the stage turns one on, with
+    to either config joins by itself), the ``IF_CHANGED`` ones only where set away from their
+    defaults (a switch of the paper's design only where the stage turns it on), with
     ``init`` as the starting checkpoint's content key (``loading.checkpoint_key``), ``tokenizer``
     as the vocabulary's (``tokenizer.tokenizer_key``) and ``data`` as the files read
     (``sources.data_id``). Replacing the files at the ``init`` path or in the data mirror gives a
@@ -50,10 +50,8 @@ def stage_settings(cfg: StageConfig, tokenizer=None, data_dir: str | None = None
     tokenizer = tokenizer if tokenizer is not None else get_tokenizer(cfg, data_dir)
     # the switches join only where they deviate, so the paper's Condenser keeps one key whatever
     # switches the book adds beside it (and a stage that turns one on gets a key of its own)
-    settings = {k: v for k, v in cfg.settings().items()
-                if k not in BOOKKEEPING and k not in PAPER_SWITCHES and k not in LOOP_SWITCHES}
-    settings.update(deviations(cfg))
-    settings.update({k: getattr(cfg, k) for k, usual in LOOP_SWITCHES.items() if getattr(cfg, k) != usual})
+    settings = {k: v for k, v in cfg.settings().items() if k not in BOOKKEEPING and k not in IF_CHANGED}
+    settings.update({k: getattr(cfg, k) for k, usual in IF_CHANGED.items() if getattr(cfg, k) != usual})
     names, roles = stage_data(cfg)
     settings.update(init=checkpoint_key(cfg.init), tokenizer=tokenizer_key(tokenizer),
                     data=data_id(names, data_dir, roles),

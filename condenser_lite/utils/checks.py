@@ -14,6 +14,7 @@ import types
 import typing
 
 from .errors import ConfigError
+from .roles import having
 
 
 def check_types(obj: object) -> None:
@@ -53,6 +54,6 @@ def check_positive(obj: object, *names: str) -> None:
         value = getattr(obj, name)
         if value is not None and not 0 < value < float("inf"):  # inf trains to NaN at the first step
             root = PATH_ROOTS.get(type(obj).__name__)
-            settable = root is not None and name not in getattr(obj, "NOT_READ", {})
+            settable = root is not None and name not in having(type(obj), "unread")
             where = f" (command line: --set {root}{name}=...)" if settable else ""
             raise ConfigError(f"{type(obj).__name__}.{name}={value!r} must be > 0 and finite; give a positive value{where}")

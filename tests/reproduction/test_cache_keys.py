@@ -109,9 +109,9 @@ def test_the_key_test_covers_every_stage_of_the_released_seed():
     assert len(rows) >= 60
 
 
-# The fields every stage's key holds. A field added to StageConfig or ModelConfig joins every key; a switch of
-# the paper's design (condenser.PAPER_SWITCHES) or of the loop (stage_cache.LOOP_SWITCHES) joins only the keys
-# of the stages that turn it on.
+# The fields every stage's key holds. A field added to StageConfig or ModelConfig joins every key; a field
+# declared key="if_changed" (a switch of the paper's design, variant.PAPER_SWITCHES, or of the loop) joins only
+# the keys of the stages that turn it on.
 KEYED_FIELDS = {
     "attn_implementation", "batch_size", "chunk_size", "co_weight", "corpus", "corpus_limit", "dropout", "epochs",
     "eval_blocks", "eval_every", "grad_accum", "head", "heldout_fraction", "hidden_size", "init",
@@ -125,13 +125,13 @@ KEYED_FIELDS = {
 def test_a_new_stage_field_leaves_the_keys_of_stages_that_do_not_use_it(monkeypatch):
     from condenser_lite.modeling.variant import PAPER_SWITCHES
     from condenser_lite.training.pretraining_config import StageConfig
-    from condenser_lite.training.stage_cache import BOOKKEEPING, LOOP_SWITCHES, stage_settings
+    from condenser_lite.training.stage_cache import BOOKKEEPING, IF_CHANGED, stage_settings
 
     fields = StageConfig().settings()  # the defaults, the model's fields by their own names
-    keyed = set(fields) - set(BOOKKEEPING) - set(PAPER_SWITCHES) - set(LOOP_SWITCHES)
+    keyed = set(fields) - set(BOOKKEEPING) - set(IF_CHANGED)
     assert keyed == KEYED_FIELDS, f"fields that would change every stage's key: {sorted(keyed - KEYED_FIELDS)}"
+    assert set(IF_CHANGED) == {*PAPER_SWITCHES, "schedule", "log_every"}
     assert all(fields[k] == v for k, v in PAPER_SWITCHES.items()), "a switch's default must be the paper's value"
-    assert all(fields[k] == v for k, v in LOOP_SWITCHES.items()), "a loop switch's default must be the loop's"
     # the loop's switch joins the key where a stage turns it on (the key reads the tokenizer and
     # the data by identity only)
     monkeypatch.setattr("condenser_lite.training.stage_cache.tokenizer_key", lambda tok: "tok")

@@ -23,6 +23,7 @@ from ...training.finetune import FinetuneConfig
 from ...training.pretraining_config import RECIPE_FIELDS, STAGES, ModelConfig, StageRecipe, Stages
 from ...training.similarity import STSConfig
 from ...utils.errors import ConfigError
+from ...utils.roles import having
 from .registry import ARMS, CONTROL_ARMS, MAIN_ARMS, MODIFIED_ARM, STANDARD_ARMS
 
 @dataclass(frozen=True)
@@ -166,7 +167,7 @@ def setting_tree() -> dict[str, tuple[type, str]]:
             tree.update({f"stages.{s}.{f}": (StageRecipe, f) for s in STAGES for f in RECIPE_FIELDS})
         else:
             tree.update({f"{part}.{f.name}": (cls, f.name) for f in dataclasses.fields(cls)
-                         if f.name not in getattr(cls, "NOT_READ", {})})
+                         if f.name not in having(cls, "unread")})
     return tree
 
 
@@ -201,7 +202,7 @@ def setting_path(key: str, tree: Mapping[str, Any] | None = None) -> str:
         if near:
             raise ConfigError(f"unknown setting {key!r}; did you mean {flat[near[0]]}?")
     part, _, name = key.rpartition(".")
-    left = getattr(COMPONENTS.get(part), "NOT_READ", {})
+    left = having(COMPONENTS[part], "unread") if part in COMPONENTS else {}
     if name in left:
         raise ConfigError(f"{key} is no setting of {part}: {left[name]}")
     fields = sorted({p.rpartition(".")[2] for p in tree if p.startswith(f"{part}.")})
@@ -214,9 +215,10 @@ def setting_path(key: str, tree: Mapping[str, Any] | None = None) -> str:
     raise ConfigError(f"unknown setting {key!r}; {known} (e.g. model.hidden_size, stages.bert.lr, finetune.lr)")
 
 
-# Paths the protocol does not read: it pre-trains every stage of an arm's chain on the arm's
-# pre-training seed (``pretrain_seeds``, else ``stages.bert.seed``); ``pretrain`` reads them.
-PROTOCOL_UNREAD = ("stages.condenser.seed", "stages.cocondenser.seed")
+# Paths the protocol does not read (the stages' protocol_unread role): it pre-trains every stage
+# of an arm's chain on the arm's pre-training seed; ``pretrain`` reads them.
+PROTOCOL_UNREAD = tuple(f"stages.{stage}.{name}" for stage, names in having(Stages, "protocol_unread").items()
+                        for name in names)
 
 
 def check_protocol_reads(paths, where: str = "--set") -> None:

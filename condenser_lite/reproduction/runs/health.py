@@ -38,6 +38,8 @@ from .arms import arm_config
 from ..configuration.presets import get_preset
 from ..configuration.registry import ARMS, PARENT
 from ..evidence.results import pretraining_runs, results_dir
+from ...training.pretraining_config import ModelConfig, StageConfig
+from ...utils.roles import having
 
 REFERENCE_PRESET = "small"  # the committed run whose curves are the reference
 GAUGES = {"mlm_loss": "held-out MLM loss", "cls_reliance": "[CLS] reliance"}
@@ -48,15 +50,13 @@ CONFIDENCE = 0.95  # one evaluation's prediction interval (chapter 11's equation
 # leaving the loss plateau late is not a normal draw), and leaving committed seeds out must find
 # at most 1 healthy stage in 20 flagged (tests/reproduction/test_health.py)
 LEVEL = 0.01
-# settings that change how a stage trains, not what it learns from or its shape: a difference
-# here is compared, and named as a first suspect when the run leaves the band, in this order
-# (the learning rate and the batch move a loss curve most)
-TRAINING_FIELDS = ("lr", "batch_size", "grad_accum", "warmup_ratio", "weight_decay", "max_grad_norm",
-                   "mixed_precision", "max_steps", "epochs", "schedule")
-# settings that change neither: the replicate, where the model starts (checked on its own), the
-# bookkeeping, and exact reformulations of the same computation
-NEUTRAL_FIELDS = ("seed", "init", "head", "save_every", "eval_every", "log_every", "chunk_size", "attn_implementation",
-                  "compile")
+# a stage's settings by their health role (utils.roles): those that change how it trains, not what
+# it learns from or its shape, ranked as the suspects named first when a run leaves its band; and
+# those that change neither (the replicate, where the model starts, checked on its own, the
+# bookkeeping, and exact reformulations of the same computation)
+_ROLES = {**having(ModelConfig, "health"), **having(StageConfig, "health")}
+TRAINING_FIELDS = tuple(sorted((n for n, r in _ROLES.items() if r != "neutral"), key=_ROLES.get))
+NEUTRAL_FIELDS = tuple(n for n, r in _ROLES.items() if r == "neutral")
 ADVICE = {"above": "check the learning rate, the masking and the corpus",
           "below": "lower than the committed runs: a shorter schedule (its warm-up ends sooner) does this early on; "
                    "where no setting differs, check that no held-out text is in the training data"}
@@ -232,7 +232,7 @@ def _differences(cfg, ref) -> tuple[list[str], list[str]]:
     mine, committed = cfg.settings(), ref.settings()
     for name, a in mine.items():
         b = committed[name]
-        # a setting the stage's method never reads (StageConfig.READ_ONLY_BY) changes nothing it computes
+        # a setting the stage's method never reads (its read_by role) changes nothing it computes
         if name in NEUTRAL_FIELDS or cfg.unread(cfg.method, [name]) or a == b:
             continue
         (training if name in TRAINING_FIELDS else other).append(f"{name} {a!r} (committed: {b!r})")
