@@ -5,15 +5,13 @@ Every chapter's first cell holds papermill parameters; papermill passes ``-p ful
 with the helpers here, which accept the spellings a user types and name the parameter otherwise
 (explained in the page "Running the book", ``book/running.md``). ``parse_settings`` reads
 ``path=value`` settings (``--set`` and a chapter's ``settings``) into the settings tree's paths
-(``settings_tree.setting_path``), each value of its field's type.
+(``settings_tree.setting_path``), each value of its field's type, read by OmegaConf.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import re
 import shlex
 import types
 import typing
@@ -100,7 +98,8 @@ def parse_settings(pairs: object, where: str = "--set") -> dict[str, Any]:
     """``path=value`` settings (a list, or one string of them separated by spaces) as
     ``{path: value}``: each key resolved to its path in the settings tree
     (``settings_tree.setting_path``; a bare name that one path ends in stands for it), each value read as
-    its field's annotated type; a bad key or value raises ``ConfigError`` naming it. ``where``
+    its field's annotated type (``_convert``: OmegaConf's structured schema of the field's config);
+    a bad key or value raises ``ConfigError`` naming it. ``where``
     names the source in errors (``--set``, ``parameter 'settings'``). Explained on the page
     "Running the book" (``book/running.md``)."""
     from .reproduction.configuration.settings_tree import setting_path, setting_tree
@@ -120,49 +119,47 @@ def parse_settings(pairs: object, where: str = "--set") -> dict[str, Any]:
         owner, name = tree[path]
         if path in out:  # which of the two wins is not for a reader to guess
             raise ConfigError(f"{where} {pair}: {path} is set twice; give it once")
-        out[path] = _convert(typing.get_type_hints(owner)[name], raw, path, where)
+        out[path] = _convert(owner, name, raw, path, where)
     return out
 
 
-def _convert(kind: Any, raw: str, key: str, where: str) -> Any:
-    """``raw`` as a value of the field's annotated type ``kind``, or a ``ConfigError`` naming the key.
+def _convert(owner: type, name: str, raw: str, key: str, where: str) -> Any:
+    """``raw`` as a value of the field ``name`` of the config class ``owner``, read by OmegaConf
+    against its annotated type (YAML's grammar: ``null``, ``[0, 1, 2]``, ``{skip_from: 0}``), or
+    a ``ConfigError`` naming the key and an example.
 
     Read from the annotation, not from the current value: ``max_steps`` is ``int | None`` even
-    while it is None, so ``max_steps=2.5`` is refused instead of running 3 steps."""
+    while it is None, so ``max_steps=2.5`` is refused instead of running 3 steps. A text field
+    takes the text as typed: YAML would read ``mixed_precision=no`` as ``False``, and OmegaConf
+    would then store the string ``"False"``."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    kind = typing.get_type_hints(owner)[name]
     options = typing.get_args(kind) if typing.get_origin(kind) in (typing.Union, types.UnionType) else (kind,)
-    optional = type(None) in options
-    options = tuple(t for t in options if t is not type(None))
-    base = typing.get_origin(options[0]) or options[0] if len(options) == 1 else None
+    optional, simple = type(None) in options, [t for t in options if t is not type(None)]
+    base = (typing.get_origin(simple[0]) or simple[0]) if len(simple) == 1 else None
     if raw.strip().lower() in ("none", "null"):
         if optional:
             return None
         raise ConfigError(f"{where} {key}={raw}: {key} cannot be None; give a value")
-    if base is bool:
-        try:
-            return parse_bool(raw, key)
-        except ConfigError:
-            raise ConfigError(f"{where} {key}={raw}: {key} takes true or false") from None
-    if base is int:
-        if not re.fullmatch(r"[+-]?\d+", raw.strip()):
-            raise ConfigError(f"{where} {key}={raw}: {key} takes an integer{' (or none)' if optional else ''}, "
-                              f"e.g. {where} {key}=8")
-        return int(raw)
-    if base is float:
-        try:
-            value = float(raw)
-        except ValueError:
-            raise ConfigError(f"{where} {key}={raw}: {key} takes a number, e.g. {where} {key}=1e-4") from None
-        if not math.isfinite(value):  # nan passes every < and > check and fails far from its cause
-            raise ConfigError(f"{where} {key}={raw}: {key} takes a finite number, e.g. {where} {key}=1e-4")
-        return value
     if base is str:
         return raw
     try:
-        value = json.loads(raw)
-    except json.JSONDecodeError:
-        raise ConfigError(f"{where} {key}={raw}: {key} takes a JSON value, e.g. {where} {key}='[0, 1, 2]'") from None
-    if base is tuple:
-        if not isinstance(value, list):
-            raise ConfigError(f"{where} {key}={raw}: {key} takes a JSON list, e.g. {where} {key}='[0, 1, 2]'")
-        return tuple(value)
-    return value
+        node = OmegaConf.merge(OmegaConf.structured(owner), OmegaConf.from_dotlist([f"{name}={raw}"]))
+        value = OmegaConf.to_container(node)[name]
+    except OmegaConfBaseException:
+        value = _REFUSED
+    example = {bool: "true", int: "8", float: "1e-4", dict: "'{skip_from: 0}'"}.get(base, "'[0, 1, 2]'")
+    items = typing.get_args(simple[0])[:1] if base is tuple else ()
+    words = {bool: "true or false", int: "an integer" + " (or none)" * optional, float: "a number",
+             dict: "a mapping", tuple: "a list" + " of integers" * (items == (int,))}
+    if value is _REFUSED or (base is bool and not isinstance(value, bool)):
+        raise ConfigError(f"{where} {key}={raw}: {key} takes {words.get(base, 'a YAML value')}, "
+                          f"e.g. {where} {key}={example}")
+    if base is float and value is not None and not math.isfinite(value):  # nan passes every < and > check
+        raise ConfigError(f"{where} {key}={raw}: {key} takes a finite number, e.g. {where} {key}={example}")
+    return tuple(value) if base is tuple and isinstance(value, list) else value
+
+
+_REFUSED = object()  # a value OmegaConf cannot read as the field's type

@@ -421,7 +421,7 @@ CASES = {
                            "--set finetune.lr=2e-4: finetune.lr is set twice; give it once"),
     "a seed that is no whole number": (lambda b, r, t: ["experiments", "--preset", "micro", "--set", "seeds=[0.5]",
                                                         "--dry-run"],
-                                       "Preset.seeds=(0.5,): seeds are whole numbers, not 0.5"),
+                                       "--set seeds=[0.5]: seeds takes a list of integers"),
     "a tokenizer larger than the embeddings": (lambda b, r, t: ["pretrain", "--preset", "micro", "--method", "mlm",
                                                                 "--init", foreign_tokenizer(r, t), "--dry-run"],
                                                "has 30522 tokens, but the model's embeddings hold"),

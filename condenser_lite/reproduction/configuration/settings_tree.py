@@ -54,8 +54,8 @@ class Preset:
     finetune: FinetuneConfig = FinetuneConfig()
     sts: STSConfig = STSConfig()
     arms: tuple[str, ...] = STANDARD_ARMS
-    modified_condenser: Mapping[str, Any] | None = None
-    pretrained: Mapping[str, str] | None = None
+    modified_condenser: dict[str, Any] | None = None
+    pretrained: dict[str, str] | None = None
     seeds: tuple[int, ...] = (0, 1, 2)
     pretrain_seeds: tuple[int, ...] | None = None
     ablation_pretrain_seeds: int = 1
