@@ -21,7 +21,7 @@ def test_headline_rows_one_per_claim(small):
     rows = ct.headline_rows(small)
     assert [r["id"] for r in rows] == [c["id"] for c in small["claims"]]
     keys = {"id", "claim", "paper", "ours", "diff", "p", "mdd", "verdict", "weak", "weak_text", "q", "verdict_bh",
-            "verdict_holm", "held", "tests", "doc", "anchor", "where", "reversed"}
+            "verdict_holm", "held", "tests", "doc", "anchor", "where", "reversed", "undetected", "holm"}
     assert all(set(r) == keys for r in rows)
     by_test = {(r["diff"], r["p"]): r for r in family(small)}
     for r in rows:
@@ -62,15 +62,38 @@ def test_verdicts_say_not_detected_and_the_other_way_as_their_tests_do():
     """An underpowered null is "not detected (MDD ...)", not "not reproduced"; a reversal says so,
     and where BH drops it, so; a reproduced claim reads as it is. Made-up rows."""
     base = {"verdict": "not reproduced at this scale", "verdict_bh": "not reproduced at this scale",
-            "weak": False, "reversed": False, "diff": 0.022, "mdd": 0.101, "q": 0.3}
+            "weak": False, "reversed": False, "diff": 0.022, "mdd": 0.101, "q": 0.3, "undetected": True}
     assert ct.verdict_text(base) == "not detected (MDD 0.101)"
-    assert ct.verdict_text({**base, "diff": 0.2}) == "not reproduced at this scale"
+    # one of the claim's tests found a difference it could detect: no longer "not detected"
+    assert ct.verdict_text({**base, "undetected": False}) == "not reproduced at this scale"
     assert ct.verdict_text({**base, "diff": -0.12, "reversed": True}) == \
         "not reproduced: the other way; under BH the reversal does not stand"
     assert ct.verdict_text({**base, "diff": -0.9, "reversed": True, "q": 0.029}) == "not reproduced: the other way"
     c4 = {**base, "verdict": "partly reproduced", "weak": True, "diff": 0.018, "mdd": 0.026}
     assert ct.verdict_text(c4) == "partly reproduced †; under BH: not detected (MDD 0.026)"
     assert ct.verdict_text({**base, "verdict": "reproduced", "verdict_bh": "reproduced", "mdd": None}) == "reproduced"
+
+
+def test_the_rejudged_verdicts_read_as_the_findings_tables_say_them(small):
+    """Chapter 12's table of verdicts by the rules, under BH and under Holm: a reversal only where
+    its adjusted reverse test stands (C5m's does not under BH, C6m's does), "not detected" only
+    where every test of the claim is below its MDD (C1 under Holm has one above), the weak mark
+    wherever the rules' verdict stands."""
+    lines = ct.rejudged_markdown(small).splitlines()
+    assert lines[0] == "| claim | the rules' verdict | under BH at 5% | under Holm at 5% |"
+    cells = {line.split(" | ")[0].rsplit("(", 1)[1].rstrip(")"): line.rstrip(" |").split(" | ")[1:]
+             for line in lines[2:]}
+    rows = {r["id"]: r for r in ct.headline_rows(small)}
+    assert set(cells) == set(rows)
+    for cid, (rules, bh, holm) in cells.items():
+        r = rows[cid]
+        assert rules == ct.verdict_phrase(r, r["verdict"]) + (f" {WEAK_MARK}" if r["weak"] else "")
+        assert ("the other way" in bh) == (r["reversed"] and r["q"] < 0.05)
+        assert ("the other way" in holm) == (r["reversed"] and r["holm"] < 0.05)
+        assert (WEAK_MARK in bh) == (r["weak"] and r["verdict_bh"] == r["verdict"])
+        assert not ("not detected" in holm and not r["undetected"])
+    assert "the other way" not in cells["C5m"][1] and "the other way" in cells["C6m"][1]
+    assert cells["C1"][2].startswith("not reproduced") and WEAK_MARK in cells["C1"][1]
 
 
 def test_a_chapters_findings_are_its_claims_headline_rows(small):

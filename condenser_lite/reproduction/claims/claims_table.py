@@ -83,11 +83,12 @@ def headline_rows(results: Mapping, alpha: float = ALPHA_ONE_SIDED) -> list[dict
         row = {"id": cid, "claim": CLAIM[cid].title if cid in CLAIM else claim["statement"],
                "paper": paper_headline(cid), "verdict": claim["status"], "held": len(held), "tests": len(own),
                "weak": cid in weak, "weak_text": "; ".join(said(t) for t in weak.get(cid, [])) or None,
-               "verdict_bh": bh[cid], "verdict_holm": hm[cid]}
+               "verdict_bh": bh[cid], "verdict_holm": hm[cid],
+               "undetected": bool(own) and all(abs(t.numbers["diff"]) < t.numbers["mdd"] for t in own)}
         if test is None:  # C0, C0m: the reliance rule, no test
             seeds = judged_seeds(results, MODIFIED_ARM if cid.endswith("m") else "condenser")
             row.update({"ours": _reliance_text(claim, seeds), "diff": None, "p": None, "mdd": None, "q": None,
-                        "reversed": False})
+                        "holm": None, "reversed": False})
         else:
             c, r = test.numbers, rows_by_test[comparison_key(test.numbers)]
             turned = sum(t.numbers["verdict"] in ("worse", "reversed") for t in own)
@@ -97,7 +98,8 @@ def headline_rows(results: Mapping, alpha: float = ALPHA_ONE_SIDED) -> list[dict
                 count += "; the gap does not narrow with more data"
             row.update({"ours": f"{said(test, reverse)}; {count}", "diff": c["diff"],
                         "p": c["p_reversed"] if reverse else c["p"], "mdd": c["mdd"],
-                        "q": r["q_reversed"] if reverse else r["q"], "reversed": reverse})
+                        "q": r["q_reversed"] if reverse else r["q"],
+                        "holm": r["holm_reversed"] if reverse else r["holm"], "reversed": reverse})
         doc, anchor, name = WHERE.get(cid, ("notebooks/08_scorecard", None, "chapter 8"))
         row.update({"doc": doc, "anchor": anchor, "where": name})
         rows.append(row)
@@ -123,15 +125,17 @@ def q_text(q: float | None) -> str:
 NOT_DETECTED = "not detected"  # a claim's test with no call, below what it could detect
 
 
-def verdict_phrase(row: Mapping, verdict: str) -> str:
+def verdict_phrase(row: Mapping, verdict: str, reversed_: bool | None = None) -> str:
     """``verdict`` (the rules', or a rejudged one) said for ``row``'s claim as the findings tables
-    say it: "not detected (MDD m)" for a claim not reproduced whose test shows a difference below
-    its MDD, "not reproduced: the other way" where its test reverses. Chapter 8."""
+    say it: "not reproduced: the other way" where its reverse test stands (``reversed_``: by the
+    rules, ``row["reversed"]``, unless given), else "not detected (MDD m)" for a claim not
+    reproduced each of whose tests found a difference below its MDD (m: the shown test's).
+    Chapter 8."""
     if not verdict.startswith("not reproduced") or row["mdd"] is None:
         return verdict
-    if row["reversed"]:
+    if row["reversed"] if reversed_ is None else reversed_:
         return "not reproduced: the other way"
-    if abs(row["diff"]) < row["mdd"]:
+    if row["undetected"]:
         return f"{NOT_DETECTED} (MDD {row['mdd']:.3f})"
     return verdict
 
@@ -142,7 +146,8 @@ def verdict_text(row: Mapping) -> str:
     explains each part."""
     text = verdict_phrase(row, row["verdict"]) + (f" {WEAK_MARK}" if row["weak"] else "")
     if row["verdict_bh"] != row["verdict"]:
-        text += f"; under BH: {verdict_phrase(row, row['verdict_bh'])}"
+        bh_reversed = row["reversed"] and row["q"] < ALPHA_ONE_SIDED
+        text += f"; under BH: {verdict_phrase(row, row['verdict_bh'], bh_reversed)}"
     elif row["reversed"] and row["q"] is not None and row["q"] >= ALPHA_ONE_SIDED:
         text += "; under BH the reversal does not stand"
     return text
@@ -150,12 +155,15 @@ def verdict_text(row: Mapping) -> str:
 
 def rejudged_markdown(results: Mapping) -> str:
     """Each claim's verdict by the rules, under BH and under Holm, as MyST Markdown, every one
-    said as the findings tables say it (``verdict_phrase``, with the weak mark on the rules'
-    column). Chapter 12."""
+    said as the findings tables say it (``verdict_phrase``): a reversal only where the reverse
+    test's adjusted value stands, the weak mark wherever the rules' verdict stands. Chapter 12."""
     lines = ["| claim | the rules' verdict | under BH at 5% | under Holm at 5% |", "|---|---|---|---|"]
     for r in headline_rows(results):
-        said = [verdict_phrase(r, r["verdict"]) + (f" {WEAK_MARK}" if r["weak"] else ""),
-                verdict_phrase(r, r["verdict_bh"]), verdict_phrase(r, r["verdict_holm"])]
+        stands = {k: r[k] is not None and r[k] < ALPHA_ONE_SIDED for k in ("q", "holm")}
+        cols = [(r["verdict"], r["reversed"]), (r["verdict_bh"], r["reversed"] and stands["q"]),
+                (r["verdict_holm"], r["reversed"] and stands["holm"])]
+        said = [verdict_phrase(r, v, rev) + (f" {WEAK_MARK}" if r["weak"] and v == r["verdict"] else "")
+                for v, rev in cols]
         lines.append(f"| {r['claim']} ({r['id']}) | " + " | ".join(said) + " |")
     return "\n".join(lines)
 
@@ -168,8 +176,8 @@ def verdict_words(results: Mapping) -> dict[str, str]:
 
 
 KEY = ("Verdict words: reproduced, partly reproduced (some of the claim's tests hold), not reproduced, or "
-       f"{NOT_DETECTED}. {NOT_DETECTED.capitalize()} (MDD 0.026), for instance, means no call: the difference "
-       f"found is below 0.026, the smallest the run could detect, its {{term}}`MDD`. A {WEAK_MARK} marks a weak verdict: a test it rests on has "
+       f"{NOT_DETECTED}. {NOT_DETECTED.capitalize()} (MDD …) means no call, and every difference the claim's tests "
+       f"found is below the smallest each could detect, its {{term}}`MDD` (in brackets, the test shown's). A {WEAK_MARK} marks a weak verdict: a test it rests on has "
        f"{WEAK_P[0]:g} ≤ p < {WEAK_P[1]:g} and a difference below its MDD. The other way means that the claim's "
        "test holds in the reverse direction. The q is the {term}`BH q-value` of the test shown, over every distinct "
        "test behind the verdicts (for a row read the other way, of its reverse test). Holds in k of n tests counts "
