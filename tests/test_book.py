@@ -132,6 +132,20 @@ def names_from_removed_cells(nb) -> dict[str, int]:
     return found
 
 
+# chapters whose findings table is made by a live cell (claims_table.findings_markdown) show it
+# after their setup; every other page says what it finds before its first cell
+FINDINGS_AFTER_SETUP = ("04_finetune", "05_attention_entropy", "06_loss_curves", "07_sentence_similarity",
+                        "08_scorecard")
+
+
+@pytest.mark.parametrize("chapter", [c for c in CHAPTERS if c not in FINDINGS_AFTER_SETUP])
+def test_a_page_opens_with_what_it_finds(chapter):
+    text = (NOTEBOOKS / f"{chapter}.md").read_text()
+    marker = re.search(r"^## What this (chapter|page) finds$", text, flags=re.M)
+    assert marker, f"{chapter}: no 'What this page finds' section"
+    assert marker.start() < text.index("```{code-cell}"), f"{chapter}: its findings come after a code cell"
+
+
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_a_shown_cell_reads_only_names_the_reader_can_see(chapter):
     """A reader who unfolds a check or a solution can follow every name it reads: the cells that
