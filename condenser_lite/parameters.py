@@ -60,16 +60,6 @@ def parse_int(value: object, name: str, minimum: int | None = None, optional: bo
     return out
 
 
-def parse_float(value: object, name: str) -> float:
-    """Read a float parameter (papermill may pass ``"1e-4"``); error names the parameter."""
-    if isinstance(value, bool):
-        raise ConfigError(f"parameter {name!r} must be a number, got {value!r}")
-    try:
-        return float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise ConfigError(f"parameter {name!r} must be a number, got {value!r} ({type(value).__name__})") from None
-
-
 def parse_choice(value: object, name: str, choices: tuple[str, ...], hint: str = "") -> str:
     """Read a parameter that must be one of ``choices`` (case-insensitive); error names them."""
     text = str(value).strip().lower()
