@@ -148,22 +148,24 @@ def verdict_text(row: Mapping) -> str:
     if row["verdict_bh"] != row["verdict"]:
         bh_reversed = row["reversed"] and row["q"] < ALPHA_ONE_SIDED
         text += f"; under BH: {verdict_phrase(row, row['verdict_bh'], bh_reversed)}"
-    elif row["reversed"] and row["q"] is not None and row["q"] >= ALPHA_ONE_SIDED:
-        text += "; under BH the reversal does not stand"
+    elif row["reversed"] and row["q"] is not None and row["q"] >= ALPHA_ONE_SIDED:  # the reversal falls
+        text += f"; under BH: {verdict_phrase(row, row['verdict_bh'], False)}"
     return text
 
 
 def rejudged_markdown(results: Mapping) -> str:
     """Each claim's verdict by the rules, under BH and under Holm, as MyST Markdown, every one
     said as the findings tables say it (``verdict_phrase``): a reversal only where the reverse
-    test's adjusted value stands, the weak mark wherever the rules' verdict stands. Chapter 12."""
+    test's adjusted value stands, the weak mark where the verdict and its weak test both stand.
+    Chapter 12."""
     lines = ["| claim | the rules' verdict | under BH at 5% | under Holm at 5% |", "|---|---|---|---|"]
     for r in headline_rows(results):
         stands = {k: r[k] is not None and r[k] < ALPHA_ONE_SIDED for k in ("q", "holm")}
         cols = [(r["verdict"], r["reversed"]), (r["verdict_bh"], r["reversed"] and stands["q"]),
                 (r["verdict_holm"], r["reversed"] and stands["holm"])]
-        said = [verdict_phrase(r, v, rev) + (f" {WEAK_MARK}" if r["weak"] and v == r["verdict"] else "")
-                for v, rev in cols]
+        weak = [r["weak"], r["weak"] and stands["q"], r["weak"] and stands["holm"]]  # its weak test stands
+        said = [verdict_phrase(r, v, rev) + (f" {WEAK_MARK}" if w and v == r["verdict"] else "")
+                for (v, rev), w in zip(cols, weak)]
         lines.append(f"| {r['claim']} ({r['id']}) | " + " | ".join(said) + " |")
     return "\n".join(lines)
 
