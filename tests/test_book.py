@@ -695,7 +695,7 @@ def test_the_intros_findings_are_the_committed_runs():
             all(len(arm_seeds(small, a)) == n_seeds for a in small["arms"]),
         "coCondenser's contrastive pre-training works at this scale": claims["C2"]["verdict"] == "reproduced",
         "coCondenser's contrastive pre-training reproduces clearly": claims["C2"]["verdict"] == "reproduced",
-        f"in its {preset_from_record(small['preset']).stages.condenser.max_steps:,}-update stage its head reads nothing through `[CLS]`":
+        f"in its stage of {preset_from_record(small['preset']).stages.condenser.max_steps:,} Condenser updates, its head reads nothing through `[CLS]`":
             not claims["C0"]["ours"]["relies"] and max(abs(r) for r in claims["C0"]["ours"]["reliance"]) < 0.01,
         "Every dense retriever here stays below BM25": best_dense < bm25["truncated"]["nDCG@10"],
         "So by the rule it still does not read `[CLS]`": mech["scaling"]["points"]["l48"]["reads_cls"] is False,
@@ -723,7 +723,7 @@ def test_the_intros_findings_are_the_committed_runs():
             unseen == ["44", "45", "46"] and arm_tests and all(unseen_p(d) < 0.05 for d in arm_tests),
         f"the faithful Condenser's head switched on in {words[switched]} of the {words[len(onset['per_seed'])]} "
         "pre-training seeds": 0 < switched < len(onset["per_seed"]),
-        f"it beat an equal-FLOPs MLM control on all {words[len(real_seeds)]} pre-training seeds "
+        f"it beat an MLM control on all {words[len(real_seeds)]} pre-training seeds "
         f"({h1['diff']:+.3f} nDCG@10, p {h1['p']:.3f})":
             h1["reading"] == "better" and min(h1["per_seed"].values()) > 0 and len(h1["per_seed"]) == len(real_seeds),
         f"It did not beat fine-tuning alone ({h2['diff']:+.3f}, not detectable at this power: the test could "
