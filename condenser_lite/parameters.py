@@ -144,7 +144,7 @@ def _convert(owner: type, name: str, raw: str, key: str, where: str) -> Any:
     items = typing.get_args(simple[0])[:1] if base is tuple else ()
     words = {bool: "true or false", int: "an integer" + " (or none)" * optional, float: "a number",
              dict: "a mapping", tuple: "a list" + " of integers" * (items == (int,))}
-    if value is _REFUSED or (base is bool and not isinstance(value, bool)):
+    if value is _REFUSED:
         raise ConfigError(f"{where} {key}={raw}: {key} takes {words.get(base, 'a YAML value')}, "
                           f"e.g. {where} {key}={example}")
     if base is float and value is not None and not math.isfinite(value):  # nan passes every < and > check

@@ -38,7 +38,7 @@ from ..retrieval.pooling import CLS, Pooling
 from ..retrieval.search import encode, encode_corpus, search_indices
 from ..utils.cache import output_lock
 from ..utils.checks import check_positive
-from ..utils.roles import having, setting
+from ..utils.roles import having, inherited
 from ..utils.errors import ConfigError
 from ..utils.loading import checkpoint_key
 from .checkpoint import save_model
@@ -288,11 +288,13 @@ class FinetuneConfig(TrainConfig):
 
     # the loop's settings a round sets itself (the loop's ``epochs``, the run's ``seed``), or that
     # would change the loss (accumulating splits the in-batch negatives): not paths of the tree
-    epochs: float = setting(1.0, unread="a round trains epochs_round1 or epochs_round2")
-    seed: int = setting(42, unread="a run's seed comes from finetune --seed or the preset's seeds")
-    grad_accum: int = setting(1, unread="the contrastive loss needs the whole batch: set chunk_size for the "
-                                        "gradient cache")
-    eval_every: int | None = setting(None, unread="fine-tuning evaluates nothing while it trains")
+    epochs: float = inherited(TrainConfig, "epochs", unread="a round trains epochs_round1 or epochs_round2")
+    seed: int = inherited(TrainConfig, "seed",
+                          unread="a run's seed comes from finetune --seed or the preset's seeds")
+    grad_accum: int = inherited(TrainConfig, "grad_accum", unread="the contrastive loss needs the whole batch: "
+                                                               "set chunk_size for the gradient cache")
+    eval_every: int | None = inherited(TrainConfig, "eval_every",
+                                       unread="fine-tuning evaluates nothing while it trains")
     batch_size: int = 8
     weight_decay: float = 0.0
     train_n_passages: int = 2

@@ -24,7 +24,7 @@ from transformers import BertConfig
 from ..modeling.variant import HEAD_CLS_SOURCES, PAPER_SWITCHES, deviations
 from ..utils.checks import check_positive, check_types
 from ..utils.errors import ConfigError
-from ..utils.roles import having, setting
+from ..utils.roles import having, inherited, setting
 from .loop import TrainConfig
 
 
@@ -132,7 +132,7 @@ class StageRecipe(TrainConfig):
     corpus_limit: int | None = None
     head: str | None = setting(None, read_by=CONDENSERS, health="neutral")  # checked with init
     # the contrastive batch is never accumulated: coCondenser sets chunk_size instead
-    grad_accum: int = setting(1, read_by=("mlm", "condenser"), health=3)
+    grad_accum: int = inherited(TrainConfig, "grad_accum", read_by=("mlm", "condenser"))
     # Condenser (paper section 3; the head's skip_from and n_head_layers are the model's)
     late_mlm: bool = setting(True, read_by=CONDENSERS)
     # switches of the Condenser stage that the mechanism page tries, off at the paper's values

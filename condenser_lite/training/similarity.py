@@ -28,7 +28,7 @@ from ..modeling.losses import cosine_regression_loss
 from ..retrieval.biencoder import cls_embedding, load_model_and_tokenizer, pad_batch, token_ids
 from ..retrieval.search import encode
 from ..utils.checks import check_positive
-from ..utils.roles import setting
+from ..utils.roles import inherited
 from ..utils.loading import dropout_kwargs, load_encoder
 from .loop import TrainConfig, train
 
@@ -42,10 +42,10 @@ class STSConfig(TrainConfig):
     the checkpoint's own). Chapter 7."""
 
     # the loop's settings a run sets itself from the training set's size and the run's seed
-    epochs: float = setting(1.0, unread="a run trains epochs_low_data or epochs_full")
-    max_steps: int | None = setting(None, unread="a run trains epochs_low_data or epochs_full")
-    seed: int = setting(42, unread="a run's seed comes from the preset's seeds")
-    eval_every: int | None = setting(None, unread="STS-b evaluates after training")
+    epochs: float = inherited(TrainConfig, "epochs", unread="a run trains epochs_low_data or epochs_full")
+    max_steps: int | None = inherited(TrainConfig, "max_steps", unread="a run trains epochs_low_data or epochs_full")
+    seed: int = inherited(TrainConfig, "seed", unread="a run's seed comes from the preset's seeds")
+    eval_every: int | None = inherited(TrainConfig, "eval_every", unread="STS-b evaluates after training")
     batch_size: int = 16
     epochs_low_data: float = 2.0
     epochs_full: float = 0.5

@@ -1,8 +1,9 @@
 """A setting's role, declared once on its field.
 
 A config field is declared with ``setting(default, **role)``, which stores the role in the
-field's metadata; everything that treats settings by role (the cache key, a resume, the health
-check, the command line) asks ``having`` instead of keeping its own list of names. The roles:
+field's metadata; a subclass adds roles to an inherited field with ``inherited``. Everything
+that treats settings by role (the cache key, a resume, the health check, the command line) asks
+``having`` instead of keeping its own list of names. The roles:
 
 * ``read_by``: the stage methods that read it (unset: every method). Set for another method it
   would change the stage's cache key and nothing the stage computes.
@@ -36,6 +37,13 @@ from typing import Any
 def setting(default: Any, **role: Any) -> Any:
     """A dataclass field with ``default`` and its ``role`` (see the module docstring)."""
     return dataclasses.field(default=default, metadata=role)
+
+
+def inherited(base: type, name: str, **role: Any) -> Any:
+    """The field ``name`` of the dataclass ``base``, redeclared in a subclass with the same default
+    and its roles, plus ``role`` (e.g. why the subclass does not read it)."""
+    field = next(f for f in dataclasses.fields(base) if f.name == name)
+    return dataclasses.field(default=field.default, metadata={**field.metadata, **role})
 
 
 def having(cls: type, role: str, value: Any = None) -> tuple[str, ...] | dict[str, Any]:
