@@ -18,7 +18,7 @@ from typing import Any
 
 from .parameters import parse_settings
 from .reproduction.configuration.presets import (ALIASES, PRESETS, PRETRAINED_STAGE_LR, RETRIEVAL_RECIPES,
-                                                 finetune_recipe, get_preset, recipe_for)
+                                                 finetune_recipe, get_preset, recipe_for, stage_config)
 from .reproduction.configuration.settings_tree import Preset, check_protocol_reads
 from .training.finetune import FinetuneConfig
 from .training.pretraining_config import MODEL_FIELDS, READ_BY, RECIPE_FIELDS, StageConfig, stage_name
@@ -79,7 +79,15 @@ def stage_config_from_args(args: argparse.Namespace) -> StageConfig:
     takes the paths this stage reads (``pretrain_reads``), applied to the preset before the stage
     is built, as ``experiments`` applies them; any other path (``finetune.lr``,
     ``stages.condenser.max_steps`` for a stage from scratch, ``stages.condenser.chunk_size`` for a
-    Condenser) is refused rather than ignored. Chapter 2."""
+    Condenser) is refused rather than ignored. Chapter 2.
+
+    A stage continuing a checkpoint this library did not train (``loading.saved_here``: the
+    Hub's, a sentence-transformers folder) learns at the papers' rate for a pre-trained model
+    (``presets.PRETRAINED_STAGE_LR``), said in one line: the scaled-down presets' rate is for the
+    small models they train from scratch, and would undo the checkpoint's pre-training. A rate
+    given with ``--set`` is kept."""
+    from .utils.loading import saved_here
+
     preset = get_preset(args.preset)
     init = _init_of(preset, args)
     stage = f"stages.{stage_name(args.method, init)}"
@@ -90,29 +98,19 @@ def stage_config_from_args(args: argparse.Namespace) -> StageConfig:
     for path in settings:
         if path not in reads:
             raise ConfigError(f"--set {path}: {_not_read(path, args.method, init)}")
+    rate = {}
+    if init is not None and not saved_here(init) and f"{stage}.lr" not in settings:
+        rate = {f"{stage}.lr": PRETRAINED_STAGE_LR}
+        print(f"pre-training rate: lr {PRETRAINED_STAGE_LR:g}, the papers' for continuing a pre-trained model "
+              f"(--init was not trained by this library); --set {stage}.lr=... names another", file=sys.stderr)
     try:
-        preset = preset.replace(**settings) if settings else preset
+        preset = preset.replace(**settings, **rate) if settings or rate else preset
     except ConfigError as err:
         raise ConfigError(f"--set {' '.join(settings)}: {err}") from None
-    cfg = _stage_of(preset, args)
-    return real_init_rate(cfg, f"{stage}.lr" in settings, stage)
-
-
-def real_init_rate(cfg: StageConfig, lr_given: bool, stage: str) -> StageConfig:
-    """A stage continuing a checkpoint this library did not train (``loading.saved_here``: the
-    Hub's, a sentence-transformers folder) learns at the papers' rate for a pre-trained model
-    (``presets.PRETRAINED_STAGE_LR``), said in one line: the scaled-down presets' rate is for the
-    small models they train from scratch, and would undo the checkpoint's pre-training. A rate
-    given with ``--set`` is kept. Chapter 2."""
-    from .utils.loading import saved_here
-
-    if cfg.init is None or saved_here(cfg.init) or lr_given:
-        return cfg
-    if cfg.lr != PRETRAINED_STAGE_LR:
-        cfg = cfg.replace(lr=PRETRAINED_STAGE_LR)
-    print(f"pre-training rate: lr {cfg.lr:g}, the papers' for continuing a pre-trained model (--init was not trained "
-          f"by this library); --set {stage}.lr=... names another", file=sys.stderr)
-    return cfg
+    start = {"corpus": absolute(args.corpus)} if args.corpus else {}
+    if args.min_span is not None:  # 0 too: refused by StageConfig, not ignored
+        start["min_span"] = args.min_span
+    return stage_config(preset, args.method, init, **start)
 
 
 def _of_stage(pair: str, stage: str) -> str:
@@ -142,19 +140,6 @@ def _init_of(preset: Preset, args: argparse.Namespace) -> str | None:
     if args.init is None and preset.pretrained:
         return preset.pretrained["condenser" if args.method == "cocondenser" else "bert"]
     return args.init
-
-
-def _stage_of(preset: Preset, args: argparse.Namespace) -> StageConfig:
-    """The preset's stage of ``args.method`` with the command line's starting checkpoint, corpus
-    and shortest span."""
-    from .reproduction.configuration.presets import stage_config
-
-    cfg = stage_config(preset, args.method, _init_of(preset, args))
-    if args.corpus:
-        cfg = cfg.replace(corpus=absolute(args.corpus))
-    if args.min_span is not None:  # 0 too: refused by StageConfig, not ignored
-        cfg = cfg.replace(min_span=args.min_span)
-    return cfg
 
 
 def absolute(source: str) -> str:

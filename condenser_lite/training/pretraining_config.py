@@ -7,10 +7,10 @@ A *stage* is one call of the training loop: a method (``"mlm"``, ``"condenser"``
 coCondenser continues that one on the target corpus. A preset holds the encoder every stage
 shares and one recipe per named stage (``stages.bert``, ``stages.condenser``,
 ``stages.cocondenser``). A recipe is the training loop's own ``TrainConfig`` with the stage's
-fields added, so the loop reads a stage's ``lr`` from the stage itself. ``StageConfig.of`` adds
-the method, the start and the encoder to a recipe (``reproduction.configuration.presets.stage_config`` picks
-the recipe; ``pretraining.pretrain`` runs the result, the same for the protocol's arms and the
-command line). Explained in chapter 2 (``notebooks/02_condenser.ipynb``) and chapter 3
+fields added, so the loop reads a stage's ``lr`` from the stage itself. A ``StageConfig`` is a
+recipe with the method, the start and the encoder added
+(``reproduction.configuration.presets.stage_config`` builds it from a preset; ``pretraining.pretrain``
+runs it, the same for the protocol's arms and the command line). Explained in chapter 2 (``notebooks/02_condenser.ipynb``) and chapter 3
 (``notebooks/03_cocondenser.ipynb``).
 """
 
@@ -240,7 +240,7 @@ class Stages:
 @dataclass(frozen=True)
 class StageConfig(StageRecipe):
     """One pre-training stage to run: a ``StageRecipe`` with what it starts from and the encoder
-    (``StageConfig.of`` builds it from a preset's recipe); its defaults are the recipe's.
+    (``presets.stage_config`` builds it from a preset's recipe); its defaults are the recipe's.
 
     ``method``: ``"mlm"``, ``"condenser"`` or ``"cocondenser"``. ``init`` is ``None`` (a tiny
     BERT from scratch with ``tokenizer``'s vocabulary), a checkpoint folder or a Hub id.
@@ -281,18 +281,6 @@ class StageConfig(StageRecipe):
         if deviations(self) and self.method != "condenser":
             raise ConfigError(f"{', '.join(deviations(self))} change a Condenser stage; method={self.method!r} "
                               f"has no such stage: leave them at {PAPER_SWITCHES}")
-
-    @classmethod
-    def of(cls, recipe: StageRecipe, method: str, init: str | None, model: ModelConfig, **start) -> "StageConfig":
-        """The stage of ``method`` from ``init`` that ``recipe`` trains, on ``model`` (``start``
-        may give its ``corpus``). The settings the method does not read keep their defaults, so a
-        stage's key holds only what it computes with: an MLM control that reads the Condenser
-        stage's recipe does not take its head. A head left to the method (``None``) is named, as
-        the stage will start it, so a stage has one key however its recipe says it. Chapter 2."""
-        own = {name: getattr(recipe, name) for name in RECIPE_FIELDS}
-        own.update({name: getattr(StageRecipe, name) for name in cls.unread(method, RECIPE_FIELDS)})
-        stage = cls(**{**own, **start}, method=method, init=init, model=model)
-        return dataclasses.replace(stage, head=stage.resolved_head) if method != "mlm" else stage
 
     @classmethod
     def setting_names(cls) -> tuple[str, ...]:

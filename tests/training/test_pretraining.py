@@ -285,18 +285,20 @@ def test_general_stage_keys_stay_as_they_were(tmp_path, monkeypatch):
     """Stages on the general corpus keep the keys (and cached results) they had before a reader's
     own corpus could be pre-trained on with MLM or Condenser. Pinned on the local mirror, a fixed
     vocabulary and bf16 ("auto" resolves by machine)."""
+    import dataclasses
+
     from condenser_lite.reproduction.configuration.presets import stage_config
     from condenser_lite.training import stage_cache
 
     from condenser_lite.reproduction.configuration.presets import get_preset
-    from condenser_lite.training.pretraining_config import StageConfig
 
     monkeypatch.setattr(stage_cache, "resolve_precision", lambda precision: "bf16")
     tok = _fixed_tokenizer(tmp_path)
     small = get_preset("small")
     # the Condenser from scratch as these keys were pinned: by BERT's recipe (it now trains by its
     # own, stages.condenser, and so has another key)
-    by_bert = StageConfig.of(small.stages.bert, "condenser", None, small.model)
+    by_bert = stage_config(small.replace(stages=dataclasses.replace(small.stages, condenser=small.stages.bert)),
+                           "condenser")
     keys = {"mlm": stage_key(stage_config("small", "mlm"), tok, str(MIRROR)),
             "condenser": stage_key(by_bert, tok, str(MIRROR))}
     assert keys == {"mlm": "5a6830c7c1b8", "condenser": "42d905ab2487"}

@@ -13,15 +13,12 @@ them (nanoGPT style: the defaults are the scaled-down book that runs on a 2-core
   metrics) under a name.
 
 Each setting has one path (``settings_tree``): ``stages.cocondenser.lr``, ``model.hidden_size``,
-``finetune.lr``, ``seeds``. Follow ``stages.cocondenser.lr`` from the command line to the
-optimizer: ``--set stages.cocondenser.lr=1e-4`` (or a chapter's ``-p settings``) is read by
-``parameters.parse_settings`` into ``{"stages.cocondenser.lr": 1e-4}``; ``Preset.replace`` sets
-``preset.stages.cocondenser.lr``; ``stage_config(preset, "cocondenser", init)`` builds the stage
-as that recipe plus the method, the start, the corpus and the model (``StageConfig.of``: every
-field under its own name), so ``StageConfig.lr`` is the recipe's; ``pretraining.pretrain`` hands
-the stage itself to the training loop (a recipe is a ``TrainConfig``), which sets the AdamW learning
-rate from it. Fine-tuning's ``finetune.lr`` reaches the loop the same way (``finetune.round_config``
-is the recipe with the round's updates and seed). No setting is renamed or copied on the way.
+``finetune.lr``, ``seeds``. ``--set stages.cocondenser.lr=1e-4`` (or a chapter's ``-p settings``)
+is read by ``parameters.parse_settings``; ``Preset.replace`` sets ``preset.stages.cocondenser.lr``;
+``stage_config`` builds the stage as that recipe plus the method, the start, the corpus and the
+model, and the training loop sets AdamW's rate from it (a recipe is a
+``TrainConfig``); ``finetune.lr`` reaches the loop the same way (``finetune.round_config``). No
+setting is renamed or copied on the way.
 
 ``PRESETS`` holds the named presets: ``micro`` (the whole protocol in seconds, for tests),
 ``tiny`` (the first scaled-down recipe, and the live cells' short stages), ``small`` (the
@@ -49,7 +46,7 @@ import os
 from typing import Any
 
 from ...training.finetune import FinetuneConfig
-from ...training.pretraining_config import ModelConfig, StageConfig, Stages, stage_name
+from ...training.pretraining_config import RECIPE_FIELDS, ModelConfig, StageConfig, StageRecipe, Stages, stage_name
 from ...training.similarity import STSConfig
 from ...utils.errors import ConfigError
 from ...utils.loading import saved_here
@@ -83,9 +80,8 @@ MICRO = Preset(
 #   first 1,000,000 sections (the general stages' corpus_limit), because a stage materialises its
 #   corpus in memory to pack blocks (8 epochs over those sections);
 # * coCondenser continues a Condenser *with its head*, but the published Luyu/condenser has no
-#   head weights, so from it the head starts fresh (stages.cocondenser.head="random", warned when
-#   the stage is built). To follow the paper, pre-train stage 1 yourself (paper_condenser()) and
-#   pass it: paper_cocondenser(init=<that folder>) loads its head.
+#   head weights, so from it the head starts fresh (stages.cocondenser.head="random"; to follow
+#   the paper instead, see paper_cocondenser).
 # The arms with a published checkpoint start from it; those without one (bert_cont, the
 # ablations) would need days of pre-training and are left out.
 MSMARCO_RECIPE = FinetuneConfig(
@@ -103,7 +99,7 @@ NQ_RECIPE = FinetuneConfig(
     min_steps=0, untied=True, chunk_size=32, mixed_precision="auto", mine_depth=200, encode_batch=512,
     embedding_dtype="float16",
 )
-# Continuing a real pre-trained checkpoint (cli_settings.real_init_rate): Condenser and coCondenser
+# Continuing a real pre-trained checkpoint (cli_settings.stage_config_from_args): Condenser and coCondenser
 # section 4.1 pre-train from bert-base at 1e-4.
 PRETRAINED_STAGE_LR = 1e-4
 PRETRAINED_RECIPE = FinetuneConfig(
@@ -142,16 +138,14 @@ PAPER = Preset(
 # hours by computation (estimate.estimate_by_flops at an assumed 12 TFLOP/s: README, "What runs
 # where"); `experiments --preset colab --dry-run` times it on the T4 itself. Nothing is
 # pre-trained: the papers' published checkpoints (as `paper`) are fine-tuned on the committed
-# small run's task, SciFact, with its protocol (training sizes, three seeds, metrics, STS-b
-# sizes), so the scorecard asks the claims that compare these three models of BERT-base models
-# (those that need the arms only `small` pre-trains read "not measured"). The retrieval recipe is
-# the paper's MS MARCO one (Condenser appendix A.1: 8 queries x 8 passages, lr 5e-6, passages of
-# 128 tokens) for 5 epochs per round, the smallest count the paper searched for its low-data
-# runs ({5, 10, 40}; 809 queries is close to its 1K). Two things differ from the papers, both
-# stated in the book: Luyu/co-condenser-marco was pre-trained on MS MARCO, so on SciFact it
-# measures transfer, not coCondenser's own recipe (pre-training on the target corpus); and the
-# attention entropy reads the scaled-down corpus's texts (a Wikipedia sample, WikiText-2, news),
-# not the paper's Wikipedia.
+# small run's task, SciFact, with its protocol, so the scorecard asks the claims that compare
+# these three BERT-base models (those that need the arms only `small` pre-trains read "not
+# measured"). The retrieval recipe is the paper's MS MARCO one for 5 epochs per round, the
+# smallest count the paper searched for its low-data runs ({5, 10, 40}; 809 queries is close to
+# its 1K). Two things differ from the papers, both stated in the book: Luyu/co-condenser-marco
+# was pre-trained on MS MARCO, so on SciFact it measures transfer, not coCondenser's own recipe
+# (pre-training on the target corpus); and the attention entropy reads the scaled-down corpus's
+# texts (a Wikipedia sample, WikiText-2, news), not the paper's Wikipedia.
 COLAB_RECIPE = dataclasses.replace(MSMARCO_RECIPE, epochs_round1=5, epochs_round2=5, mine_depth=100,
                                    embedding_dtype="float32")
 COLAB = dataclasses.replace(
@@ -161,26 +155,22 @@ COLAB = dataclasses.replace(
     sts_sizes=(500, 1000, None), entropy_texts=256,
 )
 
-# The book's budget, chosen on the study page (notebooks/09_study.md, results/study.json)
-# by held-out MLM loss per CPU second and the Condenser gauges, never by retrieval numbers: the
-# tiny shape with pre-training that gets past word frequencies (bf16 autocast where the CPU has
-# bf16 units, fp32 elsewhere: "auto", see devices.resolve_precision; eager attention,
-# no dropout, as Cramming does; 12,000 stage-1 updates, where the study's 9,457 already reached
-# 2.2 nats below the unigram entropy), the shallowest Condenser head path (1 early layer + 1 head
-# layer against 4), coCondenser on 64 documents per update for about 5 passes over SciFact; the main arms pre-trained
-# on two seeds, so that a verdict can be required to hold on each.
-# Fine-tuning and STS-b keep tiny's recipe (chosen on dev data), passages the 64 tokens the blocks
-# were pre-trained on (the models' position limit; the study found 128-token blocks slower to learn
-# per CPU second). Both fine-tunings put back the 0.1 dropout the tiny checkpoints carry
-# (Cramming re-enables it too).
+# The book's budget, chosen on the study page (notebooks/09_study.md, results/study.json) by
+# held-out MLM loss per CPU second and the Condenser gauges, never by retrieval numbers: the tiny
+# shape with pre-training that gets past word frequencies (precision "auto": bf16 autocast where the
+# CPU has bf16 units, devices.resolve_precision; eager attention and no dropout, as Cramming does;
+# 12,000 stage-1 updates, where the study's 9,457 already reached 2.2 nats below the unigram
+# entropy), the shallowest Condenser head path (1 early layer + 1 head layer against 4), and
+# coCondenser on 64 documents per update for about 5 passes over SciFact. Fine-tuning and STS-b keep
+# tiny's recipe (chosen on dev data), passages the 64 tokens the blocks were pre-trained on (the
+# study found 128-token blocks slower to learn per CPU second), and put back the 0.1 dropout the
+# tiny checkpoints carry (Cramming re-enables it too).
 # Beside the faithful Condenser it carries a modified one: the deviation the mechanism page chose by
 # a rule fixed after its parts E1 and E4 and before E3 and E5 ran (mechanism_rules.choose_modified;
 # results/mechanism.json, "modified": part E5, the head reading a copy of the block with half its
 # tokens masked, after RetroMAE's decoder), and the two controls of its gain that rules version 2
-# pre-registered: BERT-continued for the same FLOPs, and the modified Condenser with its [CLS] path
-# cut. Five pre-training seeds (rules version 2 tests over them); the ablations on every one too,
-# as they cost a few minutes each; round 2 and STS-b for every arm the claims compare.
-SMALL_MODIFIED_CONDENSER = {"head_mlm_probability": 0.5}
+# pre-registered. Five pre-training seeds (rules version 2 tests over them; a verdict can be
+# required to hold on each), the ablations on every one too, as they cost a few minutes each.
 SMALL = Preset(
     name="small",
     model=ModelConfig(skip_from=1, n_head_layers=1, dropout=0.0, attn_implementation="eager"),
@@ -192,7 +182,7 @@ SMALL = Preset(
     pretrain_seeds=(42, 43, 44, 45, 46),
     ablation_pretrain_seeds=5,
     arms=STANDARD_ARMS + (MODIFIED_ARM, *CONTROL_ARMS),
-    modified_condenser=SMALL_MODIFIED_CONDENSER,
+    modified_condenser={"head_mlm_probability": 0.5},
     round2_arms=("bert", "condenser", "cocondenser", MODIFIED_ARM),
     sts_arms=MAIN_ARMS + (MODIFIED_ARM, *CONTROL_ARMS),
 )
@@ -204,11 +194,9 @@ RETRIEVAL_RECIPES: dict[str, FinetuneConfig] = {**DATA_RECIPES, "pretrained": PR
 
 
 def get_preset(preset: Preset | str | None = None, **changes: Any) -> Preset:
-    """A ``Preset`` from a name (``"micro"``, ``"tiny"``, ``"small"``, ``"colab"``, ``"paper"`` or
-    ``"full"``; None: tiny)
-    or itself, with ``changes`` applied (``Preset.replace``). Explained in chapter 4."""
-    if preset is None:
-        preset = "tiny"
+    """A ``Preset`` from a name (``PRESETS`` or ``ALIASES``; None: tiny) or itself, with ``changes``
+    applied (``Preset.replace``). Explained in chapter 4."""
+    preset = "tiny" if preset is None else preset
     if isinstance(preset, str):
         name = ALIASES.get(preset, preset)
         if name not in PRESETS:
@@ -220,8 +208,7 @@ def get_preset(preset: Preset | str | None = None, **changes: Any) -> Preset:
 
 
 def finetune_recipe(name: str) -> FinetuneConfig:
-    """The fine-tuning recipe called ``name``: a preset's (``tiny``, ``micro``, ``paper``) or a data
-    set's at the papers' scale (``msmarco``, ``nq``). Explained in chapter 4."""
+    """The fine-tuning recipe called ``name``: a preset's or one of ``RETRIEVAL_RECIPES``. Chapter 4."""
     if name in RETRIEVAL_RECIPES:
         return RETRIEVAL_RECIPES[name]
     if name in PRESETS or name in ALIASES:
@@ -230,11 +217,9 @@ def finetune_recipe(name: str) -> FinetuneConfig:
 
 
 def recipe_for(data: str, init: str | os.PathLike) -> tuple[str, str]:
-    """The fine-tuning recipe for ``init`` on ``data`` when none is named, and why: the papers'
-    for their data sets (msmarco, nq); else the book's ``tiny`` one for a model this library
-    trained (``loading.saved_here``), and ``pretrained`` for any other checkpoint (the Hub's, a
-    sentence-transformers folder), whose pre-training the tiny recipe's rate would undo.
-    ``finetune`` without ``--preset`` and chapter 4's ``-p init`` both take it. Chapter 4."""
+    """The fine-tuning recipe for ``init`` on ``data`` when none is named, and why: the papers' for
+    their data sets; else ``tiny`` for a model this library trained (``loading.saved_here``), and
+    ``pretrained`` for any other, whose pre-training the tiny recipe's rate would undo. Chapter 4."""
     if data in DATA_RECIPES:
         return data, f"the papers' recipe for {data}"
     if saved_here(init):
@@ -244,33 +229,38 @@ def recipe_for(data: str, init: str | os.PathLike) -> tuple[str, str]:
 
 def stage_config(preset: Preset | str, method: str, init: str | None = None, **changes) -> StageConfig:
     """The ``StageConfig`` of one pre-training stage of ``preset`` (chapters 2 and 3): the recipe of
-    the named stage it runs (``pretraining_config.stage_name``) plus ``method``, ``init``, the
-    corpus and the preset's model (``StageConfig.of``), then ``changes`` to any field.
+    the stage it runs (``pretraining_config.stage_name``) plus ``method``, ``init``, the corpus and
+    the preset's model, then ``changes`` to any field.
 
-    ``mlm`` / ``condenser`` read the general corpus. A Condenser trains by ``stages.condenser``
-    (continuing ``init`` with a fresh head, paper section 3.4, or from scratch); MLM trains by
-    ``stages.bert`` from scratch (``init`` None) and by ``stages.condenser`` continuing ``init``
-    (the Condenser stage's control, with its budget). ``cocondenser`` continues
-    ``init`` *with its head* by ``stages.cocondenser``, on the preset's target corpus (``task``)
-    unless the recipe names another. The protocol's arms (``arms.arm_config``) and the
-    ``pretrain`` command both build their stages here.
+    ``mlm`` / ``condenser`` read the general corpus: a Condenser by ``stages.condenser`` (a fresh
+    head, paper section 3.4), MLM by ``stages.bert`` from scratch and by ``stages.condenser``
+    continuing ``init`` (the Condenser stage's control). ``cocondenser`` continues ``init`` *with
+    its head* by ``stages.cocondenser``, on ``task`` unless the recipe names another corpus. The
+    protocol's arms and the ``pretrain`` command both build their stages here.
+
+    The settings the method does not read keep their defaults, so a stage's key holds only what it
+    computes with: an MLM control that reads the Condenser stage's recipe does not take its head.
+    A head left to the method (``None``) is named, as the stage will start it, so a stage has one
+    key however its recipe says it.
     """
     preset = get_preset(preset)
     recipe = getattr(preset.stages, stage_name(method, init))
-    corpus = {"corpus": preset.task} if method == "cocondenser" and recipe.corpus is None else {}
-    return StageConfig.of(recipe, method, init, preset.model, **corpus).replace(**changes)
+    own = {name: getattr(recipe, name) for name in RECIPE_FIELDS}
+    own.update({name: getattr(StageRecipe, name) for name in StageConfig.unread(method, RECIPE_FIELDS)})
+    if method == "cocondenser" and recipe.corpus is None:
+        own["corpus"] = preset.task
+    stage = StageConfig(**own, method=method, init=init, model=preset.model)
+    if method != "mlm":
+        stage = dataclasses.replace(stage, head=stage.resolved_head)
+    return stage.replace(**changes) if changes else stage
 
 
 def paper_condenser(init: str | None = None, **changes) -> StageConfig:
-    """The ``paper`` preset's Condenser stage (Condenser section 4.1): from ``init`` (default bert-base-uncased),
-    skip_from 6, 2 head layers, lr 1e-4, weight decay 0.01, 10% warm-up, max length 128, ~1024
-    sequences per update (64 x 16 accumulation steps), 8 epochs.
-
-    What it reads is not the paper's corpus: the paper pre-trains on English Wikipedia +
-    BookCorpus; this stage streams ``wikimedia/wikipedia`` 20231101.en (plus WikiText-103 and the
-    news sample, ``sources.load_pretraining_corpus(full=True)``) and keeps the first
-    ``stages.condenser.corpus_limit`` = 1,000,000 sections, because a stage packs its corpus into blocks in memory
-    and the library has no BookCorpus loader. The 8 epochs run over those sections. Chapter 2."""
+    """The ``paper`` preset's Condenser stage (Condenser section 4.1) from ``init`` (default
+    bert-base-uncased). Its corpus is not the paper's (English Wikipedia + BookCorpus): it streams
+    ``wikimedia/wikipedia`` 20231101.en (plus WikiText-103 and the news sample,
+    ``sources.load_pretraining_corpus(full=True)``) and keeps the first 1,000,000 sections (see
+    ``PAPER``). Chapter 2."""
     return stage_config(PAPER, "condenser", init=init or PAPER.pretrained["bert"], **changes)
 
 
