@@ -208,3 +208,31 @@ def test_the_choices_table_reads_each_choice_with_its_uncertainty():
     assert table.loc["dropout in pre-training", "uncertainty"] == study_report.ONE_RUN
     assert "skip_from=1, n_head_layers=1" in table.loc["Condenser split", "chosen"]
     assert "within twice its measured noise" in table.loc["Condenser split", "uncertainty"]
+
+
+def test_each_throughput_row_measures_the_settings_its_name_says(monkeypatch):
+    """The throughput part's rows are named by their precision, attention and dropout; each must
+    time a run with those settings (the bf16 rows beside the Trainer once timed the fp32 run)."""
+    seen: dict[str, tuple] = {}
+
+    def cost(run, steps, *args, **kw):
+        return {"cpu_per_step": 0.1, "run": (run.precision, run.attn, run.dropout)}
+
+    monkeypatch.setattr(sizing_throughput, "loop_cost", cost)
+    monkeypatch.setattr(sizing_throughput, "hf_trainer_cost", cost)
+    monkeypatch.setattr(sizing_throughput, "parallel_cost", lambda run, steps: {"run": (run.precision, run.attn,
+                                                                                        run.dropout)})
+    monkeypatch.setattr(sizing_throughput, "finetune_costs", lambda run: {})
+    monkeypatch.setattr(sizing_throughput, "summarise", lambda rows: rows[0])
+    out = sizing_throughput.throughput(1, 1)
+    for group in ("compile", "batch_shape", "trainer"):
+        for section, rows in out[group].items():
+            for name, row in rows.items():
+                seen[f"{section} / {name}"] = row["run"]
+    seen["parallel"] = out["parallel"]["4L/128H, 32x64, bf16, eager, dropout 0"]["run"]
+    for name, (precision, attn, dropout) in seen.items():
+        words = name.replace("Trainer bf16", "").replace("Trainer fp32", "")
+        if "bf16" in words:
+            assert (precision, attn, dropout) == ("bf16", "eager", 0.0), name
+        if "fp32" in words:
+            assert (precision, attn, dropout) == ("no", "sdpa", 0.1), name

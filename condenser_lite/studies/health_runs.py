@@ -235,15 +235,17 @@ def train_run(name: str, preset, steps: int, data_dir: str | None) -> dict:
     return run
 
 
-def provenance(out: Path, command: str, started: str, t0: float, load_start) -> dict:
-    """Where, when and from what the runs came: commit (dirty for any change but ``out``),
-    command, wall time, machine and versions. Chapter 11."""
+def provenance(out: Path, command: str, started: str, t0: float, load_start, first: dict | None = None,
+               before_versions: dict | None = None) -> dict:
+    """Where, when and from what a study's runs came: commit (dirty for any change but ``out``),
+    ``first``, command, wall time, machine, ``before_versions`` and versions; the mechanism and
+    real-model studies record theirs with it too. Chapter 11."""
     from condenser_lite.reproduction.evidence.results import environment, git_state, machine, now
 
     env = environment()
-    return {**git_state(exclude=out), "command": command, "started": started, "finished": now(),
+    return {**git_state(exclude=out), **(first or {}), "command": command, "started": started, "finished": now(),
             "wall_seconds": round(time.perf_counter() - t0, 1), "machine": machine(load_start),
-            "python": env["python"], "packages": env["packages"]}
+            **(before_versions or {}), "python": env["python"], "packages": env["packages"]}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -280,37 +280,34 @@ def wall_seconds(rows, workers: int) -> float:
 
 def main(argv: list[str] | None = None) -> None:
     """The study's command line (``python -m condenser_lite mechanism ...``)."""
+    from condenser_lite.reproduction.configuration.presets import get_preset
+    from condenser_lite.studies.mechanism_rules import SCALING_SEEDS
     from condenser_lite.utils.cli_args import seed_list
 
     argv = sys.argv[1:] if argv is None else list(argv)
     a = _parser().parse_args(argv)
     given_seeds = seed_list(a.seeds) if a.seeds is not None else None
-
-    from condenser_lite.reproduction.configuration.presets import get_preset
-    from condenser_lite.reproduction.evidence.results import environment
-
     out = Path(a.out)
     preset = get_preset(a.preset)
     study = read_study(out, preset.name, rejudge_only=a.merge == [])
-    from condenser_lite.studies.mechanism_rules import SCALING_SEEDS
+    parts = a.only or list(PARTS)
 
     def part_seeds(part: str) -> tuple[int, ...]:
         if given_seeds:
             return tuple(given_seeds)
         return SCALING_SEEDS if part in SCALING_PARTS and part not in ("e0", "e1") else SEEDS
     if a.merge is None:
-        for part in a.only or list(PARTS):
+        for part in parts:
             check_seeds(part, study.get(part), part_seeds(part))
     if a.dry_run:
-        _dry_run({part: (*part_preset(part, preset), part_seeds(part)) for part in a.only or list(PARTS)}, a)
+        _dry_run({part: (*part_preset(part, preset), part_seeds(part)) for part in parts}, a)
         return
     if a.merge is not None:
         merge(study, map(Path, a.merge), out, preset.name, PARTS)
         write(study, out, preset)
         return
-    env = environment()
-    for part in a.only or list(PARTS):
-        study[part] = _run_part(part, preset, part_seeds(part), study.get(part), a, argv, env)
+    for part in parts:
+        study[part] = _run_part(part, preset, part_seeds(part), study.get(part), a, argv)
         print(json.dumps({part: {"c0": study[part]["c0"]["status"], "reliance": study[part]["reliance"]}}, indent=1))
         write(study, out, preset)  # after every part, so a later part's failure loses nothing measured before it
 
@@ -355,15 +352,15 @@ def _dry_run(parts: dict, a: argparse.Namespace) -> None:
 
 
 def _run_part(part: str, preset, seeds: tuple[int, ...], old: dict | None, a: argparse.Namespace,
-              argv: list[str], env: dict) -> dict:
+              argv: list[str]) -> dict:
     """Train ``part`` on ``seeds`` and return its record: the gauges judged per seed (joining the
     seeds of ``old``, the part's record so far, where these are new) and the run's provenance."""
+    from condenser_lite.reproduction.evidence.results import now
     from condenser_lite.reproduction.runs.jobs import run_jobs
-    from condenser_lite.utils.devices import load_average
-    from condenser_lite.reproduction.evidence.results import git_state, machine, now
     from condenser_lite.reproduction.statistics.rules import PRE_REGISTRATION_COMMIT
+    from condenser_lite.studies.health_runs import provenance
+    from condenser_lite.utils.devices import load_average
 
-    out = Path(a.out)
     started, t0, load_start = now(), time.perf_counter(), load_average()
     part_set, condenser = part_preset(part, preset)
     done = run_jobs(part_jobs(part_set, condenser, seeds, a.data_dir, control=not a.no_control), a.workers,
@@ -378,15 +375,12 @@ def _run_part(part: str, preset, seeds: tuple[int, ...], old: dict | None, a: ar
         # the record of where and when they were trained stays beside this run's
         before = [*old.get("provenance_of_other_seeds", []),
                   {"seeds": old["seeds"], "stages_reread_by_the_run_below": True, **old["provenance"]}]
+    # the tree counts as dirty for any change but this file, which the earlier parts rewrote
+    command = shlex.join(["python", "-m", "condenser_lite", "mechanism", *argv])
+    ran = provenance(Path(a.out), command, started, t0, load_start,
+                     first={"pre_registration_commit": PRE_REGISTRATION_COMMIT})
     return {"what": PARTS[part][0], "seeds": all_seeds, "modified_condenser": PARTS[part][2],
-            **judge(per_seed),
-            # the tree counts as dirty for any change but this file, which the earlier parts rewrote
-            "provenance": {**git_state(exclude=out),
-                           "pre_registration_commit": PRE_REGISTRATION_COMMIT,
-                           "command": shlex.join(["python", "-m", "condenser_lite", "mechanism", *argv]),
-                           "started": started, "finished": now(), "wall_seconds": round(time.perf_counter() - t0, 1),
-                           "machine": machine(load_start), "python": env["python"],
-                           "packages": env["packages"], "seeds": list(seeds)},
+            **judge(per_seed), "provenance": {**ran, "seeds": list(seeds)},
             **({"provenance_of_other_seeds": before} if before else {})}
 
 

@@ -35,7 +35,6 @@ def read_study(out: Path, preset_name: str, rejudge_only: bool) -> dict:
     a folder, not JSON, another file than this preset's mechanism study, or missing when there is
     nothing to do but re-judge it."""
     from condenser_lite.utils.errors import ConfigError
-
     from condenser_lite.reproduction.evidence.results import check_out
 
     if not out.exists() and rejudge_only:

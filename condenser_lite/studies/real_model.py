@@ -179,11 +179,12 @@ def run(data_dir: str | None, out: Path, command: str, prior: Mapping | None = N
     import dataclasses
     import tempfile
 
+    from condenser_lite.reproduction.evidence.results import git, git_state, machine, now
     from condenser_lite.reproduction.runs.arms import finetune_arm
-    from condenser_lite.utils.devices import load_average
-    from condenser_lite.reproduction.evidence.results import environment, git, git_state, machine, now
     from condenser_lite.reproduction.runs.tasks import load_task
+    from condenser_lite.studies.health_runs import provenance
     from condenser_lite.training.pretraining import pretrain
+    from condenser_lite.utils.devices import load_average
     from condenser_lite.utils.loading import SHIPPED_MODEL, shipped_model
 
     started, t0, load_start = now(), time.perf_counter(), load_average()
@@ -199,10 +200,8 @@ def run(data_dir: str | None, out: Path, command: str, prior: Mapping | None = N
 
     def save() -> None:
         in_history = git("merge-base", "--is-ancestor", RULE_COMMIT, "HEAD") is not None
-        record["provenance"] = {**git_state(exclude=out), "command": command, "started": started, "finished": now(),
-                                "wall_seconds": round(time.perf_counter() - t0, 1), "machine": machine(load_start),
-                                "rule": {"commit": RULE_COMMIT, "in_history": in_history},
-                                **{k: environment()[k] for k in ("python", "packages")}}
+        rule = {"commit": RULE_COMMIT, "in_history": in_history}
+        record["provenance"] = provenance(out, command, started, t0, load_start, before_versions={"rule": rule})
         out.write_text(json.dumps(record, indent=1) + "\n")
 
     def finish(unit: str, content: dict, unit_t0: float) -> None:

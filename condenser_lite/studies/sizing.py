@@ -90,7 +90,6 @@ def condenser_part(a: argparse.Namespace, study: dict) -> None:
     """The Condenser splits continuing the stage-1 run ``a.stage1`` (and a coCondenser look at
     the clearest one), with their MLM controls, into ``study["condenser"]``. Chapter 9."""
     from condenser_lite.studies.sizing_runs import Run, cls_ablation, condenser_runs, run_many, sweep_runs
-
     from condenser_lite.utils.errors import ConfigError
 
     sweep = sweep_runs(a.budget, True)
@@ -114,7 +113,7 @@ def condenser_part(a: argparse.Namespace, study: dict) -> None:
     runs, control = condenser_runs(stage1, a.condenser_budget)
     controls = {f"{Run(**stage1['run']).shape}: control, MLM continuation (same steps)": control}
     if a.reference:  # the tiny preset's split (2 + 2 of 4 layers) on a 4-layer sweep model, for comparison
-        ref = run_many("sweep", {a.reference: sweep_runs(a.budget, True)[a.reference]}, 1, a.collect)[a.reference]
+        ref = run_many("sweep", {a.reference: sweep[a.reference]}, 1, a.collect)[a.reference]
         ref_runs, ref_control = condenser_runs(ref, a.condenser_budget, splits=[(2, 2), (1, 1)])
         runs.update(ref_runs)
         controls[f"{Run(**ref['run']).shape}: control, MLM continuation (same steps)"] = ref_control
@@ -175,16 +174,15 @@ def provenance(parts: list[str], command: str, start: dict, t0: float, cpu0: flo
     finished, wall, cpu = time.strftime("%Y-%m-%d %H:%M:%S"), time.perf_counter() - t0, sum(os.times()[:4]) - cpu0
     from condenser_lite.studies.sizing_runs import EVAL_BLOCKS, HELDOUT_FRACTION, study_data
 
-    combos = sorted({(r["run"]["vocab"], r["run"]["max_len"]) for p in ("sweep", "long", "condenser")
-                     for r in study.get(p, {}).values()})
+    runs = [r for p in ("sweep", "long", "condenser") for r in study.get(p, {}).values()]
+    combos = sorted({(r["run"]["vocab"], r["run"]["max_len"]) for r in runs})
     fields = ("heldout_sections", "train_sections", "heldout_blocks", "eval_masked_tokens", "train_tokens",
               "unigram_entropy")
     return {
         "commit": git_commit(), "command": command, "parts_run_now": parts,
         "started": start["time"], "finished": finished,
         "wall_seconds_this_call": round(wall, 1), "cpu_seconds_this_call": round(cpu, 1),
-        "cpu_seconds_all_runs": round(sum(r["cpu_seconds"] for p in ("sweep", "long", "condenser")
-                                          for r in study.get(p, {}).values()), 1),
+        "cpu_seconds_all_runs": round(sum(r["cpu_seconds"] for r in runs), 1),
         "loadavg_start": [round(x, 2) for x in start["loadavg"]],
         "loadavg_end": [round(x, 2) for x in os.getloadavg()],
         "machine": machine(), "versions": versions(),

@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 from condenser_lite.studies.sizing_runs import BASE, RECOMMENDED, Run, bert_config, build_model, full_blocks, study_data
@@ -221,41 +222,38 @@ def throughput(reps: int, steps: int) -> dict:
     ``Trainer`` and the fine-tuning costs, interleaved ``reps`` times. Chapter 9."""
     out: dict = {"variants": {}, "compile": {}, "batch_shape": {}, "trainer": {}, "parallel": {}, "finetune": {}}
     for shape, run in THROUGHPUT_SHAPES.items():
-        rows: dict[str, list[dict]] = {v: [] for v in THROUGHPUT_VARIANTS}
-        for _ in range(reps):  # interleaved: every variant once per round
-            for v, change in THROUGHPUT_VARIANTS.items():
-                rows[v].append(loop_cost(run.replace(**change), steps))
-        out["variants"][shape] = {v: summarise(r) for v, r in rows.items()}
+        out["variants"][shape] = interleaved(reps, {v: partial(loop_cost, run.replace(**change), steps)
+                                                    for v, change in THROUGHPUT_VARIANTS.items()})
         print(f"[throughput] {shape}: " + ", ".join(f"{v}: {s['cpu_per_step']:.3f}"
                                                     for v, s in out["variants"][shape].items()), flush=True)
     best = dict(precision="bf16", attn="eager", dropout=0.0)
-    tiny = BASE.replace(**best)
-    comp: dict[str, list[dict]] = {"eager": [], "compiled": []}
-    for _ in range(reps):
-        comp["eager"].append(loop_cost(tiny, steps))
-        comp["compiled"].append(loop_cost(tiny, steps, compile_=True))
-    out["compile"]["4L/128H, 32x64, bf16, eager, dropout 0"] = {k: summarise(v) for k, v in comp.items()}
+    fast, plain = BASE.replace(**best), BASE.replace(precision="no", attn="sdpa")
+    out["compile"]["4L/128H, 32x64, bf16, eager, dropout 0"] = interleaved(reps, {
+        "eager": partial(loop_cost, fast, steps), "compiled": partial(loop_cost, fast, steps, compile_=True)})
     shapes = {"32x64": (32, 64), "64x32": (64, 32), "16x128": (16, 128)}
-    rows = {k: [] for k in shapes}
-    for _ in range(reps):
-        for k, bs in shapes.items():
-            rows[k].append(loop_cost(tiny, steps, batch_shape=bs))
-    out["batch_shape"]["4L/128H, bf16, eager, dropout 0 (2,048 tokens per step)"] = {k: summarise(v) for k, v in rows.items()}
-    trainer: dict[str, list[dict]] = {"Trainer fp32": [], "Trainer bf16": [], "ours fp32, sdpa, dropout 0.1": [],
-                                      "ours bf16, eager, dropout 0": []}
-    tiny = BASE.replace(precision="no", attn="sdpa")
-    for _ in range(reps):
-        trainer["Trainer fp32"].append(hf_trainer_cost(tiny, steps))
-        trainer["Trainer bf16"].append(hf_trainer_cost(tiny, steps, bf16=True))
-        trainer["ours fp32, sdpa, dropout 0.1"].append(loop_cost(tiny, steps))
-        trainer["ours bf16, eager, dropout 0"].append(loop_cost(tiny, steps))
-    out["trainer"]["4L/128H, 32x64"] = {k: summarise(v) for k, v in trainer.items()}
+    out["batch_shape"]["4L/128H, bf16, eager, dropout 0 (2,048 tokens per step)"] = interleaved(
+        reps, {k: partial(loop_cost, fast, steps, batch_shape=bs) for k, bs in shapes.items()})
+    out["trainer"]["4L/128H, 32x64"] = interleaved(reps, {
+        "Trainer fp32": partial(hf_trainer_cost, plain, steps),
+        "Trainer bf16": partial(hf_trainer_cost, plain, steps, bf16=True),
+        "ours fp32, sdpa, dropout 0.1": partial(loop_cost, plain, steps),
+        "ours bf16, eager, dropout 0": partial(loop_cost, fast, steps)})
     print("[throughput] trainer: " + json.dumps({k: round(v["cpu_per_step"], 3)
                                                  for k, v in out["trainer"]["4L/128H, 32x64"].items()}), flush=True)
-    out["parallel"]["4L/128H, 32x64, bf16, eager, dropout 0"] = parallel_cost(tiny, 3 * steps)
+    out["parallel"]["4L/128H, 32x64, bf16, eager, dropout 0"] = parallel_cost(fast, 3 * steps)
     for shape, run in THROUGHPUT_SHAPES.items():
         out["finetune"][shape.split(",")[0]] = finetune_costs(run.replace(**best))
     return out
+
+
+def interleaved(reps: int, measures: dict) -> dict:
+    """Each of ``measures`` (name: a call that measures once) once per round for ``reps`` rounds,
+    so that a change of load spreads over all of them, then ``summarise``d. Chapter 9."""
+    rows: dict[str, list[dict]] = {name: [] for name in measures}
+    for _ in range(reps):
+        for name, measure in measures.items():
+            rows[name].append(measure())
+    return {name: summarise(r) for name, r in rows.items()}
 
 
 def summarise(rows: list[dict]) -> dict:
