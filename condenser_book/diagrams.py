@@ -44,41 +44,36 @@ def _canvas(width: float, height: float, inches_per_unit: float = 0.6):
     return fig, ax
 
 
-def _box(ax, x, y, w, h, text="", color=BLUE, fill=None, size=FONT, weight="normal",
-         dashed=False, text_color="black", round_=0.08):
+def _box(ax, x, y, w, h, text="", color=BLUE, fill=None, size=FONT, weight="normal", dashed=False):
     """A rounded box with centred text; ``(x, y)`` is the lower-left corner."""
     from matplotlib.patches import FancyBboxPatch
 
-    ax.add_patch(FancyBboxPatch((x, y), w, h, boxstyle=f"round,pad=0,rounding_size={round_}",
+    ax.add_patch(FancyBboxPatch((x, y), w, h, boxstyle="round,pad=0,rounding_size=0.08",
                                 linewidth=1.8 if dashed else 1.4, edgecolor=color,
                                 facecolor="none" if fill is False else (fill or FILL.get(color, "white")),
                                 linestyle=(0, (5, 3)) if dashed else "-", zorder=2))
     if text:
         ax.text(x + w / 2, y + h / 2, text, ha="center", va="center", fontsize=size,
-                weight=weight, color=text_color, zorder=4, linespacing=1.25)
+                weight=weight, color="black", zorder=4, linespacing=1.25)
 
 
-def _arrow(ax, points: Sequence[tuple[float, float]], color="black", lw=1.6, label=None,
-           label_at=None, label_kw=None, bridge=False, style="-|>"):
-    """An arrow along the polyline ``points`` (head at the last point); with ``bridge`` a white
-    halo lets it cross another line visibly on top."""
+def _arrow(ax, points: Sequence[tuple[float, float]], color="black", lw=1.6, label=None, label_at=None,
+           bridge=False):
+    """An arrow along the polyline ``points`` (head at the last point), ``label`` at ``label_at`` (the last
+    segment's middle by default); with ``bridge`` a white halo lets it cross another line visibly on top."""
     import matplotlib.patheffects as pe
     from matplotlib.patches import FancyArrowPatch
 
     effects = [pe.withStroke(linewidth=lw + 5, foreground="white")] if bridge else None
     xs, ys = zip(*points)
     if len(points) > 2:
-        ax.plot(xs[:-1], ys[:-1], color=color, lw=lw, zorder=3, solid_capstyle="butt",
-                path_effects=effects)
-    ax.add_patch(FancyArrowPatch(points[-2], points[-1], arrowstyle=style, mutation_scale=14,
-                                 color=color, lw=lw, zorder=3, shrinkA=0, shrinkB=0,
-                                 path_effects=effects))
+        ax.plot(xs[:-1], ys[:-1], color=color, lw=lw, zorder=3, solid_capstyle="butt", path_effects=effects)
+    ax.add_patch(FancyArrowPatch(points[-2], points[-1], arrowstyle="-|>", mutation_scale=14,
+                                 color=color, lw=lw, zorder=3, shrinkA=0, shrinkB=0, path_effects=effects))
     if label:
         x, y = label_at or ((xs[-2] + xs[-1]) / 2, (ys[-2] + ys[-1]) / 2)
-        kw = dict(ha="center", va="center", fontsize=SMALL, color=color, zorder=5,
-                  bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none"))
-        kw.update(label_kw or {})
-        ax.text(x, y, label, **kw)
+        ax.text(x, y, label, ha="center", va="center", fontsize=SMALL, color=color, zorder=5,
+                bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none"))
 
 
 def _layers(first: int, last: int) -> str:
@@ -86,12 +81,11 @@ def _layers(first: int, last: int) -> str:
 
 
 def condenser(preset=None):
-    """The Condenser (Condenser paper, figure 1 and eqs. 6-11) with the preset's split: the
-    early layers 1..``skip_from``, the late layers after them, and the head, which reads the
-    **late** ``[CLS]`` next to the **early** token states (the skip connection from layer
-    ``skip_from``); the head's MLM loss and the late MLM loss go through one shared MLM head
-    (``backbone.cls``), and the head is dropped after pre-training. Shown in chapter 2,
-    ``notebooks/02_condenser.ipynb``."""
+    """The Condenser (Condenser paper, figure 1 and eqs. 6-11) with the preset's split: the early layers
+    1..``skip_from``, the late layers after them, and the head, which reads the **late** ``[CLS]`` next to the
+    **early** token states (the skip connection from layer ``skip_from``); the head's MLM loss and the late
+    MLM loss go through one shared MLM head (``backbone.cls``), and the head is dropped after pre-training.
+    Shown in chapter 2, ``notebooks/02_condenser.ipynb``."""
     m = _preset(preset).model
     L, k, n_head = m.num_hidden_layers, m.skip_from, m.n_head_layers
     fig, ax = _canvas(12.4, 13.7, inches_per_unit=0.56)
@@ -100,13 +94,11 @@ def condenser(preset=None):
     hx, hcls_w, hright = 7.0, 1.5, 12.1  # the head's column
 
     # the backbone, bottom to top
-    ax.text(left, 0.05, "input: a block of text, 15% of its words masked", fontsize=SMALL,
-            va="bottom")
+    ax.text(left, 0.05, "input: a block of text, 15% of its words masked", fontsize=SMALL, va="bottom")
     _box(ax, left, 0.6, cls_w, 0.7, "[CLS]", GREY)
     _box(ax, tok_x, 0.6, right - tok_x, 0.7, "w₁  [MASK]  w₃  …  [SEP]", GREY)
     _arrow(ax, [(3.1, 1.3), (3.1, 1.7)])
-    _box(ax, left, 1.7, right - left, 1.0,
-         f"embeddings + early {_layers(1, k)}\n(skip_from = {k})", BLUE)
+    _box(ax, left, 1.7, right - left, 1.0, f"embeddings + early {_layers(1, k)}\n(skip_from = {k})", BLUE)
     _arrow(ax, [(3.1, 2.7), (3.1, 3.1)])
     _box(ax, left, 3.1, cls_w, 0.7, "early\n[CLS]", BLUE, size=SMALL)
     _box(ax, tok_x, 3.1, right - tok_x, 0.7, f"early token states (layer {k})", BLUE)
@@ -118,12 +110,10 @@ def condenser(preset=None):
 
     # the head, top right: reads [late CLS ; early tokens]
     _box(ax, hx, 7.2, hcls_w, 0.7, "late\n[CLS]", VERMILION, size=SMALL, weight="bold")
-    _box(ax, hx + hcls_w + 0.2, 7.2, hright - hx - hcls_w - 0.2, 0.7, "early token states",
-         BLUE)
+    _box(ax, hx + hcls_w + 0.2, 7.2, hright - hx - hcls_w - 0.2, 0.7, "early token states", BLUE)
     _arrow(ax, [(9.6, 7.9), (9.6, 8.3)])
     layers = "layer" if n_head == 1 else "layers"
-    _box(ax, hx, 8.3, hright - hx, 1.0, f"Condenser head: {n_head} new {layers}", ORANGE,
-         weight="bold")
+    _box(ax, hx, 8.3, hright - hx, 1.0, f"Condenser head: {n_head} new {layers}", ORANGE, weight="bold")
     _arrow(ax, [(9.6, 9.3), (9.6, 9.7)])
     _box(ax, hx, 9.7, hright - hx, 0.7, "head token states", ORANGE)
     _box(ax, hx - 0.2, 7.0, hright - hx + 0.4, 3.6, "", ORANGE, fill=False, dashed=True)
@@ -134,8 +124,7 @@ def condenser(preset=None):
     _arrow(ax, [(right, 3.45), (11.6, 3.45), (11.6, 7.2)], color=BLUE, lw=2.0,
            label=f"skip connection from layer skip_from = {k}", label_at=(8.7, 3.45))
     # the late [CLS] -> the head (crosses the late MLM path on a bridge)
-    _arrow(ax, [(1.05, 6.3), (1.05, 6.75), (7.75, 6.75), (7.75, 7.2)], color=VERMILION,
-           lw=2.2, bridge=True)
+    _arrow(ax, [(1.05, 6.3), (1.05, 6.75), (7.75, 6.75), (7.75, 7.2)], color=VERMILION, lw=2.2, bridge=True)
     ax.text(1.25, 6.85, "the late [CLS]: the head's only\nview of the late layers",
             fontsize=SMALL, color=VERMILION, ha="left", va="bottom", zorder=6)
     # both MLM losses through ONE shared MLM head
@@ -147,17 +136,15 @@ def condenser(preset=None):
     _box(ax, left, 12.2, 5.6, 0.95, "late MLM loss Lᶜ_mlm (eq. 10)", SKY)
     _box(ax, 6.5, 12.2, 5.6, 0.95, "head MLM loss L_mlm (eq. 9)", ORANGE)
     ax.text(6.2, 11.95, "+", fontsize=14, ha="center", va="center")
-    ax.text(6.2, 13.3, "pre-training loss L = L_mlm + Lᶜ_mlm (eq. 11)", fontsize=FONT,
-            ha="center", va="center")
+    ax.text(6.2, 13.3, "pre-training loss L = L_mlm + Lᶜ_mlm (eq. 11)", fontsize=FONT, ha="center", va="center")
     return fig
 
 
 def cocondenser_batch(preset=None, n_docs: int = 3):
-    """coCondenser's span pairs and its contrastive batch (coCondenser eq. 6): ``n_docs``
-    documents, two random spans of each, each span's late ``[CLS]``, and the in-batch
-    similarity matrix in which a span's partner is its positive, every other span a negative
-    and the span itself is left out. The preset gives the committed batch size. Shown in
-    chapter 3, ``notebooks/03_cocondenser.ipynb``."""
+    """coCondenser's span pairs and its contrastive batch (coCondenser eq. 6): ``n_docs`` documents, two
+    random spans of each, each span's late ``[CLS]``, and the in-batch similarity matrix in which a span's
+    partner is its positive, every other span a negative and the span itself is left out. The preset gives the
+    committed batch size. Shown in chapter 3, ``notebooks/03_cocondenser.ipynb``."""
     p = _preset(preset)
     colors = [ORANGE, SKY, GREEN, PURPLE, YELLOW][:n_docs]
     n = 2 * n_docs
@@ -189,16 +176,13 @@ def cocondenser_batch(preset=None, n_docs: int = 3):
     x0, y0, cell = 8.2, 0.9, 0.85
     _arrow(ax, [(6.8, 4.25), (7.4, 4.25)], lw=1.4)
     for r, (rn, rc) in enumerate(names):
-        ax.text(x0 - 0.12, y0 + (n - r - 0.5) * cell, rn, ha="right", va="center",
-                fontsize=SMALL, color="black")
-        ax.text(x0 + (r + 0.5) * cell, y0 + n * cell + 0.12, rn, ha="center", va="bottom",
-                fontsize=SMALL)
+        ax.text(x0 - 0.12, y0 + (n - r - 0.5) * cell, rn, ha="right", va="center", fontsize=SMALL, color="black")
+        ax.text(x0 + (r + 0.5) * cell, y0 + n * cell + 0.12, rn, ha="center", va="bottom", fontsize=SMALL)
         for c_, _ in enumerate(names):
             partner = c_ == (r ^ 1)
             kind = "self" if r == c_ else "pos" if partner else "neg"
             face = {"self": "white", "pos": GREEN, "neg": "#f2f2f2"}[kind]
-            ax.add_patch(_rect(x0 + c_ * cell, y0 + (n - r - 1) * cell, cell, cell, "black",
-                               face=face, lw=0.8))
+            ax.add_patch(_rect(x0 + c_ * cell, y0 + (n - r - 1) * cell, cell, cell, "black", face=face, lw=0.8))
             mark = {"self": "×", "pos": "+", "neg": "−"}[kind]
             ax.text(x0 + (c_ + 0.5) * cell, y0 + (n - r - 0.5) * cell, mark, ha="center",
                     va="center", fontsize=FONT, color="white" if kind == "pos" else "black",
@@ -208,8 +192,7 @@ def cocondenser_batch(preset=None, n_docs: int = 3):
     for i, (mark, text) in enumerate([("+", "positive: the partner span"),
                                       ("−", "negative: every other span"),
                                       ("×", "the span itself: left out")]):
-        ax.text(x0 - 0.6, -0.35 - i * 0.55, f"{mark}  {text}", fontsize=SMALL, ha="left",
-                va="center")
+        ax.text(x0 - 0.6, -0.35 - i * 0.55, f"{mark}  {text}", fontsize=SMALL, ha="left", va="center")
     ax.text(0.2, -0.9, "each row of the matrix: a softmax over\nthe row's 2n − 1 other "
             "spans (eq. 6)", fontsize=SMALL, ha="left", va="center")
     return fig
@@ -222,12 +205,11 @@ def _rect(x, y, w, h, color, face=None, lw=1.0):
 
 
 def gradient_cache(preset=None, n_chunks: int = 3):
-    """The gradient cache's two passes (coCondenser eqs. 8-12, ``gradcache.gradient_cache``):
-    pass 1 encodes every chunk without a graph, recording each chunk's random state, and keeps
-    only the representations; the contrastive loss and its gradient with respect to them are
-    computed and cached; pass 2 re-encodes chunk by chunk with gradients, replaying the
-    recorded random state (the same dropout masks), and back-propagates the cached gradient,
-    so the gradients add up to the full batch's. Shown in chapter 3,
+    """The gradient cache's two passes (coCondenser eqs. 8-12, ``gradcache.gradient_cache``): pass 1 encodes
+    every chunk without a graph, recording each chunk's random state, and keeps only the representations; the
+    contrastive loss and its gradient with respect to them are computed and cached; pass 2 re-encodes chunk by
+    chunk with gradients, replaying the recorded random state (the same dropout masks), and back-propagates
+    the cached gradient, so the gradients add up to the full batch's. Shown in chapter 3,
     ``notebooks/03_cocondenser.ipynb``."""
     p = _preset(preset)
     fig, ax = _canvas(14.0, 9.6, inches_per_unit=0.5)
@@ -236,8 +218,7 @@ def gradient_cache(preset=None, n_chunks: int = 3):
     _box(ax, 0.1, 0.2, 13.8, 4.1, "", GREY, fill="#f7f7f7")
     ax.text(0.3, 9.05, "Pass 1: no gradients (torch.no_grad), the whole batch", fontsize=FONT,
             weight="bold", va="center")
-    ax.text(0.3, 4.1, "Pass 2: with gradients,\none chunk at a time", fontsize=FONT,
-            weight="bold", va="top")
+    ax.text(0.3, 4.1, "Pass 2: with gradients,\none chunk at a time", fontsize=FONT, weight="bold", va="top")
     chunk_colors = [ORANGE, SKY, GREEN, PURPLE][:n_chunks]
     # pass 1
     for i, c in enumerate(chunk_colors):
@@ -253,8 +234,7 @@ def gradient_cache(preset=None, n_chunks: int = 3):
     # pass 2
     _box(ax, 0.4, 1.5, 1.9, 0.9, f"chunk k\n(k = 1 … {n_chunks})", ORANGE, size=SMALL)
     _arrow(ax, [(2.3, 1.95), (2.8, 1.95)])
-    _box(ax, 2.8, 0.6, 2.8, 2.5, "re-encode chunk k\nwith gradients,\nits random state\n"
-         "replayed", BLUE)
+    _box(ax, 2.8, 0.6, 2.8, 2.5, "re-encode chunk k\nwith gradients,\nits random state\nreplayed", BLUE)
     _arrow(ax, [(5.6, 1.95), (6.3, 1.95)])
     _box(ax, 6.3, 0.6, 2.6, 2.5, "h_k: the same\nvectors as in\npass 1", VERMILION)
     _arrow(ax, [(8.9, 1.95), (9.6, 1.95)])
@@ -262,11 +242,9 @@ def gradient_cache(preset=None, n_chunks: int = 3):
          "over the chunks", PURPLE)
     # what flows from pass 1 to pass 2
     _arrow(ax, [(4.6, 5.5), (4.6, 3.1)], color="#8a7a00", lw=2.0)
-    ax.text(4.8, 4.8, "replay: the same dropout masks", fontsize=SMALL, color="#6b5f00",
-            ha="left", va="center")
+    ax.text(4.8, 4.8, "replay: the same dropout masks", fontsize=SMALL, color="#6b5f00", ha="left", va="center")
     _arrow(ax, [(11.6, 6.3), (11.6, 3.1)], color=PURPLE, lw=2.0)
-    ax.text(11.8, 4.8, "v_k, cached", fontsize=SMALL, color="#a34d7e", ha="left",
-            va="center")
+    ax.text(11.8, 4.8, "v_k, cached", fontsize=SMALL, color="#a34d7e", ha="left", va="center")
     chunk = p.stages.cocondenser.chunk_size
     ax.text(1.35, 1.35, "one chunk's\nactivations in\nmemory at a time" +
             (f"\n({chunk} spans)" if chunk else ""), fontsize=SMALL, ha="center", va="top")
@@ -282,18 +260,15 @@ def _change_words(change: dict) -> str:
 
 
 def pipeline(preset=None):
-    """The book's pipeline from pre-training to search, each box labelled with the chapter
-    that builds it: stage 1 BERT, then BERT-continued, Condenser and (where the preset has one) the
-    modified Condenser, then coCondenser and its
-    two ablations on the target corpus, fine-tuning round 1 (BM25 negatives) and round 2
-    (negatives mined by the round-1 retriever), encoding and search, and the metrics. The
-    step counts and the split come from the preset. Shown in chapter 4,
-    ``notebooks/04_finetune.ipynb``."""
+    """The book's pipeline from pre-training to search, each box labelled with the chapter that builds it:
+    stage 1 BERT, then BERT-continued, Condenser and (where the preset has one) the modified Condenser, then
+    coCondenser and its two ablations on the target corpus, fine-tuning round 1 (BM25 negatives) and round 2
+    (negatives mined by the round-1 retriever), encoding and search, and the metrics. The step counts and the
+    split come from the preset. Shown in chapter 4, ``notebooks/04_finetune.ipynb``."""
     p = _preset(preset)
     t, m, f = p.stages, p.model, p.finetune
     fig, ax = _canvas(15.0, 10.4, inches_per_unit=0.47)
-    ax.text(0.2, 10.1, "pre-training on the general corpus", fontsize=FONT, weight="bold",
-            va="center")
+    ax.text(0.2, 10.1, "pre-training on the general corpus", fontsize=FONT, weight="bold", va="center")
     ax.text(8.0, 10.1, "on the target corpus ("
             f"{ {'scifact': 'SciFact', 'msmarco': 'MS MARCO'}.get(p.task, p.task)})", fontsize=FONT, weight="bold",
             va="center")
@@ -313,8 +288,7 @@ def pipeline(preset=None):
     _arrow(ax, [(7.8, 7.2), (8.2, 6.4)])
     _box(ax, 8.2, 7.4, 3.8, 1.9, f"coCondenser: span pairs,\ncontrastive loss + MLM\n"
          f"{t.cocondenser.max_steps:,} updates (ch. 3)", VERMILION, size=SMALL)
-    _box(ax, 8.2, 5.2, 3.8, 1.7, "ablations: contrastive\nonly, MLM only\n(ch. 3, 4)", ORANGE,
-         size=SMALL)
+    _box(ax, 8.2, 5.2, 3.8, 1.7, "ablations: contrastive\nonly, MLM only\n(ch. 3, 4)", ORANGE, size=SMALL)
     ax.text(12.2, 8.4, "every arm:\nhead dropped,\nthe backbone's\nlate [CLS] is\nthe vector",
             fontsize=SMALL, va="center")
     controls = [a for a in ("bert_cont_flops", "condenser_mod_nocls") if a in p.arms]

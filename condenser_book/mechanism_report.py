@@ -10,7 +10,8 @@ a part or a seed the study has not run yet is named as "to run", never guessed.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
+from itertools import groupby
 
 import numpy as np
 
@@ -69,10 +70,9 @@ def recompute_c0(study: Mapping, part: str) -> dict:
 
 
 def final_table(study: Mapping, part: str):
-    """A part's final gauges, one column per pre-training seed: the reliance and its noise, the
-    same ratio with a zero or a mean [CLS], the deficit it is a share of, and the Condenser's late
-    MLM loss and late [CLS] cosine minus its control's (BERT-continued's; empty for a seed trained
-    without it)."""
+    """A part's final gauges, one column per pre-training seed: the reliance and its noise, the same ratio
+    with a zero or a mean [CLS], the deficit it is a share of, and the Condenser's late MLM loss and late
+    [CLS] cosine minus its control's (BERT-continued's; empty for a seed trained without it)."""
     import pandas as pd
 
     rows = {}
@@ -254,10 +254,7 @@ def _near_misses(study: Mapping) -> str:
     for s in off:
         above = [reliance_above_noise(r) for r in curves[s]["condenser"]["curve"]]
         counts.append((s, sum(above), len(above)))
-        run = 0
-        for a in above:
-            run = run + 1 if a else 0
-            longest = max(longest, run)
+        longest = max([longest, *(len(list(run)) for kept, run in groupby(above) if kept)])
     said = words(f"{k} of {n}{' evaluations' * (i == 0)} (seed {s})" for i, (s, k, n) in enumerate(counts))
     return f"Seeds without an onset rose above their bar on {said}, at most {longest} in a row."
 
@@ -427,11 +424,10 @@ def part_readings(study: Mapping, part: str) -> dict[str, str]:
     C0 status, the seeds whose reliance ends above its noise and the update it stays there from."""
     fin, rel = finals(study, part), reliances(study, part)
     above = [s for s, f in fin.items() if reliance_above_noise(f)]
-    starts = onsets(study, part)
-    cos = {s: fin[s]["cls_cosine"] - c["cls_cosine"] for s, c in finals(study, part, "bert_cont").items()}
-    late = [fin[s]["mlm_loss"] - c["mlm_loss"] for s, c in finals(study, part, "bert_cont").items()]
+    starts, control = onsets(study, part), finals(study, part, "bert_cont")
+    cos = [fin[s]["cls_cosine"] - c["cls_cosine"] for s, c in control.items()]
+    late = [fin[s]["mlm_loss"] - c["mlm_loss"] for s, c in control.items()]
     noise = max(f["cls_reliance_noise"] for f in fin.values())
-    control = finals(study, part, "bert_cont").values()
     return {f"{part}_seeds": seeds_text(fin),
             f"{part}_reliance": values_text(rel, 4 if max(map(abs, rel)) < 0.01 else 3),
             f"{part}_noise": fixed(noise, 4), f"{part}_max": fixed(max(rel), 3),
@@ -442,8 +438,8 @@ def part_readings(study: Mapping, part: str) -> dict[str, str]:
             f"{part}_below": seeds_text(s for s in fin if s not in above) if len(above) < len(fin) else "no seed",
             f"{part}_from": words(f"{starts[s]:,}" for s in above if starts[s] is not None),
             f"{part}_cosine": values_text((f["cls_cosine"] for f in fin.values()), 3),
-            f"{part}_control_cosine": values_text((f["cls_cosine"] for f in control), 3),
-            f"{part}_cosine_drop": fixed(-float(np.mean(list(cos.values()))), 3),
+            f"{part}_control_cosine": values_text((f["cls_cosine"] for f in control.values()), 3),
+            f"{part}_cosine_drop": fixed(-float(np.mean(cos)), 3),
             f"{part}_late_gap": fixed(max(abs(x) for x in late), 3),
             f"{part}_late_diff": words(f"{x:+.3f}" for x in late),
             f"{part}_stage1": values_text((v["bert"]["final"]["mlm_loss"] for v in study[part]["per_seed"].values()),

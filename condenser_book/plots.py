@@ -1,12 +1,8 @@
 """The book's figure style and the legibility rule every figure meets: the column's width, the
 smallest font, the gap between texts, the contrast of lines against the page (``legibility``),
 and the helpers every figure module draws with (``figure_for``, ``panels``, ``legend_above``,
-``log_axis``, ``thousands``, ``save``).
-
-The figures themselves are drawn per concern: ``plots_gauges`` (the pre-training gauges,
-chapters 1-2), ``plots_arms`` (the arms' evaluations and the scorecard, chapters 4-8),
-``plots_study`` and ``plots_mechanism`` (the two study pages); the tables in ``tables``.
-Explained in chapters 4-7.
+``log_axis``, ``thousands``, ``save``). The figures themselves are drawn per concern (``plots_gauges``,
+``plots_arms``, ``plots_study``, ``plots_mechanism``; see the package's docstring). Explained in chapters 4-7.
 """
 
 from __future__ import annotations
@@ -14,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-
 
 
 def figure_for(ax=None, figsize=None):
@@ -112,14 +107,15 @@ def legibility(fig) -> dict:
             "too_small": [t for t in texts if t[1] < MIN_FONT - 1e-9], "overlaps": overlaps, "faint": faint}
 
 
-def panels(n: int, height: float = 2.9, columns: int = 2):
+def panels(n: int, height: float = 2.9, columns: int = 2, sharey: bool = False, extra: float = 0.0):
     """A figure of ``n`` panels at the book's width, at most ``columns`` a row (several rows
-    rather than a strip too small to read); returns ``(fig, axes)`` with the unused cells hidden."""
+    rather than a strip too small to read), ``height`` inches a row and ``extra`` more (titles,
+    a legend); returns ``(fig, axes)``, the axes flat, with the unused cells hidden."""
     import matplotlib.pyplot as plt
 
     cols = min(n, columns)
     rows = -(-n // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(FIGURE_WIDTH, height * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(FIGURE_WIDTH, height * rows + extra), sharey=sharey, squeeze=False)
     flat = list(axes.flat)
     for ax in flat[n:]:
         ax.set_visible(False)
@@ -136,9 +132,8 @@ def thousands(ax, axis: str = "x") -> None:
 
 
 def legend_above(fig, ax=None, ncol: int = 4, handles=None, below: bool = False) -> None:
-    """One legend for the figure (``handles``, or its panels' entries, each once), above the
-    panels (``below``: under them), which are laid out beside it: it covers no data, no title
-    and no axis label."""
+    """One legend for the figure (``handles``, or its panels' entries, each once), above the panels
+    (``below``: under them), which are laid out beside it: it covers no data, no title and no axis label."""
     labels = [h.get_label() for h in handles or []]
     handles = list(handles or [])
     for a in fig.axes if not handles else ():

@@ -79,14 +79,11 @@ def plot_rounds(results: Mapping, metric: str | Sequence[str] | None = None, arm
     at the full training set, with one dot per pre-trained model (fine-tuning seeds averaged):
     horizontal bars, the arms' names on the y axis, where they never run into each other. A
     list of metrics draws one panel each, side by side on the same arms. Chapter 4."""
-    import matplotlib.pyplot as plt
-
     R, full = results["retrieval"], full_size(results)
     arms = [a for a in (arms or R) if "round2" in R.get(a, {})]
     if not isinstance(metric, (str, type(None))):
-        fig, axes = plt.subplots(1, len(metric), sharey=True, squeeze=False,
-                                 figsize=(FIGURE_WIDTH, 0.55 * len(arms) + 1.4))
-        for i, (a, m) in enumerate(zip(axes[0], metric)):
+        fig, axes = panels(len(metric), height=0.55 * len(arms) + 1.4, columns=len(metric), sharey=True)
+        for i, (a, m) in enumerate(zip(axes, metric)):
             plot_rounds(results, m, arms, ax=a)
             a.set_title(m)
             if i:
@@ -132,20 +129,16 @@ def plot_nb_recall(results: Mapping, n: int | None = None, ax=None):
 
 
 def plot_entropy(results: Mapping, arms: Sequence[str] = ("bert", "condenser", "cocondenser")):
-    """CLS attention entropy per layer before (pre-trained) and after retrieval fine-tuning,
-    one panel per arm: Condenser figure 2. After fine-tuning: the mean over pre-trained models
-    (each the average of its fine-tuning seeds), the band from their lowest to their highest.
-    Chapter 5."""
+    """CLS attention entropy per layer before (pre-trained) and after retrieval fine-tuning, one panel per
+    arm: Condenser figure 2. After fine-tuning: the mean over pre-trained models (each the average of its
+    fine-tuning seeds), the band from their lowest to their highest. Chapter 5."""
     import matplotlib.pyplot as plt
 
     E = results["entropy"]
     arms = [a for a in arms if a in E]
     cols = min(len(arms), 3)  # three panels a row at most: each wide enough for its ticks
-    rows = -(-len(arms) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(FIGURE_WIDTH, 2.4 * rows + 0.5), sharey=True, squeeze=False)
-    for ax in axes.flat[len(arms):]:
-        ax.set_visible(False)
-    for ax, arm in zip(axes.flat, arms):
+    fig, axes = panels(len(arms), height=2.4, columns=cols, sharey=True, extra=0.5)
+    for i, (ax, arm) in enumerate(zip(axes, arms)):
         before = np.asarray(E[arm]["before"])
         layers = np.arange(1, len(before) + 1)
         ax.plot(layers, before, "o-", color=color(arm), label="pre-trained")
@@ -157,13 +150,11 @@ def plot_entropy(results: Mapping, arms: Sequence[str] = ("bert", "condenser", "
             ax.plot(layers, m, "s--", color=color(arm), markerfacecolor="white", label="fine-tuned")
             ax.fill_between(layers, models.min(0), models.max(0), color=color(arm), alpha=0.15)
         ax.set_title(label(arm), fontsize=plt.rcParams["font.size"])
-        ax.set_xlabel("layer")
+        if i + cols >= len(arms):  # the x axis named once per column, at its lowest panel
+            ax.set_xlabel("layer")
         ax.set_xticks(layers)
-    for row in axes:
-        row[0].set_ylabel("entropy (nats)")
-    for i, ax in enumerate(axes.flat[:len(arms)]):  # the x axis named once per column, at its lowest panel
-        if i + cols < len(arms):
-            ax.set_xlabel("")
+        if i % cols == 0:
+            ax.set_ylabel("entropy (nats)")
     legend_above(fig, ncol=2)
     return fig
 
@@ -184,7 +175,6 @@ def plot_loss_curves(results: Mapping, size: str | None = None, arms: Sequence[s
     """Round-1 fine-tuning loss per step on a log scale, the preprint's loss figure: each
     pre-trained model's curve (the average of its fine-tuning seeds) smoothed over ``window``
     steps; the line is their mean, the band runs from their lowest to their highest. Chapter 6."""
-
     size = size or full_size(results)
     fig, ax = figure_for(ax)
     curves = results["loss_curves"]
@@ -226,12 +216,11 @@ def plot_sts(results: Mapping, arms: Sequence[str] | None = None, ax=None):
 
 
 def plot_gain_vs_paper(results: Mapping, arms: Sequence[str] = ("condenser", "condenser_mod")):
-    """Our relative gain over BERT beside the paper's, for the two claims the paper quantifies
-    at several training sizes: C1 (round-1 retrieval, our first metric; the paper's MS MARCO
-    MRR@10, Condenser table 5) and C7 (STS-b Spearman, Condenser table 1). Each of our sizes sits
-    at the paper's column it is compared with (``papers.expected_gain``); a hollow dot per
-    pre-trained model (its gain over the BERT of the same seed), a filled one for the gain of
-    the means. Chapter 8."""
+    """Our relative gain over BERT beside the paper's, for the two claims the paper quantifies at several
+    training sizes: C1 (round-1 retrieval, our first metric; the paper's MS MARCO MRR@10, Condenser table 5)
+    and C7 (STS-b Spearman, Condenser table 1). Each of our sizes sits at the paper's column it is compared
+    with (``papers.expected_gain``); a hollow dot per pre-trained model (its gain over the BERT of the same
+    seed), a filled one for the gain of the means. Chapter 8."""
     from condenser_lite.reproduction.evidence.papers import EXPECTED_GAIN_SOURCE, expected_gain, paper_column
 
     fig, axes = panels(2, height=3.2)
@@ -243,8 +232,7 @@ def plot_gain_vs_paper(results: Mapping, arms: Sequence[str] = ("condenser", "co
          "training pairs"),
     )
     for ax, (cid, title, by_arm, pick, unit) in zip(axes, panels_data):
-        sizes = [s for s in by_arm["bert"]]
-        ordered = sorted(sizes, key=int)
+        ordered = sorted(by_arm["bert"], key=int)
         xs = np.arange(len(ordered))
         paper = [expected_gain(cid, s, ordered) for s in ordered]
         ax.plot([x for x, g in zip(xs, paper) if g is not None], [100 * g for g in paper if g is not None],
@@ -271,8 +259,6 @@ def plot_gain_vs_paper(results: Mapping, arms: Sequence[str] = ("condenser", "co
 VERDICT_COLOURS = {"reproduced": "#2a9d4b", "better": "#2a9d4b", "reversed": "#c0392b", "worse": "#c0392b"}
 
 
-
-
 def _difference_rows(rows: Sequence[tuple], claimed: Mapping[str, str], several: bool) -> list[tuple]:
     # the rows grouped under a heading per claim and setting: [(heading or None, label, row or None)]
     out, last = [], None
@@ -288,14 +274,12 @@ def _difference_rows(rows: Sequence[tuple], claimed: Mapping[str, str], several:
 
 
 def plot_differences(results: Mapping, ids: Sequence[str], ax=None):
-    """The comparisons behind the claims ``ids`` as a test over pre-trained models sees them
-    (rules version 2): one row per comparison, under a bold heading per claim and setting, a
-    hollow dot per pre-trained model's difference (a - b, fine-tuning seeds averaged), a filled
-    dot for their mean (green where the one-sided test says a is better, red where it says
-    worse, grey where neither), a grey bar from 0 to the smallest difference the test detects
-    with 80% power, and a black tick at the paper's effect at our scale where the claim
-    quantifies one. Chapter 8."""
-    import matplotlib.pyplot as plt
+    """The comparisons behind the claims ``ids`` as a test over pre-trained models sees them (rules version
+    2): one row per comparison, under a bold heading per claim and setting, a hollow dot per pre-trained
+    model's difference (a - b, fine-tuning seeds averaged), a filled dot for their mean (green where the
+    one-sided test says a is better, red where it says worse, grey where neither), a grey bar from 0 to the
+    smallest difference the test detects with 80% power, and a black tick at the paper's effect at our scale
+    where the claim quantifies one. Chapter 8."""
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
@@ -306,10 +290,7 @@ def plot_differences(results: Mapping, ids: Sequence[str], ax=None):
             for setting, a, b, c in comparisons(claims[cid]) if c.get("per_seed")]
     claimed = {cid: claims[cid]["arms"][0] if claims[cid]["arms"] else "" for cid in ids if cid in claims}
     lines = _difference_rows(rows, claimed, len({cid for cid, *_ in rows}) > 1)
-    if ax is None:
-        fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 0.25 * len(lines) + 1.5))
-    else:
-        fig = ax.figure
+    fig, ax = figure_for(ax, figsize=(FIGURE_WIDTH, 0.25 * len(lines) + 1.5))
     for y, (_, _, c) in enumerate(lines):
         if c is None:
             continue

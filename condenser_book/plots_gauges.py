@@ -60,15 +60,14 @@ GAUGE_TITLES = {"mlm_loss": "Does the model learn language?", "cls_swap_gap": "D
 
 def plot_gauges(results: Mapping, arms: Sequence[str] | None = None, gauges: Sequence[str] = tuple(GAUGES),
                 zoom: bool = False):
-    """The held-out gauges logged during pre-training, against the cumulative pre-training step
-    (a continuing arm starts where its parent ended), one panel per name in ``gauges``: the
-    held-out MLM loss with the unigram entropy of the same tokens (``mlm_loss``), the [CLS]-swap
-    gap with its noise band (``cls_swap_gap``, Condenser-family arms), the mean cosine between
-    blocks' late [CLS] (``cls_cosine``), the pre-registered [CLS] reliance with its noise band and
-    C0's threshold (``cls_reliance``, where logged). Each arm's first pre-training seed (the
-    results keep one log per arm). ``zoom``: one more panel, the MLM loss over the continuations
-    alone (from where the first continuing arm starts), which the whole axis squeezes into its
-    last part. Chapters 1 and 2."""
+    """The held-out gauges logged during pre-training, against the cumulative pre-training step (a continuing
+    arm starts where its parent ended), one panel per name in ``gauges``: the held-out MLM loss with the
+    unigram entropy of the same tokens (``mlm_loss``), the [CLS]-swap gap with its noise band
+    (``cls_swap_gap``, Condenser-family arms), the mean cosine between blocks' late [CLS] (``cls_cosine``),
+    the pre-registered [CLS] reliance with its noise band and C0's threshold (``cls_reliance``, where logged).
+    Each arm's first pre-training seed (the results keep one log per arm). ``zoom``: one more panel, the MLM
+    loss over the continuations alone (from where the first continuing arm starts), which the whole axis
+    squeezes into its last part. Chapters 1 and 2."""
     unknown = [g for g in gauges if g not in GAUGES]
     if unknown or not gauges or (zoom and "mlm_loss" not in gauges):
         raise ValueError(f"plot_gauges(gauges={list(gauges)}, zoom={zoom}): choose from {list(GAUGES)} "
@@ -89,26 +88,19 @@ def plot_gauges(results: Mapping, arms: Sequence[str] | None = None, gauges: Seq
             if name in ax:
                 ax[name].plot(steps, [r[f"eval_{name}"] for r in log], **style)
         curves.append((steps, [r["eval_mlm_loss"] for r in log], style, offset))
-        if "cls_reliance" in ax:  # undefined evaluations (no deficit) are left out of the log
-            rel = [(x, r["eval_cls_reliance"], r.get("eval_cls_reliance_noise", 0.0))
-                   for x, r in zip(steps, log) if "eval_cls_reliance" in r]
-            if rel:
-                x, y, e = (np.array(v) for v in zip(*rel))
-                ax["cls_reliance"].plot(x, y, **style)
-                ax["cls_reliance"].fill_between(x, y - 2 * e, y + 2 * e, color=color(arm), alpha=0.15)
-        if "cls_swap_gap" in ax and "eval_cls_swap_gap" in log[0]:
-            gap = np.array([r["eval_cls_swap_gap"] for r in log])
-            noise = np.array([r["eval_cls_swap_noise"] for r in log])
-            ax["cls_swap_gap"].plot(steps, gap, **style)
-            ax["cls_swap_gap"].fill_between(steps, gap - 2 * noise, gap + 2 * noise, color=color(arm),
-                                            alpha=0.15)
+        for name, noise in (("cls_reliance", "eval_cls_reliance_noise"), ("cls_swap_gap", "eval_cls_swap_noise")):
+            # with its noise band; undefined evaluations (a reliance without a deficit) are left out of the log
+            band = [(x, r[f"eval_{name}"], r.get(noise, 0.0)) for x, r in zip(steps, log) if f"eval_{name}" in r]
+            if name in ax and band:
+                x, y, e = (np.array(v) for v in zip(*band))
+                ax[name].plot(x, y, **style)
+                ax[name].fill_between(x, y - 2 * e, y + 2 * e, color=color(arm), alpha=0.15)
     entropy = (results.get("heldout") or {}).get("unigram_entropy")
     if "mlm_loss" in ax and entropy is not None:
         ax["mlm_loss"].axhline(entropy, color="black", ls="--", lw=1, label="unigram entropy")
     if "cls_swap_gap" in ax:
         ax["cls_swap_gap"].axhline(0, color="black", lw=0.8)
     if "cls_reliance" in ax:
-
         ax["cls_reliance"].axhline(0, color="black", lw=0.8)
         ax["cls_reliance"].axhline(RELIANCE_THRESHOLD, color="black", ls=":", lw=1, label="C0's threshold")
     if zoom:

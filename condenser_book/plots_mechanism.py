@@ -14,7 +14,7 @@ import numpy as np
 
 from condenser_lite.studies.onset import SEEN_SEEDS
 from condenser_lite.studies.onset import onset as onset_of
-from .plots import FIGURE_WIDTH, SMALL, figure_for, legend_above, thousands
+from .plots import FIGURE_WIDTH, SMALL, figure_for, legend_above, panels, thousands
 from condenser_lite.reproduction.statistics.rules import RELIANCE_THRESHOLD
 from condenser_lite.reproduction.statistics.wording import FAR_DECADES, seeds_text
 
@@ -30,15 +30,12 @@ PART_NAMES = {"e0": "E0, faithful", "e1": "E1, 4x as long", "e2": "E2, 6 layers"
 PART_COLOURS = {"e0": "#0072b2", "e3": "#009e73", "e4": "#e69f00", "e5": "#cc79a7"}
 
 
-def reliance_curve(stage: Mapping) -> tuple[list[int], list[float]]:
-    """A Condenser stage's held-out evaluations where the reliance is defined: updates, values."""
+def reliance_curve(stage: Mapping, deficit: bool = False) -> tuple[list[int], list[float]]:
+    """A Condenser stage's held-out evaluations where the reliance is defined: updates, and the
+    reliance (``deficit``: the head's deficit L_ablated - L_late, of which the reliance is a share)."""
     rows = [r for r in stage["curve"] if r.get("cls_reliance") is not None]
-    return [r["step"] for r in rows], [r["cls_reliance"] for r in rows]
-
-
-def _deficit_curve(stage: Mapping) -> tuple[list[int], list[float]]:
-    rows = [r for r in stage["curve"] if r.get("cls_reliance") is not None]
-    return [r["step"] for r in rows], [r["reliance_ablated_loss"] - r["reliance_late_loss"] for r in rows]
+    values = [r["reliance_ablated_loss"] - r["reliance_late_loss"] if deficit else r["cls_reliance"] for r in rows]
+    return [r["step"] for r in rows], values
 
 
 def _threshold(ax, label: bool = True) -> None:
@@ -58,10 +55,7 @@ def plot_part_curves(study: Mapping, parts: Sequence[str], deficit: bool = False
     per pre-training seed; the first of two parts dotted with hollow squares, the second solid),
     C0's threshold, and with ``deficit`` a second panel: the head's deficit without its own
     [CLS], L_ablated - L_late, the share of which the reliance is."""
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 1 + deficit, figsize=(FIGURE_WIDTH, 3.0), squeeze=False)
-    axes = list(axes[0])
+    fig, axes = panels(1 + deficit, height=3.0)
     styles = ([dict(ls="-", marker="o", ms=3)] if len(parts) == 1 else
               [dict(ls=":", marker="s", ms=4, mfc="none", zorder=3), dict(ls="-", marker="o", ms=2.5, zorder=2)])
     seeds = []
@@ -70,7 +64,7 @@ def plot_part_curves(study: Mapping, parts: Sequence[str], deficit: bool = False
             seeds += [s] if s not in seeds else []
             axes[0].plot(*reliance_curve(arms["condenser"]), color=SEED_COLOURS[s], **style)
             if deficit:
-                axes[1].plot(*_deficit_curve(arms["condenser"]), color=SEED_COLOURS[s], **style)
+                axes[1].plot(*reliance_curve(arms["condenser"], deficit=True), color=SEED_COLOURS[s], **style)
     _threshold(axes[0])
     axes[0].set_ylabel("reliance on the late [CLS]")
     if deficit:
@@ -116,16 +110,12 @@ def plot_scaling_curves(study: Mapping, parts: Sequence[str] = ("e0", "e1", "l48
     """The reliance over each scaling point's Condenser stage, one panel per point (three a row,
     on one y axis), one line per pre-training seed, C0's threshold in every panel: C0 asks for
     it at the stage's end on every seed."""
-    import matplotlib.pyplot as plt
-
     parts = [p for p in parts if p in study["scaling"]["points"]]
     cols = min(3, len(parts))
-    rows = -(-len(parts) // cols)
-    fig, axes = plt.subplots(rows, cols, sharey=True, squeeze=False, figsize=(FIGURE_WIDTH, 2.3 * rows + 0.6))
-    for ax in axes.flat[len(parts):]:
-        ax.set_visible(False)
+    fig, axes = panels(len(parts), height=2.3, columns=cols, sharey=True, extra=0.6)
+    last_row = (len(parts) - 1) // cols * cols
     seeds = []
-    for ax, part in zip(axes.flat, parts):
+    for i, (ax, part) in enumerate(zip(axes, parts)):
         for s, arms in study[part]["per_seed"].items():
             seeds += [s] if s not in seeds else []
             ax.plot(*reliance_curve(arms["condenser"]), color=SEED_COLOURS[s], marker="o", ms=2)
@@ -133,10 +123,10 @@ def plot_scaling_curves(study: Mapping, parts: Sequence[str] = ("e0", "e1", "l48
         steps = next(iter(study[part]["per_seed"].values()))["condenser"]["steps"]
         ax.set_title(f"{part.upper()} ({steps:,} updates)", fontsize=SMALL)
         thousands(ax)
-    for row in axes:
-        row[0].set_ylabel("reliance")
-    for ax in axes[-1]:
-        ax.set_xlabel("Condenser update")
+        if i % cols == 0:
+            ax.set_ylabel("reliance")
+        if i >= last_row:
+            ax.set_xlabel("Condenser update")
     handles = [_proxy(color=SEED_COLOURS[s], marker="o", ms=3, label=f"seed {s}") for s in seeds]
     handles.append(_proxy(color="black", ls="--", lw=1, label=f"C0's threshold ({RELIANCE_THRESHOLD:g})"))
     legend_above(fig, ncol=4, handles=handles)
@@ -188,13 +178,12 @@ SCALING_STYLE = {"training length": ("#0072B2", "o"), "stage-1 length": ("#E69F0
 
 
 def _scaling_points(ax, points: Mapping, labels: bool) -> tuple[list[float], list[float]]:
-    """``plot_scaling``'s markers: hollow per seed, filled at each point's mean, a line through
-    each series' means; a point still missing some of its seeds (``missing_seeds``) has its
-    seeds' markers only, since a mean over other seeds than its neighbours' would join a line
-    it does not belong to (a series with no complete point yet is named in the legend as
-    "<series> (seeds so far)"). The first series' means are drawn smaller and on top of the
-    others', so a point of another series at the same FLOPs (S1X4 at E0's) leaves both in
-    sight. Returns every seed's FLOPs and reliance."""
+    """``plot_scaling``'s markers: hollow per seed, filled at each point's mean, a line through each series'
+    means; a point still missing some of its seeds (``missing_seeds``) has its seeds' markers only, since a
+    mean over other seeds than its neighbours' would join a line it does not belong to (a series with no
+    complete point yet is named in the legend as "<series> (seeds so far)"). The first series' means are drawn
+    smaller and on top of the others', so a point of another series at the same FLOPs (S1X4 at E0's) leaves
+    both in sight. Returns every seed's FLOPs and reliance."""
     xs_all, ys_all = [], []
     for rank, (series, (col, marker)) in enumerate(SCALING_STYLE.items()):
         parts = [p for p, v in points.items() if v["series"] == series]
@@ -227,18 +216,16 @@ def _two_and_five(x: float, pos=None) -> str:
 
 
 def plot_scaling(scaling: Mapping, reference: Mapping | None = None, ax=None):
-    """The faithful Condenser's [CLS] reliance against its Condenser stage's FLOPs (log axis):
-    ``scaling`` is ``results/mechanism.json``'s ``"scaling"`` (``points``: per part its
-    ``series`` and per seed ``reliance`` and ``log_flops``; ``trend``: ``mechanism_rules.scaling_trend``'s
-    result or None). A hollow marker per seed, a filled one at each point's mean (none for a
-    point still missing some of its seeds; an undefined reliance counts as 0, as the rule
-    counts it), a line through the training-length series,
-    C0's threshold, the pre-registered trend line with where it would reach the threshold
-    (and the range its slope's limits give; the axis stops ``FAR_DECADES`` past the data, as
-    the prose does), and ``reference`` (``{"label", "log_flops", "reliance": [per seed]}``,
-    e.g. the modified Condenser of ``small``) for comparison; an inset repeats the points on
-    their own scale where they stay under half the threshold and the reference passes it. Chapter
-    14 (``notebooks/14_scaling.md``)."""
+    """The faithful Condenser's [CLS] reliance against its Condenser stage's FLOPs (log axis): ``scaling`` is
+    ``results/mechanism.json``'s ``"scaling"`` (``points``: per part its ``series`` and per seed ``reliance``
+    and ``log_flops``; ``trend``: ``mechanism_rules.scaling_trend``'s result or None). A hollow marker per
+    seed, a filled one at each point's mean (none for a point still missing some of its seeds; an undefined
+    reliance counts as 0, as the rule counts it), a line through the training-length series, C0's threshold,
+    the pre-registered trend line with where it would reach the threshold (and the range its slope's limits
+    give; the axis stops ``FAR_DECADES`` past the data, as the prose does), and ``reference``
+    (``{"label", "log_flops", "reliance": [per seed]}``, e.g. the modified Condenser of ``small``) for
+    comparison; an inset repeats the points on their own scale where they stay under half the threshold and
+    the reference passes it. Chapter 14 (``notebooks/14_scaling.md``)."""
     from matplotlib.ticker import FuncFormatter, NullFormatter
 
     fig, ax = figure_for(ax, figsize=(FIGURE_WIDTH, 3.8))

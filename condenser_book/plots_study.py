@@ -35,9 +35,8 @@ def plot_throughput(study: Mapping, shape: str = "4L/128H, 32x64 (tiny)"):
 
 
 def plot_sweep(study: Mapping, first_round: int = 6):
-    """Held-out MLM loss minus the unigram entropy of each run's own vocabulary against CPU
-    seconds, one panel per sweep (the first ``first_round`` runs, then the rest),
-    each panel's legend below it."""
+    """Held-out MLM loss minus the unigram entropy of each run's own vocabulary against CPU seconds, one panel
+    per sweep (the first ``first_round`` runs, then the rest), each panel's legend below it."""
     sweep = study["sweep"]
     round1 = list(sweep)[:first_round]
     fig, axes = panels(2, height=5.8)
@@ -75,10 +74,9 @@ def plot_long(study: Mapping):
 
 
 def plot_condenser_splits(study: Mapping):
-    """The Condenser continuations of the long run for each split of the backbone: the head's
-    held-out MLM loss (left) and the mean cosine between different blocks' late [CLS] (right),
-    with the plain-MLM control dashed black; each split its own colour, marker and line style,
-    so two splits on one line both show."""
+    """The Condenser continuations of the long run for each split of the backbone: the head's held-out MLM
+    loss (left) and the mean cosine between different blocks' late [CLS] (right), with the plain-MLM control
+    dashed black; each split its own colour, marker and line style, so two splits on one line both show."""
     cond = study["condenser"]
     splits = {n: r for n, r in cond.items() if r["run"]["method"] == "condenser"}
     control = next(r for r in cond.values() if r["run"]["method"] == "mlm")

@@ -20,32 +20,30 @@ def _machine(m: Mapping) -> str:
     return m.get("gpu") or f"{m['cores']}-core {m.get('cpu') or m.get('cpu_model')}"
 
 
-def _row(cells) -> str:
-    return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+def _table(header: list, rows) -> list[str]:
+    # a Markdown table's lines, a "|" inside a cell escaped
+    lines = ["| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |" for cells in (header, *rows)]
+    return [lines[0], "|---" * len(header) + "|", *lines[1:]]
 
 
 def protocol_section(results: Mapping) -> list[str]:
-    """The committed run: how it was merged, and each part's seeds, commit, machine and work
-    (CPU-hours: a part's last call reused the stages cached by earlier ones, so its wall time
-    says little)."""
+    """The committed run: how it was merged, and each part's seeds, commit, machine and work (CPU-hours: a
+    part's last call reused the stages cached by earlier ones, so its wall time says little)."""
     prov = results["provenance"]
     lines = [f"**`results/small.json`**, the {{term}}`committed run`: `{prov['command']}`, judged by rules "
              f"version {prov['rules']['version']} (commit `{prov['rules']['commit'][:7]}`). Its "
-             f"{prov['work_cpu_seconds'] / 3600:.1f} CPU-hours of work ran in parts:", "",
-             _row(["part", "pre-training seeds", "commit", "machine", "CPU-hours of work"]), "|---" * 5 + "|"]
-    for name, part in prov["parts"].items():
-        lines.append(_row([f"`{Path(name).name}`", ", ".join(map(str, part["pretraining_seeds"])),
-                           f"`{part['commit'][:7]}`", _machine(part["machine"]),
-                           f"{part['work_cpu_seconds'] / 3600:.1f}"]))
-    return lines
+             f"{prov['work_cpu_seconds'] / 3600:.1f} CPU-hours of work ran in parts:", ""]
+    rows = [[f"`{Path(name).name}`", ", ".join(map(str, part["pretraining_seeds"])), f"`{part['commit'][:7]}`",
+             _machine(part["machine"]), f"{part['work_cpu_seconds'] / 3600:.1f}"]
+            for name, part in prov["parts"].items()]
+    return lines + _table(["part", "pre-training seeds", "commit", "machine", "CPU-hours of work"], rows)
 
 
 def study_section(name: str, data: Mapping, what: str) -> list[str]:
     """A study's one-call file: its command, commit, machine and time."""
     prov = data["provenance"]
-    seconds = prov.get("wall_seconds") or prov.get("cpu_seconds_all_runs")
     took = (f"{prov['cpu_seconds_all_runs'] / 3600:.1f} CPU-hours of runs" if "cpu_seconds_all_runs" in prov
-            else f"{seconds / 60:.0f} min")
+            else f"{prov['wall_seconds'] / 60:.0f} min")
     commit = prov["commit"].split("+")[0][:7] + (" (uncommitted changes)" if prov.get("dirty") or
                                                  "+dirty" in prov["commit"] else "")
     return [f"**`results/{name}`**, {what}: `{prov['command']}` at commit `{commit}`, on a "
@@ -64,8 +62,7 @@ def provenance_markdown(folder: Path | None = None) -> str:
     table = provenance_table(read("mechanism.json"))
     lines += ["", "**`results/mechanism.json`**, the mechanism study: one row per part, with one worker's "
               "hours per stage summed over its seeds.", "",
-              _row(["part", *table.columns]), "|---" * (len(table.columns) + 1) + "|"]
-    lines += [_row([part, *row]) for part, row in table.iterrows()]
+              *_table(["part", *table.columns], ([part, *row] for part, row in table.iterrows()))]
     return "\n".join(lines) + "\n"
 
 

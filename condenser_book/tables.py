@@ -63,9 +63,8 @@ def unit_stat(results: Mapping, arm: str, stat: Mapping) -> dict:
 
 
 def retrieval_table(results: Mapping, metrics: Sequence[str] | None = None, digits: int = 3):
-    """One row per arm, training size and round; one column per metric: the mean ± std over
-    pre-trained models (``unit_stat``: fine-tuning seeds averaged first), with BM25 on top.
-    Chapter 4."""
+    """One row per arm, training size and round; one column per metric: the mean ± std over pre-trained models
+    (``unit_stat``: fine-tuning seeds averaged first), with BM25 on top. Chapter 4."""
     import pandas as pd
 
     metrics = list(metrics or results["preset"]["metrics"])
@@ -94,11 +93,10 @@ def sts_table(results: Mapping, digits: int = 3):
 
 
 def compute_table(results: Mapping):
-    """What each arm's pre-training cost: its own stage (steps, non-padding tokens, FLOPs
-    estimate, CPU seconds) and, cumulative with the stages it continues, tokens, FLOPs and CPU
-    seconds (``accounting``; first pre-training seed). CPU seconds, not wall seconds: the
-    stages' wall time depends on what else ran on the machine (both are in the results).
-    Chapter 4."""
+    """What each arm's pre-training cost: its own stage (steps, non-padding tokens, FLOPs estimate, CPU
+    seconds) and, cumulative with the stages it continues, tokens, FLOPs and CPU seconds (``accounting``;
+    first pre-training seed). CPU seconds, not wall seconds: the stages' wall time depends on what else ran on
+    the machine (both are in the results). Chapter 4."""
     import pandas as pd
 
     rows = []
@@ -143,12 +141,11 @@ SHORT_LABELS = {"BERT-continued, equal FLOPs": "equal-FLOPs control", "modified 
 
 
 def claim_table(results: Mapping, ids: Sequence[str]):
-    """The comparisons behind the claims ``ids`` as one table (``scorecard.claim_rows``): per
-    claim and setting the two models with our numbers, the verdict, and the difference: under
-    rules version 2 each pre-trained model's and the mean's with the one-sided test's p, under
-    version 1 the mean's with its spread; the pre-registered claims also the smallest difference
-    the run could detect and the paper's effect at our scale. Chapters 4, 6, 7 and 8 show their
-    claims with it."""
+    """The comparisons behind the claims ``ids`` as one table (``scorecard.claim_rows``): per claim and
+    setting the two models with our numbers, the verdict, and the difference: under rules version 2 each
+    pre-trained model's and the mean's with the one-sided test's p, under version 1 the mean's with its
+    spread; the pre-registered claims also the smallest difference the run could detect and the paper's effect
+    at our scale. Chapters 4, 6, 7 and 8 show their claims with it."""
     import pandas as pd
 
     claims = {c["id"]: c for c in results.get("claims") or scorecard(results)}
@@ -201,15 +198,16 @@ def claim_table(results: Mapping, ids: Sequence[str]):
 
 
 def scorecard_table(results: Mapping):
-    """The claims (C0-C8, and C0m, C1m, C7m where a run has a modified Condenser) in plain words,
-    one row each: ``claim`` (a short name), ``statement`` (what exactly is tested), ``models`` compared (a list), ``this run`` (the comparison, a
-    sentence with our numbers), ``papers`` (their numbers) and ``verdict``. Chapter 8."""
+    """The claims (C0-C8, and C0m, C1m, C7m where a run has a modified Condenser) in plain words, one row
+    each: ``claim`` (a short name), ``statement`` (what exactly is tested), ``models`` compared (a list),
+    ``this run`` (the comparison, a sentence with our numbers), ``papers`` (their numbers) and ``verdict``.
+    Chapter 8."""
     import pandas as pd
 
     claims = results.get("claims") or scorecard(results)
-    rows = [{"id": c["id"], "claim": CLAIM[c["id"]].title if c["id"] in CLAIM else c["statement"], "statement": c["statement"],
-             "models": list(c["arms"]), "this run": c["comparison"], "papers": c["paper"],
-             "verdict": c["verdict"]} for c in claims]
+    rows = [{"id": c["id"], "claim": CLAIM[c["id"]].title if c["id"] in CLAIM else c["statement"],
+             "statement": c["statement"], "models": list(c["arms"]), "this run": c["comparison"],
+             "papers": c["paper"], "verdict": c["verdict"]} for c in claims]
     return pd.DataFrame(rows).set_index("id")
 
 
@@ -231,10 +229,9 @@ def _lines(text: str, seen: set[str]) -> str:
 
 
 def scorecard_html(results: Mapping) -> str:
-    """The scorecard as a compact HTML table for the book (class ``scorecard``): per claim its
-    name, the models compared and the verdict; the claim's exact statement, this run's numbers
-    and the papers' fold out beneath its name, so the table stays narrow and the numbers are
-    one click away. Chapter 8."""
+    """The scorecard as a compact HTML table for the book (class ``scorecard``): per claim its name, the
+    models compared and the verdict; the claim's exact statement, this run's numbers and the papers' fold out
+    beneath its name, so the table stays narrow and the numbers are one click away. Chapter 8."""
     from html import escape
 
     from condenser_lite.reproduction.claims.claims_table import headline_rows, verdict_text

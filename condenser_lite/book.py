@@ -1,14 +1,9 @@
 """The one setup call at the top of every chapter, and the chapters' Colab install cell.
 
-A chapter starts with a cell of papermill parameters (``full``, ``preset``, ``seed``, ...), which
-arrive as strings from ``papermill -p full true``. :func:`setup` parses them, points the library
-at the cache and data folders, silences the import noise of ``transformers`` and ``datasets``,
-fixes the thread count and the seeds, picks the device, makes the figures folder and returns
-what the chapter needs: a :class:`Chapter`, whose :meth:`Chapter.results` is the evidence every
-table, figure and number of the chapter reads (the committed ``results/small.json``, or a re-run
-when the reader asks for one) whose :meth:`Chapter.live_checkpoint` is the briefly
-pre-trained model the chapter's live training cells start from, and whose
-:meth:`Chapter.released` is one of the committed run's final models. Explained in the introduction
+A chapter starts with a cell of papermill parameters (strings, from ``papermill -p full true``).
+:func:`setup` parses them, prepares the run and returns a :class:`Chapter`: its evidence
+(:meth:`Chapter.results`), its live cells' briefly pre-trained models (:meth:`Chapter.live_checkpoint`)
+and the committed run's final models (:meth:`Chapter.released`). Explained in the introduction
 (``book/running.md``, "Running it").
 """
 
@@ -49,8 +44,7 @@ REPOSITORY = "condenser-lite/condenser-lite"
 
 
 def rerun_presets() -> tuple[str, ...]:
-    """The presets a chapter's ``preset`` parameter may re-run (``presets.PRESETS`` except the
-    papers' scale, which is ``full=True``). Introduction, "Running it"."""
+    """The presets a chapter's ``preset`` may re-run: all but ``paper``, which is ``full=True``."""
     from .reproduction.configuration.presets import PRESETS
 
     return tuple(name for name in PRESETS if name != "paper")
@@ -79,17 +73,15 @@ class Chapter:
 
     @property
     def rerun(self) -> bool:
-        """Whether the chapter re-runs the protocol (``-p preset ...`` or ``-p full true``)
-        instead of reading the committed results."""
+        """Whether the chapter re-runs the protocol instead of reading the committed results."""
         return self.full or self.preset is not None
 
     @property
     def live_preset(self):
-        """The ``settings_tree.Preset`` of the live cells: ``paper`` at full scale, else ``LIVE_PRESET``
-        with the committed run's model, fine-tuning and STS-b configs (``COMMITTED``), whatever the evidence (the
-        committed run's stages are longer than a few live seconds allow, and a re-run's preset,
-        e.g. ``micro``, too small to show anything), so the live cells print the same with or
-        without ``preset``. Introduction, "Running it"."""
+        """The ``Preset`` of the live cells: ``paper`` at full scale, else ``LIVE_PRESET`` with the
+        committed run's model, fine-tuning and STS-b configs, whatever the evidence (the committed
+        stages are too long for live cells, a re-run's ``micro`` too small to show anything), so the
+        live cells print the same with or without ``preset``. Introduction, "Running it"."""
         from .reproduction.configuration.presets import get_preset
 
         if self.full:
@@ -99,9 +91,8 @@ class Chapter:
 
     @property
     def rerun_preset(self):
-        """The ``settings_tree.Preset`` a re-run runs: ``preset`` (at full scale ``paper`` with one
-        fine-tuning seed, ``seed``) with ``settings`` applied, as ``experiments --preset P --set
-        ...`` runs it; None without a re-run. Introduction, "Running it"."""
+        """The ``Preset`` a re-run runs: ``preset`` (at full scale ``paper`` with the one seed ``seed``)
+        with ``settings`` applied, as ``experiments --set`` does; None without a re-run."""
         from .reproduction.configuration.presets import get_preset
 
         if not self.rerun:
@@ -110,11 +101,9 @@ class Chapter:
         return preset.replace(**dict(self.settings))
 
     def released(self, arm: str) -> str:
-        """A committed run's final model for the live cells that study trained models (the
-        [CLS] gauges, attention entropy, a fine-tuning on a slice): ``bert``, ``condenser``
-        (with its head) or ``cocondenser`` from ``results/checkpoints/small/`` (the committed
-        run's first pre-training seed, ``release.export_checkpoints``); at full scale the
-        published checkpoint (``Preset.pretrained``). Chapter 2."""
+        """The committed run's final ``bert``, ``condenser`` (with its head) or ``cocondenser`` from
+        ``results/checkpoints/small/`` (its first pre-training seed, ``release.export_checkpoints``),
+        for the live cells that study trained models; at full scale the published checkpoint. Chapter 2."""
         from .reproduction.configuration.presets import PAPER
         from .reproduction.runs.release import CHECKPOINTS_DIR, RELEASED_ARMS
         from .utils.errors import CheckpointError
@@ -130,10 +119,8 @@ class Chapter:
         return str(path)
 
     def results(self, verbose: bool = True) -> dict:
-        """The evidence of the chapter: the committed ``results/small.json``
-        (``results.load_results``), or with ``preset`` / ``full`` the protocol re-run at that
-        preset (``protocol.run_protocol``, cached; at full scale with one fine-tuning seed,
-        ``seed``). With ``verbose``, one line says which. Introduction, "Running it"."""
+        """The chapter's evidence: the committed ``results/small.json``, or the protocol re-run at
+        ``rerun_preset`` (cached). With ``verbose``, one line says which. Introduction, "Running it"."""
         from .reproduction.configuration.presets import get_preset
         from .reproduction.runs.protocol import run_protocol
         from .reproduction.evidence.results import load_results
@@ -149,19 +136,15 @@ class Chapter:
         return results
 
     def check_claims(self, results: dict) -> bool:
-        """Whether the prose's statements describe ``results``: the chapter reads the committed
-        file and it is the ``small`` run the prose was written from. A re-run (or a committed
-        file of another preset) shows its own numbers, and the checks of the prose's findings
-        are skipped. Introduction, "Running it"."""
+        """Whether the prose's statements describe ``results``: the committed ``small`` run the prose
+        was written from. A re-run shows its own numbers and skips the checks of the prose's findings."""
         return not self.rerun and results["preset"]["name"] == COMMITTED
 
     def live_checkpoint(self, method: str) -> str:
-        """A briefly pre-trained checkpoint for the live cells (chapters 1-4), cached: the
-        ``live_preset``'s BERT shape trained from scratch with MLM for ``LIVE_STEPS["mlm"]`` steps
-        (``method="mlm"``), or that model continued as a Condenser for
-        ``LIVE_STEPS["condenser"]`` steps (``"condenser"``), on the first ``LIVE_SECTIONS``
-        training sections of the general corpus. At full scale: ``bert-base-uncased``, and the
-        papers' Condenser stage for ``max_steps`` (default ``LIVE_STEPS``) steps. Chapter 1."""
+        """A briefly pre-trained checkpoint for the live cells (chapters 1-4), cached: ``live_preset``'s
+        BERT trained from scratch by MLM (``"mlm"``), or that model continued as a Condenser
+        (``"condenser"``), for ``LIVE_STEPS[method]`` steps on ``LIVE_SECTIONS`` general-corpus sections.
+        At full scale: ``bert-base-uncased``, and the papers' Condenser stage for ``max_steps``. Chapter 1."""
         from .reproduction.configuration.presets import PAPER, paper_condenser, stage_config
         from .training.pretraining import pretrain
 
@@ -192,10 +175,8 @@ class Chapter:
 
 
 def describe(results: dict, committed: bool = True) -> str:
-    """One line naming a results dict: where it comes from, its preset and seeds; for a re-run
-    also its commit and time. The committed run's commits, machines and hours are on the
-    running page ("Where the numbers were made"), not in the chapters' outputs. Introduction,
-    "Running it"."""
+    """One line naming a results dict: where it comes from, its preset and seeds; for a re-run also
+    its commit and time (the committed run's are on the running page, not in the chapters' outputs)."""
     prov = results.get("provenance") or {}
     n_pre = len(results["pretraining_seeds"])
     what = (f"preset {results['preset']['name']}, {len(results['seeds'])} fine-tuning seeds, "
@@ -218,19 +199,16 @@ def setup(full: object = False, preset: object = None, seed: object = 0, max_ste
     """Parse a chapter's papermill parameters and prepare the run; the first call of every chapter.
 
     ``preset`` None (or ``"none"``) reads the committed results; a preset name (``rerun_presets()``)
-    re-runs it, with ``settings`` (``"stages.bert.max_steps=5 finetune.lr=1e-4"``: paths of the
-    settings tree, as ``experiments --set`` takes them) applied. ``cache_dir`` and ``data_dir`` set ``$CONDENSER_LITE_CACHE`` and
-    ``$CONDENSER_LITE_DATA`` when given. ``threads`` is fixed because float sums differ between
-    thread counts and the chapters' printed numbers should repeat; one, because the live cells'
-    small models gain little from a second thread and lose much when the machine is busy (two
-    threads then wait on each other at every operation: 10 fine-tuning steps of chapter 4 took
-    2.8 s with one thread and 37.5 s with two on a loaded 2-core machine). ``remade_by``: the
-    command that remakes a page's own results file ``reads`` (the study and mechanism pages),
-    which the protocol's ``full`` and ``preset`` cannot re-run: passing either is then an
-    error, not a silent no-op. Errors name the parameter and what to pass. Explained on the
-    page "Running the book" (``book/running.md``). ``init``: a checkpoint folder or Hub id (a real
-    pre-trained model, say) that chapter 4's live fine-tuning starts from instead of the committed
-    coCondenser, with the recipe fit for it (``presets.recipe_for``).
+    re-runs it, with ``settings`` (``"stages.bert.max_steps=5 finetune.lr=1e-4"``, as ``experiments
+    --set``) applied. ``cache_dir`` and ``data_dir`` set ``$CONDENSER_LITE_CACHE`` and
+    ``$CONDENSER_LITE_DATA``. ``threads`` is fixed because float sums differ between thread counts
+    and the printed numbers should repeat; one, because two wait on each other on a busy machine
+    (10 fine-tuning steps of chapter 4: 2.8 s with one thread, 37.5 s with two on a loaded 2-core
+    machine). ``remade_by``: the command that remakes a page's own results file ``reads``, which
+    ``full`` and ``preset`` cannot re-run: passing either is then an error, not a silent no-op.
+    ``init``: a checkpoint that chapter 4's live fine-tuning starts from instead of the committed
+    coCondenser, with the recipe fit for it (``presets.recipe_for``). Explained on the page
+    "Running the book" (``book/running.md``).
     """
     chapter_full = parse_bool(full, "full")
     unset = preset is None or str(preset).strip().lower() in ("", "none")  # papermill passes text
@@ -238,8 +216,9 @@ def setup(full: object = False, preset: object = None, seed: object = 0, max_ste
         raise ValueError(f"parameter {'full' if chapter_full else 'preset'!r}: this page reads its own committed "
                          f"results, which the protocol does not make; remake them with `{remade_by}` and "
                          "execute the page again without it")
-    chapter_preset = None if unset else parse_choice(
-        preset, "preset", rerun_presets(), hint=f"None: the committed results/{COMMITTED}.json; full scale: -p full true")
+    chapter_preset = None if unset else parse_choice(preset, "preset", rerun_presets(),
+                                                     hint=f"None: the committed results/{COMMITTED}.json; "
+                                                     "full scale: -p full true")
     chapter_seed = parse_int(seed, "seed", minimum=0)
     steps = parse_int(max_steps, "max_steps", minimum=1, optional=True)
     n_workers = parse_int(workers, "workers", minimum=1, optional=True)
@@ -303,11 +282,8 @@ def glue(name: str, value: object, digits: int | None = None) -> None:
 def _quiet() -> None:
     """Silence the known noise of a chapter's imports, so stored outputs hold results only."""
     import logging
-    import warnings
 
-    # Outside a full Jupyter install, importing transformers/datasets warns through tqdm with a
-    # message that holds the absolute path of the environment (outputs would depend on it).
-    warnings.filterwarnings("ignore", message="IProgress not found")
+    warnings.filterwarnings("ignore", message="IProgress not found")  # as at import: it holds a path
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", category=DeprecationWarning)
     from tqdm import TqdmWarning

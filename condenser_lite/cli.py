@@ -66,11 +66,9 @@ from .utils.errors import ConfigError, UserError
 
 def check_writable(flag: str, path: str | os.PathLike | None, folder: bool = False,
                    inputs: str | os.PathLike | None = None) -> None:
-    """Refuse, before any work, an output path that cannot be written: one whose folder on the way
-    is a file, a folder without write permission, a file given where a folder is asked for or a
-    folder where a file is, an existing file that cannot be replaced, or one of the command's own
-    input files (``inputs``: a file, or a folder whose files are read). Root writes anywhere, so
-    the permission checks do not hold for it."""
+    """Refuse, before any work, an output path that cannot be written: a file on the way, no write
+    permission, a file where a folder is asked for or the reverse, or one of the command's own
+    ``inputs`` (a file, or a folder whose files are read). Root writes anywhere."""
     if path is None:
         return
     target = Path(path).expanduser().absolute()
@@ -97,8 +95,8 @@ def check_writable(flag: str, path: str | os.PathLike | None, folder: bool = Fal
 
 
 def fit_lengths(args: argparse.Namespace) -> None:
-    """Fill in the token lengths not given on the command line: the defaults, cut to the model's
-    position limit (a book model reads 64 tokens), so only an explicit length is refused."""
+    """Fill in the token lengths not given: the defaults, cut to the model's position limit (a book
+    model reads 64 tokens), so only an explicit length is refused."""
     from .utils.loading import check_checkpoint, encoder_config
 
     check_checkpoint(args.model)  # a missing folder is named as the model's
@@ -111,9 +109,8 @@ def fit_lengths(args: argparse.Namespace) -> None:
 
 
 def _model_tokenizer(model: str, lengths: dict[str, int | None]):
-    """The tokenizer of a model folder or Hub id, once the checkpoint is known to be a BERT-family
-    encoder that takes these token ``lengths`` and this tokenizer's ids: a wrong model is refused
-    before any data are read."""
+    """The tokenizer of ``model``, once it is known to take these token ``lengths`` and this
+    tokenizer's ids: a wrong model is refused before any data are read."""
     from .data.tokenizer import load_tokenizer
     from .utils.loading import check_checkpoint, check_lengths, check_vocabulary, encoder_config
 
@@ -126,9 +123,8 @@ def _model_tokenizer(model: str, lengths: dict[str, int | None]):
 
 
 def _retriever(model: str, pooling: str | None):
-    """The retriever of a model folder or Hub id, pooled as ``--pooling`` says or, by default, as
-    the model declares (``pooling.checkpoint_pooling``); one warning line when ``--pooling``
-    overrides what the model was trained with."""
+    """The retriever of ``model``, pooled as ``--pooling`` says, else as the model declares
+    (``pooling.checkpoint_pooling``); a warning when the two differ."""
     from .retrieval.biencoder import BiEncoder
     from .retrieval.pooling import Pooling, checkpoint_pooling
     from .utils.devices import default_device
@@ -141,9 +137,8 @@ def _retriever(model: str, pooling: str | None):
 
 
 def _check_init(cfg) -> None:
-    """An ``--init`` the stage cannot use is refused before the estimate (the model would refuse
-    it later, with a traceback): fewer layers than the Condenser head's ``skip_from`` reads, or
-    fewer positions than the stage's blocks (``model.max_len``)."""
+    """Refuse before the estimate (not later, with a traceback) an ``--init`` with fewer layers
+    than ``skip_from`` reads or fewer positions than the stage's blocks (``model.max_len``)."""
     config = Path(cfg.init or "").expanduser() / "config.json"
     if cfg.init is None or not config.is_file():
         return
@@ -185,8 +180,7 @@ def _pretrain(args: argparse.Namespace) -> None:
 
 
 def eval_set(name: str, split: str, data_dir: str | None):
-    """A BEIR-style evaluation set: a BEIR name (``scifact``), the path of a BEIR-format folder
-    (your own data) or a Tevatron task (``msmarco``, ``nq``)."""
+    """An evaluation set: a BEIR name (``scifact``), a BEIR-format folder or a Tevatron task (``msmarco``, ``nq``)."""
     from .data.beir import load_beir
     from .data.tevatron import load_tevatron, load_tevatron_corpus, tevatron_eval_set
 
@@ -201,8 +195,7 @@ DEFAULT_METRICS = {"msmarco": ("RR@10", "R@1000"), "nq": ("Top-5", "Top-20", "To
 
 
 def metrics_for(args: argparse.Namespace) -> list[str]:
-    """``--metrics``, by default the papers' for the data set (MS MARCO: MRR@10 and R@1000; NQ:
-    top-k answer accuracy), else nDCG@10, RR@10, R@100."""
+    """``--metrics``, by default the papers' for the data set, else nDCG@10, RR@10, R@100."""
     return list(args.metrics or DEFAULT_METRICS.get(args.data, ("nDCG@10", "RR@10", "R@100")))
 
 
@@ -257,8 +250,7 @@ def _encode(args: argparse.Namespace) -> None:
 
 
 def _run_tag(args: argparse.Namespace) -> str:
-    """The run file's tag: ``--tag``, else the model's short name (a folder's last part, a Hub
-    id's name), never a path: a run file shared with others names no machine's folders."""
+    """``--tag``, else the model's short name, never a path: a shared run file names no machine's folders."""
     if args.tag is not None:
         if not args.tag or any(c.isspace() for c in args.tag):
             raise ConfigError(f"--tag {args.tag!r}: a run tag is one word (the file's sixth field); "
@@ -280,9 +272,8 @@ def _search(args: argparse.Namespace) -> None:
     data = eval_set(args.data, args.split, args.data_dir)
     metrics = metrics_for(args)  # the run is as deep as the deepest of them (--k, at least 100)
     result = evaluate_retriever(_retriever(args.model, args.pooling), data, split=args.split, tokenizer=tokenizer,
-                                q_max_len=args.q_max_len,
-                                p_max_len=args.p_max_len, k=args.k, metrics=metrics, batch_size=args.batch_size,
-                                index_type=args.index)
+                                q_max_len=args.q_max_len, p_max_len=args.p_max_len, k=args.k, metrics=metrics,
+                                batch_size=args.batch_size, index_type=args.index)
     if args.out:
         write_trec_run(result["run"], args.out, tag=_run_tag(args))
     print(json.dumps({k: round(v, 4) for k, v in result["metrics"].items()}))
@@ -323,9 +314,8 @@ def _experiments(args: argparse.Namespace) -> None:
         print(format_estimate(estimate_protocol(preset, args.data_dir, args.workers)), flush=True)
         if args.dry_run:
             return
-    command = shlex.join(["python", "-m", "condenser_lite", *args.argv])
     results = run_protocol(preset, out_path=args.out, seeds=seeds, data_dir=args.data_dir, force=args.force,
-                           workers=args.workers, command=command)
+                           workers=args.workers, command=args.command_line)
     print(format_scorecard(results))
     print(f"wall time {results['wall_time']['total']:.0f}s; results: {args.out or 'the cache (pass --out)'}")
 
@@ -338,8 +328,7 @@ def _merge(args: argparse.Namespace) -> None:
     check_writable("--out", args.out)
     parts = [read_part(p) for p in args.parts]
     check_out_path(args.out, (parts[0].get("preset") or {}).get("name"))
-    merged = merge_results(parts, names=[str(p) for p in args.parts],
-                           command=shlex.join(["python", "-m", "condenser_lite", *args.argv]))
+    merged = merge_results(parts, names=[str(p) for p in args.parts], command=args.command_line)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(merged, indent=1))
     print(format_scorecard(merged))
@@ -365,8 +354,7 @@ def _release(args: argparse.Namespace) -> None:
 
 
 class _StderrHandler(logging.Handler):
-    """The library's progress messages (reused, resumed, waiting for a lock), one line each on
-    whatever ``sys.stderr`` is at the time."""
+    """The library's progress messages, one line each on whatever ``sys.stderr`` is at the time."""
 
     def emit(self, record: logging.LogRecord) -> None:
         print(self.format(record), file=sys.stderr)
@@ -374,9 +362,6 @@ class _StderrHandler(logging.Handler):
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     print(f"warning: {one_line(message)}", file=sys.stderr)
-
-
-STUDIES = cli_parser.STUDIES
 
 
 def _study(args: argparse.Namespace) -> None:
@@ -396,15 +381,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run one sub-command. A known error (``errors.UserError``: data, schema, settings,
-    checkpoints) is printed as one line ``error: ...`` with exit status 1 (``--debug``: with its
-    traceback); any other exception is a bug and keeps its traceback. Warnings and the library's
-    progress messages are one line each. Ctrl-C exits with status 130."""
+    """Run one sub-command. A known error (``errors.UserError``) prints one line ``error: ...`` and
+    exits 1 (``--debug``: with its traceback); any other exception is a bug and keeps its traceback.
+    Warnings and progress messages are one line each. Ctrl-C exits 130."""
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
-    if args.command in STUDIES:  # a study parses its own options; --debug among them shows tracebacks
+    if args.command in cli_parser.STUDIES:  # a study parses its own options; --debug among them shows tracebacks
         args.debug = args.debug or "--debug" in args.args
-    args.argv = argv  # the command line as given, for the results' provenance
+    args.command_line = shlex.join(["python", "-m", "condenser_lite", *argv])  # for the results' provenance
     log, handler = logging.getLogger("condenser_lite"), _StderrHandler()
     level = log.level
     log.addHandler(handler)

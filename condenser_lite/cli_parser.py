@@ -20,6 +20,10 @@ METRICS_HELP = ("ir_measures names (nDCG@10 RR@10 R@1000) or Top-k answer accura
 RESTART_HELP = ("discard the training checkpoint and log in the output folder and train from step 0 "
                 "(without it a folder from a run with other settings is refused)")
 DATA_DIR_HELP = "local data mirror (default: $CONDENSER_LITE_DATA, else the Hub)"
+POOLING_HELP = ("how a text's token vectors become one: cls | mean | cls+norm | mean+norm (+norm: unit length). "
+                "Default: the model's own (a sentence-transformers folder's; else cls, the papers')")
+DEFAULT_LENGTHS = {"q_max_len": 32, "p_max_len": 128}  # search's and encode's, as in the chapters (cli.fit_lengths)
+LENGTH_HELP = "tokens per text (default: {}, or the model's position limit where that is lower)"
 STUDIES = {"mechanism": "when the Condenser head needs [CLS]: the mechanism study (results/mechanism.json)",
            "sizing": "the pre-training study that sized the small preset (results/study.json)",
            "health-runs": "short stage-1 runs, healthy and broken, judged by the health check (results/health.json)",
@@ -66,14 +70,6 @@ def _finetune(p: argparse.ArgumentParser) -> None:
                    help="a field of the recipe by its path: finetune.lr=1e-4, finetune.batch_size=16")
     p.add_argument("--restart", action="store_true", help=RESTART_HELP)
     _data_args(p, split=None)
-
-
-POOLING_HELP = ("how a text's token vectors become one: cls | mean | cls+norm | mean+norm (+norm: unit length). "
-                "Default: the model's own (a sentence-transformers folder's; else cls, the papers')")
-
-
-DEFAULT_LENGTHS = {"q_max_len": 32, "p_max_len": 128}  # search's and encode's, as in the chapters (cli.fit_lengths)
-LENGTH_HELP = "tokens per text (default: {}, or the model's position limit where that is lower)"
 
 
 def _encode(p: argparse.ArgumentParser) -> None:

@@ -16,10 +16,9 @@ from dataclasses import dataclass
 class Arm:
     """One arm: ``parent`` is the arm whose checkpoint it continues (None: from scratch, or a
     published checkpoint); ``role`` is ``"main"`` (pre-trained on every pre-training seed, fine-tuned
-    at every training size), ``"ablation"`` (one seed, the full training set) or ``"modified"``
-    (a deviation from the paper that the mechanism page chose; treated as a main arm) or
-    ``"control"`` (a control of the modified Condenser's gain, pre-trained on every pre-training
-    seed like a main arm)."""
+    at every training size), ``"ablation"`` (one seed, the full training set), ``"modified"`` (the
+    mechanism page's deviation from the paper, run as a main arm) or ``"control"`` (a control of the
+    modified Condenser's gain, pre-trained on every seed like a main arm)."""
 
     name: str
     label: str

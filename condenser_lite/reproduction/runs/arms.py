@@ -131,14 +131,12 @@ def pretrain_arm(arm: str, preset: Preset | str | None = None, init: str | None 
                  data_dir: str | None = None, seed: int | None = None,
                  check: Callable[[StageConfig], Any] | None = None) -> dict:
     """Pre-train (or reuse from the cache) one arm's last stage from ``init`` (its parent's
-    checkpoint) with pre-training ``seed`` (None: the preset's); returns ``{"checkpoint", "steps",
-    "wall_time", "config", "log", "heldout", "heldout_set", "compute", "seed"}``: ``log`` holds the
-    per-step losses and, at evaluation steps, the held-out gauges (``eval_*``); ``heldout`` the
-    final gauges, ``heldout_set`` the evaluation set's counts and unigram entropy, ``compute``
-    the stage's own cost (``accounting.stage_compute``), ``precision`` what it computed in, ``health``
-    its held-out evaluations against the committed runs (``check(cfg)``, the protocol's
-    ``health.stage_check``; None: not judged). An arm in ``preset.pretrained`` is taken
-    as it is (nothing measured). Explained in chapter 2 (``notebooks/02_condenser.ipynb``) and chapter 3."""
+    checkpoint) with pre-training ``seed`` (None: the preset's). In the result, ``log`` holds the
+    per-step losses and, at evaluations, the held-out gauges (``eval_*``); ``heldout`` the final
+    gauges, ``heldout_set`` the evaluation set's counts and unigram entropy, ``compute`` the
+    stage's own cost (``accounting.stage_compute``), ``health`` its evaluations against the
+    committed runs (``check(cfg)``: ``health.stage_check``; None: not judged). An arm in
+    ``preset.pretrained`` is taken as it is. Chapters 2 (``notebooks/02_condenser.ipynb``) and 3."""
     preset = get_preset(preset)
     if preset.pretrained and arm in preset.pretrained:
         return {"checkpoint": preset.pretrained[arm], "steps": None, "wall_time": None, "config": None, "log": [],
@@ -184,13 +182,11 @@ def finetune_arm(
     the preset's recipe (``finetune.finetune_round``) and evaluate it; cached under
     ``$CONDENSER_LITE_CACHE/finetune/<arm>-r<round>-...-<hash>/``.
 
-    Round 1 trains on BM25 negatives. Round 2 (pass the round-1 result of the same arm, size and
-    seed as ``round1``) mines with that retriever's saved model and corpus embeddings and
-    restarts from the *pre-trained* checkpoint. Returns ``{"metrics", "loss", "steps",
-    "wall_time", "dir", "n_queries", "entropy_after"}``; ``dir`` holds ``run.json`` (ranked doc
-    ids per evaluation query), the training log and, with ``keep_model``, the model and the corpus
-    embeddings that round 2 mines with. With ``entropy_texts``, also the CLS attention entropy per
-    layer after fine-tuning. Explained in chapter 4.
+    Round 1 trains on BM25 negatives. Round 2 (``round1``: the round-1 result of the same arm,
+    size and seed) mines with that retriever's saved model and corpus embeddings and restarts
+    from the *pre-trained* checkpoint. The result's ``dir`` holds ``run.json`` (ranked doc ids per
+    evaluation query), the training log and, with ``keep_model``, what round 2 mines with; with
+    ``entropy_texts``, ``entropy_after`` is the CLS attention entropy per layer. Chapter 4.
     """
     preset = get_preset(preset)
     recipe = preset.finetune
@@ -218,7 +214,8 @@ def finetune_arm(
         model, data = finetune_round(checkpoint, train, tok, recipe, out_dir, round_number, seed, progress=False,
                                      resume=False, **mining)
         if round_number == 2:  # mined: the round-1 embeddings (13.6 GB on MS MARCO in float16) are done with
-            _drop_embeddings(Path(round1["dir"]))
+            for name in ("corpus_embeddings.npy", "corpus_ids.json"):
+                (Path(round1["dir"]) / name).unlink(missing_ok=True)
         t_train = time.perf_counter() - t_start
         shutil.rmtree(out_dir / "checkpoint", ignore_errors=True)  # optimizer state: only for resuming
         # the corpus embeddings go straight to disk (a memmap), in the recipe's dtype
@@ -256,11 +253,6 @@ def _saved_embeddings(folder: Path) -> tuple[np.ndarray, list[str]] | None:
         return None
     ids = json.loads((folder / "corpus_ids.json").read_text())
     return np.load(folder / "corpus_embeddings.npy", mmap_mode="r"), ids
-
-
-def _drop_embeddings(folder: Path) -> None:
-    for name in ("corpus_embeddings.npy", "corpus_ids.json"):
-        (folder / name).unlink(missing_ok=True)
 
 
 def load_run(result: Mapping) -> dict[str, dict[str, float]]:

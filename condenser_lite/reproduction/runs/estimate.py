@@ -18,9 +18,8 @@ what it picks at the start of the run; the estimate shows the count each probe e
 machine makes any estimate fragile: the times hold only while the load stays, so the estimate
 says so in one line (``load_warning``).
 
-For a machine you do not have (the ``colab`` preset's T4), ``estimate_by_flops`` computes
-instead: the FLOPs of every fine-tuning, encoding and STS-b run of the protocol, from the same
-job graph and step counts, at an assumed sustained rate.
+For a machine you do not have (the ``colab`` preset's T4), ``estimate_by_flops`` computes the
+FLOPs of the protocol's parts, from the same job graph, at an assumed sustained rate instead.
 """
 
 from __future__ import annotations
@@ -46,10 +45,9 @@ from ...training.pretraining import pretrain
 from ...training.pretraining_config import StageConfig, stage_name
 from ...training.stage_cache import is_done, stage_folder
 from ...utils.cache import CACHE_ENV, cache_dir
-from ...utils.devices import resolve_precision
+from ...utils.devices import load_average, resolve_precision
 from ...utils.errors import ConfigError
 from .arms import arm_config, finetune_arm, needed_arms, sts_arm
-from ...utils.devices import load_average
 from .jobs import default_workers, first_stage_threads, num_threads, quiet, worker_threads
 from ..configuration.presets import get_preset
 from ..configuration.settings_tree import Preset
@@ -98,13 +96,6 @@ class Estimate:
         # the job graph keeps every worker busy, except that a chain of stages cannot be split
         longest = max((p.seconds_each for p in rest), default=0.0)
         return serial + max(sum(p.seconds for p in rest) / self.workers, longest)
-
-    def to_dict(self) -> dict:
-        return {"preset": self.preset, "workers": self.workers, "precision": self.precision,
-                "probe_seconds": round(self.probe_seconds, 1), "total_seconds": round(self.total_seconds),
-                "parts": [{"name": p.name, "count": p.count, "seconds_each": round(p.seconds_each, 1),
-                           "how": p.how, "serial": p.serial} for p in self.parts], "notes": self.notes,
-                "basis": self.basis}
 
 
 def _minutes(seconds: float) -> str:
@@ -163,24 +154,20 @@ def _per_update(folder: Path) -> float:
 
 def time_stage(cfg: StageConfig, scratch: Path, data_dir: str | None = None,
                updates: int = PROBE_UPDATES) -> dict:
-    """Run ``updates`` updates of the stage ``cfg`` into ``scratch`` and return its seconds per
-    update, its setup (everything before the first update: corpus, packing, model) and one
-    held-out evaluation, the threads its last update ran on (the loop's thread policy may have
-    lowered the count it started with), plus the probe's checkpoint (a stand-in ``init`` for the
-    stages that continue it). Chapter 4."""
+    """Run ``updates`` updates of the stage ``cfg`` into ``scratch``; returns the seconds per update,
+    of its setup (corpus, packing, model) and of one held-out evaluation, the threads its last
+    update ran on (the loop's policy may have lowered them) and the probe's checkpoint (a stand-in
+    ``init`` for the stages that continue it). Chapter 4."""
     probe = cfg.replace(max_steps=updates, save_every=None, eval_every=None if cfg.eval_every is None else updates)
     t0 = time.perf_counter()
     folder = pretrain(probe, output_dir=scratch, data_dir=data_dir, progress=False)
     wall = time.perf_counter() - t0
-    per_update = _per_update(Path(folder))
-    record = json.loads((Path(folder) / "pretrain_config.json").read_text())
-    train_wall = record["wall_time"]
-    evaluation = max(0.0, train_wall - read_log(folder)[-1]["elapsed"])  # after the last update
-    setup = max(0.0, wall - train_wall)
-    changes = [r["threads"] for r in read_log(folder) if "threads" in r]
-    threads = changes[-1] if changes else torch.get_num_threads()
-    return {"per_update": per_update, "setup": setup, "evaluation": evaluation, "threads": threads,
-            "checkpoint": str(folder)}
+    train_wall = json.loads((Path(folder) / "pretrain_config.json").read_text())["wall_time"]
+    log = read_log(folder)
+    changes = [r["threads"] for r in log if "threads" in r]
+    return {"per_update": _per_update(Path(folder)), "setup": max(0.0, wall - train_wall),
+            "evaluation": max(0.0, train_wall - log[-1]["elapsed"]),  # after the last update
+            "threads": changes[-1] if changes else torch.get_num_threads(), "checkpoint": str(folder)}
 
 
 def _per_update_how(timing: Mapping[str, Any], updates: int) -> str:
@@ -210,10 +197,9 @@ def estimate_stage(cfg: StageConfig, data_dir: str | None = None, threads: int |
 def estimate_protocol(preset: Preset | str | None = "tiny", data_dir: str | None = None,
                       workers: int | None = None) -> Estimate:
     """The projected wall time of ``run_protocol(preset)`` on this machine (``experiments
-    --dry-run``): every kind of part timed for a few updates with the threads it will run with
-    (the first stage with the protocol's, the jobs with one worker's), counted from the job
-    graph, and shared out over the workers. Pre-training stages already in the cache are not
-    counted (``cached_stages``); cached fine-tunings and STS-b runs are. Chapter 4."""
+    --dry-run``): each kind of part timed for a few updates on the threads it will run with,
+    counted from the job graph, shared out over the workers. Pre-training stages already in the
+    cache are not counted (``cached_stages``); cached fine-tunings and STS-b runs are. Chapter 4."""
     from .protocol import arm_pretrain_seeds, job_graph  # the protocol's own count of its parts
 
     preset = get_preset(preset)
@@ -263,7 +249,7 @@ def estimate_protocol(preset: Preset | str | None = "tiny", data_dir: str | None
                 parts.append(Part(f"pre-train {arm}", len(todo), seconds, _per_update_how(timings[arm], _updates(cfg))))
         jobs = job_graph(preset, plan, len(task.train), len(sts_train), [], data_dir)
         with num_threads(job_threads), _scratch_cache(scratch / "cache"):
-            parts += _finetune_parts(preset, jobs, task, probes, scratch, plan)
+            parts += _finetune_parts(preset, jobs, task, probes, plan)
             parts += _sts_parts(preset, jobs, probes, data_dir, plan)
         n_entropy = sum(k[0] == "entropy" for k in jobs)
         if n_entropy:
@@ -298,11 +284,9 @@ def cached_stages(preset: Preset, plan: list[str], data_dir: str | None = None) 
 
 
 def load_warning() -> str | None:
-    """One line when the machine is busy enough to make a measured estimate fragile (1-minute load
-    average above ``FRAGILE_LOAD``), with the load and what to do; None on a quiet machine or
-    where the system reports no load. Other work slows the probes and the run alike, but only
-    while it lasts. The dry runs of ``experiments``, ``pretrain`` and the mechanism study print
-    it. Chapter 4."""
+    """One line when the machine is busy enough (1-minute load average above ``FRAGILE_LOAD``) to
+    make a measured estimate fragile: other work slows the probes and the run alike, but only
+    while it lasts. None on a quiet machine or where the system reports no load. Chapter 4."""
     load = load_average()
     if not load or load[0] <= FRAGILE_LOAD:
         return None
@@ -311,12 +295,7 @@ def load_warning() -> str | None:
             "dry run again")
 
 
-def _probe_arm(plan: list[str]) -> str:
-    """The arm whose probe checkpoint stands in for every fine-tuning (same shape for all)."""
-    return plan[-1]
-
-
-def _finetune_parts(preset: Preset, jobs: Mapping[tuple, Any], task, probes: Mapping[str, str], scratch: Path,
+def _finetune_parts(preset: Preset, jobs: Mapping[tuple, Any], task, probes: Mapping[str, str],
                     plan: list[str]) -> list[Part]:
     recipe = preset.finetune
     runs = [k for k in jobs if k[0] == "finetune"]
@@ -326,7 +305,7 @@ def _finetune_parts(preset: Preset, jobs: Mapping[tuple, Any], task, probes: Map
     if len(task.train) < n_probe:
         n_probe = len(task.train) // recipe.batch_size * recipe.batch_size
     probe = preset.replace(**{"finetune.min_steps": 0, "finetune.epochs_round1": 1.0, "finetune.max_steps": None})
-    arm = _probe_arm(plan)
+    arm = plan[-1]  # its probe checkpoint stands in for every fine-tuning (same shape for all)
     t0 = time.perf_counter()
     result = finetune_arm(arm, probes[arm], task, probe, size=n_probe, seed=0, keep_model=False)
     wall = time.perf_counter() - t0
@@ -335,13 +314,7 @@ def _finetune_parts(preset: Preset, jobs: Mapping[tuple, Any], task, probes: Map
     fixed = max(0.0, wall - result["steps"] * per_update - search)
     out = []
     for round_number in (1, 2):
-        keys = [k for k in runs if k[2] == round_number]
-        if not keys:
-            continue
-        by_size: dict[str, int] = {}
-        for k in keys:
-            by_size[k[3]] = by_size.get(k[3], 0) + 1
-        for label, count in by_size.items():
+        for label, count in Counter(k[3] for k in runs if k[2] == round_number).items():
             steps = round_config(recipe, round_number, int(label)).max_steps
             each = fixed + steps * per_update + search * (2 if round_number == 2 else 1)  # round 2 also mines
             out.append(Part(f"fine-tune, round {round_number}, {label} queries", count, each,
@@ -365,7 +338,7 @@ def _sts_parts(preset: Preset, jobs: Mapping[tuple, Any], probes: Mapping[str, s
     data = sts_data(preset, data_dir)
     n_probe = min(len(data[0]), sts.batch_size * PROBE_UPDATES)
     probe = preset.replace(**{"sts.epochs_low_data": 1.0})
-    arm = _probe_arm(plan)
+    arm = plan[-1]  # as for the fine-tunings
     t0 = time.perf_counter()
     result = sts_arm(arm, probes[arm], probe, size=n_probe, seed=0, data=data)
     wall = time.perf_counter() - t0
@@ -373,11 +346,8 @@ def _sts_parts(preset: Preset, jobs: Mapping[tuple, Any], probes: Mapping[str, s
     per_update = _per_update(folder)
     fixed = max(0.0, wall - result["steps"] * per_update)
     total = len(data[0])
-    by_size: dict[str, int] = {}
-    for k in runs:
-        by_size[k[2]] = by_size.get(k[2], 0) + 1
     out = []
-    for label, count in by_size.items():
+    for label, count in Counter(k[2] for k in runs).items():
         steps = _sts_steps(sts, int(label), total)
         out.append(Part(f"STS-b, {label} pairs", count, fixed + steps * per_update,
                         f"{per_update:.3f} s/update x {steps}"))

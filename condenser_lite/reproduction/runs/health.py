@@ -298,17 +298,20 @@ class StageCheck:
                 text += f"; {gap:.3f} {'nats ' if gauge == 'mlm_loss' else ''}{where} it"
             if gauge == "mlm_loss":  # the loss decides the verdict; reliance is reported beside it
                 p = stage_p(p_each(band, value), self.evaluations)
-                text += f"; p {_p(p)} that a healthy stage strays this far"
+                shown = "< 0.0001" if p < 1e-4 else f"= {p:.2g}"  # two significant digits, none below 1e-4
+                text += f"; p {shown} that a healthy stage strays this far"
                 if where != "within":
                     verdict, excess = where, value - band.high if where == "above" else value - band.low
             parts.append(text + ")")
         if not parts:
+            steps = [b.step for b in self.bands.get("mlm_loss", [])]
             return {"health": "none", "line": f"health at update {step:,}: no committed evaluation at this update "
                                               f"(the committed {self.arm} stage evaluated every "
-                                              f"{self._spacing()} updates up to {self._last():,})"}
+                                              f"{steps[1] - steps[0] if len(steps) > 1 else 0} updates up to "
+                                              f"{max(steps, default=0):,})"}
         line = (f"health at update {step:,}: " + "; ".join(parts)
                 + f" [{self.arm} stage, {self.seeds} seeds of `{self.preset}`; a healthy stage of "
-                f"{self.evaluations} evaluations leaves this band {_odds(self.level)}]")
+                f"{self.evaluations} evaluations leaves this band 1 time in {round(1 / self.level):,}]")
         if verdict != "within":
             line += f": {ADVICE[verdict]}"
             if self.suspects:
@@ -322,13 +325,6 @@ class StageCheck:
             out["health_excess"] = round(float(excess), 4)
         return out
 
-    def _spacing(self) -> int:
-        steps = [b.step for b in self.bands.get("mlm_loss", [])]
-        return steps[1] - steps[0] if len(steps) > 1 else 0
-
-    def _last(self) -> int:
-        return max((b.step for b in self.bands.get("mlm_loss", [])), default=0)
-
 
 def planned_evaluations(cfg, curves: Mapping[str, list[dict]]) -> int | None:
     """How many of the stage ``cfg``'s held-out evaluations fall where the committed ``curves``
@@ -339,16 +335,6 @@ def planned_evaluations(cfg, curves: Mapping[str, list[dict]]) -> int | None:
         return None
     mine = set(range(cfg.eval_every, cfg.max_steps + 1, cfg.eval_every)) if cfg.eval_every else set()
     return sum(steps[0] <= s <= steps[-1] for s in mine | {cfg.max_steps}) or None
-
-
-def _p(p: float) -> str:
-    """A p-value to print, with its sign: two significant digits, none below 1 in 10,000."""
-    return "< 0.0001" if p < 1e-4 else f"= {p:.2g}"
-
-
-def _odds(level: float) -> str:
-    """``0.01`` -> ``"1 time in 100"``."""
-    return f"1 time in {round(1 / level):,}"
 
 
 def stage_check(cfg, folder: str | Path | None = None, preset: str = REFERENCE_PRESET) -> StageCheck:

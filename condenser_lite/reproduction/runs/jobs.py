@@ -2,11 +2,10 @@
 one writer per output folder.
 
 Explained in chapter 4, `notebooks/04_finetune.ipynb` ("Cost"). The protocol is a graph of jobs
-(pre-training stages, fine-tunings, STS-b runs, entropies). A ``Job`` names a top-level function
-and its keyword arguments; an argument may be a ``Ref`` to another job's result (or one field of
-it), which is filled in when that job is done, and which makes the other job a dependency.
-``run_jobs`` runs the graph in this process or in spawned worker processes; ``compute_once``
-keeps a job's JSON result in its folder, so a second run reads it back.
+(pre-training stages, fine-tunings, STS-b runs, entropies): a ``Job`` is a top-level function and
+its keyword arguments, any of which may be a ``Ref`` to another job's result (a dependency).
+``run_jobs`` runs the graph here or in spawned workers; ``compute_once`` keeps each job's JSON
+result in its folder, so a second run reads it back.
 
 Why one-thread workers: on a small CPU two one-thread processes beat one two-thread process, and
 they do not collapse when another program shares the cores (oversubscribed OpenMP threads wait on
@@ -22,7 +21,6 @@ at once; the second waits, then finds the first one's result and reuses it.
 from __future__ import annotations
 
 import contextlib
-import logging
 import multiprocessing
 import os
 import warnings
@@ -36,8 +34,6 @@ import torch
 import transformers
 
 from ...utils.devices import load_average
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -54,9 +50,8 @@ class Ref:
 
 @dataclass
 class Job:
-    """``fn(**kwargs)`` once the jobs its ``Ref`` arguments name are done. ``fn`` must be a
-    top-level function (worker processes import it by name); lower ``priority`` runs first among
-    ready jobs. Chapter 4."""
+    """``fn(**kwargs)`` once the jobs its ``Ref`` arguments name are done; ``fn`` must be top-level
+    (workers import it by name); lower ``priority`` runs first among ready jobs. Chapter 4."""
 
     fn: Callable[..., Any]
     kwargs: dict[str, Any] = field(default_factory=dict)
@@ -78,8 +73,7 @@ def _silence() -> None:
 
 @contextlib.contextmanager
 def quiet() -> Iterator[None]:
-    """Silence transformers' warnings and the progress bars of transformers and datasets; restore
-    afterwards. Chapter 4."""
+    """Silence transformers' warnings and transformers' and datasets' progress bars; restore after. Chapter 4."""
     level = transformers.logging.get_verbosity()
     bars = datasets.is_progress_bar_enabled()
     tf_bars = transformers.utils.logging.is_progress_bar_enabled()
@@ -114,11 +108,9 @@ def default_workers() -> int:
 
 
 def first_stage_threads(workers: int) -> int | None:
-    """Threads for the protocol's first pre-training stage, which runs alone in its process: all
-    cores on a quiet machine, the training loop's thread policy then dropping to one while other
-    work shares them; one throughout when the machine is already busy (1-minute load average
-    above 1), where two threads beside other work run slower than one. None: leave the caller's
-    setting (one worker). The protocol and its dry run both take it. Chapter 4."""
+    """Threads for the protocol's first pre-training stage, alone in its process: None (the caller's
+    setting, under the loop's thread policy) with one worker or on a quiet machine; 1 when the
+    1-minute load average is above 1, where two threads beside other work run slower than one. Chapter 4."""
     if workers <= 1:
         return None
     load = load_average()
@@ -131,9 +123,8 @@ def threads_per_worker(workers: int) -> int:
 
 
 def worker_threads(workers: int) -> int | None:
-    """Threads a job of ``run_jobs(..., workers)`` runs on: ``threads_per_worker`` in the spawned
-    workers; None (the caller's count, under the loop's thread policy) with one worker, which runs
-    the jobs in this process. The dry runs time the jobs with it. Chapter 4."""
+    """Threads a job of ``run_jobs(..., workers)`` runs on: ``threads_per_worker`` in spawned workers;
+    None (the caller's count) with one worker, which runs the jobs in this process. Chapter 4."""
     return threads_per_worker(workers) if workers > 1 else None
 
 
@@ -149,13 +140,12 @@ def run_jobs(
     done: dict[tuple, Any] | None = None,
     on_done: Callable[[tuple, Any], None] | None = None,
 ) -> dict[tuple, Any]:
-    """Run ``jobs`` (keyed by tuples) respecting their dependencies; returns ``{key: result}``,
-    ``done`` included (results known beforehand). With one worker, in this process in order of
-    (priority, insertion); otherwise in ``workers`` spawned processes of
-    ``threads_per_worker`` threads each, never queueing more jobs than there are free workers, so
-    a job that becomes ready later (a pre-training stage that unblocks others) still goes ahead of
-    the low-priority queue. ``on_done(key, result)`` is called as each job finishes. A worker's
-    exception is raised here. Explained in chapter 4."""
+    """Run ``jobs`` in dependency order; returns ``{key: result}``, ``done`` (results known beforehand)
+    included. One worker: in this process, by (priority, insertion). More: in spawned processes of
+    ``threads_per_worker`` threads, never queueing more jobs than there are free workers, so a job
+    that becomes ready later (a stage that unblocks others) still goes ahead of the low-priority
+    queue. ``on_done(key, result)`` is called as each job finishes; a worker's exception is raised
+    here. Chapter 4."""
     done = {} if done is None else done
     pending = dict(jobs)
     order = {k: i for i, k in enumerate(jobs)}

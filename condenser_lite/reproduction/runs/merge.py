@@ -22,9 +22,8 @@ from typing import Any
 import numpy as np
 
 from ...utils.errors import ConfigError
-from .protocol import arm_pretrain_seeds, heldout_curve, notes
-from ..configuration.settings_tree import Preset
-from ..configuration.settings_tree import preset_from_record
+from .protocol import arm_pretrain_seeds, heldout_curve, layer_stats, notes
+from ..configuration.settings_tree import Preset, preset_from_record
 from ..evidence.results import RESULTS_VERSION, git_state, headline, now
 from ..statistics.rules import stats
 from ..claims.scorecard import check_judged, scorecard
@@ -125,9 +124,7 @@ def _entropy(parts: Sequence[Mapping]) -> dict:
         if len(by_seed) > 1:
             entry["before_by_pretraining_seed"] = by_seed
         if after:
-            a = np.asarray(after)
-            entry["after"] = {"mean": a.mean(0).tolist(),
-                              "std": (a.std(0, ddof=1) if len(a) > 1 else 0 * a[0]).tolist(), "values": a.tolist()}
+            entry["after"] = layer_stats(after)
             entry["mean_abs_change"] = stats(change)
         out[arm] = entry
     return out
@@ -152,12 +149,8 @@ def _arms(parts: Sequence[Mapping]) -> dict:
     keeps the first seed's), the others their gauges and compute."""
     out = {}
     for arm in parts[0]["arms"]:
-        runs = []
-        for p in parts:
-            entry = p["arms"].get(arm)
-            if entry:
-                runs += [entry, *entry.get("other_pretraining_seeds", [])]
-        runs = [_with_curve(r) for r in runs]
+        runs = [_with_curve(r) for p in parts if p["arms"].get(arm)
+                for r in (p["arms"][arm], *p["arms"][arm].get("other_pretraining_seeds", []))]
         first = {k: v for k, v in runs[0].items() if k != "other_pretraining_seeds"}
         others = [{k: v for k, v in r.items() if k not in ("pretrain_log", "other_pretraining_seeds", "parent")}
                   for r in runs[1:]]
@@ -216,18 +209,15 @@ def merge_results(parts: Sequence[Mapping], names: Sequence[str] | None = None, 
                               f"on {list(arm_pretrain_seeds(preset, arm))}; merge parts that together make the preset")
     merged: dict[str, Any] = {k: parts[0][k] for k in SHARED if k in parts[0]}
     merged.update(version=RESULTS_VERSION, preset=preset.to_dict(), pretraining_seeds=list(seeds))
-    arms = _arms(parts)
-    merged["arms"] = arms
-    for key in PER_RUN:
-        merged[key] = _join([p.get(key) for p in parts])
+    merged["arms"] = arms = _arms(parts)
+    merged.update({key: _join([p.get(key) for p in parts]) for key in PER_RUN})
     merged["entropy"] = _entropy(parts)
     merged["wall_time"] = {"total": round(sum(p["wall_time"]["total"] for p in parts), 2),
                            "parts": {n: p["wall_time"] for n, p in zip(names, parts)}}
     merged["execution"] = {n: p.get("execution") for n, p in zip(names, parts)}
     merged["notes"] = notes(preset, arms, merged.get("heldout"), max(int(s) for s in merged["sts_sizes"]))
     merged["provenance"] = _provenance(parts, names, preset, command)
-    order_keys = list(parts[0])
-    merged = {k: merged[k] for k in [*order_keys, *merged] if k in merged}  # the parts' layout
+    merged = {k: merged[k] for k in [*parts[0], *merged] if k in merged}  # the parts' layout
     merged.pop("key", None)
     merged["claims"] = scorecard(merged)
     merged["headline"] = headline(merged)

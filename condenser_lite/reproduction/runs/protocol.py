@@ -84,19 +84,16 @@ def run_protocol(
     recomputes the results file (pre-trained and fine-tuned models stay cached). ``command``:
     the command line to record in the provenance (default: this process's arguments).
 
-    Every part is cached as soon as it is done (a pre-training stage also checkpoints every
-    ``save_every`` steps), so a call after an interruption, in this session or a later one with
-    the same cache, resumes: it reuses what is there and computes the rest.
+    Every part is cached as soon as it is done (a stage also checkpoints every ``save_every``
+    steps), so a call after an interruption, with the same cache, resumes where it stopped.
 
-    ``workers``: processes for the independent jobs (default: the number of CPU cores, at most
-    2 on a CPU, 1 with a GPU), each with ``cores // workers`` threads (see ``reproduction/runs/jobs.py`` for why);
-    ``workers=1`` runs everything in this process with torch's thread setting.
+    ``workers``: processes for the independent jobs (default ``jobs.default_workers``), each with
+    ``cores // workers`` threads (``jobs.py`` says why); 1 runs everything in this process.
 
-    The results hold the preset, seeds, package versions, wall time per part, every number per
-    seed with mean and standard deviation, the loss curves and entropies for the plots, each
-    arm's held-out gauges and compute (``results["arms"]``), the ``provenance``, the
-    ``headline`` (:func:`headline`) and the scorecard (``results["claims"]``). Explained in
-    chapters 4-8.
+    The results hold the preset, seeds, versions, wall time per part, every number per seed with
+    mean and spread, the curves and entropies for the plots, each arm's held-out gauges and
+    compute (``results["arms"]``), the ``provenance``, the ``headline`` and the scorecard
+    (``results["claims"]``). Explained in chapters 4-8.
     """
     preset = get_preset(preset)
     if seeds is not None:
@@ -213,7 +210,8 @@ def job_graph(preset: Preset, plan: list[str], total: int, sts_total: int, texts
 
 def _run(preset: Preset, data_dir: str | None, verbose: bool, workers: int, command: str | None) -> dict:
     """The protocol's parts computed (or found cached) and assembled into the results: the serial
-    head (tokenizer, task, BM25, the first pre-training stage), then everything else as a job graph."""
+    head in this process (tokenizer, task, BM25, the first pre-training stage, which everything
+    else needs), then the rest as a job graph."""
     clock = RunClock()
     pretrained = dict(preset.pretrained or {})
     plan = needed_arms(preset.arms, pretrained)
@@ -223,8 +221,6 @@ def _run(preset: Preset, data_dir: str | None, verbose: bool, workers: int, comm
         if verbose:
             print(f"[{clock.elapsed():7.1f}s] {message}", flush=True)
 
-    # Serial head, in this process: tokenizer, task (BM25 negatives), BM25 baseline, the first
-    # pre-training stage (nothing else can run before it exists).
     tokenizer = (load_tokenizer(pretrained[first]) if first in pretrained
                  else get_tokenizer(arm_config(first, preset, None), data_dir))
     task = load_task(preset, data_dir)
@@ -245,7 +241,6 @@ def _run(preset: Preset, data_dir: str | None, verbose: bool, workers: int, comm
     say(describe(("pretrain", first, ps0), done[("pretrain", first, ps0)]))
     clock.lap("pretrain_first_stage")
 
-    # Everything else as a job graph.
     jobs = job_graph(preset, plan, total, sts_total, texts, data_dir)
     done = run_jobs(jobs, workers, done, on_done=lambda key, result: say(describe(key, result)))
     clock.lap("jobs")
@@ -274,12 +269,8 @@ def _runs_by_arm(preset: Preset, jobs: Mapping[tuple, Job], done: Mapping[tuple,
             r2.setdefault(key[1], []).append(done[key])
         elif key[0] == "sts":
             sts.setdefault(key[1], {}).setdefault(key[2], []).append(done[key])
-    order = lambda r: (r["pretrain_seed"], r["seed"])  # noqa: E731
-    for group in [*r1.values(), *sts.values()]:
-        for runs in group.values():
-            runs.sort(key=order)
-    for runs in r2.values():
-        runs.sort(key=order)
+    for runs in [*r2.values(), *(runs for group in [*r1.values(), *sts.values()] for runs in group.values())]:
+        runs.sort(key=lambda r: (r["pretrain_seed"], r["seed"]))
     return r1, r2, sts
 
 
@@ -321,6 +312,13 @@ def binned_log(log: Sequence[Mapping[str, float]], max_rows: int = LOG_ROWS) -> 
             pending.append(row)
     flush()
     return out
+
+
+def layer_stats(values: Sequence[Sequence[float]]) -> dict:
+    """Runs' per-layer numbers as ``{"mean", "std", "values"}`` per layer (``std`` 0 for one run). Chapter 5."""
+    a = np.asarray(values)
+    return {"mean": a.mean(0).tolist(), "std": (a.std(0, ddof=1) if len(a) > 1 else 0 * a[0]).tolist(),
+            "values": a.tolist()}
 
 
 def heldout_curve(log: Sequence[Mapping]) -> list[dict]:
@@ -384,13 +382,11 @@ def _assemble(preset: Preset, stages: dict, task: Task, bm25: dict, before: dict
         runs = [r for r in r1[arm].get(str(total), []) if r.get("entropy_after")]
         if runs:
             a = np.asarray([r["entropy_after"] for r in runs])
-            e["after"] = {"mean": a.mean(0).tolist(), "std": (a.std(0, ddof=1) if len(a) > 1 else 0 * a[0]).tolist(),
-                          "values": a.tolist()}
+            e["after"] = layer_stats(a)
             own = np.asarray([before[(arm, r["pretrain_seed"])] for r in runs])
             e["mean_abs_change"] = stats(np.abs(a - own).mean(1).tolist())  # mean |after - before| over layers
     sts_out = {arm: {label: stats([r["spearman"] for r in runs]) for label, runs in by_size.items()}
                for arm, by_size in sts.items()}
-    pseeds = preset.pretraining_seeds
     arms = {}
     for arm in preset.arms:
         arms[arm] = {**_arm_entry(preset, stages, arm, ps0, with_log=True),
@@ -399,10 +395,10 @@ def _assemble(preset: Preset, stages: dict, task: Task, bm25: dict, before: dict
         if others:
             arms[arm]["other_pretraining_seeds"] = others
     heldout_set = stages[(needed_arms(preset.arms, dict(preset.pretrained or {}))[0], ps0)].get("heldout_set")
-    notes_ = notes(preset, arms, heldout_set, sts_total)
     return {
         "protocol": "condenser_lite.protocol", "version": RESULTS_VERSION, "preset": preset.to_dict(),
-        "seeds": list(preset.seeds), "pretraining_seeds": list(pseeds), "environment": environment(), "notes": notes_,
+        "seeds": list(preset.seeds), "pretraining_seeds": list(preset.pretraining_seeds), "environment": environment(),
+        "notes": notes(preset, arms, heldout_set, sts_total),
         "task": {"name": task.name, "split": task.split, **task.info},
         "train_sizes": sorted({int(label) for arm in r1 for label in r1[arm]}),
         "sts_sizes": sorted({int(label) for arm in sts for label in sts[arm]}),

@@ -22,9 +22,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import torch
+from transformers.utils import logging as hf_logging
 
 from ...data.tokenizer import load_tokenizer
 from ...modeling.condenser import BertMLM, Condenser
+from ...utils.cache import cache_dir
 from ...utils.errors import CheckpointError, ConfigError
 from ...retrieval.pooling import write_pooling
 from ...utils.loading import checkpoint_key, has_head, mark_saved
@@ -60,8 +62,6 @@ def export_checkpoint(source: str | os.PathLike, dest: str | os.PathLike) -> dic
     head = has_head(source)
     model = Condenser.from_pretrained(source) if head else BertMLM.from_pretrained(source)
     tokenizer = load_tokenizer(source)
-    from transformers.utils import logging as hf_logging
-
     bars = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()  # a bar per shard of a 4 MB file says nothing
     try:
@@ -93,8 +93,6 @@ def located(source: str | None) -> Path | None:
     """Where a checkpoint the results file recorded at ``source`` is: that folder, else the folder
     of the same name (its settings' key) in this machine's cache, ``$CONDENSER_LITE_CACHE/checkpoints``,
     so a cache copied or moved to another path still exports; None where neither is. Chapter 2."""
-    from ...utils.cache import cache_dir
-
     if not source:
         return None
     for path in (Path(source), cache_dir("checkpoints") / Path(source).name):
@@ -122,10 +120,9 @@ def export_checkpoints(results: Mapping, out_dir: str | os.PathLike | None = Non
     ``arms``: default ``released_arms(results)``. Everything is written to a temporary folder
     first: beyond ``max_bytes`` together it is removed and ``ConfigError`` raised, so nothing is
     half-exported; an existing ``out_dir`` is replaced only with ``replace=True``. Returns the
-    record for the results' provenance (``record_checkpoints``): ``dir``, ``bytes``,
-    ``max_bytes``, ``dtype`` and per arm ``path``, ``key`` (``loading.checkpoint_key`` of the
-    exported folder), ``source_key`` (of the cache folder), ``bytes``, ``head``,
-    ``pretraining_seed``. Explained in page 2b (``notebooks/02_reliance.ipynb``).
+    record for the results' provenance (``record_checkpoints``); per arm, ``key`` is the exported
+    folder's ``loading.checkpoint_key``, ``source_key`` the cache folder's. Explained in page 2b
+    (``notebooks/02_reliance.ipynb``).
     """
     preset = (results.get("preset") or {}).get("name") or "run"
     out = Path(out_dir) if out_dir is not None else CHECKPOINTS_DIR / preset

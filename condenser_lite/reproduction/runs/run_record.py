@@ -17,8 +17,7 @@ from typing import Any
 import torch
 
 from ...utils.cache import cache_dir
-from ...utils.devices import cpu_precision, resolve_precision
-from ...utils.devices import load_average
+from ...utils.devices import cpu_precision, load_average, resolve_precision
 from .jobs import threads_per_worker
 from ..configuration.settings_tree import Preset
 from ..evidence.results import cpu_seconds, now, provenance
