@@ -1,19 +1,16 @@
 """The scorecard's checks, one per claim: what each reads in a results file and how it judges it.
 
-A results file is read once as ``Evidence`` (``read_evidence``): its numbers with their means per
-pre-trained model (``rules.model_means``: the rules' unit), its main and recall metrics and its
-training sizes. Each ``check_*`` function judges one claim of the papers' (C0-C8)
-for an arm (the Condenser, or the modified Condenser for the C*m claims), or the attribution of
-the modified Condenser's gains (``check_attribution``, Am), by the pre-registered rules of
-``rules.py``, and returns what it found (``Judged``): our numbers in words, the same
-machine-readable and the claim's status. ``scorecard.py`` holds which check judges which claim.
-Explained in chapter 8 (``notebooks/08_scorecard.md``) and chapters 2 and 4-7, each of which
-checks some claims.
+A results file is read once as ``Evidence`` (``read_evidence``), with means per pre-trained model
+(``rules.model_means``: the rules' unit). Each ``check_*`` judges one claim (C0-C8 for the
+Condenser or, C*m, the modified one; ``check_attribution``, Am) by ``rules.py`` and returns a
+``Judged``, its status by the claim's rule beside it (``c1_status``... ``am_status``, reused by
+``multiplicity.rejudge``); ``scorecard.py`` holds which check judges which claim. Explained in chapter 8
+(``notebooks/08_scorecard.md``) and chapters 2 and 4-7, each of which checks some claims.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -27,9 +24,11 @@ from ..evidence.results import (arm_seeds, bm25_score, entropy_change, head_gate
                                 runs_without_reliance, stage_flops, sts_score)
 from ..statistics.rules import (FLOPS_MATCH, LATE_LOSS_MARGIN, MODIFIED_CHOICE_SEEDS, NOT_ATTRIBUTABLE,
                                 NOT_ATTRIBUTABLE_UNGAUGED, ONE_SEED, PRE_REGISTERED_RULES, RULES_V2, RULES_VERSION,
-                                c0_rule, claim_status, compare, holds, model_means, power_claim_status, power_verdict,
-                                reliance_summary, stats, unit_test)
+                                c0_rule, claim_status, compare, holds, model_means, power_call, power_claim_status,
+                                power_verdict, reliance_summary, stats, unit_test)
 from ..statistics.wording import comparison_text, fixed
+
+Call = Callable[[Mapping], str]  # a tested comparison's dict -> "better", "worse" or "not significant"
 
 # ---- what every claim's check reads ----------------------------------------------------------------
 
@@ -98,6 +97,17 @@ class Judged(NamedTuple):
     ours: dict
     status: str
     fields: Mapping[str, Any] | None = None
+
+
+def called(c: Mapping | None, call: Call | None = None, power: bool = False) -> Mapping | None:
+    """Comparison ``c`` with the verdict ``call`` gives it (with its power, ``power_call``, where ``power``);
+    as it stands where ``call`` is None (the scorecard's: each test at 5%) or it carries no test. Chapter 12."""
+    if call is None or not c or c.get("p") is None:
+        return c
+    verdict = call(c)
+    if power and c.get("expected") is not None:
+        verdict = power_call(verdict, c["expected"], c["mdd"])
+    return {**c, "verdict": verdict}
 
 
 def early_loss(results: Mapping, arm: str, label: str, frac: float = 0.25) -> dict | None:
@@ -240,18 +250,24 @@ def check_c1(e: Evidence, arm: str) -> Judged:
         return _power(a, b, expected_gain("C1", size, sizes))
 
     per_size = {s: {b: against(s, b) for b in BERT_ARMS} for s in sizes}
-    beats_small = [holds(per_size.get(small, {}).get(b)) for b in BERT_ARMS] if small else [None]
     gaps = {s: [c["diff"] for c in per_size[s].values() if c] for s in sizes}
     narrowing = None
     if small and full and small != full and gaps.get(small) and gaps.get(full):
         narrowing = min(gaps[small]) > min(gaps[full])
-    ahead = narrowing if beats_small and all(b is True for b in beats_small) else None
     words = "; ".join(f"{e.metric} at {s} training queries: " + ", ".join(
         comparison_text(per_size[s][b], name, label(b)) for b in BERT_ARMS) for s in sizes)
-    return Judged((words or "not measured") + ".",
-                  {"metric": e.metric, "by_size": per_size, "bm25": bm25_score(results, e.metric),
-                   "narrowing": narrowing, "rules": RULES_V2},
-                  power_claim_status([c for s in sizes for c in per_size[s].values()], [ahead]))
+    ours = {"metric": e.metric, "by_size": per_size, "bm25": bm25_score(results, e.metric), "narrowing": narrowing,
+            "rules": RULES_V2}
+    return Judged((words or "not measured") + ".", ours, c1_status(ours))
+
+
+def c1_status(ours: Mapping, call: Call | None = None) -> str:
+    """C1's status from ``check_c1``'s ``ours``: each size's comparisons with their power, and the
+    ``narrowing`` only where the arm beats both BERT arms at the smallest (first) size. Chapter 8."""
+    per_size = [{b: called(c, call, power=True) for b, c in by.items()} for by in ours["by_size"].values()]
+    smallest = per_size[0] if per_size else {}
+    ahead = ours.get("narrowing") if smallest and all(holds(c) is True for c in smallest.values()) else None
+    return power_claim_status([c for by in per_size for c in by.values()], [ahead])
 
 
 def check_c2(e: Evidence, arm: str) -> Judged:
@@ -267,8 +283,14 @@ def check_c2(e: Evidence, arm: str) -> Judged:
     words = (f"{e.recall}, full training set: round 1 {comparison_text(r1[e.recall], 'coCondenser', 'Condenser')}, "
              f"{comparison_text(ctl[e.recall], 'coCondenser', 'Condenser MLM only on the target corpus')}; round 2 "
              f"{comparison_text(r2[e.recall], 'coCondenser', 'Condenser')}.")
-    return Judged(words, {"round1": r1, "round2": r2, "vs_target_corpus_mlm": ctl},
-                  claim_status([holds(c) for c in (r1[e.recall], r2[e.recall], ctl[e.recall])]))
+    ours = {"round1": r1, "round2": r2, "vs_target_corpus_mlm": ctl}
+    return Judged(words, ours, c2_status(ours))
+
+
+def c2_status(ours: Mapping, call: Call | None = None) -> str:
+    """C2's status from ``check_c2``'s ``ours``: by recall (the last measure) in each comparison. Chapter 8."""
+    recall = list(ours["round1"])[-1]
+    return claim_status([holds(called(ours[k][recall], call)) for k in ("round1", "round2", "vs_target_corpus_mlm")])
 
 
 C3_TERMS = (("mlm_term", "co_contrastive_only"), ("contrastive_term", "co_mlm_only"))  # a term, the arm without it
@@ -276,6 +298,20 @@ C3_GATE_WORDS = {
     NOT_ATTRIBUTABLE: "; the MLM term's gain is not the Condenser head's: coCondenser's own head does not rely on [CLS]",
     NOT_ATTRIBUTABLE_UNGAUGED: "; the MLM term's gain cannot be credited to the Condenser head: coCondenser's own "
                                "head was not gauged"}
+
+
+def c3_status(ours: Mapping, call: Call | None = None) -> str:
+    """C3's status from ``check_c3``'s ``ours``: a loss term adds something where coCondenser is ahead on
+    some measure, the MLM term's only where coCondenser's own head relies on [CLS]. Chapter 8."""
+    parts = {}
+    for term, _ in C3_TERMS:
+        cs = [holds(called(c, call)) for c in ours[term].values() if c]
+        known = [p for p in cs if p != ONE_SEED]
+        parts[term] = None if not cs else (any(known) if known else ONE_SEED)
+    co_head = ours.get("cocondenser_head_relies")
+    if parts["mlm_term"] is True and co_head is not True:
+        return NOT_ATTRIBUTABLE if co_head is False else NOT_ATTRIBUTABLE_UNGAUGED
+    return claim_status(list(parts.values()))
 
 
 def check_c3(e: Evidence, arm: str) -> Judged:
@@ -286,19 +322,13 @@ def check_c3(e: Evidence, arm: str) -> Judged:
     c3 = {term: {m: _compare(retrieval_score(results, "cocondenser", "round1", e.full, m),
                              retrieval_score(results, without, "round1", e.full, m)) for m in measures}
           for term, without in C3_TERMS}
-    parts = {}
-    for term, by_measure in c3.items():  # a term adds something where coCondenser is ahead on some measure
-        cs = [holds(c) for c in by_measure.values() if c]
-        known = [p for p in cs if p != ONE_SEED]
-        parts[term] = None if not cs else (any(known) if known else ONE_SEED)
-    status = claim_status(list(parts.values()))
     co_head = head_gate(e.results, "cocondenser")  # coCondenser's own head, not the Condenser arm's
-    if parts["mlm_term"] is True and co_head is not True:
-        status = NOT_ATTRIBUTABLE if co_head is False else NOT_ATTRIBUTABLE_UNGAUGED
+    ours = {**c3, "cocondenser_head_relies": co_head, "rules": RULES_V2}
+    status = c3_status(ours)
     words = "Full training set, round 1: " + "; ".join(
         f"{m}: " + ", ".join(comparison_text(c3[term][m], "coCondenser", label(without)) for term, without in C3_TERMS)
         for m in measures) + C3_GATE_WORDS.get(status, "") + "."
-    return Judged(words, {**c3, "cocondenser_head_relies": co_head, "rules": RULES_V2}, status)
+    return Judged(words, ours, status)
 
 
 def check_c4(e: Evidence, arm: str) -> Judged:
@@ -307,16 +337,19 @@ def check_c4(e: Evidence, arm: str) -> Judged:
     shown = list(MAIN_ARMS) if arm == "condenser" else ["bert", arm]
     c4 = {a: _compare(retrieval_score(e.results, a, "round2", e.full, e.metric),
                       retrieval_score(e.results, a, "round1", e.full, e.metric)) for a in shown}
-    judged = ("condenser", "cocondenser") if arm == "condenser" else (arm,)
     collapse = [a for a, c in c4.items() if c and c["verdict"] == "worse"]
     words = f"{e.metric}, round 2 vs round 1: " + ", ".join(
         comparison_text(c4[a], f"{label(a)} round 2", "round 1") for a in shown if c4[a])
     if collapse:
         words += "; collapsed (round 2 below round 1 beyond the spread): " + ", ".join(label(a) for a in collapse)
-    return Judged(words + ".",
-                  {"metric": e.metric, "round2_vs_round1": c4, "collapsed": collapse,
-                   **({"nb_recall": e.results.get("nb_recall", {})} if arm == "condenser" else {})},
-                  claim_status([holds(c4[a]) for a in judged]))
+    ours = {"metric": e.metric, "round2_vs_round1": c4, "collapsed": collapse,
+            **({"nb_recall": e.results.get("nb_recall", {})} if arm == "condenser" else {})}
+    return Judged(words + ".", ours, c4_status(ours))
+
+
+def c4_status(ours: Mapping, call: Call | None = None) -> str:
+    """C4's status from ``check_c4``'s ``ours``: the pre-trained arms' round 2, not BERT's. Chapter 4."""
+    return claim_status([holds(called(c, call)) for a, c in ours["round2_vs_round1"].items() if a not in BERT_ARMS])
 
 
 def check_c5(e: Evidence, arm: str) -> Judged:
@@ -325,10 +358,14 @@ def check_c5(e: Evidence, arm: str) -> Judged:
     entropy = e.results.get("entropy", {})
     c5 = {b: _compare(entropy_change(e.results, b), entropy_change(e.results, arm)) for b in BERT_ARMS}
     shown = entropy if arm == "condenser" else (*BERT_ARMS, arm)
+    ours = {"change": {a: entropy_change(e.results, a) for a in shown}, "bert_minus_condenser": c5}
     return Judged("Mean change of the per-layer CLS attention entropy (nats): " + ", ".join(
-        comparison_text(c5[b], label(b), label(arm)) for b in c5) + ".",
-        {"change": {a: entropy_change(e.results, a) for a in shown}, "bert_minus_condenser": c5},
-        claim_status([holds(c) for c in c5.values()]))
+        comparison_text(c5[b], label(b), label(arm)) for b in c5) + ".", ours, c5_status(ours))
+
+
+def c5_status(ours: Mapping, call: Call | None = None) -> str:
+    """C5's (and C6's) status from its ``ours``: each BERT arm against the arm. Chapters 5 and 6."""
+    return claim_status([holds(called(c, call)) for c in ours["bert_minus_condenser"].values()])
 
 
 def check_c6(e: Evidence, arm: str) -> Judged:
@@ -336,9 +373,9 @@ def check_c6(e: Evidence, arm: str) -> Judged:
     BERT's (mean loss over the first 25% of round-1 steps). Chapter 6."""
     early = {a: early_loss(e.results, a, e.full) for a in (MAIN_ARMS if arm == "condenser" else (*BERT_ARMS, arm))}
     c6 = {b: _compare(early[b], early[arm]) for b in BERT_ARMS}
+    ours = {"early_loss": early, "bert_minus_condenser": c6}
     return Judged("Mean loss over the first quarter of round-1 steps (higher is worse): " + ", ".join(
-        comparison_text(c6[b], label(b), label(arm)) for b in c6) + ".",
-        {"early_loss": early, "bert_minus_condenser": c6}, claim_status([holds(c) for c in c6.values()]))
+        comparison_text(c6[b], label(b), label(arm)) for b in c6) + ".", ours, c5_status(ours))
 
 
 def check_c7(e: Evidence, arm: str) -> Judged:
@@ -351,8 +388,13 @@ def check_c7(e: Evidence, arm: str) -> Judged:
               for b in BERT_ARMS} for s in low}
     words = "; ".join(f"STS-b Spearman at {s} pairs: "
                       + ", ".join(comparison_text(c7[s][b], name, label(b)) for b in c7[s]) for s in low)
-    return Judged((words or "not measured") + ".", {"by_size": c7, "all": sts, "rules": RULES_V2},
-                  power_claim_status([c for s in low for c in c7[s].values()]))
+    ours = {"by_size": c7, "all": sts, "rules": RULES_V2}
+    return Judged((words or "not measured") + ".", ours, c7_status(ours))
+
+
+def c7_status(ours: Mapping, call: Call | None = None) -> str:
+    """C7's status from ``check_c7``'s ``ours``: each size's comparisons with their power. Chapter 7."""
+    return power_claim_status([called(c, call, power=True) for by in ours["by_size"].values() for c in by.values()])
 
 
 def check_c8(e: Evidence, arm: str) -> Judged:
@@ -372,8 +414,12 @@ def check_c8(e: Evidence, arm: str) -> Judged:
         return Judged("not measured.", {"n": n, **c8}, "not measured", {"n": n})
     words = "; ".join(f"{label(a)} vs {label(b)}: " + ", ".join(
         f"{name} {comparison_text(c, label(a), label(b))}" for name, c in c8[f"{a}_vs_{b}"].items()) for a, b in pairs)
-    return Judged(words + ".", {"n": n, **c8}, claim_status([holds(c) for pair in c8.values() for c in pair.values()]),
-                  {"n": n})
+    return Judged(words + ".", {"n": n, **c8}, c8_status({"n": n, **c8}), {"n": n})
+
+
+def c8_status(ours: Mapping, call: Call | None = None) -> str:
+    """C8's status from ``check_c8``'s ``ours``: every pair of arms at every depth. Chapter 6."""
+    return claim_status([holds(called(c, call)) for key, pair in ours.items() if key != "n" for c in pair.values()])
 
 
 CONTROL_WORDS = {"bert_cont_flops": "equal compute", "condenser_mod_nocls": "no bottleneck"}
@@ -390,16 +436,12 @@ def _flops_matched(results: Mapping) -> list[bool] | None:
 
 
 def check_attribution(e: Evidence, arm: str) -> Judged:
-    """Am: the modified Condenser's path through [CLS] adds to its gain beyond
-    what its compute and its targets give (the pre-registered wording: "its gains come from its
-    head reading [CLS]"; the test shows the arm beating each control, not the controls adding
-    nothing). Judged where the modified Condenser beats BERT-continued (a gain to attribute: C1m's settings,
-    the main metric at each training size, and C7m's, STS-b at the two smallest sizes): there the
-    [CLS] path adds to the gain only if the modified Condenser also beats both controls,
-    BERT-continued for the same FLOPs (``bert_cont_flops``) and the modified Condenser with its
-    [CLS] path cut (``condenser_mod_nocls``), each by the one-sided paired test. Reproduced where
-    every such setting holds, partly where some do. Each setting also records which control
-    itself beats BERT-continued: what the gain comes from where [CLS] does not explain it. Chapter 8."""
+    """Am: the modified Condenser's path through [CLS] adds to its gain beyond what its compute and
+    its targets give (pre-registered: "its gains come from its head reading [CLS]"; the test shows
+    the arm beating each control, not the controls adding nothing). In each setting where it beats
+    BERT-continued (C1m's and C7m's), it must also beat both controls (``CONTROL_WORDS``), each by
+    the one-sided paired test: reproduced where every such setting holds, partly where some do.
+    Each control's own gain over BERT-continued is recorded, not judged. Chapter 8."""
     results = e.results
     arms = results.get("arms", {})
     controls = [c for c in CONTROL_WORDS if c in arms]
@@ -407,25 +449,36 @@ def check_attribution(e: Evidence, arm: str) -> Judged:
     where = {f"{e.metric} at {s} training queries": lambda a, s=s: retrieval_score(results, a, "round1", s, e.metric)
              for s in e.sizes}
     where.update({f"STS-b at {s} training pairs": lambda a, s=s: sts_score(results, a, s) for s in low})
-    settings, parts = {}, []
+    settings = {}
     for name, read in where.items():
-        gain = _compare(read(arm), read("bert_cont"))
-        beats = {c: _compare(read(arm), read(c)) for c in controls}
-        control_gain = {c: _compare(read(c), read("bert_cont")) for c in controls}
-        to_attribute = holds(gain) is True
-        attributed = (all(holds(beats.get(c)) is True for c in CONTROL_WORDS) if to_attribute else None)
-        settings[name] = {"gain": gain, "vs_control": beats, "control_vs_bert_cont": control_gain,
-                          "attributed": attributed}
-        if to_attribute:
-            parts.append(attributed)
+        st = {"gain": _compare(read(arm), read("bert_cont")),
+              "vs_control": {c: _compare(read(arm), read(c)) for c in controls},
+              "control_vs_bert_cont": {c: _compare(read(c), read("bert_cont")) for c in controls}}
+        settings[name] = {**st, "attributed": _attributed(st)}
     missing = [c for c in CONTROL_WORDS if c not in arms]
-    status = "not measured" if missing or not parts else claim_status(parts)
     matched = _flops_matched(results)
-    return Judged("; ".join(_attribution_words(settings, controls, missing, parts, matched)) + ".",
-                  {"settings": settings, "flops_matched": matched, "rules": RULES_V2}, status)
+    ours = {"settings": settings, "flops_matched": matched, "rules": RULES_V2}
+    return Judged("; ".join(_attribution_words(settings, controls, missing, matched)) + ".", ours,
+                  am_status(ours))
 
 
-def _attribution_words(settings: Mapping, controls: Sequence[str], missing: Sequence[str], parts: Sequence,
+def _attributed(setting: Mapping, call: Call | None = None) -> bool | None:
+    """Whether the modified Condenser beats both controls in an Am ``setting``; None where it has no gain."""
+    if holds(called(setting["gain"], call)) is not True:
+        return None
+    return all(holds(called(setting["vs_control"].get(c), call)) is True for c in CONTROL_WORDS)
+
+
+def am_status(ours: Mapping, call: Call | None = None) -> str:
+    """Am's status from ``check_attribution``'s ``ours``: its settings with a gain (``_attributed``);
+    not measured where a control was not run or no setting has a gain. Chapter 8."""
+    settings = ours["settings"].values()
+    parts = [p for p in (_attributed(st, call) for st in settings) if p is not None]
+    missing = any(c not in st["vs_control"] for st in settings for c in CONTROL_WORDS)  # a control not run
+    return claim_status(parts) if parts and not missing else "not measured"
+
+
+def _attribution_words(settings: Mapping, controls: Sequence[str], missing: Sequence[str],
                        matched: Sequence[bool] | None) -> list[str]:
     """Am's settings in words, then what is missing or unmatched."""
     mod, ctl = label(MODIFIED_ARM), label("bert_cont")
@@ -438,11 +491,9 @@ def _attribution_words(settings: Mapping, controls: Sequence[str], missing: Sequ
         words.append(text)
     if missing:
         words.append("no " + " and no ".join(CONTROL_WORDS[c] + f" control ({label(c)})" for c in missing) + " in this run")
-    elif not parts:
+    elif all(st["attributed"] is None for st in settings.values()):
         words.append(f"no setting where the {mod} beats {ctl}: no gain to attribute")
     if matched is not None and not all(matched):
         words.append(f"the equal-compute control's FLOPs differ from the {mod}'s by more than {FLOPS_MATCH:.0%} on "
                      "some seed, so it does not control compute there")
     return words
-
-

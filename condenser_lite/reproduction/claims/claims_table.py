@@ -1,7 +1,7 @@
 """The claims at a glance: one row per claim for the introduction and chapter 8
 (``headline_rows``), each with the papers' number, ours (the test that tells most about its
-verdict, ``headline_test``), the verdict with its weak mark and BH q, and a link to the page that
-argues it (``where_link``); and ``findings_markdown``, the one table every page shows them in.
+verdict), the verdict with its weak mark and BH q, and a link to the page that argues it
+(``where_link``); and ``findings_markdown``, the one table every page shows them in.
 
 Nothing here changes a verdict: the rows read the scorecard's claims and the tests behind them
 (``multiplicity.py``). Explained in chapter 8 (``notebooks/08_scorecard.md``).
@@ -41,6 +41,10 @@ def _reliance_text(claim: Mapping, seeds: Sequence) -> str:
 
 
 def _headline_test(tests: Sequence[Comparison], cid: str) -> tuple[Comparison | None, bool]:
+    """The test among ``tests`` that tells most about claim ``cid``'s verdict, and whether it reads
+    reversed: the weakest held test (largest p) where some hold; else the reversed test with the
+    smallest reverse p where some are reversed; else the test nearest to holding (smallest p);
+    None for C0 and C0m. Chapter 8."""
     held = held_among(tests, cid)
     if held:
         return max(held, key=lambda t: t.numbers["p"]), False
@@ -53,24 +57,18 @@ def _headline_test(tests: Sequence[Comparison], cid: str) -> tuple[Comparison | 
     return min(own, key=lambda t: t.numbers["p"]), False
 
 
-def headline_test(results: Mapping, cid: str) -> tuple[Comparison | None, bool]:
-    """The test that tells most about claim ``cid``'s verdict, and whether it reads reversed: the
-    weakest held test (largest p) where some hold; else the reversed test with the smallest
-    reverse p where some are reversed; else the test nearest to holding (smallest p); None for
-    C0 and C0m. Chapter 8."""
-    return _headline_test(deciding_tests(results), cid)
-
-
 def headline_rows(results: Mapping, alpha: float = ALPHA_ONE_SIDED) -> list[dict]:
     """One row per claim of ``results["claims"]`` (C0-C8, C0m-C8m, Am, in the scorecard's order),
     for the introduction's table and chapter 8. Each row: ``id``; ``claim`` (the registry's title,
-    plain words); ``paper`` (``paper_headline``); ``ours`` (the ``headline_test`` in words: its
+    plain words); ``paper`` (``paper_headline``); ``ours`` (the ``_headline_test`` in words: its
     difference with its p and MDD, and how many of the claim's tests hold; for C0 and C0m the
     reliance); ``diff``, ``p``, ``mdd`` of that test (None for C0, C0m); ``held`` and ``tests``
     (counts); ``verdict``; ``weak`` (a held test is weak, ``is_weak``) and ``weak_text`` (which);
-    ``q`` (the headline test's BH q over the family, its reverse q where it reads reversed; None
-    for C0, C0m); ``verdict_bh`` and ``verdict_holm`` (``rejudge``); ``reversed`` (the headline test reads reversed); ``doc``, ``anchor`` and
-    ``where`` (the page that argues the claim, ``WHERE``). Chapter 8."""
+    ``q`` and ``holm`` (the headline test's BH q and Holm p over the family, its reverse ones where
+    it reads reversed; None for C0, C0m); ``verdict_bh`` and ``verdict_holm`` (``rejudge``);
+    ``reversed`` (the headline test reads reversed); ``undetected`` (every test of the claim below
+    its MDD); ``doc``, ``anchor`` and ``where`` (the page that argues the claim, ``WHERE``).
+    Chapter 8."""
     tests = deciding_tests(results)
     rows_by_test = family_of(tests)
     weak = weak_among(tests, results["claims"])
@@ -145,11 +143,9 @@ def verdict_text(row: Mapping) -> str:
     where weak and what Benjamini-Hochberg would make of it where that differs. Chapter 8
     explains each part."""
     text = verdict_phrase(row, row["verdict"]) + (f" {WEAK_MARK}" if row["weak"] else "")
-    if row["verdict_bh"] != row["verdict"]:
-        bh_reversed = row["reversed"] and row["q"] < ALPHA_ONE_SIDED
+    bh_reversed = row["reversed"] and row["q"] < ALPHA_ONE_SIDED
+    if row["verdict_bh"] != row["verdict"] or row["reversed"] and not bh_reversed:  # or the reversal falls
         text += f"; under BH: {verdict_phrase(row, row['verdict_bh'], bh_reversed)}"
-    elif row["reversed"] and row["q"] is not None and row["q"] >= ALPHA_ONE_SIDED:  # the reversal falls
-        text += f"; under BH: {verdict_phrase(row, row['verdict_bh'], False)}"
     return text
 
 
@@ -221,7 +217,7 @@ def findings_markdown(results: Mapping, ids: Sequence[str] | None = None, papers
     """The book's one findings table, as MyST Markdown: per claim of ``ids`` (all, by default)
     its words with its code after, linked to the page that argues it; the verdict
     (``verdict_text``); the q. The numbers behind each (the papers' where ``papers``, and ours,
-    the ``headline_test``) fold out below it. ``key`` puts ``KEY`` above the table. The
+    the ``_headline_test``) fold out below it. ``key`` puts ``KEY`` above the table. The
     introduction, chapters 4-7 and chapter 8 show their findings with it. ``here``: the page the
     table stands on (``notebooks/04_finetune``), whose own claims are not linked to its top."""
     rows = [r for r in headline_rows(results) if ids is None or r["id"] in ids]

@@ -17,18 +17,19 @@ from typing import NamedTuple
 import numpy as np
 from scipy import stats as scipy_stats
 
-from .checks import CONTROL_WORDS, read_evidence
+from .checks import (Call, am_status, c1_status, c2_status, c3_status, c4_status, c5_status, c7_status, c8_status,
+                     called, read_evidence)
 from ..evidence.papers import base_claim
 from ..configuration.registry import MODIFIED_ARM, label
 from ..evidence.results import judged_seeds
-from ..statistics.rules import (ALPHA_ONE_SIDED, NOT_ATTRIBUTABLE, NOT_ATTRIBUTABLE_UNGAUGED, NOT_DETECTABLE,
-                                NOT_SIGNIFICANT, ONE_SEED, claim_status, holds, power_claim_status)
+from ..statistics.rules import ALPHA_ONE_SIDED, NOT_SIGNIFICANT, ONE_SEED, holds
 from .scorecard import comparison_paths, comparisons
 from ..statistics.wording import p_text
 
 WEAK_P = (0.02, 0.05)  # a "better" at 0.02 <= p < 0.05 whose difference is below its MDD is marked weak
 WEAK_MARK = "†"
-POWER_CLAIMS = ("C1", "C7")  # claims whose comparisons know the paper's effect (power-aware verdicts)
+STATUS_RULES = {"C1": c1_status, "C2": c2_status, "C3": c3_status, "C4": c4_status, "C5": c5_status,
+                "C6": c5_status, "C7": c7_status, "C8": c8_status, "Am": am_status}  # checks.py's, by the paper's claim
 
 
 class Comparison(NamedTuple):
@@ -164,7 +165,7 @@ def multiplicity(results: Mapping, alpha: float = ALPHA_ONE_SIDED) -> dict:
 # ---- the verdicts again, with other calls --------------------------------------------------------
 
 
-def _calls(tests: Sequence[Comparison], method: str | None, alpha: float) -> Callable[[Mapping], str]:
+def _calls(tests: Sequence[Comparison], method: str | None, alpha: float) -> Call:
     """The call of each test by ``method``: None, each test at ``alpha`` on its own (the rules');
     ``"bh"``, better where its q < ``alpha``, worse where its reverse q is; ``"holm"`` likewise
     with Holm's adjusted p."""
@@ -182,60 +183,16 @@ def _calls(tests: Sequence[Comparison], method: str | None, alpha: float) -> Cal
     return call
 
 
-def _with_call(c: Mapping, call: str, power: bool) -> dict:
-    """Comparison ``c`` with the verdict ``call`` gives it; a power-aware one (C1, C7) reads it
-    as the rules do: reproduced, reversed, not reproduced (the paper's effect at least the MDD)
-    or not detectable at this power."""
-    if power and c.get("expected") is not None:
-        call = {"better": "reproduced", "worse": "reversed"}.get(call) or (
-            "not reproduced" if c["expected"] >= c["mdd"] else NOT_DETECTABLE)
-    return {**c, "verdict": call}
-
-
 def claim_verdict(claim: Mapping, call: Callable[[Mapping], str]) -> str:
     """``claim``'s status from its stored comparisons with each test called by ``call`` (a
-    comparison's dict -> "better", "worse" or "not significant"), by the status rules the
-    scorecard applies (``rules.claim_status``, ``rules.power_claim_status``, C1's narrowing, C3's
-    gate, Am's settings). C0 and C0m rest on no test and keep their status. Chapter 12."""
-    cid, ours = claim["id"], claim["ours"]
-    base = base_claim(cid)
+    comparison's dict -> "better", "worse" or "not significant"), by the status rule the
+    scorecard applies (``STATUS_RULES``: ``checks.c1_status``... ``checks.am_status``). C0 and C0m
+    rest on no test, and a claim not measured or on one seed has none to call: they keep their
+    status. Chapter 12."""
+    base = base_claim(claim["id"])
     if base == "C0" or claim["status"] in ("not measured", ONE_SEED):
         return claim["status"]
-    power = base in POWER_CLAIMS
-
-    def judged(c):
-        return _with_call(c, call(c), power) if c and c.get("p") is not None else c
-
-    if power:
-        per_size = {s: {b: judged(c) for b, c in by.items()} for s, by in ours["by_size"].items()}
-        records = [c for by in per_size.values() for c in by.values()]
-        if base == "C7":
-            return power_claim_status(records)
-        small = min(per_size, key=int)
-        beats_small = [holds(c) for c in per_size[small].values()]
-        ahead = ours.get("narrowing") if beats_small and all(b is True for b in beats_small) else None
-        return power_claim_status(records, [ahead])
-    if base == "C2":
-        recall = next(m for m in ours["round1"] if m.startswith("R@"))
-        return claim_status([holds(judged(ours[k][recall])) for k in ("round1", "round2", "vs_target_corpus_mlm")])
-    if base == "C3":
-        parts = {}
-        for term in ("mlm_term", "contrastive_term"):
-            cs = [holds(judged(c)) for c in ours[term].values() if c]
-            known = [p for p in cs if p != ONE_SEED]
-            parts[term] = None if not cs else (any(known) if known else ONE_SEED)
-        status = claim_status(list(parts.values()))
-        head = ours.get("cocondenser_head_relies")
-        if parts["mlm_term"] is True and head is not True:
-            status = NOT_ATTRIBUTABLE if head is False else NOT_ATTRIBUTABLE_UNGAUGED
-        return status
-    if base == "C4":
-        return claim_status([holds(judged(c)) for a, c in ours["round2_vs_round1"].items() if a != "bert"])
-    if cid == "Am":
-        parts = [all(holds(judged(st["vs_control"].get(c))) is True for c in CONTROL_WORDS)
-                 for st in ours["settings"].values() if holds(judged(st["gain"])) is True]
-        return claim_status(parts) if parts else "not measured"  # no gain to attribute: as the scorecard says
-    return claim_status([holds(judged(c)) for _, c in comparison_paths(ours)])
+    return STATUS_RULES[base](claim["ours"], call)
 
 
 def rejudge(results: Mapping, method: str | None = None, alpha: float = ALPHA_ONE_SIDED,
@@ -248,7 +205,6 @@ def rejudge(results: Mapping, method: str | None = None, alpha: float = ALPHA_ON
     return {c["id"]: claim_verdict(c, call) for c in results["claims"]}
 
 
-
 def am_settings(results: Mapping, method: str | None = None, alpha: float = ALPHA_ONE_SIDED) -> tuple[int, int]:
     """Am is judged only in the settings where the modified Condenser beats BERT-continued: how
     many of its settings have that gain with the tests called by ``method`` (as ``rejudge``), and
@@ -259,8 +215,9 @@ def am_settings(results: Mapping, method: str | None = None, alpha: float = ALPH
         return 0, 0
     call = _calls(deciding_tests(results), method, alpha)
     gains = [st["gain"] for st in am["ours"]["settings"].values()]
-    held = [c for c in gains if c and c.get("p") is not None and holds(_with_call(c, call(c), False)) is True]
+    held = [c for c in gains if c and c.get("p") is not None and holds(called(c, call)) is True]
     return len(held), len(gains)
+
 
 # ---- weak verdicts ---------------------------------------------------------------------------------
 
@@ -281,18 +238,14 @@ def is_weak(c: Mapping | None) -> bool:
 
 
 def held_among(tests: Sequence[Comparison], cid: str) -> list[Comparison]:
-    """``held_tests`` among ``tests`` (``deciding_tests``). Chapter 12."""
+    """The tests among ``tests`` (``deciding_tests``) that claim ``cid``'s verdict counts as
+    holding: called better (or reproduced); for Am only in the settings where it has a gain to
+    attribute. Chapter 12."""
     held = [t for t in tests if t.claim == cid and holds(t.numbers) is True]
     if cid == "Am":  # only the settings with a gain to attribute count
         gained = {t.path[1] for t in held if t.path[2] == "gain"}
         held = [t for t in held if t.path[1] in gained]
     return held
-
-
-def held_tests(results: Mapping, cid: str) -> list[Comparison]:
-    """The tests claim ``cid``'s verdict counts as holding: its deciding tests called better (or
-    reproduced); for Am only in the settings where it has a gain to attribute. Chapter 12."""
-    return held_among(deciding_tests(results), cid)
 
 
 def weak_among(tests: Sequence[Comparison], claims: Sequence[Mapping]) -> dict[str, list[Comparison]]:

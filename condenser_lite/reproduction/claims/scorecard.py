@@ -1,13 +1,10 @@
 """The scorecard: the mechanism check C0, the papers' claims C1-C8 (and C0m-C8m and Am, the same
 claims asked of a modified Condenser), each judged by the rules of rules.py.
 
-Explained in chapter 8 (``notebooks/08_scorecard.md``) and chapters 2 and 4-7, each of which
-checks some claims. ``scorecard(results)`` turns a protocol results file into one verdict per
-claim, from ``rules.STATUSES``. Each claim of the registry (``registry.CLAIM``) is one entry of
-``CLAIM_CHECKS``: the arm it asks about, the arms it names, its statement and the check that
-judges it (``checks.py``); ``scorecard`` runs them in the registry's order and sets the papers'
-numbers (``papers.py``) beside ours. The claims' comparisons as rows of a table (``claim_rows``)
-and the scorecard as plain text (``format_scorecard``) close the module.
+``scorecard(results)`` gives one verdict per claim (``rules.STATUSES``), judging each claim of
+the registry by its ``CLAIM_CHECKS`` entry (check in ``checks.py``), the papers' numbers
+(``papers.py``) beside ours; ``claim_rows`` and ``format_scorecard`` show them. Explained in
+chapter 8 (``notebooks/08_scorecard.md``) and chapters 2 and 4-7, each of which checks some claims.
 
 The rules are the pre-registered ones (commit ``PRE_REGISTRATION_COMMIT``, before the runs they
 judge): C0 by the [CLS] reliance (``cls_reliance``, ``c0_rule``), C1 and C7 by a verdict that
@@ -19,16 +16,18 @@ Condenser-family runs predate the reliance gauge cannot be judged by these rules
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ...utils.errors import SchemaError
 from .checks import (BERT_ARMS, CONTROL_WORDS, Evidence, Judged, check_attribution, check_c0, check_c1, check_c2,
                      check_c3, check_c4, check_c5, check_c6, check_c7, check_c8, read_evidence, refuse_ungauged)
 from ..evidence.papers import base_claim, paper_text
 from ..configuration.registry import CLAIM, MODIFIED_ARM, label
 from ..statistics.rules import ALPHA_ONE_SIDED, EQUAL_FLOPS_STEPS, LATE_LOSS_MARGIN, RELIANCE_THRESHOLD
-from ..statistics.wording import comparison_word, fixed
+from ..statistics.wording import comparison_word, fixed, sentence
 
 
 # ---- the claims as data -----------------------------------------------------------------------------
@@ -39,25 +38,18 @@ class ClaimCheck:
     """How the scorecard judges one claim of ``registry.CLAIM``: the ``arm`` it is asked of (the
     Condenser, or the modified Condenser for the C*m claims), the ``arms`` it names (shown by
     label), its ``statement`` (a template: ``{name}`` / ``{Name}`` the arm's label, the rules'
-    numbers of ``STATEMENT_FIELDS`` and the ``fields`` its check adds), the ``check`` that judges
-    it, and ``applies``: whether a results file makes the claim at all. Chapter 8
-    (``notebooks/08_scorecard.md``)."""
+    numbers of ``STATEMENT_FIELDS`` and the ``fields`` its check adds) and the ``check`` that
+    judges it. Chapter 8 (``notebooks/08_scorecard.md``)."""
 
     id: str
     arm: str
     arms: tuple[str, ...]
     statement: str
     check: Callable[[Evidence, str], Judged]
-    applies: Callable[[Evidence], bool]
 
-
-def _always(e: Evidence) -> bool:
-    return True
-
-
-def _with_modified(e: Evidence) -> bool:
-    """The run has a modified Condenser: the C*m claims and Am are asked of it."""
-    return e.has(MODIFIED_ARM)
+    def applies(self, e: Evidence) -> bool:
+        """Whether a results file makes the claim: one asked of the modified Condenser needs it."""
+        return self.arm != MODIFIED_ARM or e.has(MODIFIED_ARM)
 
 
 STATEMENT_FIELDS = {"threshold": RELIANCE_THRESHOLD, "margin": LATE_LOSS_MARGIN, "alpha": ALPHA_ONE_SIDED,
@@ -84,51 +76,45 @@ C6_STATEMENT = ("{Name}'s retrieval fine-tuning loss is lower early in training 
 C7_STATEMENT = "{Name} beats BERT on STS-b with little training data (the smallest two sizes)."
 
 CLAIM_CHECKS = (
-    ClaimCheck("C0", "condenser", ("condenser", "bert_cont"), C0_STATEMENT, check_c0, _always),
-    ClaimCheck("C0m", MODIFIED_ARM, (MODIFIED_ARM, "bert_cont"), C0_STATEMENT, check_c0, _with_modified),
-    ClaimCheck("C1", "condenser", ("condenser", *BERT_ARMS), C1_STATEMENT, check_c1, _always),
-    ClaimCheck("C1m", MODIFIED_ARM, (MODIFIED_ARM, *BERT_ARMS), _of_modified(C1_STATEMENT, "C1"), check_c1, _with_modified),
+    ClaimCheck("C0", "condenser", ("condenser", "bert_cont"), C0_STATEMENT, check_c0),
+    ClaimCheck("C0m", MODIFIED_ARM, (MODIFIED_ARM, "bert_cont"), C0_STATEMENT, check_c0),
+    ClaimCheck("C1", "condenser", ("condenser", *BERT_ARMS), C1_STATEMENT, check_c1),
+    ClaimCheck("C1m", MODIFIED_ARM, (MODIFIED_ARM, *BERT_ARMS), _of_modified(C1_STATEMENT, "C1"), check_c1),
     ClaimCheck("C2", "cocondenser", ("cocondenser", "condenser", "co_mlm_only"),
                "coCondenser beats Condenser, visibly in recall (full training set; round 1 and, where run, round 2), "
                "and beats the equal-step control that continues Condenser's MLM on the target corpus without the "
-               "contrastive loss, so the gain is not target-corpus exposure alone.", check_c2, _always),
+               "contrastive loss, so the gain is not target-corpus exposure alone.", check_c2),
     ClaimCheck("C3", "cocondenser", ("cocondenser", "co_contrastive_only", "co_mlm_only"),
                "Both coCondenser loss terms add something: coCondenser beats Condenser further trained with the "
-               "contrastive loss only, and with the Condenser MLM loss only (full training set, round 1).", check_c3, _always),
+               "contrastive loss only, and with the Condenser MLM loss only (full training set, round 1).", check_c3),
     ClaimCheck("C4", "condenser", ("condenser", "cocondenser", "bert"),
                "Round 2 with hard negatives mined by the arm's own round-1 retriever improves the pre-trained arms "
-               "(Condenser, coCondenser) without collapse.", check_c4, _always),
+               "(Condenser, coCondenser) without collapse.", check_c4),
     ClaimCheck("C4m", MODIFIED_ARM, (MODIFIED_ARM, "bert"), _of_modified(
         "Round 2 with hard negatives mined by its own round-1 retriever improves the {name} without collapse.", "C4"),
-        check_c4, _with_modified),
-    ClaimCheck("C5", "condenser", (*BERT_ARMS, "condenser"), C5_STATEMENT, check_c5, _always),
-    ClaimCheck("C5m", MODIFIED_ARM, (*BERT_ARMS, MODIFIED_ARM), _of_modified(C5_STATEMENT, "C5"), check_c5, _with_modified),
-    ClaimCheck("C6", "condenser", ("condenser", *BERT_ARMS), C6_STATEMENT, check_c6, _always),
-    ClaimCheck("C6m", MODIFIED_ARM, (MODIFIED_ARM, *BERT_ARMS), _of_modified(C6_STATEMENT, "C6"), check_c6, _with_modified),
-    ClaimCheck("C7", "condenser", ("condenser", *BERT_ARMS), C7_STATEMENT, check_c7, _always),
-    ClaimCheck("C7m", MODIFIED_ARM, (MODIFIED_ARM, *BERT_ARMS), _of_modified(C7_STATEMENT, "C7"), check_c7, _with_modified),
+        check_c4),
+    ClaimCheck("C5", "condenser", (*BERT_ARMS, "condenser"), C5_STATEMENT, check_c5),
+    ClaimCheck("C5m", MODIFIED_ARM, (*BERT_ARMS, MODIFIED_ARM), _of_modified(C5_STATEMENT, "C5"), check_c5),
+    ClaimCheck("C6", "condenser", ("condenser", *BERT_ARMS), C6_STATEMENT, check_c6),
+    ClaimCheck("C6m", MODIFIED_ARM, (MODIFIED_ARM, *BERT_ARMS), _of_modified(C6_STATEMENT, "C6"), check_c6),
+    ClaimCheck("C7", "condenser", ("condenser", *BERT_ARMS), C7_STATEMENT, check_c7),
+    ClaimCheck("C7m", MODIFIED_ARM, (MODIFIED_ARM, *BERT_ARMS), _of_modified(C7_STATEMENT, "C7"), check_c7),
     ClaimCheck("C8", "condenser", ("condenser", "bert", "cocondenser"),
                "Neighbourhood recall (nb-recall^{n}@k, coCondenser eq. 17): the round-1 retriever's top k covers more "
                "of the round-2 retriever's top n for Condenser than for BERT, and for coCondenser than for Condenser, "
-               "at every depth k (round 2 run for these three arms).", check_c8, _always),
+               "at every depth k (round 2 run for these three arms).", check_c8),
     ClaimCheck("C8m", MODIFIED_ARM, (MODIFIED_ARM, "bert"), _of_modified(
         "Neighbourhood recall (nb-recall^{n}@k): the {name}'s round-1 top k covers more of its round-2 top n than "
-        "BERT's does, at every depth k.", "C8"), check_c8, _with_modified),
+        "BERT's does, at every depth k.", "C8"), check_c8),
     ClaimCheck("Am", MODIFIED_ARM, (MODIFIED_ARM, "bert_cont", *CONTROL_WORDS),
                "The {name}'s path through [CLS] adds to its gain over {ctl} beyond what its compute and its targets "
                "give: wherever it beats {ctl}, it also beats {ctl} trained for the same FLOPs ({flops_steps:,} "
                "updates) and the same {name} with its [CLS] path cut (the head reads a learned constant: the same "
                "masked copy, targets and compute). The controls may recover part of the gain themselves: their own "
                "gains over {ctl} are shown, not judged. Each comparison a one-sided paired t-test at {alpha:.0%} over "
-               "pre-training seeds (rules version 2).",
-               check_attribution, _with_modified),
+               "pre-training seeds (rules version 2).", check_attribution),
 )
 CHECK = {c.id: c for c in CLAIM_CHECKS}
-
-
-def _sentence(text: str) -> str:
-    """``text`` starting with a capital: a claim about the "modified Condenser" is a sentence too."""
-    return text[:1].upper() + text[1:]
 
 
 def judge_claim(check: ClaimCheck, evidence: Evidence) -> dict:
@@ -137,7 +123,7 @@ def judge_claim(check: ClaimCheck, evidence: Evidence) -> dict:
     ``status`` (``verdict`` too, the book's word). Chapter 8 (``notebooks/08_scorecard.md``)."""
     found = check.check(evidence, check.arm)
     name = label(check.arm)
-    statement = check.statement.format(name=name, Name=_sentence(name), **STATEMENT_FIELDS, **(found.fields or {}))
+    statement = check.statement.format(name=name, Name=sentence(name), **STATEMENT_FIELDS, **(found.fields or {}))
     return {"id": check.id, "statement": statement, "arms": [label(a) for a in check.arms],
             "comparison": found.comparison, "paper": paper_text(check.id), "ours": found.ours,
             "status": found.status, "verdict": found.status}
@@ -173,10 +159,6 @@ def check_judged(results: Mapping, where: str) -> None:
     comparisons) differ from what the rules its provenance names make of its numbers: a
     hand-edited p beside its old verdict would show a page that contradicts itself. Names the
     first claim and field that differ. Chapter 8."""
-    import json
-
-    from ...utils.errors import SchemaError
-
     stored = results.get("claims")
     if stored is None:
         return  # a file without claims (a test's made-up one) has nothing to disagree with

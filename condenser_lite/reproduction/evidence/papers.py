@@ -1,11 +1,9 @@
 """The papers' published numbers behind each claim, read from ``papers.json`` beside this module.
 
-Each entry of that file is one source (a paper's table, figure or section) for one claim of the
-scorecard: a table's numbers (``PaperTable``) or a finding without numbers to copy
-(``PaperFinding``). ``read_papers`` is their one reader; ``PAPER_RESULTS`` holds them in the
-file's order. The rest renders them for the scorecard (``paper_text``), the introduction's table
-(``paper_headline``) and reads the gains a claim's effect is expected to match
-(``expected_gain``). Explained in chapter 8 (``notebooks/08_scorecard.md``).
+Each entry of that file is one source (a paper's table, figure or section) for one claim: a
+table's numbers (``PaperTable``) or a finding without numbers (``PaperFinding``), read by
+``read_papers`` into ``PAPER_RESULTS``. The rest renders them (``paper_text``, ``paper_headline``)
+and reads the gains a claim's effect is expected to match (``expected_gain``). Chapter 8.
 """
 
 from __future__ import annotations

@@ -3,11 +3,9 @@ settings, wall and CPU time, machine, package versions), its headline for tools,
 committed file back with its version checked, and the readers of what it holds (its pre-training
 runs, their gauges and [CLS] reliance, the seeds each arm was pre-trained on).
 
-``protocol.run_protocol`` writes the file; the chapters read it with ``load_results`` (the
-committed ``results/<name>.json``) and look into it with the readers here (``get_path`` for a
-number at a path, ``pretraining_runs``, ``gauge``, ``reliance_by_seed``, ``arm_seeds``...), so a
-results file's layout is read in one place. Explained in chapters 4 and 8
-(``notebooks/04_finetune.ipynb``, ``notebooks/08_scorecard.ipynb``).
+``protocol.run_protocol`` writes the file; the chapters read the committed ``results/<name>.json``
+with ``load_results`` and look into it with the readers here, so a results file's layout is read
+in one place. Explained in chapters 4 and 8 (``notebooks/04_finetune.md``, ``notebooks/08_scorecard.md``).
 """
 
 from __future__ import annotations
@@ -124,17 +122,17 @@ def provenance(preset: Preset, command: str | None, started: str, wall_seconds: 
     env = environment()
     state = git_state()
     head = state["commit"]
-    # `git merge-base --is-ancestor` prints nothing: success (returncode 0) reads "", failure None
-    in_history = None if head is None else git("merge-base", "--is-ancestor", PRE_REGISTRATION_COMMIT, "HEAD") is not None
+    def in_history(commit: str) -> bool | None:
+        # `git merge-base --is-ancestor` prints nothing: success (returncode 0) reads "", failure None
+        return None if head is None else git("merge-base", "--is-ancestor", commit, "HEAD") is not None
+
     return {**state, "command": command if command is not None else shlex.join(["python", *sys.argv]),
             "preset": preset.name, "settings": preset.to_dict(), "started": started, "finished": now(),
             "wall_seconds": wall_seconds, "cpu_seconds": cpu_seconds, "parts": dict(parts),
             "parts_reused": parts_reused, "work_cpu_seconds": work_cpu_seconds, "machine": machine(load_start),
             "python": env["python"], "condenser_lite": env["condenser_lite"], "packages": env["packages"],
-            "pre_registration": {"commit": PRE_REGISTRATION_COMMIT, "in_history": in_history},
-            "rules": {"version": RULES_VERSION, "commit": RULES_V2_COMMIT,
-                      "in_history": None if head is None or RULES_V2_COMMIT is None else
-                      git("merge-base", "--is-ancestor", RULES_V2_COMMIT, "HEAD") is not None}}
+            "pre_registration": {"commit": PRE_REGISTRATION_COMMIT, "in_history": in_history(PRE_REGISTRATION_COMMIT)},
+            "rules": {"version": RULES_VERSION, "commit": RULES_V2_COMMIT, "in_history": in_history(RULES_V2_COMMIT)}}
 
 
 # ---- what a results file is -------------------------------------------------------------------------
@@ -156,11 +154,9 @@ def file_kind(data: Any) -> str | None:
 
 
 def check_out(path: str | os.PathLike, kind: str, flag: str = "--out") -> dict | None:
-    """Refuse, before any work, a ``path`` to write a results file of ``kind`` into that holds
-    something else: a folder, a file that is not JSON (a user's notes) or a results file of
-    another kind. Returns the file's content when it is one of ``kind`` (which the command then
-    regenerates or adds to), None when there is no file yet. Every command that writes a results
-    file calls it, so none replaces a file it did not make. Chapter 8."""
+    """Refuse, before any work, an output ``path`` that holds something other than a results file
+    of ``kind`` (a folder, a user's notes, another kind), so no command replaces a file it did not
+    make. Returns the file's content when it is one of ``kind``, None when there is none. Chapter 8."""
     path = Path(path)
     keep = f"nothing was written: choose another path, or delete {path} first"
     if path.is_dir():
@@ -354,20 +350,18 @@ def headline(results: Mapping) -> dict:
     Condenser-family arm that logged the reliance gauges, ``head_arms``; None for an arm
     undefined on some seed; empty where no arm logged them) and ``pretraining_seeds`` (their number).
     Gauges are means over pre-training seeds. Chapter 8."""
-    sizes = results.get("train_sizes") or [None]
-    full = str(sizes[-1])
+    full = str((results.get("train_sizes") or [None])[-1])
 
     def ndcg(arm: str) -> float | None:
-        return rounded(((results.get("retrieval", {}).get(arm, {}).get("round1", {}).get(full) or {})
-                       .get("nDCG@10") or {}).get("mean"))
+        return rounded(get_path(results, "retrieval", arm, "round1", full, "nDCG@10", "mean"))
 
-    wall = (results.get("provenance") or {}).get("wall_seconds")
+    wall = get_path(results, "provenance", "wall_seconds")
     return {"mlm_loss": significant(gauge(results, "bert", "mlm_loss")),
-            "unigram_entropy": significant((results.get("heldout") or {}).get("unigram_entropy")),
+            "unigram_entropy": significant(get_path(results, "heldout", "unigram_entropy")),
             "cls_swap_gap": significant(gauge(results, "condenser", "cls_swap_gap")),
             "cls_swap_noise": significant(gauge(results, "condenser", "cls_swap_noise")),
             "ndcg10": {"bert": ndcg("bert"), "condenser": ndcg("condenser"), "cocondenser": ndcg("cocondenser"),
-                       "bm25_same_tokens": rounded((results.get("bm25", {}).get("truncated") or {}).get("nDCG@10"))},
+                       "bm25_same_tokens": rounded(bm25_score(results, "nDCG@10", "truncated"))},
             "wall_minutes": None if wall is None else round(wall / 60, 1),
             "cls_reliance": {arm: significant(reliance_summary(reliance_by_seed(results, arm))["mean"])
                              for arm in head_arms(results)},

@@ -152,37 +152,31 @@ def minimum_detectable_difference(spread_a: float, n_a: int, spread_b: float, n_
     return float((t.ppf(1 - alpha / 2, df) + t.ppf(power, df)) * math.sqrt(va + vb))
 
 
+def power_call(call: str, expected: float | None, mdd: float | None) -> str:
+    """A claimed improvement's call (``"better"``, ``"worse"`` or neither) read with its power:
+    ``"reproduced"``, ``"reversed"``, ``"not reproduced"`` (neither, and the paper's effect
+    ``expected`` is at least the ``mdd``) or ``NOT_DETECTABLE`` (below it, or unknown). Chapter 8."""
+    if call in ("better", "worse"):
+        return "reproduced" if call == "better" else "reversed"
+    return "not reproduced" if expected is not None and mdd is not None and expected >= mdd else NOT_DETECTABLE
+
+
 def power_verdict(a: Mapping | None, b: Mapping | None, gain: float | None,
                   alpha: float = ALPHA, power: float = POWER) -> dict | None:
     """A claimed improvement of arm ``a`` over arm ``b`` (each ``stats``) judged with its power:
-
-    * ``"reproduced"``: a above b beyond the run's spread (``compare``'s rule, diff > std_a + std_b);
-    * ``"reversed"``: b above a beyond the spread;
-    * ``"not reproduced"``: neither, and the paper's effect (``expected`` = the paper's relative
-      ``gain`` x b's mean) is at least the minimum detectable difference ``mdd``: a real effect
-      of the paper's size would most likely have shown, and it did not;
-    * ``"not detectable at this power"``: neither, and the expected effect is below ``mdd`` (or no
-      gain is known): the run could not have told;
-    * ``ONE_SEED`` where a side has a single run (no spread, no mdd).
-
-    Returns ``compare``'s record with this ``verdict``, plus ``mdd``, ``expected`` and ``gain``,
-    so chapters can print them. Explained in chapter 8 (``notebooks/08_scorecard.ipynb``).
+    ``compare``'s call (beyond the spread, diff > std_a + std_b) read by ``power_call``, with the
+    paper's effect ``expected`` = its relative ``gain`` x b's mean and ``mdd`` the minimum
+    detectable difference. "not reproduced": a real effect of the paper's size would most likely
+    have shown, and it did not; ``NOT_DETECTABLE``: the run could not have told; ``ONE_SEED``
+    where a side has a single run (no spread, no mdd). Returns ``compare``'s record with this
+    ``verdict``, plus ``mdd``, ``expected`` and ``gain``. Chapter 8 (``notebooks/08_scorecard.ipynb``).
     """
     c = compare(a, b)
     if c is None:
         return None
     mdd = minimum_detectable_difference(a["std"] or 0.0, a.get("n", 2), b["std"] or 0.0, b.get("n", 2), alpha, power)
     expected = None if gain is None else gain * b["mean"]
-    if c["verdict"] == ONE_SEED:
-        verdict = ONE_SEED
-    elif c["verdict"] == "better":
-        verdict = "reproduced"
-    elif c["verdict"] == "worse":
-        verdict = "reversed"
-    elif expected is not None and mdd is not None and expected >= mdd:
-        verdict = "not reproduced"
-    else:
-        verdict = NOT_DETECTABLE
+    verdict = ONE_SEED if c["verdict"] == ONE_SEED else power_call(c["verdict"], expected, mdd)
     return {**c, "verdict": verdict, "mdd": None if mdd is None else round(mdd, 4),
             "expected": None if expected is None else round(expected, 4), "gain": gain}
 
@@ -277,10 +271,10 @@ EQUAL_FLOPS_RATIO = 1.8196
 EQUAL_FLOPS_STEPS = round(3000 * EQUAL_FLOPS_RATIO)
 FLOPS_MATCH = 0.05  # the equal-compute control counts as matched where its FLOPs are within 5%
 # The commit that fixed version 2 (its message starts "Pre-register: rules version 2").
-RULES_V2_COMMIT: str | None = "d199379665bfdfdfb7ae2d9fb9cddeca5f60843a"
+RULES_V2_COMMIT = "d199379665bfdfdfb7ae2d9fb9cddeca5f60843a"
 RULES_V2 = ("rules version 2: the pre-trained model as the unit, fine-tuning seeds averaged; one-sided paired "
-            f"t-test at {ALPHA_ONE_SIDED:.0%} over pre-training seeds, Welch's where unpaired"
-            + (f" (commit {RULES_V2_COMMIT[:7]})" if RULES_V2_COMMIT else ""))
+            f"t-test at {ALPHA_ONE_SIDED:.0%} over pre-training seeds, Welch's where unpaired "
+            f"(commit {RULES_V2_COMMIT[:7]})")
 
 
 def model_means(values: Sequence[float], seeds: Sequence) -> dict | None:
@@ -310,11 +304,10 @@ def unit_test(a: Mapping, b: Mapping, expected: float | None = None, alpha: floa
     ``mdd``, the minimum detectable difference, comes from the spread of the per-seed differences:
     (t_{1-alpha, df} + t_{power, df}) x sd(d) / sqrt(n), the true difference this test detects with
     probability ``power``. With ``expected`` (the paper's effect at our scale) the verdict is
-    power-aware: ``"reproduced"``, ``"reversed"``, ``"not reproduced"`` (not significant, and the
-    expected effect is at least ``mdd``) or ``NOT_DETECTABLE`` (below it). Returns the means
-    (``a``, ``b``), ``diff``, ``spread`` (sd of the differences; paired) or the pooled standard
-    error x sqrt(n) (unpaired), ``n``, ``paired``, ``per_seed`` differences, ``p``, ``p_reversed``,
-    ``mdd``, ``expected`` and ``verdict``. Explained in chapter 8 (``notebooks/08_scorecard.ipynb``)."""
+    power-aware (``power_call``). Returns the means (``a``, ``b``), ``diff``, ``spread`` (paired:
+    sd of the differences; unpaired: Welch's standard error), ``n``, ``paired``, ``per_seed``
+    differences, ``p``, ``p_reversed``, ``mdd``, ``expected`` and ``verdict``. Explained in
+    chapter 8 (``notebooks/08_scorecard.ipynb``)."""
     sa, sb = list(a["seeds"]), list(b["seeds"])
     paired = sa == sb
     xa, xb = np.asarray(a["means"], dtype=np.float64), np.asarray(b["means"], dtype=np.float64)
@@ -348,8 +341,7 @@ def unit_test(a: Mapping, b: Mapping, expected: float | None = None, alpha: floa
     mdd = float((t.ppf(1 - alpha, df) + t.ppf(power, df)) * se)
     verdict = "better" if p < alpha else "worse" if p_rev < alpha else NOT_SIGNIFICANT
     if expected is not None:
-        verdict = {"better": "reproduced", "worse": "reversed"}.get(verdict) or (
-            "not reproduced" if expected >= mdd else NOT_DETECTABLE)
+        verdict = power_call(verdict, expected, mdd)
     return {**out, "spread": round(spread, 6), "p": round(p, 4), "p_reversed": round(p_rev, 4),
             "mdd": round(mdd, 4), "verdict": verdict}
 
