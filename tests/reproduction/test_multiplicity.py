@@ -85,6 +85,17 @@ def test_the_tests_behind_the_verdicts_are_counted_once(small):
     assert m["significant"] == sum(r["p"] < 0.05 for r in family)
 
 
+def test_c4_rests_on_the_tests_its_status_reads(small):
+    """BERT-continued's round 2 is shown beside C4, not judged: given a test, it neither enters the
+    family nor changes a verdict, as for BERT's."""
+    edited = copy.deepcopy(small)
+    c4 = next(c for c in edited["claims"] if c["id"] == "C4")
+    c4["ours"]["round2_vs_round1"]["bert_cont"] = {**c4["ours"]["round2_vs_round1"]["bert"], "p": 0.001,
+                                                   "verdict": "better"}
+    assert not [t for t in mt.deciding_tests(edited) if t.claim == "C4" and t.path[-1] in ("bert", "bert_cont")]
+    assert mt.rejudge(edited, "bh") == mt.rejudge(small, "bh")
+
+
 def test_each_test_on_its_own_gives_the_stored_verdicts_back():
     for path in RESULTS:
         results = json.loads(path.read_text())

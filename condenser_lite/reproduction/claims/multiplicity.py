@@ -17,8 +17,8 @@ from typing import NamedTuple
 import numpy as np
 from scipy import stats as scipy_stats
 
-from .checks import (Call, am_status, c1_status, c2_status, c3_status, c4_status, c5_status, c7_status, c8_status,
-                     called, read_evidence)
+from .checks import (BERT_ARMS, Call, am_status, c1_status, c2_status, c3_status, c4_status, c5_status,
+                     c7_status, c8_status, called, read_evidence)
 from ..evidence.papers import base_claim
 from ..configuration.registry import MODIFIED_ARM, label
 from ..evidence.results import judged_seeds
@@ -49,7 +49,7 @@ class Comparison(NamedTuple):
 def decides(cid: str, path: tuple, recall: str) -> bool:
     """Whether the comparison at ``path`` of claim ``cid`` is one its verdict rests on (as
     ``scorecard``'s checks judge them): C2 by recall only (``recall``: its metric); C4 and C4m by
-    the pre-trained arms, not BERT's round 2 (shown beside them); Am by its gains and by the
+    the pre-trained arms, not the BERT arms' round 2 (shown beside them); Am by its gains and by the
     modified Condenser against each control, not by the controls' own gains (shown, not judged);
     C0 and C0m rest on no test (the reliance rule). Chapter 12."""
     base = base_claim(cid)
@@ -58,7 +58,7 @@ def decides(cid: str, path: tuple, recall: str) -> bool:
     if base == "C2":
         return path[-1] == recall
     if base == "C4":
-        return path[-1] != "bert"
+        return path[-1] not in BERT_ARMS  # as checks.c4_status reads them
     if cid == "Am":
         return path[2] != "control_vs_bert_cont"
     return True
