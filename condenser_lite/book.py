@@ -1,9 +1,11 @@
 """The one setup call at the top of every chapter, and the chapters' Colab install cell.
 
 A chapter starts with a cell of papermill parameters (strings, from ``papermill -p full true``).
-:func:`setup` parses them, prepares the run and returns a :class:`Chapter`: its evidence
-(:meth:`Chapter.results`), its live cells' briefly pre-trained models (:meth:`Chapter.live_checkpoint`)
-and the committed run's final models (:meth:`Chapter.released`). Explained in the introduction
+:func:`setup` parses them, points the library at the cache and data folders, silences the import
+noise of ``transformers`` and ``datasets``, fixes the thread count and the seeds, picks the device,
+makes the figures folder and returns a :class:`Chapter`: its evidence (:meth:`Chapter.results`),
+its live cells' briefly pre-trained models (:meth:`Chapter.live_checkpoint`) and the committed
+run's final models (:meth:`Chapter.released`). Explained in the introduction
 (``book/running.md``, "Running it").
 """
 
