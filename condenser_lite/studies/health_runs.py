@@ -235,24 +235,11 @@ def train_run(name: str, preset, steps: int, data_dir: str | None) -> dict:
     return run
 
 
-def provenance(out: Path, command: str, started: str, t0: float, load_start, first: dict | None = None,
-               before_versions: dict | None = None) -> dict:
-    """Where, when and from what a study's runs came: commit (dirty for any change but ``out``),
-    ``first``, command, wall time, machine, ``before_versions`` and versions; the mechanism and
-    real-model studies record theirs with it too. Chapter 11."""
-    from condenser_lite.reproduction.evidence.results import environment, git_state, machine, now
-
-    env = environment()
-    return {**git_state(exclude=out), **(first or {}), "command": command, "started": started, "finished": now(),
-            "wall_seconds": round(time.perf_counter() - t0, 1), "machine": machine(load_start),
-            **(before_versions or {}), "python": env["python"], "packages": env["packages"]}
-
-
 def main(argv: list[str] | None = None) -> None:
     """The study's command line (``python -m condenser_lite health-runs ...``). Chapter 11."""
     from condenser_lite.utils.devices import load_average
     from condenser_lite.reproduction.configuration.presets import get_preset
-    from condenser_lite.reproduction.evidence.results import check_out, now
+    from condenser_lite.reproduction.evidence.results import check_out, now, study_provenance
 
     argv = sys.argv[1:] if argv is None else list(argv)
     a = build_parser().parse_args(argv)
@@ -265,7 +252,7 @@ def main(argv: list[str] | None = None) -> None:
     started, t0, load_start = now(), time.perf_counter(), load_average()
     runs = {name: train_run(name, preset, a.steps, a.data_dir) for name in names}
     result = {"study": "health", "preset": preset.name, "steps": a.steps, "seed": SEED, "runs": runs,
-              "provenance": provenance(out, command, started, t0, load_start)}
+              "provenance": study_provenance(out, command, started, t0, load_start)}
     if "committed_curves" in previous:  # curves of the committed run this file adds to the band
         result["committed_curves"] = previous["committed_curves"]
     out.write_text(json.dumps(result, indent=1) + "\n")

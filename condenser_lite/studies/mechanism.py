@@ -358,7 +358,7 @@ def _run_part(part: str, preset, seeds: tuple[int, ...], old: dict | None, a: ar
     from condenser_lite.reproduction.evidence.results import now
     from condenser_lite.reproduction.runs.jobs import run_jobs
     from condenser_lite.reproduction.statistics.rules import PRE_REGISTRATION_COMMIT
-    from condenser_lite.studies.health_runs import provenance
+    from condenser_lite.reproduction.evidence.results import study_provenance
     from condenser_lite.utils.devices import load_average
 
     started, t0, load_start = now(), time.perf_counter(), load_average()
@@ -377,7 +377,7 @@ def _run_part(part: str, preset, seeds: tuple[int, ...], old: dict | None, a: ar
                   {"seeds": old["seeds"], "stages_reread_by_the_run_below": True, **old["provenance"]}]
     # the tree counts as dirty for any change but this file, which the earlier parts rewrote
     command = shlex.join(["python", "-m", "condenser_lite", "mechanism", *argv])
-    ran = provenance(Path(a.out), command, started, t0, load_start,
+    ran = study_provenance(Path(a.out), command, started, t0, load_start,
                      first={"pre_registration_commit": PRE_REGISTRATION_COMMIT})
     return {"what": PARTS[part][0], "seeds": all_seeds, "modified_condenser": PARTS[part][2],
             **judge(per_seed), "provenance": {**ran, "seeds": list(seeds)},

@@ -182,7 +182,7 @@ def run(data_dir: str | None, out: Path, command: str, prior: Mapping | None = N
     from condenser_lite.reproduction.evidence.results import git, git_state, machine, now
     from condenser_lite.reproduction.runs.arms import finetune_arm
     from condenser_lite.reproduction.runs.tasks import load_task
-    from condenser_lite.studies.health_runs import provenance
+    from condenser_lite.reproduction.evidence.results import study_provenance
     from condenser_lite.training.pretraining import pretrain
     from condenser_lite.utils.devices import load_average
     from condenser_lite.utils.loading import SHIPPED_MODEL, shipped_model
@@ -201,7 +201,7 @@ def run(data_dir: str | None, out: Path, command: str, prior: Mapping | None = N
     def save() -> None:
         in_history = git("merge-base", "--is-ancestor", RULE_COMMIT, "HEAD") is not None
         rule = {"commit": RULE_COMMIT, "in_history": in_history}
-        record["provenance"] = provenance(out, command, started, t0, load_start, before_versions={"rule": rule})
+        record["provenance"] = study_provenance(out, command, started, t0, load_start, before_versions={"rule": rule})
         out.write_text(json.dumps(record, indent=1) + "\n")
 
     def finish(unit: str, content: dict, unit_t0: float) -> None:

@@ -16,9 +16,9 @@ Each setting has one path (``settings_tree``): ``stages.cocondenser.lr``, ``mode
 ``finetune.lr``, ``seeds``. ``--set stages.cocondenser.lr=1e-4`` (or a chapter's ``-p settings``)
 is read by ``parameters.parse_settings``; ``Preset.replace`` sets ``preset.stages.cocondenser.lr``;
 ``stage_config`` builds the stage as that recipe plus the method, the start, the corpus and the
-model, and the training loop sets AdamW's rate from it (a recipe is a
-``TrainConfig``); ``finetune.lr`` reaches the loop the same way (``finetune.round_config``). No
-setting is renamed or copied on the way.
+model, and the training loop sets AdamW's rate from it (a recipe is a ``TrainConfig``);
+``finetune.lr`` reaches the loop the same way (``finetune.round_config``). No setting is renamed
+or copied on the way.
 
 ``PRESETS`` holds the named presets: ``micro`` (the whole protocol in seconds, for tests),
 ``tiny`` (the first scaled-down recipe, and the live cells' short stages), ``small`` (the

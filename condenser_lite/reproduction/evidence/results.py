@@ -19,6 +19,7 @@ import resource
 import shlex
 import subprocess
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -104,6 +105,17 @@ def machine(load_start: list[float] | None) -> dict:
             "cores": os.cpu_count(), "ram_gib": ram,
             "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
             "platform": platform.platform(), "load_average_start": load_start, "load_average_end": load_average()}
+
+
+def study_provenance(out: Path, command: str, started: str, t0: float, load_start, first: dict | None = None,
+                     before_versions: dict | None = None) -> dict:
+    """Where, when and from what a study's runs came (the health, mechanism and real-model studies):
+    commit (dirty for any change but ``out``), ``first``, command, wall time since ``t0``
+    (``time.perf_counter``), machine, ``before_versions`` and versions. Chapters 10, 11 and 13."""
+    env = environment()
+    return {**git_state(exclude=out), **(first or {}), "command": command, "started": started, "finished": now(),
+            "wall_seconds": round(time.perf_counter() - t0, 1), "machine": machine(load_start),
+            **(before_versions or {}), "python": env["python"], "packages": env["packages"]}
 
 
 def provenance(preset: Preset, command: str | None, started: str, wall_seconds: float, cpu_seconds: float,
