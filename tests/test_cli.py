@@ -538,7 +538,8 @@ def test_lr_reaches_the_optimizer_from_the_command_line_through_no_copy(tokenize
     fine-tuning round is the recipe, with only its updates and seed replaced."""
     import dataclasses
 
-    import condenser_lite.training.loop as loop
+    import torch
+
     import condenser_lite.training.pretraining as pretraining
     from condenser_lite.training.finetune import FinetuneConfig, round_config
 
@@ -548,18 +549,19 @@ def test_lr_reaches_the_optimizer_from_the_command_line_through_no_copy(tokenize
     stage = dataclasses.replace(stage_config_from_args(args), max_steps=1, heldout_fraction=None,
                                 model=dataclasses.replace(get_preset("micro").model, tokenizer=tokenizer_dir))
     seen = {}
-    real_train, real_optimizer = pretraining.train, loop.make_optimizer
+    real_train = pretraining.train
 
     def spy_train(model, data, cfg, **kw):
         seen["cfg"] = cfg
         return real_train(model, data, cfg, **kw)
 
-    def spy_optimizer(model, lr, *a):
-        seen["lr"] = lr
-        return real_optimizer(model, lr, *a)
+    class SpyAdamW(torch.optim.AdamW):
+        def __init__(self, params, lr, **kw):
+            seen["lr"] = lr
+            super().__init__(params, lr=lr, **kw)
 
     monkeypatch.setattr(pretraining, "train", spy_train)
-    monkeypatch.setattr(loop, "make_optimizer", spy_optimizer)
+    monkeypatch.setattr(torch.optim, "AdamW", SpyAdamW)
     pretraining.pretrain(stage, output_dir=tmp_path / "stage", data_dir=str(MIRROR))
     assert seen["cfg"] is stage and seen["lr"] == 1.5e-4
 

@@ -38,6 +38,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import math
 import shutil
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -50,6 +51,7 @@ from accelerate import Accelerator
 from accelerate.utils import DistributedType, set_seed
 from torch import nn
 from tqdm import tqdm
+from transformers import get_constant_schedule_with_warmup, get_linear_schedule_with_warmup
 
 from ..utils.cache import output_lock, settings_diff
 from ..utils.checks import check_positive, check_types
@@ -58,7 +60,7 @@ from ..utils.errors import CheckpointError, ConfigError
 from ..utils.roles import setting
 from .checkpoint import CHECKPOINT, read_state, recover_checkpoint, save_checkpoint
 from .epochs import EpochData, batches_per_epoch, derive_seed, epoch_order
-from .prepare import SCHEDULES, load_weights, make_accelerator, make_optimizer, prepare
+from .prepare import SCHEDULES, load_weights, make_accelerator, param_groups, prepare
 from .progress import Clock, Progress, TrainResult, finish, record
 from .threads import ThreadPolicy
 from .update import gradients, refuse_divergence
@@ -295,7 +297,11 @@ def _train(model: nn.Module, data: Any, cfg: TrainConfig, acc: Accelerator, fns:
 
     was_training = model.training
     inner, had_forward = model, "forward" in model.__dict__
-    optimizer, scheduler = make_optimizer(model, cfg.lr, cfg.weight_decay, cfg.warmup_ratio, cfg.schedule, total)
+    # AdamW (no decay on biases and norms) and its warm-up schedule over the run's updates
+    optimizer = torch.optim.AdamW(param_groups(model, cfg.weight_decay), lr=cfg.lr)
+    warmup = math.ceil(cfg.warmup_ratio * total)
+    scheduler = (get_constant_schedule_with_warmup(optimizer, warmup) if cfg.schedule == "constant"
+                 else get_linear_schedule_with_warmup(optimizer, warmup, total))
     model, optimizer, scheduler = prepare(model, optimizer, scheduler, acc, cfg.compile, ckpt if state else None)
     r = _Run(cfg, acc, model, optimizer, scheduler, epoch_data, fns, total,
              {"run": run, "depends_on": identity}, history, Progress.of(state), Clock.of(state), (out_dir, progress))

@@ -1,6 +1,6 @@
-"""A training run's pieces made ready: the accelerate ``Accelerator``, AdamW over its parameter
-groups with the learning-rate schedule, and the model prepared (compiled where asked) with, when a
-run resumes, the checkpoint's weights, optimizer, scheduler and RNG states put back.
+"""A training run's pieces made ready: the accelerate ``Accelerator``, AdamW's parameter groups,
+and the model prepared (compiled where asked) with, when a run resumes, the checkpoint's weights,
+optimizer, scheduler and RNG states put back.
 
 Explained in chapter 2, `notebooks/02_condenser.ipynb` (the loop: AdamW, warm-up and decay);
 ``loop.train`` calls these before its first update.
@@ -8,14 +8,12 @@ Explained in chapter 2, `notebooks/02_condenser.ipynb` (the loop: AdamW, warm-up
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
 import torch
 from accelerate import Accelerator
 from torch import nn
-from transformers import get_constant_schedule_with_warmup, get_linear_schedule_with_warmup
 
 from ..utils.devices import resolve_precision
 from ..utils.errors import CheckpointError
@@ -64,17 +62,6 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
             (plain if id(p) in no_decay else decay).append(p)
     return [{"params": decay, "weight_decay": weight_decay},
             {"params": plain, "weight_decay": 0.0}]
-
-
-def make_optimizer(model: nn.Module, lr: float, weight_decay: float, warmup_ratio: float, schedule: str,
-                   total: int) -> tuple[torch.optim.Optimizer, Any]:
-    """AdamW (no decay on biases and norms) and its warm-up ``schedule`` (one of ``SCHEDULES``)
-    over ``total`` updates."""
-    optimizer = torch.optim.AdamW(param_groups(model, weight_decay), lr=lr)
-    warmup = math.ceil(warmup_ratio * total)
-    scheduler = (get_constant_schedule_with_warmup(optimizer, warmup) if schedule == "constant"
-                 else get_linear_schedule_with_warmup(optimizer, warmup, total))
-    return optimizer, scheduler
 
 
 def load_weights(model: nn.Module, ckpt: Path) -> None:
