@@ -3,8 +3,8 @@
 Explained in chapter 2, `notebooks/02_condenser.ipynb` (the loop and its determinism design);
 chapter 3 uses it with the gradient cache's ``step_fn``, chapter 4 for fine-tuning, chapter 6
 reads its ``log.jsonl``. Beside it: ``epochs.py`` (what each epoch draws), ``prepare.py`` (the
-accelerator, the optimizer, the model made ready), ``progress.py`` (counters, clocks, log records),
-``update.py`` (one update's gradients), ``checkpoint.py`` and ``threads.py``.
+accelerator, AdamW's parameter groups, the model made ready), ``progress.py`` (counters, clocks,
+log records), ``update.py`` (one update's gradients), ``checkpoint.py`` and ``threads.py``.
 
 Determinism: one seed per step
 ------------------------------
