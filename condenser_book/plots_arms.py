@@ -273,13 +273,15 @@ def _difference_rows(rows: Sequence[tuple], claimed: Mapping[str, str], several:
     return out
 
 
-def plot_differences(results: Mapping, ids: Sequence[str], ax=None):
+def plot_differences(results: Mapping, ids: Sequence[str]):
     """The comparisons behind the claims ``ids`` as a test over pre-trained models sees them (rules version
     2): one row per comparison, under a bold heading per claim and setting, a hollow dot per pre-trained
     model's difference (a - b, fine-tuning seeds averaged), a filled dot for their mean (green where the
     one-sided test says a is better, red where it says worse, grey where neither), a grey bar from 0 to the
     smallest difference the test detects with 80% power, and a black tick at the paper's effect at our scale
-    where the claim quantifies one. Chapter 8."""
+    where the claim quantifies one. One panel per metric, each on its own scale: an STS-b difference of 0.1
+    would squeeze nDCG@10's 0.01 to a few pixels. Chapter 8."""
+    import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
@@ -290,24 +292,30 @@ def plot_differences(results: Mapping, ids: Sequence[str], ax=None):
             for setting, a, b, c in comparisons(claims[cid]) if c.get("per_seed")]
     claimed = {cid: claims[cid]["arms"][0] if claims[cid]["arms"] else "" for cid in ids if cid in claims}
     lines = _difference_rows(rows, claimed, len({cid for cid, *_ in rows}) > 1)
-    fig, ax = figure_for(ax, figsize=(FIGURE_WIDTH, 0.25 * len(lines) + 1.5))
-    for y, (_, _, c) in enumerate(lines):
-        if c is None:
-            continue
-        if c.get("mdd") is not None:
-            ax.barh(y, c["mdd"], left=0, height=0.5, color="0.88", zorder=0)
-        per = list(c["per_seed"].values())
-        ax.plot(per, [y] * len(per), "o", ms=4, color="0.35", markerfacecolor="white")
-        ax.plot(c["diff"], y, "o", ms=7, color=VERDICT_COLOURS.get(c["verdict"], "0.5"))
-        if c.get("expected") is not None:
-            ax.plot(c["expected"], y, "|", ms=13, mew=2, color="black")
-    ax.axvline(0, color="black", lw=0.7)
-    ax.set_yticks(range(len(lines)), [text for _, text, _ in lines], fontsize=SMALL)
-    for tick, (heading, _, _) in zip(ax.yaxis.get_major_ticks(), lines):
-        if heading:  # a heading row: bold, flush with the axis, no tick mark
-            tick.label1.set_fontweight("bold")
-            tick.tick1line.set_visible(False)
-    ax.set_ylim(len(lines) - 0.5, -0.5)  # the first row on top
+    groups: dict[str, list] = {}  # the lines by task, in order: a heading ends in "queries" or "pairs"
+    for line in lines:
+        task = line[0].split()[-1] if line[0] else task
+        groups.setdefault(task, []).append(line)
+    fig, axes = plt.subplots(len(groups), 1, squeeze=False, gridspec_kw={"height_ratios": [len(g) for g in groups.values()]},
+                             figsize=(FIGURE_WIDTH, 0.25 * len(lines) + 1.5 + 0.4 * (len(groups) - 1)))
+    for ax, group in zip(axes.flat, groups.values()):
+        for y, (_, _, c) in enumerate(group):
+            if c is None:
+                continue
+            if c.get("mdd") is not None:
+                ax.barh(y, c["mdd"], left=0, height=0.5, color="0.88", zorder=0)
+            per = list(c["per_seed"].values())
+            ax.plot(per, [y] * len(per), "o", ms=4, color="0.35", markerfacecolor="white")
+            ax.plot(c["diff"], y, "o", ms=7, color=VERDICT_COLOURS.get(c["verdict"], "0.5"))
+            if c.get("expected") is not None:
+                ax.plot(c["expected"], y, "|", ms=13, mew=2, color="black")
+        ax.axvline(0, color="black", lw=0.7)
+        ax.set_yticks(range(len(group)), [text for _, text, _ in group], fontsize=SMALL)
+        for tick, (heading, _, _) in zip(ax.yaxis.get_major_ticks(), group):
+            if heading:  # a heading row: bold, flush with the axis, no tick mark
+                tick.label1.set_fontweight("bold")
+                tick.tick1line.set_visible(False)
+        ax.set_ylim(len(group) - 0.5, -0.5)  # the first row on top
     ax.set_xlabel("difference a - b per pre-trained model")
     handles = [Line2D([], [], marker="o", ls="", color="0.35", markerfacecolor="white", label="one pre-trained model"),
                Line2D([], [], marker="o", ls="", color=VERDICT_COLOURS["better"], label="mean: better (one-sided test)"),

@@ -233,16 +233,19 @@ def test_differences_figure_draws_each_pre_trained_models_difference_and_the_tes
     claims = {c["id"]: c for c in scorecard(results)}
     rows = [c for cid in ("C1m", "C7m") for *_, c in comparisons(claims[cid])]
     fig = plots_arms.plot_differences({**results, "claims": list(claims.values())}, ["C1m", "C7m"])
-    ax = fig.axes[0]
-    headings = [t.get_text() for t in ax.get_yticklabels() if t.get_fontweight() == "bold"]
-    assert headings == ["C1m, 100 queries", "C1m, 809 queries", "C7m, 500 pairs", "C7m, 1000 pairs"]
-    assert len(ax.get_yticks()) - len(headings) == len(rows) == 8  # a row per comparison, under its heading
-    hollow = [line for line in ax.lines if line.get_markerfacecolor() == "white"]
+    # one panel per task (retrieval, STS-b), each on its own scale
+    headings = [[t.get_text() for t in ax.get_yticklabels() if t.get_fontweight() == "bold"] for ax in fig.axes]
+    assert headings == [["C1m, 100 queries", "C1m, 809 queries"], ["C7m, 500 pairs", "C7m, 1000 pairs"]]
+    assert fig.axes[0].get_xlim()[1] < fig.axes[1].get_xlim()[1]  # nDCG@10's differences are not squeezed
+    ticks = sum(len(ax.get_yticks()) for ax in fig.axes)
+    assert ticks - sum(map(len, headings)) == len(rows) == 8  # a row per comparison, under its heading
+    lines = [line for ax in fig.axes for line in ax.lines]
+    hollow = [line for line in lines if line.get_markerfacecolor() == "white"]
     assert [list(h.get_xdata()) for h in hollow] == [pytest.approx(list(c["per_seed"].values())) for c in rows]
-    filled = [line for line in ax.lines if line.get_marker() == "o" and line.get_markerfacecolor() != "white"]
+    filled = [line for line in lines if line.get_marker() == "o" and line.get_markerfacecolor() != "white"]
     green = [matplotlib.colors.to_hex(f.get_color()) == plots_arms.VERDICT_COLOURS["better"] for f in filled]
     assert green == [c["verdict"] in ("reproduced", "better") for c in rows]
-    assert [b.get_width() for b in ax.patches] == pytest.approx([c["mdd"] for c in rows])
+    assert [b.get_width() for ax in fig.axes for b in ax.patches] == pytest.approx([c["mdd"] for c in rows])
     plt.close(fig)
 
 
