@@ -279,8 +279,8 @@ def plot_differences(results: Mapping, ids: Sequence[str]):
     model's difference (a - b, fine-tuning seeds averaged), a filled dot for their mean (green where the
     one-sided test says a is better, red where it says worse, grey where neither), a grey bar from 0 to the
     smallest difference the test detects with 80% power, and a black tick at the paper's effect at our scale
-    where the claim quantifies one. One panel per metric, each on its own scale: an STS-b difference of 0.1
-    would squeeze nDCG@10's 0.01 to a few pixels. Chapter 8."""
+    where the claim quantifies one. One panel per task (retrieval, STS-b), each on its own scale: an STS-b
+    difference of 0.1 would squeeze nDCG@10's 0.01 to a few pixels. Chapter 8."""
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
