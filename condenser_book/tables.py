@@ -140,12 +140,25 @@ def gauge_table(results: Mapping, arms: Sequence[str], digits: int = 4):
 SHORT_LABELS = {"BERT-continued, equal FLOPs": "equal-FLOPs control", "modified Condenser, [CLS] cut": "[CLS]-cut control"}
 
 
+def model_range(per_seed: Mapping[str, float] | None) -> str:
+    """What a test's pre-trained models found, in one short cell: the range of their differences
+    and how many are above zero (``+0.003 to +0.021; 5 of 5 > 0``); "unpaired" where the test has
+    no model-by-model differences. Each value is in the results file and the chapters' figures.
+    Chapter 8."""
+    if not per_seed:
+        return "unpaired"
+    d = list(per_seed.values())
+    # the count kept on one line, so a narrow column does not break "5 of 5 > 0"
+    return (f"{fixed(min(d), signed=True)} to {fixed(max(d), signed=True)}; "
+            f"{sum(x > 0 for x in d)}\u00a0of\u00a0{len(d)}\u00a0>\u00a00")
+
+
 def claim_table(results: Mapping, ids: Sequence[str]):
     """The comparisons behind the claims ``ids`` as one table (``scorecard.claim_rows``): per claim and
-    setting the two models with our numbers, the verdict, and the difference: under rules version 2 each
-    pre-trained model's and the mean's with the one-sided test's p, under version 1 the mean's with its
-    spread; the pre-registered claims also the smallest difference the run could detect and the paper's effect
-    at our scale. Chapters 4, 6, 7 and 8 show their claims with it."""
+    setting the two models with our numbers, the verdict, and the difference: under rules version 2 the
+    mean's with the one-sided test's p and the pre-trained models' range (``model_range``), under
+    version 1 the mean's with its spread; the pre-registered claims also the smallest difference the
+    run could detect and the paper's effect at our scale. Chapters 4, 6, 7 and 8 show their claims with it."""
     import pandas as pd
 
     claims = {c["id"]: c for c in results.get("claims") or scorecard(results)}
@@ -162,11 +175,11 @@ def claim_table(results: Mapping, ids: Sequence[str]):
     recall = recall_metric(results)
     rows = []
     for cid in (i for i in ids if i in claims):
-        paths = [path for path, _ in comparison_paths(claims[cid].get("ours", {}))]
-        for path, r in zip(paths, claim_rows(claims[cid])):
+        found = comparison_paths(claims[cid].get("ours", {}))
+        for (path, c), r in zip(found, claim_rows(claims[cid])):
             if "p (one-sided)" in r and not decides(cid, path, recall):  # beside the verdict, not behind it
                 r = {**r, "verdict": f"{r['verdict']} (not judged)"}
-            rows.append({"claim": cid, **r})
+            rows.append({"claim": cid, **r, "each model": model_range(c.get("per_seed"))})
     table = pd.DataFrame(rows)
     if table.empty:
         return table
@@ -174,8 +187,7 @@ def claim_table(results: Mapping, ids: Sequence[str]):
     # difference with its spread, and (pre-registered claims) what the run could detect beside
     # the paper's effect at our scale; a dash where a claim has no power analysis (C2-C6)
     if "p (one-sided)" in table:  # rules version 2: each pre-trained model's difference, the test's p
-        table["per pre-trained model"] = table["per pre-trained model (a - b)"]
-        table["difference (p)"] = ["{} ({})".format(fixed(d, signed=True), p_text(p))
+        table["difference (p)"] = ["{} ({})".format(fixed(d, signed=True), p_text(p).replace(" ", "\u00a0"))
                                    for d, p in zip(table["difference"], table["p (one-sided)"])]
     else:
         table["difference (spread)"] = [f"{fixed(d, signed=True)} ({s:.3f})"
@@ -193,7 +205,7 @@ def claim_table(results: Mapping, ids: Sequence[str]):
         table["compared"] = table["compared"].str.replace(long, short, regex=False)
     cols = (["claim", "setting", "verdict", "difference (p)", "compared"] if "difference (p)" in table else
             ["claim", "setting", "compared", "verdict", "difference (spread)"])
-    cols += ["detectable / paper's", "per pre-trained model"]
+    cols += ["detectable / paper's", *(["each model"] if "difference (p)" in table else [])]
     return table[[c for c in cols if c in table]].set_index(["claim", "setting"])
 
 

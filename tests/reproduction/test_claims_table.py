@@ -9,6 +9,7 @@ from locations import ROOT
 
 from condenser_lite.reproduction.claims import claims_table as ct
 from condenser_lite.reproduction.claims.multiplicity import WEAK_MARK, family
+from condenser_lite.reproduction.claims.scorecard import comparison_paths
 from condenser_lite.reproduction.configuration.registry import CLAIM
 
 
@@ -41,14 +42,18 @@ def test_headline_rows_one_per_claim(small):
 
 def test_one_findings_table_marks_links_and_folds_its_numbers(small):
     """Every page's findings table: claim in words with its code after (linked), verdict with its
-    weak mark and BH reading, q; the numbers fold out below; the key comes before the table."""
+    weak mark and BH reading, the headline test's difference with its MDD, q; the numbers fold out
+    below; the key comes before the table."""
     text = ct.findings_markdown(small)
     lines = text.splitlines()
     rows = ct.headline_rows(small)
-    table = lines[lines.index("| claim | verdict | q |") + 2:][:len(rows)]
-    assert lines.index("| claim | verdict | q |") > lines.index(ct.KEY)
+    head = "| claim | verdict | difference (MDD) | q |"
+    table = lines[lines.index(head) + 2:][:len(rows)]
+    assert lines.index(head) > lines.index(ct.KEY)
     for line, r in zip(table, rows):
-        assert line.startswith(f"| {r['claim']} (") and line.count(" | ") == 2
+        assert line.startswith(f"| {r['claim']} (") and line.count(" | ") == 3
+        size = line.split(" | ")[2]
+        assert size == ("–" if r["diff"] is None else f"{r['diff']:+.3f}\u00a0({r['mdd']:.3f})")
         assert (WEAK_MARK in line) == r["weak"] and ct.verdict_text(r) in line
         assert ("under BH" in line) == (r["verdict_bh"] != r["verdict"] or (r["reversed"] and r["q"] >= 0.05))
     assert "{ref}`Am <sure-am>`" in text and "{doc}`C1 </notebooks/04_finetune>`" in text
@@ -122,3 +127,20 @@ def test_a_claims_table_says_its_codes_in_words_or_links_them_at_first_use():
     assert glossed("round 1, R@1000, R@100", seen) == "round 1, R@1000, {term}`R@100`"
     html = glossed("MRR@10 and MRR@10", set(), "../glossary.html")
     assert html == '<a class="reference internal" href="../glossary.html#term-MRR-10">MRR@10</a> and MRR@10'
+
+
+def test_claim_table_gives_each_pre_trained_models_range_and_sign_count(small):
+    """The claim tables read the pre-trained models' differences in one cell: their range and how
+    many are above zero, counted here from the results file's own per-model differences."""
+    from condenser_book.tables import claim_table, model_range
+
+    assert model_range({"42": 0.012, "43": -0.004, "44": 0.0}).replace("\u00a0", " ") == \
+        "-0.004 to +0.012; 1 of 3 > 0"
+    assert model_range(None) == "unpaired"
+    claim = next(c for c in small["claims"] if c["id"] == "C1")
+    per_model = [c["per_seed"] for _, c in comparison_paths(claim["ours"])]
+    cells = [c.replace("\u00a0", " ") for c in claim_table(small, ["C1"])["each model"]]
+    assert len(cells) == len(per_model) == 4
+    for cell, d in zip(cells, per_model):
+        low, high = min(d.values()), max(d.values())
+        assert cell == f"{low:+.3f} to {high:+.3f}; {sum(v > 0 for v in d.values())} of {len(d)} > 0"

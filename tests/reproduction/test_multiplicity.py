@@ -172,6 +172,12 @@ def test_the_unseen_seeds_recomputed_from_the_runs(small):
     p = stats.ttest_rel(means("condenser_mod"), means("bert_cont"), alternative="greater").pvalue
     row = next(r for r in rows if r["claim"] == "C1m" and r["setting"].startswith(full) and r["b"] == "BERT-continued")
     assert row["p"] == pytest.approx(p, abs=1e-4)
+    # and over every seed, the difference of the means the rules' own test reads
+    every = model_means(small["retrieval"]["condenser_mod"]["round1"][full]["nDCG@10"]["values"],
+                        arm_seeds(small, "condenser_mod"))["means"]
+    cont = model_means(small["retrieval"]["bert_cont"]["round1"][full]["nDCG@10"]["values"],
+                       arm_seeds(small, "bert_cont"))["means"]
+    assert row["diff_all"] == pytest.approx(sum(every) / len(every) - sum(cont) / len(cont), abs=1e-5)
 
 
 def test_the_controls_shares_recomputed_from_the_runs(small):

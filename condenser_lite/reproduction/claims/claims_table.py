@@ -120,6 +120,12 @@ def q_text(q: float | None) -> str:
     return "–" if q is None else "<\u00a00.001" if q < 0.0005 else f"{q:.3f}"  # kept on one line
 
 
+def difference_text(row: Mapping) -> str:
+    """The size of what a findings row found: its headline test's difference, signed, with the MDD
+    it is read against in brackets; a dash for C0 and C0m, which rest on no test. Chapter 8."""
+    return "–" if row["diff"] is None else f"{row['diff']:+.3f}\u00a0({row['mdd']:.3f})"
+
+
 NOT_DETECTED = "not detected"  # a claim's test with no call, below what it could detect
 
 
@@ -178,7 +184,8 @@ KEY = ("Verdict words: reproduced, partly reproduced (some of the claim's tests 
        f"found is below the smallest each could detect, its {{term}}`MDD` (in brackets, the test shown's). A {WEAK_MARK} marks a weak verdict: a test it rests on has "
        f"{WEAK_P[0]:g} ≤ p < {WEAK_P[1]:g} and a difference below its MDD. The other way means that the claim's "
        "test holds in the reverse direction. The q is the {term}`BH q-value` of the test shown, over every distinct "
-       "test behind the verdicts (for a row read the other way, of its reverse test). Holds in k of n tests counts "
+       "test behind the verdicts (for a row read the other way, of its reverse test). The difference is the test "
+       "shown's, in its metric, with its MDD in brackets. Holds in k of n tests counts "
        "the claim's comparisons that call its direction. A {term}`reverse p` tests the other direction.")
 
 
@@ -216,17 +223,19 @@ def findings_markdown(results: Mapping, ids: Sequence[str] | None = None, papers
                       key: bool = True, links: bool = True, here: str | None = None) -> str:
     """The book's one findings table, as MyST Markdown: per claim of ``ids`` (all, by default)
     its words with its code after, linked to the page that argues it; the verdict
-    (``verdict_text``); the q. The numbers behind each (the papers' where ``papers``, and ours,
-    the ``_headline_test``) fold out below it. ``key`` puts ``KEY`` above the table. The
-    introduction, chapters 4-7 and chapter 8 show their findings with it. ``here``: the page the
-    table stands on (``notebooks/04_finetune``), whose own claims are not linked to its top."""
+    (``verdict_text``); the size of what it found (``difference_text``); the q. The numbers behind
+    each (the papers' where ``papers``, and ours, the ``_headline_test``) fold out below it.
+    ``key`` puts ``KEY`` above the table. The introduction, chapters 4-7 and chapter 8 show their
+    findings with it. ``here``: the page the table stands on (``notebooks/04_finetune``), whose own
+    claims are not linked to its top."""
     rows = [r for r in headline_rows(results) if ids is None or r["id"] in ids]
     cell = lambda c: c.replace("|", "\\|")  # noqa: E731
     lines = [KEY, ""] if key else []
-    lines += ["| claim | verdict | q |", "|---|---|---|"]
+    lines += ["| claim | verdict | difference (MDD) | q |", "|---|---|---|---|"]
     for r in rows:
         code = where_link(r, r["id"]) if links and not (r["doc"] == here and not r["anchor"]) else r["id"]
-        lines.append(f"| {cell(r['claim'])} ({code}) | {cell(verdict_text(r))} | {q_text(r['q'])} |")
+        lines.append(f"| {cell(r['claim'])} ({code}) | {cell(verdict_text(r))} | {difference_text(r)} "
+                     f"| {q_text(r['q'])} |")
     head = ["claim", *(["the papers"] if papers else []), "ours"]
     lines += ["", ":::{dropdown} The numbers behind these verdicts", "", "| " + " | ".join(head) + " |",
               "|" + "---|" * len(head)]

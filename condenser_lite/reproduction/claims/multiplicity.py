@@ -285,15 +285,16 @@ def unseen_seed_tests(results: Mapping, claims: Sequence[str] = ("C1m", "C7m", "
     """Each test the verdicts of ``claims`` rest on, again on the pre-training ``seeds`` the
     choice of the modified Condenser never saw (default: ``results.judged_seeds``, 44-46 in the
     committed run), each test once (Am's gains are C1m's and C7m's): ``claim``, ``setting``,
-    ``a``, ``b``, the p over every seed (``p_all``) and over those seeds (``seeds``, ``n``,
-    ``diff``, ``p``). Chapter 12."""
+    ``a``, ``b``, the difference and p over every seed (``diff_all``, ``p_all``) and over those
+    seeds (``seeds``, ``n``, ``diff``, ``p``). Chapter 12."""
     seeds = list(seeds) if seeds is not None else judged_seeds(results, MODIFIED_ARM)
     out, seen = [], set()
     for t in deciding_tests(results):
         if t.claim not in claims or comparison_key(t.numbers) in seen:
             continue
         seen.add(comparison_key(t.numbers))
-        out.append({"claim": t.claim, "setting": _setting(t), "a": t.a, "b": t.b, "p_all": t.numbers["p"],
+        out.append({"claim": t.claim, "setting": _setting(t), "a": t.a, "b": t.b,
+                    "diff_all": t.numbers["diff"], "p_all": t.numbers["p"],
                     **on_seeds(t.numbers, seeds)})
     return out
 
