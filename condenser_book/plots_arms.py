@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from .plots import FIGURE_WIDTH, SMALL, figure_for, legend_above, log_axis, panels
-from condenser_lite.reproduction.configuration.registry import MAIN_ARMS, color, label
+from condenser_lite.reproduction.configuration.registry import CONTROL_ARMS, MAIN_ARMS, color, label
 from condenser_lite.reproduction.evidence.results import arm_seeds
 from condenser_lite.reproduction.claims.scorecard import scorecard
 from .tables import SHORT_LABELS, by_model, by_model_rows, full_size
@@ -21,11 +21,13 @@ from .tables import SHORT_LABELS, by_model, by_model_rows, full_size
 
 def _models_and_mean(ax, results: Mapping, arm: str, by_x: Mapping[str, Mapping], dodge: float = 1.0) -> None:
     """One arm against x (the keys of ``by_x``, x scaled by ``dodge``): a hollow dot per
-    pre-trained model (``by_model``) and a line through their mean."""
+    pre-trained model (``by_model``) and a line through their mean, dashed for a control, so
+    the equal-FLOPs control's light blue is not read as Condenser's blue."""
     xs = sorted(int(x) for x in by_x)
     points = [by_model(results, arm, by_x[str(x)]) for x in xs]
     at = np.array(xs) * dodge
-    ax.plot(at, [p.mean() for p in points], marker="o", color=color(arm), label=label(arm))
+    ax.plot(at, [p.mean() for p in points], marker="o", color=color(arm), label=label(arm),
+            ls="--" if arm in CONTROL_ARMS else "-")
     for x, p in zip(at, points):
         ax.plot([x] * len(p), p, "o", ms=3.5, color=color(arm), markerfacecolor="white")
 
@@ -122,7 +124,10 @@ def plot_nb_recall(results: Mapping, n: int | None = None, ax=None):
     ks = sorted({int(k.split("@k")[1]) for k in names if k.startswith(f"n{n}@")})
     for arm, d in nb.items():
         _models_and_mean(ax, results, arm, {str(k): d[f"n{n}@k{k}"] for k in ks})
-    ax.set_xlabel("k (depth of the round-1 ranking)")
+    ax.set_xscale("log")  # depths 10 to 200: on a linear axis the shallow ones crowd together
+    ax.set_xticks(ks, [str(k) for k in ks])
+    ax.minorticks_off()
+    ax.set_xlabel("k (round-1 depth)")
     ax.set_ylabel(f"nb-recall, round-2 top {n}")
     ax.legend(fontsize=SMALL, frameon=False)
     return fig

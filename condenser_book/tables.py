@@ -156,8 +156,8 @@ def model_range(per_seed: Mapping[str, float] | None) -> str:
 def claim_table(results: Mapping, ids: Sequence[str]):
     """The comparisons behind the claims ``ids`` as one table (``scorecard.claim_rows``): per claim and
     setting the two models with our numbers, the verdict, and the difference: under rules version 2 the
-    mean's with the one-sided test's p and the pre-trained models' range (``model_range``), under
-    version 1 the mean's with its spread; the pre-registered claims also the smallest difference the
+    mean's with the one-sided test's p (the reverse test's where the call is "worse") and the
+    pre-trained models' range (``model_range``), under version 1 the mean's with its spread; the pre-registered claims also the smallest difference the
     run could detect and the paper's effect at our scale. Chapters 4, 6, 7 and 8 show their claims with it."""
     import pandas as pd
 
@@ -179,7 +179,10 @@ def claim_table(results: Mapping, ids: Sequence[str]):
         for (path, c), r in zip(found, claim_rows(claims[cid])):
             if "p (one-sided)" in r and not decides(cid, path, recall):  # beside the verdict, not behind it
                 r = {**r, "verdict": f"{r['verdict']} (not judged)"}
-            rows.append({"claim": cid, **r, "each model": model_range(c.get("per_seed"))})
+            # a call the other way shows the p of the test it rests on, the reverse one
+            turned = c["verdict"] in ("worse", "reversed") and c.get("p_reversed") is not None
+            rows.append({"claim": cid, **r, "each model": model_range(c.get("per_seed")),
+                         "p shown": "reverse " + p_text(c["p_reversed"]) if turned else p_text(c.get("p"))})
     table = pd.DataFrame(rows)
     if table.empty:
         return table
@@ -187,8 +190,8 @@ def claim_table(results: Mapping, ids: Sequence[str]):
     # difference with its spread, and (pre-registered claims) what the run could detect beside
     # the paper's effect at our scale; a dash where a claim has no power analysis (C2-C6)
     if "p (one-sided)" in table:  # rules version 2: each pre-trained model's difference, the test's p
-        table["difference (p)"] = ["{} ({})".format(fixed(d, signed=True), p_text(p).replace(" ", "\u00a0"))
-                                   for d, p in zip(table["difference"], table["p (one-sided)"])]
+        table["difference (p)"] = ["{} ({})".format(fixed(d, signed=True), p.replace(" ", "\u00a0"))
+                                   for d, p in zip(table["difference"], table["p shown"])]
     else:
         table["difference (spread)"] = [f"{fixed(d, signed=True)} ({s:.3f})"
                                         for d, s in zip(table["difference"], table["spread"])]

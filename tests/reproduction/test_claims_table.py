@@ -144,3 +144,15 @@ def test_claim_table_gives_each_pre_trained_models_range_and_sign_count(small):
     for cell, d in zip(cells, per_model):
         low, high = min(d.values()), max(d.values())
         assert cell == f"{low:+.3f} to {high:+.3f}; {sum(v > 0 for v in d.values())} of {len(d)} > 0"
+
+
+def test_claim_table_shows_the_reverse_p_beside_a_call_the_other_way(small):
+    """A "worse" row gives the p of the reverse test it rests on, not the claim-direction p near 1."""
+    from condenser_book.tables import claim_table
+
+    claim = next(c for c in small["claims"] if c["id"] == "C6m")
+    tests = [c for _, c in comparison_paths(claim["ours"])]
+    table = claim_table(small, ["C6m"])
+    assert all(c["verdict"] == "worse" for c in tests)  # the committed run's C6m: both worse
+    for cell, c in zip(table["difference (p)"], tests):
+        assert cell.replace("\u00a0", " ").endswith(f"(reverse p {c['p_reversed']:.3f})")

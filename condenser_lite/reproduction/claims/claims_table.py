@@ -181,8 +181,8 @@ def verdict_words(results: Mapping) -> dict[str, str]:
 
 KEY = ("Verdict words: reproduced, partly reproduced (some of the claim's tests hold), not reproduced, or "
        f"{NOT_DETECTED}. {NOT_DETECTED.capitalize()} (MDD …) means no call, and every difference the claim's tests "
-       f"found is below the smallest each could detect, its {{term}}`MDD` (in brackets, the test shown's). A {WEAK_MARK} marks a weak verdict: a test it rests on has "
-       f"{WEAK_P[0]:g} ≤ p < {WEAK_P[1]:g} and a difference below its MDD. The other way means that the claim's "
+       f"found is below the smallest each could detect, its {{term}}`MDD` (in brackets, the test shown's). A {WEAK_MARK} marks a weak verdict: a test that holds for it has "
+       f"{WEAK_P[0]:g} ≤ p < {WEAK_P[1]:g} and a difference below its MDD (a call the other way carries no mark). The other way means that the claim's "
        "test holds in the reverse direction. The q is the {term}`BH q-value` of the test shown, over every distinct "
        "test behind the verdicts (for a row read the other way, of its reverse test). The difference is the test "
        "shown's, in its metric, with its MDD in brackets. Holds in k of n tests counts "
@@ -225,12 +225,12 @@ def findings_markdown(results: Mapping, ids: Sequence[str] | None = None, papers
     its words with its code after, linked to the page that argues it; the verdict
     (``verdict_text``); the size of what it found (``difference_text``); the q. The numbers behind
     each (the papers' where ``papers``, and ours, the ``_headline_test``) fold out below it.
-    ``key`` puts ``KEY`` above the table. The introduction, chapters 4-7 and chapter 8 show their
-    findings with it. ``here``: the page the table stands on (``notebooks/04_finetune``), whose own
+    ``key`` puts ``KEY`` above the table, folded. The introduction, chapters 4-7 and chapter 8
+    show their findings with it. ``here``: the page the table stands on (``notebooks/04_finetune``), whose own
     claims are not linked to its top."""
     rows = [r for r in headline_rows(results) if ids is None or r["id"] in ids]
     cell = lambda c: c.replace("|", "\\|")  # noqa: E731
-    lines = [KEY, ""] if key else []
+    lines = [":::{dropdown} How to read this table", "", KEY, "", ":::", ""] if key else []
     lines += ["| claim | verdict | difference (MDD) | q |", "|---|---|---|---|"]
     for r in rows:
         code = where_link(r, r["id"]) if links and not (r["doc"] == here and not r["anchor"]) else r["id"]
