@@ -157,8 +157,9 @@ def claim_table(results: Mapping, ids: Sequence[str]):
     """The comparisons behind the claims ``ids`` as one table (``scorecard.claim_rows``): per claim and
     setting the two models with our numbers, the verdict, and the difference: under rules version 2 the
     mean's with the one-sided test's p (the reverse test's where the call is "worse") and the
-    pre-trained models' range (``model_range``), under version 1 the mean's with its spread; the pre-registered claims also the smallest difference the
-    run could detect and the paper's effect at our scale. Chapters 4, 6, 7 and 8 show their claims with it."""
+    pre-trained models' range (``model_range``), under version 1 the mean's with its spread; the
+    pre-registered claims also the smallest difference the run could detect and the paper's effect
+    at our scale. Chapters 4, 6, 7 and 8 show their claims with it."""
     import pandas as pd
 
     claims = {c["id"]: c for c in results.get("claims") or scorecard(results)}

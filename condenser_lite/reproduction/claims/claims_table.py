@@ -18,6 +18,7 @@ from ..evidence.papers import paper_headline
 from ..configuration.registry import CLAIM, MODIFIED_ARM
 from ..evidence.results import judged_seeds
 from ..statistics.rules import ALPHA_ONE_SIDED
+from ..statistics.wording import fixed
 
 # Where each claim is argued: (doc, label or None, its name in prose)
 WHERE = {
@@ -123,7 +124,7 @@ def q_text(q: float | None) -> str:
 def difference_text(row: Mapping) -> str:
     """The size of what a findings row found: its headline test's difference, signed, with the MDD
     it is read against in brackets; a dash for C0 and C0m, which rest on no test. Chapter 8."""
-    return "–" if row["diff"] is None else f"{row['diff']:+.3f}\u00a0({row['mdd']:.3f})"
+    return "–" if row["diff"] is None else f"{fixed(row['diff'], signed=True)}\u00a0({row['mdd']:.3f})"
 
 
 NOT_DETECTED = "not detected"  # a claim's test with no call, below what it could detect
@@ -226,8 +227,8 @@ def findings_markdown(results: Mapping, ids: Sequence[str] | None = None, papers
     (``verdict_text``); the size of what it found (``difference_text``); the q. The numbers behind
     each (the papers' where ``papers``, and ours, the ``_headline_test``) fold out below it.
     ``key`` puts ``KEY`` above the table, folded. The introduction, chapters 4-7 and chapter 8
-    show their findings with it. ``here``: the page the table stands on (``notebooks/04_finetune``), whose own
-    claims are not linked to its top."""
+    show their findings with it. ``here``: the page the table stands on
+    (``notebooks/04_finetune``), whose own claims are not linked to its top."""
     rows = [r for r in headline_rows(results) if ids is None or r["id"] in ids]
     cell = lambda c: c.replace("|", "\\|")  # noqa: E731
     lines = [":::{dropdown} How to read this table", "", KEY, "", ":::", ""] if key else []
